@@ -1,0 +1,3 @@
+from estimator2keras.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""The parity harness: runs an Estimator program and its Keras migration and compares their training."""
