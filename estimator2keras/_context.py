@@ -1,0 +1,194 @@
+"""Per-file state a rule works with: metadata, findings, queued edits and imports."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+import libcst as cst
+from libcst.codemod import CodemodContext
+from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+from libcst.metadata import (
+    MetadataWrapper,
+    ParentNodeProvider,
+    PositionProvider,
+    QualifiedNameProvider,
+    ScopeProvider,
+)
+
+from estimator2keras import _names
+from estimator2keras._edits import Edits
+
+if TYPE_CHECKING:
+    from estimator2keras._registry import RuleSet
+
+MARK_PREFIX = "# e2k: "
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Something a rule did or could not do, at a place in a file.
+
+    ``kind`` is ``"fixed"`` (converted), ``"manual"`` (left for a human, marked in the file)
+    or ``"error"`` (the file could not be processed).
+    """
+
+    path: str
+    line: int
+    col: int
+    code: str
+    message: str
+    kind: str = "manual"
+
+    def format(self) -> str:
+        return f"{self.path}:{self.line}:{self.col}: {self.code} {self.message}"
+
+    def to_dict(self) -> dict:
+        return {
+            "line": self.line,
+            "col": self.col,
+            "code": self.code,
+            "message": self.message,
+            "kind": self.kind,
+        }
+
+
+class RewriteContext:
+    """What a rule sees of the file being rewritten.
+
+    During a pass, ``module`` is the tree the rule must analyse (node identity matters: edits
+    and marks are keyed by these nodes) and ``get_metadata`` resolves positions, scopes,
+    parents and qualified names on it.
+    """
+
+    METADATA = (PositionProvider, ScopeProvider, QualifiedNameProvider, ParentNodeProvider)
+
+    def __init__(self, path: str, rules: "RuleSet"):
+        self.path = path
+        self.rules = rules
+        self.findings: list[Finding] = []
+        self._codemod = CodemodContext(filename=path)
+        self._wrapper: MetadataWrapper | None = None
+        self._metadata: dict = {}
+        self.edits: Edits | None = None
+        self._rule_code: str | None = None
+
+    # -- passes ---------------------------------------------------------------------------
+    def begin_pass(self, module: cst.Module, rule_code: str) -> cst.Module:
+        """Prepare metadata and an empty edit list for a pass; returns the tree to analyse."""
+        self._wrapper = MetadataWrapper(module)
+        self._metadata = self._wrapper.resolve_many(self.METADATA)
+        self.edits = Edits()
+        self._rule_code = rule_code
+        return self._wrapper.module
+
+    def finish_pass(self, result: cst.Module | None) -> cst.Module:
+        """Apply the pass's queued edits (or take the rule's own result) and reset."""
+        assert self._wrapper is not None and self.edits is not None
+        module = self._wrapper.module
+        if result is not None and result is not module:
+            if self.edits:
+                raise RuntimeError("a rule returned a new module and also queued edits")
+            out = result
+        else:
+            out = self.edits.apply(module) if self.edits else module
+        self._wrapper, self._metadata, self.edits = None, {}, None
+        return out
+
+    @property
+    def module(self) -> cst.Module:
+        assert self._wrapper is not None, "only valid during a pass"
+        return self._wrapper.module
+
+    def get_metadata(self, key, node, default=None):
+        try:
+            return self._metadata[key][node]
+        except KeyError:
+            if default is not None:
+                return default
+            raise
+
+    # -- names ----------------------------------------------------------------------------
+    def api_path(self, node: cst.CSTNode) -> str | None:
+        """The TensorFlow API path ``node`` refers to (``"estimator.Estimator"``), or None."""
+        return _names.api_path(node, self.get_metadata)
+
+    def call_api_path(self, node: cst.CSTNode) -> str | None:
+        return _names.call_api_path(node, self.get_metadata)
+
+    def position(self, node: cst.CSTNode) -> tuple[int, int]:
+        """1-based line, 1-based column (as editors and `path:line:col` reports count)."""
+        try:
+            pos = self._metadata[PositionProvider][node].start
+        except KeyError:
+            return (0, 0)
+        return pos.line, pos.column + 1
+
+    def scope(self, node: cst.CSTNode):
+        return self._metadata[ScopeProvider].get(node)
+
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        return self._metadata[ParentNodeProvider].get(node)
+
+    def enclosing_statement(self, node: cst.CSTNode) -> cst.BaseStatement | None:
+        current: cst.CSTNode | None = node
+        while current is not None and not isinstance(
+            current, (cst.SimpleStatementLine, cst.BaseCompoundStatement)
+        ):
+            current = self.parent(current)
+        return current
+
+    # -- findings -------------------------------------------------------------------------
+    def report(self, node: cst.CSTNode, message: str, code: str | None = None, kind: str = "fixed"):
+        """Record a finding at ``node`` without touching the file."""
+        line, col = self.position(node)
+        self.findings.append(Finding(self.path, line, col, code or self._rule_code or "E2K000", message, kind))
+
+    def mark(self, node: cst.CSTNode, message: str, code: str | None = None) -> None:
+        """Leave ``node`` for a human: a ``# e2k: CODE message`` line above its statement, and a
+        finding in the report."""
+        code = code or self._rule_code or "E2K000"
+        self.report(node, message, code=code, kind="manual")
+        statement = self.enclosing_statement(node) or node
+        assert self.edits is not None
+        self.edits.mark(statement, f"{MARK_PREFIX}{code} {message}")
+
+    # -- imports --------------------------------------------------------------------------
+    def add_import(self, module: str, obj: str | None = None, asname: str | None = None) -> None:
+        AddImportsVisitor.add_needed_import(self._codemod, module, obj, asname)
+
+    def remove_import_if_unused(self, module: str, obj: str | None = None, asname: str | None = None) -> None:
+        RemoveImportsVisitor.remove_unused_import(self._codemod, module, obj, asname)
+
+    def apply_imports(self, module: cst.Module) -> cst.Module:
+        """Apply queued import edits once, after all passes."""
+        scratch = self._codemod.scratch
+        if scratch.get(AddImportsVisitor.CONTEXT_KEY):
+            module = AddImportsVisitor(self._codemod).transform_module(module)
+        if scratch.get(RemoveImportsVisitor.CONTEXT_KEY):
+            module = RemoveImportsVisitor(self._codemod).transform_module(module)
+        return module
+
+    # -- rules ----------------------------------------------------------------------------
+    def enabled(self, code: str) -> bool:
+        return self.rules.enabled(code)
+
+
+def statements_of(body: cst.CSTNode) -> Sequence[cst.BaseStatement]:
+    """The statements of a Module or a compound statement's block."""
+    if isinstance(body, cst.Module):
+        return body.body
+    if isinstance(body, (cst.FunctionDef, cst.ClassDef, cst.With, cst.If, cst.For, cst.While, cst.Try)):
+        body = body.body
+    if isinstance(body, cst.IndentedBlock):
+        return body.body
+    return ()
+
+
+def iter_calls(node: cst.CSTNode) -> Iterable[cst.Call]:
+    """Every call inside ``node``, outermost first."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Call):
+            yield current
+        stack.extend(reversed(list(current.children)))

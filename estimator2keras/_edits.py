@@ -1,0 +1,166 @@
+"""Edits queued against the original tree of a pass, applied together in one traversal.
+
+libcst rebuilds every node it visits, so an edit must be keyed by the node of the tree the
+rule analysed and applied while that tree is walked. Statement-level edits keep what the
+user wrote around them: comments and blank lines above a removed statement move to the next
+statement that stays.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import libcst as cst
+
+_Body = (cst.Module, cst.IndentedBlock)
+
+
+class EditConflict(RuntimeError):
+    """Two edits touch the same code (a bug in a rule, never the user's fault)."""
+
+
+class Edits:
+    def __init__(self) -> None:
+        self._nodes: dict[cst.CSTNode, cst.CSTNode] = {}
+        self._statements: dict[cst.BaseStatement, list[cst.BaseStatement]] = {}
+        self._marks: dict[cst.BaseStatement, list[str]] = {}
+        self._after_imports: list[cst.BaseStatement] = []
+
+    def __bool__(self) -> bool:
+        return bool(self._nodes or self._statements or self._marks or self._after_imports)
+
+    def replace(self, node: cst.CSTNode, new: cst.CSTNode) -> None:
+        """Replace ``node`` (anything but a whole statement of a body) with ``new``."""
+        if node in self._nodes and not self._nodes[node].deep_equals(new):
+            raise EditConflict(f"two different replacements for one {type(node).__name__}")
+        self._nodes[node] = new
+
+    def replace_statement(self, statement: cst.BaseStatement, new: Sequence[cst.BaseStatement]) -> None:
+        """Replace a statement of a module or block with ``new`` (none: remove it)."""
+        if statement in self._statements:
+            raise EditConflict("two replacements for one statement")
+        self._statements[statement] = list(new)
+
+    def remove_statement(self, statement: cst.BaseStatement) -> None:
+        self.replace_statement(statement, [])
+
+    def is_replaced(self, statement: cst.BaseStatement) -> bool:
+        return statement in self._statements
+
+    def mark(self, statement: cst.BaseStatement, comment: str) -> None:
+        """Put ``comment`` (a full ``# ...`` line) right above ``statement``, once."""
+        comments = self._marks.setdefault(statement, [])
+        if comment not in comments:
+            comments.append(comment)
+
+    def insert_after_imports(self, statements: Sequence[cst.BaseStatement]) -> None:
+        """Insert module-level statements right after the module's first block of imports."""
+        self._after_imports.extend(statements)
+
+    def apply(self, module: cst.Module) -> cst.Module:
+        return module.visit(_Applier(self))
+
+
+class _Applier(cst.CSTTransformer):
+    def __init__(self, edits: Edits):
+        super().__init__()
+        self.edits = edits
+        self.applied: set[cst.CSTNode] = set()
+
+    def on_leave(self, original_node, updated_node):
+        updated_node = super().on_leave(original_node, updated_node)
+        replacement = self.edits._nodes.get(original_node)
+        if replacement is not None:
+            self._check_nothing_inside_applied(original_node)
+            self.applied.add(original_node)
+            updated_node = replacement
+        if isinstance(original_node, _Body):
+            updated_node = self._rebuild_body(original_node, updated_node)
+        return updated_node
+
+    def _check_nothing_inside_applied(self, original: cst.CSTNode) -> None:
+        if not self.applied:
+            return
+        stack = list(original.children)
+        while stack:
+            node = stack.pop()
+            if node in self.applied:
+                raise EditConflict(f"an edit inside a replaced {type(original).__name__} would be lost")
+            stack.extend(node.children)
+
+    def _rebuild_body(self, original, updated):
+        edits = self.edits
+        new_body: list[cst.BaseStatement] = []
+        pending: list[cst.EmptyLine] = []
+        for orig, upd in zip(original.body, updated.body):
+            if orig in edits._statements:
+                self._check_nothing_inside_applied(orig)
+                self.applied.add(orig)
+                replacement = edits._statements[orig]
+                carried = pending + list(getattr(orig, "leading_lines", ()))
+                pending = []
+                if not replacement:
+                    pending = carried
+                    continue
+                first = replacement[0]
+                replacement = [_with_leading(first, carried + list(first.leading_lines)), *replacement[1:]]
+                new_body.extend(replacement)
+                continue
+            if orig in edits._marks:
+                upd = _add_marks(upd, edits._marks[orig])
+            if pending:
+                upd = _with_leading(upd, pending + list(upd.leading_lines))
+                pending = []
+            new_body.append(upd)
+
+        if isinstance(updated, cst.Module) and edits._after_imports:
+            index = _after_import_block(new_body)
+            inserted = list(edits._after_imports)
+            inserted[0] = _with_leading(inserted[0], [cst.EmptyLine(), *inserted[0].leading_lines])
+            new_body[index:index] = inserted
+            if index < len(new_body) - len(inserted):
+                following = new_body[index + len(inserted)]
+                if not following.leading_lines:
+                    new_body[index + len(inserted)] = _with_leading(following, [cst.EmptyLine()])
+
+        if isinstance(updated, cst.Module):
+            footer = list(pending) + list(updated.footer)
+            return updated.with_changes(body=new_body, footer=footer)
+        if not new_body:
+            new_body = [cst.SimpleStatementLine([cst.Pass()], leading_lines=pending)]
+            pending = []
+        return updated.with_changes(body=new_body, footer=list(pending) + list(updated.footer))
+
+
+def _with_leading(statement: cst.BaseStatement, lines: list[cst.EmptyLine]) -> cst.BaseStatement:
+    return statement.with_changes(leading_lines=lines)
+
+
+def _add_marks(statement: cst.BaseStatement, comments: list[str]) -> cst.BaseStatement:
+    present = {line.comment.value for line in statement.leading_lines if line.comment is not None}
+    new = [cst.EmptyLine(comment=cst.Comment(c)) for c in comments if c not in present]
+    if not new:
+        return statement
+    return _with_leading(statement, [*statement.leading_lines, *new])
+
+
+def _is_import(statement: cst.BaseStatement) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and all(
+        isinstance(s, (cst.Import, cst.ImportFrom)) for s in statement.body
+    )
+
+
+def _is_docstring(statement: cst.BaseStatement) -> bool:
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and isinstance(statement.body[0], cst.Expr)
+        and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
+
+
+def _after_import_block(body: Sequence[cst.BaseStatement]) -> int:
+    """Index just past the first run of imports (after a docstring), or after the docstring."""
+    index = 1 if body and _is_docstring(body[0]) else 0
+    while index < len(body) and _is_import(body[index]):
+        index += 1
+    return index

@@ -1,0 +1,87 @@
+"""Building the code e2k emits: templates parsed by libcst, names that do not clash."""
+from __future__ import annotations
+
+import re
+import textwrap
+from typing import Iterable
+
+import libcst as cst
+
+_EMPTY_MODULE = cst.Module(body=[])
+
+
+def code(node: cst.CSTNode) -> str:
+    """Source text of a node, as it would print in a module."""
+    return _EMPTY_MODULE.code_for_node(node)
+
+
+def expr(template: str, **nodes: cst.BaseExpression | str) -> cst.BaseExpression:
+    """Parse an expression; ``{name}`` placeholders take source text or nodes."""
+    return cst.parse_expression(_fill(template, nodes))
+
+
+def statement(template: str, **nodes: cst.BaseExpression | str) -> cst.BaseStatement:
+    """Parse one statement (templates use 4-space indents; the module's indent wins on output)."""
+    return cst.parse_statement(_fill(textwrap.dedent(template).strip() + "\n", nodes))
+
+
+def statements(template: str, **nodes: cst.BaseExpression | str) -> list[cst.BaseStatement]:
+    module = cst.parse_module(_fill(textwrap.dedent(template).strip() + "\n", nodes))
+    return list(module.body)
+
+
+def _fill(template: str, nodes: dict) -> str:
+    values = {k: (code(v) if isinstance(v, cst.CSTNode) else v) for k, v in nodes.items()}
+    return template.format(**values) if values else template
+
+
+def comment_line(text: str) -> cst.EmptyLine:
+    return cst.EmptyLine(comment=cst.Comment(f"# {text}"))
+
+
+def with_comment(stmt: cst.BaseStatement, text: str) -> cst.BaseStatement:
+    """``stmt`` with a ``# text`` line right above it."""
+    return stmt.with_changes(leading_lines=[*stmt.leading_lines, comment_line(text)])
+
+
+def keyword_arg(name: str, value: cst.BaseExpression) -> cst.Arg:
+    return cst.Arg(
+        value=value,
+        keyword=cst.Name(name),
+        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
+    )
+
+
+def call_args(args: Iterable[cst.Arg]) -> list[cst.Arg]:
+    """Arguments ready to print: commas between, none after the last."""
+    args = list(args)
+    out = []
+    for i, arg in enumerate(args):
+        last = i == len(args) - 1
+        if last:
+            out.append(arg.with_changes(comma=cst.MaybeSentinel.DEFAULT))
+        elif arg.comma is cst.MaybeSentinel.DEFAULT:
+            out.append(arg.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))))
+        else:
+            out.append(arg)
+    return out
+
+
+def unique_name(preferred: str, taken: set[str]) -> str:
+    """``preferred`` if free, else ``preferred_2``, ``preferred_3``..."""
+    if preferred not in taken:
+        return preferred
+    n = 2
+    while f"{preferred}_{n}" in taken:
+        n += 1
+    return f"{preferred}_{n}"
+
+
+def builder_name(model_fn_name: str) -> str:
+    """``_model_fn`` -> ``_build_model``; ``cnn_model_fn`` -> ``build_cnn_model``."""
+    lead = re.match(r"_*", model_fn_name).group(0)
+    core = model_fn_name[len(lead):]
+    core = re.sub(r"_?(fn|func|function)$", "", core) or "model"
+    if not core.endswith("model"):
+        core = f"{core}_model"
+    return f"{lead}build_{core}"

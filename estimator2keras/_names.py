@@ -1,0 +1,74 @@
+"""Resolving what a name in user code refers to, through imports and aliases.
+
+Rules never match the text ``tf.``: ``import tensorflow as tf`` + ``tf.compat.v1.estimator``,
+``import tensorflow.compat.v1 as tf1``, ``from tensorflow import estimator`` and
+``tf.estimator`` all resolve (with libcst's ``QualifiedNameProvider``) to the same *API path*,
+``estimator.Estimator``: the qualified name with the TensorFlow root prefix removed.
+"""
+from __future__ import annotations
+
+import libcst as cst
+from libcst.metadata import QualifiedNameProvider, QualifiedNameSource
+
+# Longest first: a qualified name is stripped of the first prefix that matches.
+_API_PREFIXES = (
+    "tensorflow.compat.v1.",
+    "tensorflow.compat.v2.",
+    "tensorflow_estimator.compat.v1.",
+    "tensorflow_estimator.compat.v2.",
+    "tensorflow_estimator.",
+    "tensorflow.",
+)
+# `import keras` is the same API as `tf.keras`.
+_KERAS_PREFIX = "keras."
+
+
+def api_path_of_qualified(qualified: str) -> str | None:
+    """``"tensorflow.compat.v1.layers.Dense"`` -> ``"layers.Dense"``; None when not TensorFlow."""
+    for prefix in _API_PREFIXES:
+        if qualified.startswith(prefix):
+            return qualified[len(prefix):]
+    if qualified.startswith(_KERAS_PREFIX):
+        return qualified
+    if qualified in ("tensorflow", "tensorflow.compat.v1", "tensorflow.compat.v2"):
+        return ""
+    return None
+
+
+def api_paths(node: cst.CSTNode, get_metadata) -> set[str]:
+    """All TensorFlow API paths ``node`` may refer to (usually zero or one)."""
+    try:
+        names = get_metadata(QualifiedNameProvider, node, set())
+    except KeyError:
+        return set()
+    paths = set()
+    for name in names:
+        if name.source is QualifiedNameSource.LOCAL:
+            continue
+        path = api_path_of_qualified(name.name)
+        if path is not None:
+            paths.add(path)
+    return paths
+
+
+def api_path(node: cst.CSTNode, get_metadata) -> str | None:
+    """The TensorFlow API path ``node`` refers to, or None when it is not (unambiguously) TF."""
+    paths = api_paths(node, get_metadata)
+    return next(iter(paths)) if len(paths) == 1 else None
+
+
+def call_api_path(node: cst.CSTNode, get_metadata) -> str | None:
+    """The API path of the function a call calls, or None when ``node`` is not such a call."""
+    if isinstance(node, cst.Call):
+        return api_path(node.func, get_metadata)
+    return None
+
+
+def dotted(node: cst.BaseExpression) -> str | None:
+    """``a.b.c`` for a Name/Attribute chain, else None."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = dotted(node.value)
+        return f"{base}.{node.attr.value}" if base is not None else None
+    return None

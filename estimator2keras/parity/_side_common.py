@@ -1,0 +1,256 @@
+"""Helpers shared by the two bootstrap scripts (`_legacy_side.py`, `_keras_side.py`).
+
+This file runs inside the user's interpreter, which may be a different Python with a
+different TensorFlow than the one running `e2k`. It is loaded by path, imports nothing
+from estimator2keras, and must work with numpy 1.x and 2.x, TF 2.15 and TF 2.21.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import runpy
+import sys
+import traceback
+
+_THIS_DIR = os.path.dirname(os.path.abspath(__file__))
+# Frames from these files are the harness, not the user's program: dropped from tracebacks.
+_HARNESS_FILES = {
+    os.path.join(_THIS_DIR, name) for name in ("_side_common.py", "_legacy_side.py", "_keras_side.py")
+}
+TRACEBACK_TAIL_LINES = 30
+
+# Keras and TF1 layers that draw random numbers in training only; parity mode makes them
+# act as at inference (identity) on both sides, because TF1 graph and TF2 eager random
+# streams cannot be aligned.
+_DROPOUT_LAYER_NAMES = (
+    "Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D",
+    "AlphaDropout", "GaussianDropout", "GaussianNoise",
+)
+
+
+class HarnessStop(BaseException):
+    """Ends the user's program early with a status for the host.
+
+    A BaseException, like SystemExit, so that a user's `except Exception:` cannot
+    swallow it.
+    """
+
+    def __init__(self, status: str, message: str, **details):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.details = details
+
+
+def load_request(path: str) -> dict:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def seed_python_and_numpy(seed: int) -> None:
+    """Seed what the program may draw from before TensorFlow is even imported.
+
+    `tf.compat.v1.layers` and Keras layers built in a model_fn take their op seeds from
+    Python's `random` (DESIGN.md §5): seeding it makes the legacy graph repeatable.
+    """
+    random.seed(seed)
+    try:
+        import numpy as np
+    except ImportError:  # a program without numpy has nothing to seed there
+        return
+    np.random.seed(seed)
+
+
+def harness_devices(tf, replicas: int) -> tuple[list[str], str]:
+    """The devices the N replicas run on: real GPUs when there are enough, else N CPUs.
+
+    Returns (device names, kind) with kind "GPU" or "CPU". Listing physical devices does
+    not initialise the runtime, so logical CPUs can still be configured afterwards.
+    """
+    gpus = tf.config.list_physical_devices("GPU")
+    if len(gpus) >= replicas:
+        return [f"/gpu:{i}" for i in range(replicas)], "GPU"
+    return [f"/cpu:{i}" for i in range(replicas)], "CPU"
+
+
+def patch_mirrored_strategy(tf, harness: list[str], record: dict) -> None:
+    """Make every MirroredStrategy (V1 and V2) run on the harness's devices.
+
+    The user's own device list (or the default, which on a CPU-only machine is CPU:0
+    alone) is replaced so that both sides run the same number of replicas.
+    """
+    from tensorflow.python.distribute import mirrored_strategy as ms
+
+    for cls in (ms.MirroredStrategy, ms.MirroredStrategyV1):
+        def __init__(self, devices=None, *args, _original=cls.__init__, **kwargs):
+            record.setdefault("user_strategy_devices", []).append(list(devices) if devices else None)
+            _original(self, list(harness), *args, **kwargs)
+
+        cls.__init__ = __init__
+
+
+def patch_logical_device_configuration(tf, record: dict) -> None:
+    """Ignore the program's own CPU logical-device setup: the harness has set N CPUs.
+
+    A program written for 2 replicas splits the CPU in 2; under `--replicas 1` or 4 the
+    harness's N must win. Calls for GPUs pass through unchanged.
+    """
+    from tensorflow.python.framework import config as tf_config
+
+    original = tf_config.set_logical_device_configuration
+
+    def set_logical_device_configuration(device, logical_devices):
+        if getattr(device, "device_type", None) == "CPU":
+            record.setdefault("notes", []).append(
+                "the program's own tf.config.set_logical_device_configuration for the CPU "
+                f"({len(logical_devices)} devices) was ignored: the harness sets the replica devices")
+            return None
+        return original(device, logical_devices)
+
+    for module in (tf.config, tf.config.experimental):
+        for name in ("set_logical_device_configuration", "set_virtual_device_configuration"):
+            if hasattr(module, name):
+                setattr(module, name, set_logical_device_configuration)
+
+
+def patch_shuffle(tf) -> None:
+    """`Dataset.shuffle` becomes the identity: TF1 graph and TF2 eager shuffles differ."""
+    from tensorflow.python.data.ops import dataset_ops
+
+    def shuffle(self, buffer_size, seed=None, reshuffle_each_iteration=None, name=None):
+        return self
+
+    for cls_name in ("DatasetV2", "DatasetV1"):
+        cls = getattr(dataset_ops, cls_name, None)
+        if cls is not None and "shuffle" in vars(cls):
+            cls.shuffle = shuffle
+    experimental = getattr(tf.data, "experimental", None)
+    if experimental is not None and hasattr(experimental, "shuffle_and_repeat"):
+        def shuffle_and_repeat(buffer_size, count=None, seed=None):
+            return lambda dataset: dataset.repeat(count)
+        experimental.shuffle_and_repeat = shuffle_and_repeat
+
+
+def patch_dropout(tf) -> None:
+    """Dropout and noise layers, and `tf.nn.dropout`, act as at inference (identity)."""
+
+    def identity_call(self, inputs, *args, **kwargs):
+        return inputs
+
+    layers = tf.keras.layers
+    for name in _DROPOUT_LAYER_NAMES:
+        cls = getattr(layers, name, None)
+        if cls is not None:
+            cls.call = identity_call
+
+    def dropout(x, *args, **kwargs):
+        return x
+
+    tf.nn.dropout = dropout
+    tf.compat.v1.nn.dropout = dropout
+
+
+def enable_op_determinism(tf, record: dict) -> None:
+    try:
+        tf.config.experimental.enable_op_determinism()
+    except AttributeError:  # older TF: the env var is the switch
+        os.environ["TF_DETERMINISTIC_OPS"] = "1"
+        record.setdefault("notes", []).append("op determinism via TF_DETERMINISTIC_OPS=1")
+
+
+def versions(tf) -> dict:
+    info = {"python": sys.version.split()[0], "tensorflow": tf.__version__}
+    try:
+        info["keras"] = tf.keras.__version__
+    except AttributeError:
+        try:
+            import keras
+            info["keras"] = keras.__version__
+        except Exception:  # noqa: BLE001 - a version string is only informative
+            info["keras"] = None
+    try:
+        import numpy as np
+        info["numpy"] = np.__version__
+    except ImportError:
+        info["numpy"] = None
+    return info
+
+
+def traceback_tail(exc: BaseException) -> str:
+    """The end of the program's traceback, without the harness's own frames."""
+    frames = [
+        frame for frame in traceback.extract_tb(exc.__traceback__)
+        if os.path.abspath(frame.filename) not in _HARNESS_FILES
+        and not frame.filename.endswith(os.sep + "runpy.py")
+    ]
+    lines = ["Traceback (most recent call last):\n"]
+    lines += traceback.format_list(frames)
+    lines += traceback.format_exception_only(type(exc), exc)
+    text = "".join(lines).rstrip("\n").splitlines()
+    if len(text) > TRACEBACK_TAIL_LINES:
+        text = ["  ..."] + text[-TRACEBACK_TAIL_LINES:]
+    return "\n".join(text)
+
+
+def run_program(path: str) -> tuple[str, dict | None]:
+    """Run the user's program as `python PATH` would: its directory is cwd and sys.path[0].
+
+    Returns ("ok", None) or (status, error) where error has type, message, traceback.
+    """
+    path = os.path.abspath(path)
+    program_dir = os.path.dirname(path)
+    os.chdir(program_dir)
+    sys.path[0] = program_dir
+    sys.argv = [path]
+    try:
+        runpy.run_path(path, run_name="__main__")
+    except SystemExit as exc:
+        if exc.code in (None, 0):
+            return "ok", None
+        return "crashed", {
+            "type": "SystemExit", "message": f"the program exited with status {exc.code!r}",
+            "traceback": traceback_tail(exc),
+        }
+    except HarnessStop as stop:
+        return stop.status, {"type": "HarnessStop", "message": stop.message, **stop.details}
+    except BaseException as exc:  # noqa: BLE001 - any crash of the user's program is reported
+        return "crashed", {
+            "type": type(exc).__name__, "message": str(exc).strip().splitlines()[0][:500] if str(exc).strip() else "",
+            "traceback": traceback_tail(exc),
+        }
+    return "ok", None
+
+
+def write_json(path: str, data: dict) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=1, default=_json_default)
+    os.replace(tmp, path)
+
+
+def _json_default(value):
+    # numpy scalars and arrays, without importing numpy here
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if hasattr(value, "item"):
+        return value.item()
+    return str(value)
+
+
+def to_float(value):
+    """A Python float (or list) from a numpy/TF scalar; None stays None."""
+    if value is None:
+        return None
+    if hasattr(value, "numpy"):
+        value = value.numpy()
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [to_float(v) for v in value]
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return str(value)
