@@ -1,0 +1,263 @@
+"""Compare what the two sides recorded: per-step losses, final weights, eval metrics.
+
+Pure Python + numpy: the host never imports TensorFlow. Inputs are the sides' result.json
+dicts (see _legacy_side.py / _keras_side.py) and their weights (name -> array).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from estimator2keras.parity._result import (
+    MetricRow,
+    ParityResult,
+    SideInfo,
+    StepRow,
+    Tolerance,
+    WeightRow,
+    allclose,
+    relative,
+)
+
+# Metrics every Estimator evaluation reports that are bookkeeping, not model quality.
+_NOT_COMPARED_METRICS = {"global_step"}
+
+
+def side_info(side: Mapping[str, Any], program: str, python: str, seconds: float | None) -> SideInfo:
+    """The SideInfo of one side's result.json."""
+    notes = list(side.get("notes") or []) + list(side.get("pairing_notes") or [])
+    return SideInfo(
+        program=program,
+        python=python,
+        status=str(side.get("status", "missing")),
+        versions=dict(side.get("versions") or {}),
+        replicas=side.get("replicas"),
+        strategy=side.get("strategy"),
+        devices=side.get("worker_devices") or side.get("harness_devices"),
+        loss_reduction=side.get("loss_reduction"),
+        steps=len(side.get("losses") or []),
+        training_calls=int(side.get("training_calls") or 0),
+        seconds=seconds,
+        notes=notes,
+    )
+
+
+def normalised_legacy_losses(legacy: Mapping[str, Any]) -> tuple[list[float], float]:
+    """The Estimator's per-step losses on Keras's scale, and the factor applied.
+
+    Keras reports the mean over replicas of each replica's loss. The Estimator reports the
+    replicas' losses reduced with the op TensorFlow chose (`_get_loss_reduce_op_for_reporting`):
+    MEAN when the TF1 optimizer scaled the loss by 1/N, else SUM. A SUM is divided by the
+    number of replicas — what TensorFlow did, never a factor fitted to make numbers agree.
+    """
+    losses = [float(x) for x in legacy.get("losses") or []]
+    replicas = int(legacy.get("replicas") or 1)
+    if legacy.get("loss_reduction") == "sum" and replicas > 1:
+        factor = 1.0 / replicas
+        return [x * factor for x in losses], factor
+    return losses, 1.0
+
+
+def compare_steps(legacy: list[float], migrated: list[float], tolerance: Tolerance,
+                  reported: list[float] | None = None) -> list[StepRow]:
+    """One row per step of the longer run; a step missing on one side fails."""
+    rows = []
+    for i in range(max(len(legacy), len(migrated))):
+        step = i + 1
+        rtol, atol = tolerance.for_step(step)
+        a = legacy[i] if i < len(legacy) else None
+        b = migrated[i] if i < len(migrated) else None
+        if a is None or b is None:
+            rows.append(StepRow(step, a, b, None, None, rtol, atol, False,
+                                reported[i] if reported and i < len(reported) else None))
+            continue
+        diff = abs(a - b) if not (math.isnan(a) or math.isnan(b)) else math.nan
+        rows.append(StepRow(
+            step, a, b, diff, relative(diff, a) if not math.isnan(diff) else math.nan,
+            rtol, atol, allclose(a, b, rtol, atol),
+            reported[i] if reported and i < len(reported) else None))
+    return rows
+
+
+def compare_weights(legacy_table: list[Mapping[str, Any]], migrated_table: list[Mapping[str, Any]],
+                    legacy_final: Mapping[str, Any], migrated_final: Mapping[str, Any],
+                    rtol: float, atol: float) -> list[WeightRow]:
+    """Final value of every paired variable: ``max|diff| <= atol + rtol * max|legacy|``.
+
+    Per tensor rather than per element: one element near zero should not fail a tensor
+    whose values agree to the tolerance's relative precision.
+    """
+    import numpy as np
+
+    rows = []
+    for i, (theirs, mine) in enumerate(zip(legacy_table, migrated_table)):
+        key = f"final_{i}"
+        if key not in legacy_final or key not in migrated_final:
+            continue
+        a = np.asarray(legacy_final[key], dtype=np.float64)
+        b = np.asarray(migrated_final[key], dtype=np.float64)
+        if a.shape != b.shape:
+            rows.append(WeightRow(i, theirs["name"], mine["name"], tuple(a.shape), bool(theirs.get("trainable")),
+                                  math.inf, math.inf, False))
+            continue
+        diff = float(np.max(np.abs(a - b))) if a.size else 0.0
+        scale = float(np.max(np.abs(a))) if a.size else 0.0
+        if not math.isfinite(diff):
+            diff = math.nan if np.isnan(a - b).any() else math.inf
+        passed = math.isfinite(diff) and diff <= atol + rtol * scale
+        rows.append(WeightRow(i, theirs["name"], mine["name"], tuple(int(d) for d in a.shape),
+                              bool(theirs.get("trainable")), diff, relative(diff, scale), passed))
+    return rows
+
+
+def final_evaluation(side: Mapping[str, Any]) -> dict[str, float] | None:
+    """The last evaluation a side ran (Keras: the last evaluate(), else fit's last val_ logs)."""
+    evaluations = side.get("evaluations") or []
+    if evaluations:
+        return dict(evaluations[-1])
+    validation = side.get("fit_validation")
+    return dict(validation) if validation else None
+
+
+def compare_metrics(legacy: Mapping[str, Any] | None, migrated: Mapping[str, Any] | None,
+                    rtol: float, atol: float) -> list[MetricRow]:
+    """Metrics of the last evaluation, by name; names on one side only are listed, not compared."""
+    if not legacy and not migrated:
+        return []
+    legacy = {k: v for k, v in (legacy or {}).items() if k not in _NOT_COMPARED_METRICS}
+    migrated = {k: v for k, v in (migrated or {}).items() if k not in _NOT_COMPARED_METRICS}
+    rows = []
+    for name in list(legacy) + [n for n in migrated if n not in legacy]:
+        a, b = _scalar(legacy.get(name)), _scalar(migrated.get(name))
+        if a is None or b is None:
+            rows.append(MetricRow(name, a, b, None, None, None))
+            continue
+        diff = abs(a - b)
+        rows.append(MetricRow(name, a, b, diff, relative(diff, a), allclose(a, b, rtol, atol)))
+    return rows
+
+
+def _scalar(value: Any) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def step_count_hints(legacy: SideInfo, migrated: SideInfo, step_limit: int | None) -> list[str]:
+    """Why the two runs took a different number of steps, when the numbers say so."""
+    n_legacy, n_migrated = legacy.steps, migrated.steps
+    if n_legacy == n_migrated:
+        return []
+    replicas = legacy.replicas or 1
+    hints = [f"the runs took a different number of steps: legacy {n_legacy}, migrated {n_migrated}"]
+    if replicas > 1 and n_legacy and abs(n_migrated - replicas * n_legacy) <= replicas:
+        hints.append(
+            f"the migrated program ran about {replicas}x as many steps as the Estimator on {replicas} replicas: "
+            "its batch is probably not scaled by the number of replicas (an Estimator input_fn batches per "
+            "replica, Keras batches globally: multiply the batch size by strategy.num_replicas_in_sync)")
+    elif replicas > 1 and n_migrated == n_legacy + 1:
+        hints.append(
+            f"the Estimator drops a last round with fewer than {replicas} per-replica batches; Keras trains "
+            "on that remainder. Make the number of examples a multiple of the global batch, or batch with "
+            "drop_remainder=True on both sides")
+    elif replicas > 1 and n_migrated and abs(n_legacy - replicas * n_migrated) <= replicas:
+        hints.append(
+            f"the migrated program ran about 1/{replicas} as many steps: its global batch may be scaled "
+            "by the number of replicas twice")
+    if (legacy.replicas or 1) != (migrated.replicas or 1):
+        hints.append(f"the sides ran on a different number of replicas (legacy {legacy.replicas}, "
+                     f"migrated {migrated.replicas}): does the migrated program use a MirroredStrategy?")
+    if step_limit is not None and max(n_legacy, n_migrated) >= step_limit:
+        hints.append(f"training was limited to {step_limit} steps (--steps)")
+    return hints
+
+
+def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
+            legacy_weights: Mapping[str, Any], migrated_weights: Mapping[str, Any],
+            tolerance: Tolerance, *, legacy_info: SideInfo, migrated_info: SideInfo,
+            settings: Mapping[str, Any], step_limit: int | None = None) -> ParityResult:
+    """The verdict on two successful runs."""
+    import numpy as np
+
+    legacy_losses, factor = normalised_legacy_losses(legacy)
+    migrated_losses = [float(x) for x in migrated.get("losses") or []]
+    reported = [float(x) for x in legacy.get("losses") or []]
+    steps = compare_steps(legacy_losses, migrated_losses, tolerance, reported if factor != 1.0 else None)
+
+    last_step = max(len(steps), 1)
+    final_rtol, final_atol = tolerance.for_step(last_step)
+    legacy_table = list(legacy.get("variables") or [])
+    migrated_table = list(migrated.get("variables") or [])
+    paired = sum(1 for i in range(len(legacy_table)) if f"initial_{i}" in migrated_weights)
+    weights = compare_weights(legacy_table[:paired], migrated_table[:paired],
+                              legacy_weights, migrated_weights, final_rtol, final_atol)
+    metrics = compare_metrics(final_evaluation(legacy), final_evaluation(migrated), final_rtol, final_atol)
+
+    notes = []
+    if factor != 1.0:
+        notes.append(
+            f"the Estimator reported each step's loss as the SUM over its {legacy_info.replicas} replicas "
+            f"(the loss reduction was not a mean, so the TF1 optimizer did not scale it); legacy losses are "
+            f"shown divided by {legacy_info.replicas}, the mean over replicas that Keras reports")
+    mismatched_initial = [
+        i for i in range(paired)
+        if not np.array_equal(np.asarray(legacy_weights.get(f"initial_{i}")),
+                              np.asarray(migrated_weights.get(f"initial_{i}")))
+    ]
+    if mismatched_initial:
+        notes.append("initial values differ after copying for variables "
+                     f"{mismatched_initial} (a dtype conversion?)")
+    if paired < len(legacy_table):
+        notes.append(f"{len(legacy_table) - paired} non-trainable legacy variables were not paired "
+                     "and are not compared")
+
+    hints = step_count_hints(legacy_info, migrated_info, step_limit)
+    failing_step = next((row.step for row in steps if not row.passed), None)
+    failing_weights = [row for row in weights if not row.passed]
+    failing_metrics = [row for row in metrics if row.passed is False]
+    compared_metrics = [row for row in metrics if row.passed is not None]
+
+    if not steps:
+        verdict, reason = "error", "no training step to compare"
+    elif failing_step is not None:
+        verdict = "broken"
+        row = steps[failing_step - 1]
+        if row.legacy_loss is None or row.migrated_loss is None:
+            reason = (f"step counts differ (legacy {legacy_info.steps}, migrated {migrated_info.steps}); "
+                      f"the losses agree up to step {failing_step - 1}")
+        else:
+            reason = (f"losses diverge at step {failing_step}: legacy {row.legacy_loss:.8g}, "
+                      f"migrated {row.migrated_loss:.8g} (|diff| {row.abs_diff:.3g} > "
+                      f"{row.atol:g} + {row.rtol:g}*|legacy|)")
+    elif failing_weights:
+        verdict = "broken"
+        worst = max(failing_weights, key=lambda r: r.max_abs_diff if math.isfinite(r.max_abs_diff) else math.inf)
+        reason = (f"losses agree, but {len(failing_weights)} final weights differ "
+                  f"(most: {worst.legacy_name}, max |diff| {worst.max_abs_diff:.3g})")
+    elif failing_metrics:
+        verdict = "broken"
+        worst = failing_metrics[0]
+        reason = (f"losses and weights agree, but eval metric {worst.name!r} differs: legacy "
+                  f"{worst.legacy:.8g}, migrated {worst.migrated:.8g}")
+    else:
+        verdict = "parity"
+        reason = (f"{len(steps)} steps, {len(weights)} final weights and "
+                  f"{len(compared_metrics)} eval metrics agree within tolerance")
+    if verdict == "broken" and legacy_info.replicas and migrated_info.replicas \
+            and legacy_info.replicas > 1 and failing_metrics and not failing_weights and failing_step is None:
+        hints.append("the Estimator also drops an incomplete last round of per-replica batches in "
+                     "evaluation; Keras evaluates the remainder")
+    return ParityResult(
+        verdict=verdict,
+        reason=reason,
+        first_divergent_step=failing_step,
+        steps=steps,
+        weights=weights,
+        metrics=metrics,
+        legacy=legacy_info,
+        migrated=migrated_info,
+        settings=dict(settings),
+        hints=hints,
+        notes=notes,
+    )

@@ -1,0 +1,367 @@
+"""Bootstrap that `e2k parity` runs, by path, in the target interpreter (TF 2.15 .. newest, Keras 2 or 3).
+
+    python _keras_side.py REQUEST.json
+
+It runs the user's migrated Keras program unchanged (runpy, as `__main__`) after patching
+TensorFlow and Keras so that the run is comparable with the legacy one:
+
+* N logical CPU devices (or N GPUs) and every MirroredStrategy placed on them;
+* before the first `Model.fit`, the model is built (on one batch of fit's data, under the
+  model's strategy scope, when the program did not build it) and the legacy side's initial
+  values are copied into it, paired by creation order and shape (names as a cross-check).
+  A pairing failure ends the run with both variable tables;
+* a callback records the loss of every step: it resets the metrics at the start of each
+  batch, so the logs at the batch's end hold that step's loss (Keras logs are a running
+  mean over the epoch otherwise);
+* the metrics of every top-level `Model.evaluate`, and the model's weights after training.
+
+Output (in the request's out_dir): result.json and weights.npz (initial_<i>, final_<i>, in
+the legacy side's variable order). Standalone on purpose: imports nothing from estimator2keras.
+"""
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import itertools
+import os
+import sys
+
+
+def _load_common():
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_side_common.py")
+    spec = importlib.util.spec_from_file_location("_e2k_parity_side_common", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+common = _load_common()
+
+
+class State:
+    """What the instrumented Keras program did."""
+
+    def __init__(self, request: dict):
+        self.step_limit = request.get("steps")
+        self.legacy_variables: list[dict] = request.get("legacy_variables") or []
+        self.initial_weights_path = request.get("initial_weights")
+        self.model = None
+        self.paired: list = []  # Keras weights in the legacy variable order
+        self.losses: list[float] = []
+        self.fit_calls = 0
+        self.skipped_fit_calls = 0
+        self.in_fit = False
+        self.in_evaluate = False
+        self.evaluations: list[dict] = []
+        self.fit_validation: dict | None = None
+        self.initial = None
+        self.final = None
+        self.replicas: int | None = None
+        self.strategy: str | None = None
+        self.worker_devices: list[str] | None = None
+        self.variables: list[dict] = []
+        self.pairing_notes: list[str] = []
+        self.info: dict = {"notes": []}
+
+    @property
+    def limit_reached(self) -> bool:
+        return self.step_limit is not None and len(self.losses) >= self.step_limit
+
+
+def _creation_order(weights):
+    """Keras weights sorted by creation, which is the legacy graph's order for a faithful
+    migration (a subclassed model's layer attributes may be listed in another order).
+
+    TensorFlow numbers every variable it creates (`_unique_id` ends in a global counter);
+    when that is unavailable the model's own order is kept.
+    """
+    keys = []
+    for weight in weights:
+        key = None
+        for obj in (weight, getattr(weight, "_value", None)):
+            uid = getattr(obj, "_unique_id", None)
+            if isinstance(uid, str) and uid.rsplit("_", 1)[-1].isdigit():
+                key = int(uid.rsplit("_", 1)[-1])
+                break
+        keys.append(key)
+    if any(key is None for key in keys) or len(set(keys)) != len(keys):
+        return list(weights)
+    return [w for _, w in sorted(zip(keys, weights), key=lambda pair: pair[0])]
+
+
+def _weight_name(weight) -> str:
+    name = getattr(weight, "path", None) or weight.name
+    return name[:-2] if name.endswith(":0") else name
+
+
+def _leaf(name: str) -> str:
+    return name.rsplit("/", 1)[-1].split(":")[0]
+
+
+def _describe(weights, trainable: bool) -> list[dict]:
+    return [
+        {"name": _weight_name(w), "shape": [int(d) for d in w.shape],
+         "dtype": str(getattr(w.dtype, "name", w.dtype)), "trainable": trainable}
+        for w in weights
+    ]
+
+
+def _first_batch_features(x, kwargs_batch_size):
+    """Features of one batch of fit's `x`, and `x` itself (replaced when it had to be peeked).
+
+    Returns (features or None, x).
+    """
+    import numpy as np
+
+    if x is None:
+        return None, x
+    if hasattr(x, "take") and hasattr(x, "element_spec"):  # tf.data.Dataset
+        for element in x.take(1):
+            return (element[0] if isinstance(element, (tuple, list)) else element), x
+        return None, x
+    if hasattr(x, "__getitem__") and hasattr(x, "__len__") and not isinstance(x, (np.ndarray, list, tuple, dict)) \
+            and not hasattr(x, "shape"):
+        element = x[0]  # keras.utils.Sequence / PyDataset
+        return (element[0] if isinstance(element, (tuple, list)) else element), x
+    if inspect.isgenerator(x) or hasattr(x, "__next__"):
+        element = next(x)
+        x = itertools.chain([element], x)  # put the peeked batch back
+        return (element[0] if isinstance(element, (tuple, list)) else element), x
+    size = kwargs_batch_size or 32
+    if isinstance(x, dict):
+        return {k: v[:size] for k, v in x.items()}, x
+    if isinstance(x, (list, tuple)):
+        return [v[:size] for v in x], x
+    return x[:size], x
+
+
+def _prepare_model(tf, state: State, model, x, batch_size):
+    """Build the model if needed, pair its weights with the legacy variables, copy them in."""
+    import numpy as np
+
+    strategy = getattr(model, "distribute_strategy", None) or tf.distribute.get_strategy()
+    if not getattr(model, "built", False) or not model.weights:
+        features, x = _first_batch_features(x, batch_size)
+        if features is None:
+            raise common.HarnessStop(
+                "crashed", "the model is not built before fit and the harness could not take a batch "
+                           f"from fit's data ({type(x).__name__}) to build it; give the model an input shape")
+        with strategy.scope():
+            model(features, training=False)
+
+    trainable = _creation_order(list(model.trainable_weights))
+    non_trainable = _creation_order(list(model.non_trainable_weights))
+    state.variables = _describe(trainable, True) + _describe(non_trainable, False)
+
+    legacy = state.legacy_variables
+    legacy_trainable = [v for v in legacy if v["trainable"]]
+    legacy_state = [v for v in legacy if not v["trainable"]]
+
+    def shapes(table):
+        return [list(v["shape"]) for v in table]
+
+    mine_trainable = state.variables[: len(trainable)]
+    mine_state = state.variables[len(trainable):]
+    if shapes(legacy_trainable) != shapes(mine_trainable):
+        raise common.HarnessStop(
+            "variables_mismatch",
+            f"the migrated model's trainable variables do not match the Estimator's "
+            f"({len(mine_trainable)} vs {len(legacy_trainable)}, paired by creation order and shape)",
+            legacy_variables=legacy, migrated_variables=state.variables)
+    paired = list(trainable)
+    if legacy_state and shapes(legacy_state) == shapes(mine_state):
+        paired += non_trainable
+    elif legacy_state or mine_state:
+        state.pairing_notes.append(
+            f"non-trainable model state not paired (legacy: {len(legacy_state)}, migrated: "
+            f"{len(mine_state)} variables): not copied and not compared")
+        legacy = legacy_trainable
+    for i, (theirs, mine) in enumerate(zip(legacy, state.variables)):
+        if _leaf(theirs["name"]) != _leaf(mine["name"]):
+            state.pairing_notes.append(
+                f"variable #{i}: names differ (legacy {theirs['name']!r}, migrated {mine['name']!r}); "
+                "paired by creation order and shape")
+    state.paired = paired
+    state.paired_count = len(legacy)
+
+    with np.load(state.initial_weights_path) as initial:
+        values = [initial[f"initial_{i}"] for i in range(len(paired))]
+    with strategy.scope():
+        for weight, value in zip(paired, values):
+            weight.assign(value.astype(np.dtype(str(getattr(weight.dtype, "name", weight.dtype)))))
+    state.initial = _read(paired)
+    state.replicas = int(strategy.num_replicas_in_sync)
+    state.strategy = type(strategy).__name__
+    try:
+        state.worker_devices = list(strategy.extended.worker_devices)
+    except (AttributeError, RuntimeError):
+        state.worker_devices = None
+    return x
+
+
+def _read(weights):
+    import numpy as np
+
+    return [np.array(w.numpy() if hasattr(w, "numpy") else w) for w in weights]
+
+
+def instrument(tf, state: State) -> None:
+    """Patch Keras's Model.fit and Model.evaluate for a comparable, recorded run."""
+    Model = tf.keras.Model
+
+    class StepRecorder(tf.keras.callbacks.Callback):
+        """Each step's own loss: metrics reset before the step, read after it."""
+
+        def on_train_batch_begin(self, batch, logs=None):
+            self.model.reset_metrics()
+
+        def on_train_batch_end(self, batch, logs=None):
+            state.losses.append(float((logs or {}).get("loss", float("nan"))))
+            if state.limit_reached:
+                self.model.stop_training = True
+
+    class EvaluationRecorder(tf.keras.callbacks.Callback):
+        def on_test_end(self, logs=None):
+            state.evaluations.append({str(k): common.to_float(v) for k, v in (logs or {}).items()})
+
+    original_fit = Model.fit
+    fit_signature = inspect.signature(original_fit)
+
+    def fit(self, *args, **kwargs):
+        if state.in_fit:
+            return original_fit(self, *args, **kwargs)
+        bound = fit_signature.bind(self, *args, **kwargs)
+        if state.model is None:
+            state.model = self
+            x = _prepare_model(tf, state, self, bound.arguments.get("x"), bound.arguments.get("batch_size"))
+            if "x" in bound.arguments:
+                bound.arguments["x"] = x
+        elif state.model is not self:
+            raise common.HarnessStop(
+                "crashed", "the program trains more than one Keras model; the parity harness compares one")
+        if state.limit_reached:
+            state.skipped_fit_calls += 1
+            history = tf.keras.callbacks.History()
+            history.history = {}
+            return history
+        state.fit_calls += 1
+        callbacks = bound.arguments.get("callbacks") or []
+        bound.arguments["callbacks"] = [StepRecorder()] + list(callbacks)
+        if state.neutralize_shuffle and "shuffle" in fit_signature.parameters:
+            bound.arguments["shuffle"] = False  # fit shuffles numpy inputs by default
+        state.in_fit = True
+        try:
+            history = original_fit(*bound.args, **bound.kwargs)
+        finally:
+            state.in_fit = False
+            state.final = _read(state.paired)
+        val = {k[4:]: common.to_float(v[-1]) for k, v in (getattr(history, "history", None) or {}).items()
+               if k.startswith("val_") and v}
+        if val:
+            state.fit_validation = val
+        return history
+
+    Model.fit = fit
+
+    original_evaluate = Model.evaluate
+    evaluate_signature = inspect.signature(original_evaluate)
+
+    def evaluate(self, *args, **kwargs):
+        if state.in_fit or state.in_evaluate:
+            return original_evaluate(self, *args, **kwargs)
+        bound = evaluate_signature.bind(self, *args, **kwargs)
+        bound.arguments["callbacks"] = list(bound.arguments.get("callbacks") or []) + [EvaluationRecorder()]
+        state.in_evaluate = True
+        try:
+            return original_evaluate(*bound.args, **bound.kwargs)
+        finally:
+            state.in_evaluate = False
+
+    Model.evaluate = evaluate
+
+
+def configure_devices(tf, devices: list[str], kind: str) -> None:
+    """N logical CPUs on the first physical CPU, before TensorFlow initialises."""
+    if kind == "CPU" and len(devices) > 1:
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration() for _ in devices])
+
+
+def main(request_path: str) -> int:
+    request = common.load_request(request_path)
+    out_dir = request["out_dir"]
+    # Like `python PROGRAM`: the program's directory first on sys.path, before TF is imported.
+    sys.path[0] = os.path.dirname(os.path.abspath(request["program"]))
+    state = State(request)
+    state.neutralize_shuffle = request["neutralize_shuffle"]
+    result: dict = {"side": "migrated", "status": "harness_error", "program": request["program"]}
+    try:
+        common.seed_python_and_numpy(request["seed"])
+        try:
+            import tensorflow as tf
+        except ImportError as exc:
+            result.update(status="environment", error={
+                "type": "ImportError", "message": f"cannot import tensorflow in {sys.executable}: {exc}"})
+            return 2
+        result["versions"] = common.versions(tf)
+        devices, kind = common.harness_devices(tf, request["replicas"])
+        result["harness_devices"] = devices
+        configure_devices(tf, devices, kind)
+        tf.keras.utils.set_random_seed(request["seed"])
+        common.patch_mirrored_strategy(tf, devices, state.info)
+        common.patch_logical_device_configuration(tf, state.info)
+        if request["neutralize_shuffle"]:
+            common.patch_shuffle(tf)
+        if request["neutralize_dropout"]:
+            common.patch_dropout(tf)
+        if request["op_determinism"]:
+            common.enable_op_determinism(tf, state.info)
+        instrument(tf, state)
+
+        status, error = common.run_program(request["program"])
+        if status == "ok" and state.fit_calls == 0:
+            status, error = "no_training", {
+                "type": "NoTraining", "message": "the program never called Model.fit"}
+        result["status"] = status
+        if error:
+            result["error"] = error
+        _save(state, result, out_dir)
+        return 0 if status == "ok" else 2
+    except BaseException as exc:  # noqa: BLE001 - a bug of ours: report it, never hang
+        result["status"] = "harness_error"
+        result["error"] = {"type": type(exc).__name__, "message": str(exc),
+                           "traceback": common.traceback_tail(exc)}
+        return 2
+    finally:
+        common.write_json(os.path.join(out_dir, "result.json"), result)
+
+
+def _save(state: State, result: dict, out_dir: str) -> None:
+    import numpy as np
+
+    evaluations = list(state.evaluations)
+    result.update(
+        losses=state.losses,
+        replicas=state.replicas,
+        strategy=state.strategy,
+        worker_devices=state.worker_devices,
+        training_calls=state.fit_calls,
+        skipped_training_calls=state.skipped_fit_calls,
+        variables=state.variables,
+        evaluations=evaluations,
+        fit_validation=state.fit_validation,
+        pairing_notes=state.pairing_notes,
+        notes=state.info.get("notes", []),
+        user_strategy_devices=state.info.get("user_strategy_devices", []),
+    )
+    arrays = {}
+    for prefix, values in (("initial", state.initial), ("final", state.final)):
+        for i, value in enumerate(values or []):
+            arrays[f"{prefix}_{i}"] = np.asarray(value)
+    np.savez(os.path.join(out_dir, "weights.npz"), **arrays)
+    result["weights_file"] = "weights.npz"
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

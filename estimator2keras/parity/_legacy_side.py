@@ -1,0 +1,344 @@
+"""Bootstrap that `e2k parity` runs, by path, in the legacy interpreter (TF 2.15 + Estimator).
+
+    python _legacy_side.py REQUEST.json
+
+It runs the user's Estimator program unchanged (runpy, as `__main__`) after patching
+TensorFlow so that the run is comparable, and records what the Estimator did:
+
+* the loss of every training step, as the Estimator reports it, and how the Estimator
+  reduced it over replicas (SUM or MEAN: read from what TensorFlow did, see
+  `_get_loss_reduce_op_for_reporting` in tensorflow_estimator's estimator.py);
+* the model's variables (trainable, then non-trainable model state) at the start of
+  training and at its end, in creation order, with names and shapes;
+* the metrics of every `Estimator.evaluate` (train_and_evaluate calls it too).
+
+Output (in the request's out_dir): result.json and weights.npz (initial_<i>, final_<i>).
+Standalone on purpose: imports nothing from estimator2keras.
+"""
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import os
+import sys
+import tempfile
+
+
+def _load_common():
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_side_common.py")
+    spec = importlib.util.spec_from_file_location("_e2k_parity_side_common", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+common = _load_common()
+
+
+class Recorder:
+    """What the instrumented Estimator did, filled in by the patches and the hook."""
+
+    def __init__(self, request: dict):
+        self.step_limit = request.get("steps")
+        self.seed = request["seed"]
+        self.losses: list[float] = []
+        self.training_calls = 0
+        self.skipped_training_calls = 0
+        self.variables: list[dict] | None = None  # trainable first, then model state
+        self.initial = None
+        self.final = None
+        self.loss_reduction: str | None = None
+        self.replicas: int | None = None
+        self.strategy: str | None = None
+        self.worker_devices: list[str] | None = None
+        self.evaluations: list[dict] = []
+        self.info: dict = {"notes": []}
+        self.model_dirs: dict = {}
+
+    @property
+    def limit_reached(self) -> bool:
+        return self.step_limit is not None and len(self.losses) >= self.step_limit
+
+
+def _model_variables(tf, graph):
+    """(trainable, state) variables of the model in the training graph, in creation order.
+
+    State = non-trainable variables that existed when the optimizer was first applied
+    (BatchNorm moving statistics and the like): optimizer slots, global_step and metric
+    variables are created later or elsewhere and are never model state.
+    """
+    trainable = list(tf.compat.v1.trainable_variables())
+    global_step = tf.compat.v1.train.get_global_step(graph)
+    snapshot = getattr(graph, "_e2k_variables_before_optimizer", None)
+    if snapshot is None:
+        return trainable, [], False
+    trainable_ids = {id(v) for v in trainable}
+    state = [
+        v for v in snapshot
+        if id(v) not in trainable_ids and v is not global_step
+        and "global_step" not in v.op.name
+    ]
+    return trainable, state, True
+
+
+def _variable_table(variables, trainable_count):
+    return [
+        {
+            "name": v.op.name,
+            "shape": [int(d) for d in v.shape],
+            "dtype": v.dtype.base_dtype.name,
+            "trainable": i < trainable_count,
+        }
+        for i, v in enumerate(variables)
+    ]
+
+
+def _make_hook(tf, rec: Recorder, loss_tensor):
+    class ParityHook(tf.compat.v1.train.SessionRunHook):
+        """Per-step loss, initial and final variable values of one training call."""
+
+        def begin(self):
+            graph = tf.compat.v1.get_default_graph()
+            trainable, state, have_state = _model_variables(tf, graph)
+            self._variables = trainable + state
+            table = _variable_table(self._variables, len(trainable))
+            if rec.variables is None:
+                rec.variables = table
+                if not have_state:
+                    rec.info["notes"].append(
+                        "no optimizer was seen building the model, so non-trainable model state "
+                        "is not compared")
+            elif [(v["name"], v["shape"]) for v in table] != [(v["name"], v["shape"]) for v in rec.variables]:
+                rec.info["notes"].append("a later training call built different variables; "
+                                         "the first call's table is used")
+                self._variables = None
+            op = getattr(graph, "_e2k_reporting_reduce_op", None)
+            if op is not None:
+                rec.loss_reduction = op
+
+        def after_create_session(self, session, coord):
+            if rec.initial is None and self._variables:
+                rec.initial = session.run(self._variables)
+
+        def before_run(self, run_context):
+            return tf.compat.v1.train.SessionRunArgs(loss_tensor)
+
+        def after_run(self, run_context, run_values):
+            rec.losses.append(float(run_values.results))
+            if rec.limit_reached:
+                run_context.request_stop()
+
+        def end(self, session):
+            if self._variables:
+                rec.final = session.run(self._variables)
+
+    return ParityHook()
+
+
+def _fresh_model_dir(rec: Recorder, out_dir: str, user_dir) -> str:
+    """A fresh model_dir per user model_dir: a checkpoint left by an earlier run must not
+    be restored, yet two Estimators sharing a model_dir keep sharing it."""
+    key = os.fspath(user_dir) if user_dir else None
+    if key is None or key not in rec.model_dirs:
+        path = tempfile.mkdtemp(prefix="model_dir_", dir=out_dir)
+        if key is None:
+            return path
+        rec.model_dirs[key] = path
+    return rec.model_dirs[key]
+
+
+def instrument(tf, request: dict, rec: Recorder, devices: list[str], device_kind: str) -> None:
+    """Patch TensorFlow and the Estimator for a comparable, recorded run."""
+    from tensorflow_estimator.python.estimator import estimator as estimator_lib
+
+    Estimator = estimator_lib.Estimator
+    replicas = len(devices)
+    out_dir = request["out_dir"]
+
+    original_init = Estimator.__init__
+    init_signature = inspect.signature(original_init)
+
+    def __init__(self, *args, **kwargs):
+        bound = init_signature.bind(self, *args, **kwargs)
+        config = bound.arguments.get("config")
+        user_dir = bound.arguments.get("model_dir") or getattr(config, "model_dir", None)
+        model_dir = _fresh_model_dir(rec, out_dir, user_dir)
+        bound.arguments["model_dir"] = model_dir
+        if config is not None:
+            if config.model_dir is not None:
+                config = config.replace(model_dir=model_dir)
+            if config.tf_random_seed is None:
+                config = config.replace(tf_random_seed=rec.seed)
+            bound.arguments["config"] = config
+        original_init(*bound.args, **bound.kwargs)
+        if config is None and self._config.tf_random_seed is None:
+            self._config = self._config.replace(tf_random_seed=rec.seed)
+        if device_kind == "CPU":
+            # MirroredStrategy on N CPUs needs N CPU devices in the session (DESIGN.md §5).
+            session_config = tf.compat.v1.ConfigProto()
+            if self._session_config is not None:
+                session_config.CopyFrom(self._session_config)
+            session_config.device_count["CPU"] = max(session_config.device_count.get("CPU", 0), replicas)
+            self._session_config = session_config
+            self._config = self._config.replace(session_config=session_config)
+
+    Estimator.__init__ = __init__
+
+    original_train = Estimator.train
+
+    def train(self, *args, **kwargs):
+        if rec.limit_reached:
+            rec.skipped_training_calls += 1
+            return self
+        rec.training_calls += 1
+        return original_train(self, *args, **kwargs)
+
+    Estimator.train = train
+
+    original_with_spec = Estimator._train_with_estimator_spec
+
+    def _train_with_estimator_spec(self, estimator_spec, worker_hooks, *args, **kwargs):
+        strategy = self._train_distribution
+        if strategy is not None:
+            rec.replicas = int(strategy.num_replicas_in_sync)
+            rec.strategy = type(strategy).__name__
+            rec.worker_devices = list(strategy.extended.worker_devices)
+        else:
+            rec.replicas = 1
+            rec.strategy = None
+            rec.loss_reduction = "none"
+        worker_hooks.append(_make_hook(tf, rec, estimator_spec.loss))
+        return original_with_spec(self, estimator_spec, worker_hooks, *args, **kwargs)
+
+    Estimator._train_with_estimator_spec = _train_with_estimator_spec
+
+    original_reduce_op = estimator_lib._get_loss_reduce_op_for_reporting
+
+    def _get_loss_reduce_op_for_reporting():
+        op = original_reduce_op()
+        graph = tf.compat.v1.get_default_graph()
+        graph._e2k_reporting_reduce_op = "mean" if op == tf.distribute.ReduceOp.MEAN else "sum"
+        return op
+
+    estimator_lib._get_loss_reduce_op_for_reporting = _get_loss_reduce_op_for_reporting
+
+    original_evaluate = Estimator.evaluate
+
+    def evaluate(self, *args, **kwargs):
+        metrics = original_evaluate(self, *args, **kwargs)
+        rec.evaluations.append({str(k): common.to_float(v) for k, v in (metrics or {}).items()})
+        return metrics
+
+    Estimator.evaluate = evaluate
+
+    _patch_optimizers_for_state_snapshot(tf)
+
+
+def _patch_optimizers_for_state_snapshot(tf) -> None:
+    """Remember the graph's variables when an optimizer is first applied (see _model_variables)."""
+    classes = []
+    from tensorflow.python.training import optimizer as tf1_optimizer
+    classes.append(tf1_optimizer.Optimizer)
+    try:
+        classes.append(tf.keras.optimizers.legacy.Optimizer)
+    except AttributeError:
+        pass
+    for cls in classes:
+        original = cls.apply_gradients
+
+        def apply_gradients(self, *args, _original=original, **kwargs):
+            graph = tf.compat.v1.get_default_graph()
+            if not hasattr(graph, "_e2k_variables_before_optimizer"):
+                graph._e2k_variables_before_optimizer = list(tf.compat.v1.global_variables())
+            return _original(self, *args, **kwargs)
+
+        cls.apply_gradients = apply_gradients
+
+
+def main(request_path: str) -> int:
+    request = common.load_request(request_path)
+    out_dir = request["out_dir"]
+    # Like `python PROGRAM`: the program's directory first on sys.path, before TF is imported.
+    sys.path[0] = os.path.dirname(os.path.abspath(request["program"]))
+    rec = Recorder(request)
+    result: dict = {"side": "legacy", "status": "harness_error", "program": request["program"]}
+    try:
+        common.seed_python_and_numpy(request["seed"])
+        try:
+            import tensorflow as tf
+        except ImportError as exc:
+            result.update(status="environment", error={
+                "type": "ImportError", "message": f"cannot import tensorflow in {sys.executable}: {exc}"})
+            return 2
+        try:
+            import tensorflow_estimator  # noqa: F401
+        except ImportError:
+            result.update(status="environment", error={
+                "type": "ImportError",
+                "message": f"{sys.executable} has TensorFlow {tf.__version__} but no tensorflow_estimator; "
+                           "pass --legacy-python with TF 2.15 + tensorflow-estimator 2.15"})
+            return 2
+        result["versions"] = common.versions(tf)
+        devices, kind = common.harness_devices(tf, request["replicas"])
+        result["harness_devices"] = devices
+        tf.random.set_seed(request["seed"])
+        tf.compat.v1.set_random_seed(request["seed"])
+        common.patch_mirrored_strategy(tf, devices, rec.info)
+        common.patch_logical_device_configuration(tf, rec.info)
+        if request["neutralize_shuffle"]:
+            common.patch_shuffle(tf)
+        if request["neutralize_dropout"]:
+            common.patch_dropout(tf)
+        if request["op_determinism"]:
+            common.enable_op_determinism(tf, rec.info)
+        instrument(tf, request, rec, devices, kind)
+
+        status, error = common.run_program(request["program"])
+        if status == "ok" and rec.training_calls == 0:
+            status, error = "no_training", {
+                "type": "NoTraining",
+                "message": "the program never trained an Estimator (no Estimator.train or "
+                           "train_and_evaluate call ran)"}
+        elif status == "ok" and not rec.losses:
+            status, error = "no_training", {
+                "type": "NoTraining", "message": "Estimator training ran 0 steps (empty input?)"}
+        result["status"] = status
+        if error:
+            result["error"] = error
+        _save(rec, result, out_dir)
+        return 0 if status == "ok" else 2
+    except BaseException as exc:  # noqa: BLE001 - a bug of ours: report it, never hang
+        result["status"] = "harness_error"
+        result["error"] = {"type": type(exc).__name__, "message": str(exc),
+                           "traceback": common.traceback_tail(exc)}
+        return 2
+    finally:
+        common.write_json(os.path.join(out_dir, "result.json"), result)
+
+
+def _save(rec: Recorder, result: dict, out_dir: str) -> None:
+    import numpy as np
+
+    result.update(
+        losses=rec.losses,
+        loss_reduction=rec.loss_reduction,
+        replicas=rec.replicas,
+        strategy=rec.strategy,
+        worker_devices=rec.worker_devices,
+        training_calls=rec.training_calls,
+        skipped_training_calls=rec.skipped_training_calls,
+        variables=rec.variables or [],
+        evaluations=rec.evaluations,
+        notes=rec.info.get("notes", []),
+        user_strategy_devices=rec.info.get("user_strategy_devices", []),
+    )
+    arrays = {}
+    for prefix, values in (("initial", rec.initial), ("final", rec.final)):
+        for i, value in enumerate(values or []):
+            arrays[f"{prefix}_{i}"] = np.asarray(value)
+    np.savez(os.path.join(out_dir, "weights.npz"), **arrays)
+    result["weights_file"] = "weights.npz"
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,292 @@
+"""Run the two programs, each in its own interpreter, instrumented by the bootstrap scripts."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from estimator2keras.parity._result import ParityResult, SideInfo, Tolerance
+
+_HERE = Path(__file__).resolve().parent
+LEGACY_BOOTSTRAP = _HERE / "_legacy_side.py"
+KERAS_BOOTSTRAP = _HERE / "_keras_side.py"
+STDERR_TAIL_LINES = 25
+DEFAULT_TIMEOUT = 600.0
+
+
+class ParityUsageError(ValueError):
+    """An argument that cannot work (no such interpreter, replicas < 1, ...)."""
+
+
+@dataclass
+class SideRun:
+    """One program's run: its result.json, weights, logs and wall time."""
+
+    name: str  # "legacy" or "migrated"
+    program: Path
+    python: str
+    out_dir: Path
+    returncode: int | None = None
+    timed_out: bool = False
+    seconds: float = 0.0
+    result: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def status(self) -> str:
+        if self.timed_out:
+            return "timeout"
+        return str(self.result.get("status", "died"))
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def weights(self) -> dict[str, Any]:
+        """name -> numpy array, from the side's weights.npz (empty when it has none)."""
+        path = self.out_dir / "weights.npz"
+        if not path.exists():
+            return {}
+        np = _numpy()
+        with np.load(path) as data:
+            return {key: data[key] for key in data.files}
+
+    def stderr_tail(self, lines: int = STDERR_TAIL_LINES) -> str:
+        path = self.out_dir / "stderr.txt"
+        if not path.exists():
+            return ""
+        text = path.read_text(encoding="utf-8", errors="replace").rstrip().splitlines()
+        return "\n".join(text[-lines:])
+
+
+def _numpy():
+    try:
+        import numpy
+    except ImportError as exc:  # pragma: no cover - numpy comes with matplotlib in the parity extra
+        raise ParityUsageError(
+            "e2k parity needs numpy on the host: pip install 'estimator2keras[parity]'") from exc
+    return numpy
+
+
+def resolve_python(python: str | os.PathLike[str] | None) -> str:
+    """An interpreter path: None is the current one; a bare name is looked up on PATH."""
+    if python is None:
+        return sys.executable
+    python = os.fspath(python)
+    found = shutil.which(python) if os.sep not in python else (python if os.access(python, os.X_OK) else None)
+    if not found or not os.path.isfile(found):
+        raise ParityUsageError(f"no such Python interpreter: {python}")
+    return found
+
+
+def child_environment(seed: int) -> dict[str, str]:
+    """The environment both programs run in: the caller's, made repeatable and single-worker."""
+    env = dict(os.environ)
+    env["PYTHONHASHSEED"] = str(seed)  # fixed before the interpreter starts: set/dict order in user code
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env.setdefault("MPLBACKEND", "Agg")
+    env["PYTHONUNBUFFERED"] = "1"
+    env.pop("TF_CONFIG", None)  # parity is single-worker: a cluster spec would make the Estimator distributed
+    return env
+
+
+def run_side(run: SideRun, request: dict[str, Any], timeout: float, env: dict[str, str]) -> SideRun:
+    """Run one bootstrap in its interpreter; its own process group, killed whole on timeout."""
+    run.out_dir.mkdir(parents=True, exist_ok=True)
+    request = {**request, "program": str(run.program), "out_dir": str(run.out_dir)}
+    request_path = run.out_dir / "request.json"
+    request_path.write_text(json.dumps(request, indent=1), encoding="utf-8")
+    bootstrap = LEGACY_BOOTSTRAP if run.name == "legacy" else KERAS_BOOTSTRAP
+    started = time.perf_counter()
+    with open(run.out_dir / "stdout.txt", "wb") as out, open(run.out_dir / "stderr.txt", "wb") as err:
+        process = subprocess.Popen(
+            [run.python, str(bootstrap), str(request_path)],
+            cwd=run.program.parent, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+            start_new_session=True)
+        try:
+            run.returncode = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            run.timed_out = True
+            _kill_group(process)
+        finally:
+            if process.poll() is None:  # interrupted (Ctrl-C): leave no TensorFlow behind
+                _kill_group(process)
+    run.seconds = time.perf_counter() - started
+    result_path = run.out_dir / "result.json"
+    if result_path.exists():
+        try:
+            run.result = json.loads(result_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError:
+            run.result = {}
+    return run
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    process.wait()
+
+
+def failure(run: SideRun, timeout: float) -> tuple[str, str | None]:
+    """(reason, detail) for a side that did not finish with status ok."""
+    label = "legacy" if run.name == "legacy" else "migrated"
+    error = run.result.get("error") or {}
+    message = error.get("message") or ""
+    status = run.status
+    if status == "timeout":
+        return (f"the {label} program did not finish within {timeout:g} s (raise it with --timeout)",
+                run.stderr_tail() or None)
+    if status == "died" or not run.result:
+        return (f"the {label} interpreter ({run.python}) exited with status {run.returncode} "
+                "without a result", run.stderr_tail() or None)
+    if status == "crashed":
+        kind = error.get("type") or "error"
+        head = f"{kind}: {message}" if message else kind
+        return f"the {label} program crashed: {head}", error.get("traceback") or run.stderr_tail() or None
+    if status == "no_training":
+        return f"no training call found in the {label} program: {message}", None
+    if status == "variables_mismatch":
+        return f"variables do not match: {message}", None
+    if status == "environment":
+        return f"cannot run the {label} program: {message}", None
+    return (f"the parity harness failed while running the {label} program ({error.get('type')}: {message}); "
+            "please report this", error.get("traceback") or run.stderr_tail() or None)
+
+
+def run_parity(
+    legacy: str | os.PathLike[str],
+    migrated: str | os.PathLike[str],
+    *,
+    replicas: int = 2,
+    steps: int | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
+    tolerance: Tolerance | None = None,
+    legacy_python: str | os.PathLike[str] | None = None,
+    target_python: str | os.PathLike[str] | None = None,
+    seed: int = 0,
+    keep_shuffle: bool = False,
+    keep_dropout: bool = False,
+    op_determinism: bool = True,
+    timeout: float = DEFAULT_TIMEOUT,
+    workdir: str | os.PathLike[str] | None = None,
+) -> ParityResult:
+    """Run an Estimator program and its Keras migration and compare how they train.
+
+    Each program runs unchanged in its own subprocess — ``legacy`` in ``legacy_python``
+    (TF 2.15 + tensorflow-estimator), ``migrated`` in ``target_python`` (any TF >= 2.15,
+    Keras 2 or 3); both default to the current interpreter — under a MirroredStrategy
+    with ``replicas`` replicas (virtual CPUs, or GPUs when there are enough), from the
+    same initial weights (the legacy ones, copied into the Keras model), with
+    ``Dataset.shuffle`` and dropout neutralised unless ``keep_shuffle``/``keep_dropout``.
+    ``steps`` stops both after that many training steps.
+
+    Losses are compared step by step with ``tolerance`` (default: TF's advice, see
+    :class:`Tolerance`); ``rtol``/``atol`` fix one of its values for every step. Final
+    weights and eval metrics are compared with the tolerance of the last step.
+
+    Never raises for a problem with the programs (missing file, crash, no training call,
+    variables that do not match): the result's verdict is then "error" with a reason.
+    Raises :class:`ParityUsageError` (a ValueError) for arguments that cannot work.
+    ``workdir`` keeps the runs' files (requests, logs, results, weights) there.
+    """
+    from estimator2keras.parity._compare import compare, side_info
+
+    if replicas < 1:
+        raise ParityUsageError(f"--replicas must be at least 1, got {replicas}")
+    if steps is not None and steps < 1:
+        raise ParityUsageError(f"--steps must be at least 1, got {steps}")
+    if timeout <= 0:
+        raise ParityUsageError(f"--timeout must be positive, got {timeout}")
+    for name, value in (("rtol", rtol), ("atol", atol)):
+        if value is not None and not value >= 0:
+            raise ParityUsageError(f"--{name} must be a number >= 0, got {value}")
+    tolerance = (tolerance or Tolerance()).overridden(rtol=rtol, atol=atol)
+    legacy_python = resolve_python(legacy_python)
+    target_python = resolve_python(target_python)
+    legacy_path = Path(legacy).resolve()
+    migrated_path = Path(migrated).resolve()
+    settings = {
+        "replicas": replicas,
+        "steps": steps,
+        "seed": seed,
+        "shuffle": "kept" if keep_shuffle else "neutralised (Dataset.shuffle is the identity, fit(shuffle=False))",
+        "dropout": "kept" if keep_dropout else "neutralised (dropout and noise layers act as at inference)",
+        "op_determinism": op_determinism,
+        "tolerance": tolerance.describe(),
+        "tolerance_values": dataclasses.asdict(tolerance),
+        "initial_weights": "legacy initial values copied into the Keras model",
+    }
+    legacy_info = SideInfo(program=str(legacy_path), python=legacy_python)
+    migrated_info = SideInfo(program=str(migrated_path), python=target_python)
+
+    def error(reason: str, detail: str | None = None, **extra: Any) -> ParityResult:
+        return ParityResult(verdict="error", reason=reason, detail=detail, legacy=legacy_info,
+                            migrated=migrated_info, settings=settings, **extra)
+
+    for label, path in (("legacy", legacy_path), ("migrated", migrated_path)):
+        if not path.is_file():
+            return error(f"{label} program not found: {path}")
+    _numpy()
+
+    keep = workdir is not None
+    root = Path(workdir).resolve() if keep else Path(tempfile.mkdtemp(prefix="e2k-parity-"))
+    if keep:
+        root.mkdir(parents=True, exist_ok=True)
+    try:
+        env = child_environment(seed)
+        request = {
+            "replicas": replicas,
+            "steps": steps,
+            "seed": seed,
+            "neutralize_shuffle": not keep_shuffle,
+            "neutralize_dropout": not keep_dropout,
+            "op_determinism": op_determinism,
+        }
+        legacy_run = run_side(SideRun("legacy", legacy_path, legacy_python, root / "legacy"),
+                              request, timeout, env)
+        legacy_info = side_info(legacy_run.result, str(legacy_path), legacy_python, legacy_run.seconds)
+        legacy_info.status = legacy_run.status
+        if not legacy_run.ok:
+            reason, detail = failure(legacy_run, timeout)
+            return error(reason, detail, workdir=str(root) if keep else None)
+
+        migrated_request = {
+            **request,
+            "legacy_variables": legacy_run.result.get("variables") or [],
+            "initial_weights": str(legacy_run.out_dir / "weights.npz"),
+        }
+        migrated_run = run_side(SideRun("migrated", migrated_path, target_python, root / "migrated"),
+                                migrated_request, timeout, env)
+        migrated_info = side_info(migrated_run.result, str(migrated_path), target_python, migrated_run.seconds)
+        migrated_info.status = migrated_run.status
+        if not migrated_run.ok:
+            reason, detail = failure(migrated_run, timeout)
+            tables = None
+            if migrated_run.status == "variables_mismatch":
+                err = migrated_run.result.get("error") or {}
+                tables = {"legacy": err.get("legacy_variables") or [],
+                          "migrated": err.get("migrated_variables") or []}
+                from estimator2keras.parity._report import variable_tables_text
+
+                detail = variable_tables_text(tables["legacy"], tables["migrated"])
+            return error(reason, detail, variable_tables=tables, workdir=str(root) if keep else None)
+
+        result = compare(
+            legacy_run.result, migrated_run.result, legacy_run.weights(), migrated_run.weights(), tolerance,
+            legacy_info=legacy_info, migrated_info=migrated_info, settings=settings, step_limit=steps)
+        result.workdir = str(root) if keep else None
+        return result
+    finally:
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)

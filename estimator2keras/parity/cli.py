@@ -1,0 +1,84 @@
+"""`e2k parity LEGACY.py MIGRATED.py`: the command line of the parity harness.
+
+Exit codes: 0 parity holds, 1 parity broken, 2 could not run (the reason is printed).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from estimator2keras.parity._result import EXIT_ERROR, Tolerance
+from estimator2keras.parity._runner import DEFAULT_TIMEOUT, ParityUsageError, run_parity
+
+_DEFAULTS = Tolerance()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the options of `e2k parity` on ``parser``."""
+    parser.description = (
+        "Run an Estimator program and its Keras migration, each unchanged in its own interpreter, "
+        "under MirroredStrategy with N replicas from the same initial weights, and compare the loss "
+        "of every training step, the final weights and the evaluation metrics. "
+        "Exit 0: parity holds; 1: parity broken; 2: could not run.")
+    parser.add_argument("legacy", metavar="LEGACY.py", help="the tf.estimator program")
+    parser.add_argument("migrated", metavar="MIGRATED.py", help="its Keras migration")
+    parser.add_argument("--replicas", type=int, default=2, metavar="N",
+                        help="MirroredStrategy replicas on both sides (default: 2; virtual CPUs unless "
+                             "N GPUs are present)")
+    parser.add_argument("--steps", type=int, default=None, metavar="K",
+                        help="stop both programs after K training steps")
+    parser.add_argument("--rtol", type=float, default=None, metavar="R",
+                        help=f"relative tolerance for every step (default: {_DEFAULTS.tight_rtol:g} for the first "
+                             f"{_DEFAULTS.tight_steps} steps, {_DEFAULTS.loose_rtol:g} after)")
+    parser.add_argument("--atol", type=float, default=None, metavar="A",
+                        help=f"absolute tolerance for every step (default: {_DEFAULTS.tight_atol:g})")
+    parser.add_argument("--json", metavar="FILE", help="write the full result as JSON")
+    parser.add_argument("--plot", metavar="FILE.png", help="write both loss curves and their difference")
+    parser.add_argument("--legacy-python", metavar="PATH",
+                        help="interpreter with TF 2.15 + tensorflow-estimator (default: this one)")
+    parser.add_argument("--target-python", metavar="PATH",
+                        help="interpreter for the migrated program, e.g. the newest TF (default: this one)")
+    parser.add_argument("--seed", type=int, default=0, help="seed for Python, numpy and TF on both sides (default: 0)")
+    parser.add_argument("--keep-shuffle", action="store_true",
+                        help="do not neutralise Dataset.shuffle (TF1 and TF2 shuffles differ: expect divergence)")
+    parser.add_argument("--keep-dropout", action="store_true",
+                        help="do not neutralise dropout (TF1 and TF2 random streams differ: expect divergence)")
+    parser.add_argument("--no-op-determinism", action="store_true",
+                        help="do not call tf.config.experimental.enable_op_determinism() on either side")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                        help=f"time limit for each program (default: {DEFAULT_TIMEOUT:g})")
+    parser.add_argument("--workdir", metavar="DIR",
+                        help="keep the runs' files (requests, logs, results, weights) in DIR")
+    parser.add_argument("--max-rows", type=int, default=40, metavar="N",
+                        help="longest step table printed in full (default: 40)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run `e2k parity` with parsed ``args``; returns the exit code."""
+    try:
+        from estimator2keras.parity._report import print_report, write_json, write_plot
+
+        result = run_parity(
+            args.legacy, args.migrated,
+            replicas=args.replicas, steps=args.steps, rtol=args.rtol, atol=args.atol,
+            legacy_python=args.legacy_python, target_python=args.target_python, seed=args.seed,
+            keep_shuffle=args.keep_shuffle, keep_dropout=args.keep_dropout,
+            op_determinism=not args.no_op_determinism, timeout=args.timeout, workdir=args.workdir)
+        if args.json:
+            write_json(result, args.json)
+        if args.plot:
+            if result.steps:
+                write_plot(result, args.plot)
+            else:
+                print(f"e2k parity: no plot written ({args.plot}): no training step to plot", file=sys.stderr)
+        print_report(result, max_rows=args.max_rows)
+        return result.exit_code
+    except ParityUsageError as exc:
+        print(f"e2k parity: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except OSError as exc:  # e.g. --json into a directory that does not exist
+        print(f"e2k parity: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("e2k parity: interrupted", file=sys.stderr)
+        return EXIT_ERROR
