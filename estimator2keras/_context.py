@@ -15,6 +15,8 @@ from libcst.metadata import (
     ScopeProvider,
 )
 
+from libcst._metadata_dependent import LazyValue  # not re-exported; see get_metadata
+
 from estimator2keras import _names
 from estimator2keras._edits import Edits
 
@@ -71,6 +73,9 @@ class RewriteContext:
         self._metadata: dict = {}
         self.edits: Edits | None = None
         self._rule_code: str | None = None
+        #: The unit conversion being planned, if any: leftovers go to it, and are dropped
+        #: with it when the unit is not converted.
+        self.active_plan = None
 
     # -- passes ---------------------------------------------------------------------------
     def begin_pass(self, module: cst.Module, rule_code: str) -> cst.Module:
@@ -101,11 +106,13 @@ class RewriteContext:
 
     def get_metadata(self, key, node, default=None):
         try:
-            return self._metadata[key][node]
+            value = self._metadata[key][node]
         except KeyError:
             if default is not None:
                 return default
             raise
+        # libcst computes some metadata (qualified names) lazily when resolved directly.
+        return value() if isinstance(value, LazyValue) else value
 
     # -- names ----------------------------------------------------------------------------
     def api_path(self, node: cst.CSTNode) -> str | None:
@@ -151,6 +158,14 @@ class RewriteContext:
         statement = self.enclosing_statement(node) or node
         assert self.edits is not None
         self.edits.mark(statement, f"{MARK_PREFIX}{code} {message}")
+
+    def leftover(self, node: cst.CSTNode, message: str, code: str) -> None:
+        """Converted, but a human must look here: marked and reported (with the unit being
+        converted, if any, so that nothing is reported for a unit left as it was)."""
+        if self.active_plan is not None:
+            self.active_plan.leftover(node, code, message)
+        else:
+            self.mark(node, message, code)
 
     # -- imports --------------------------------------------------------------------------
     def add_import(self, module: str, obj: str | None = None, asname: str | None = None) -> None:

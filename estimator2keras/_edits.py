@@ -102,7 +102,9 @@ class _Applier(cst.CSTTransformer):
                     pending = carried
                     continue
                 first = replacement[0]
-                replacement = [_with_leading(first, carried + list(first.leading_lines)), *replacement[1:]]
+                # A replacement made with `orig.with_changes(...)` already has orig's lines.
+                own = [] if first.leading_lines is orig.leading_lines else list(first.leading_lines)
+                replacement = [_with_leading(first, carried + own), *replacement[1:]]
                 new_body.extend(replacement)
                 continue
             if orig in edits._marks:

@@ -85,3 +85,19 @@ def builder_name(model_fn_name: str) -> str:
     if not core.endswith("model"):
         core = f"{core}_model"
     return f"{lead}build_{core}"
+
+
+def replace_in(node: cst.CSTNode, replacements: dict[cst.CSTNode, cst.CSTNode]) -> cst.CSTNode:
+    """``node`` with the given descendants (matched by identity) replaced."""
+    if not replacements:
+        return node
+    return node.visit(_Replacer(replacements))
+
+
+class _Replacer(cst.CSTTransformer):
+    def __init__(self, replacements):
+        super().__init__()
+        self.replacements = replacements
+
+    def on_leave(self, original_node, updated_node):
+        return self.replacements.get(original_node, updated_node)

@@ -93,7 +93,8 @@ class _Converter:
         fn = self.fn
         if fn.decorators:
             self.refuse(fn, "a decorated model_fn is not converted")
-        if fn.params.star_arg or fn.params.kwonly_params or fn.params.star_kwarg or fn.params.posonly_params:
+        params = fn.params
+        if isinstance(params.star_arg, (cst.Param, cst.ParamStar)) or params.kwonly_params or params.star_kwarg or params.posonly_params:
             self.refuse(fn, "a model_fn with *args, **kwargs or keyword-only parameters is not converted")
         for name in self.params:
             if name not in MODEL_FN_PARAMS:
@@ -125,18 +126,20 @@ class _Converter:
         body = self.fn.body
         if not isinstance(body, cst.IndentedBlock):
             self.refuse(self.fn, "a one-line model_fn is not converted")
-        out: list[cst.BaseStatement] = []
-        carried: list[cst.EmptyLine] = []
-        model_emitted = False
         statements = list(body.body)
+        plans = []
+        model_placed = False
         for index, stmt in enumerate(statements):
             emitted = self.read_statement(stmt, index == 0, last=index == len(statements) - 1)
             if emitted == "forward":
-                if not model_emitted:
-                    emitted = ["model"]
-                    model_emitted = True
-                else:
-                    emitted = []
+                emitted = [] if model_placed else ["model"]
+                model_placed = True
+            plans.append((stmt, emitted))
+
+        # Everything is read: now the model, the loss and the optimizer are known.
+        out: list[cst.BaseStatement] = []
+        carried: list[cst.EmptyLine] = []
+        for stmt, emitted in plans:
             new_statements: list[cst.BaseStatement] = []
             for item in emitted:
                 if item == "model":
@@ -341,6 +344,7 @@ def convert_model_fn(fn: cst.FunctionDef, ctx: RewriteContext, tf: str, taken: s
     name = _emit.unique_name(_emit.builder_name(fn.name.value), taken - {fn.name.value})
     params = [cst.Param(cst.Name("params"))] if takes_params else []
     builder = fn.with_changes(
+        leading_lines=(),
         name=cst.Name(name),
         params=cst.Parameters(params=params),
         body=fn.body.with_changes(body=body),

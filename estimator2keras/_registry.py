@@ -15,7 +15,7 @@ from importlib.metadata import entry_points
 from types import ModuleType
 from typing import Iterable, Sequence
 
-from estimator2keras._rule import CODE_PATTERN, ExpressionRule, ModuleRule, Rule, UnitRule
+from estimator2keras._rule import CODE_PATTERN, Diagnostic, ExpressionRule, ModuleRule, Rule, UnitRule
 
 ENTRY_POINT_GROUP = "estimator2keras.rewrites"
 BUILTIN_PACK = "estimator2keras.rewrites"
@@ -132,6 +132,8 @@ class RuleSet:
         """Words one of which a file must contain to be worth parsing; None: parse every file."""
         words: set[bytes] = set()
         for rule in self.active():
+            if issubclass(rule, Diagnostic):
+                continue
             if not rule.keywords:
                 return None
             words.update(k.encode() for k in rule.keywords)

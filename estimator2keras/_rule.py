@@ -162,7 +162,16 @@ class ExpressionRule(Rule):
     targets: ClassVar[tuple[str, ...]] = ()
 
 
-_KINDS = {ModuleRule: "module", UnitRule: "unit", ExpressionRule: "expression"}
+class Diagnostic(Rule):
+    """A code e2k reports when it leaves something for a human; it rewrites nothing itself.
+
+    Its cases show programs that produce the diagnostic (``Case.findings``).
+    """
+
+    safety: ClassVar[Safety] = Safety.MANUAL
+
+
+_KINDS = {ModuleRule: "module", UnitRule: "unit", ExpressionRule: "expression", Diagnostic: "diagnostic"}
 
 
 def _kebab(name: str) -> str:

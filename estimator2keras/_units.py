@@ -252,7 +252,7 @@ def _classify(ctx: RewriteContext, name: cst.Name) -> Use:
         call = ctx.parent(parent)
         if isinstance(call, cst.Call) and ctx.call_api_path(call) == TRAIN_AND_EVALUATE:
             first = call.args[0] if call.args else None
-            if parent is first and parent.keyword is None or (parent.keyword and parent.keyword.value == "estimator"):
+            if (parent is first and parent.keyword is None) or (parent.keyword and parent.keyword.value == "estimator"):
                 return Use(name, "train_and_evaluate", call)
     return Use(name, "other")
 
@@ -310,11 +310,18 @@ def _build_unit(ctx: RewriteContext, call: cst.Call, path: str, owner: type[Unit
 # The plan
 # ---------------------------------------------------------------------------------------
 class ConversionPlan:
-    """Everything the unit rules decided, staged until all of them succeeded."""
+    """Everything the unit rules decided, staged until all of them succeeded.
+
+    Rules record replacements of original nodes (``replace``) and of whole statements
+    (``replace_statement``). Original code can move into new code (a lambda input_fn's body
+    becomes the argument of ``fit``), so replacements are applied at commit both to the tree
+    and to every piece of new code that embeds a moved node.
+    """
 
     def __init__(self, unit: EstimatorUnit, ctx: RewriteContext):
         self.unit = unit
         self.ctx = ctx
+        self.tf, self._needs_tf_import = tf_alias(ctx)
         self.model_var: str = self._model_var_name()
         self.build: list[cst.BaseStatement] = []
         self.before_build: list[cst.BaseStatement] = []
@@ -325,30 +332,38 @@ class ConversionPlan:
         self.claimed_uses: set[cst.Name] = set()
         self.claimed_args: set[str] = set()
         self.claimed_config: set[str] = set()
-        self._staged: list[Callable[[], None]] = []
-        self._removed: set[cst.BaseStatement] = set()
+        #: input_fns the Keras program now calls, registered by the rules that call them.
+        self.input_fns: list[InputFn] = []
+        self._subst: dict[cst.CSTNode, cst.CSTNode] = {}
+        self._statements: dict[cst.BaseStatement, list[cst.BaseStatement]] = {}
+        self._comments: list[tuple[cst.BaseStatement, str]] = []
+        self._after_imports: list[cst.BaseStatement] = []
         self._fixed: list[tuple[cst.CSTNode, str, str]] = []
         self._leftovers: list[tuple[cst.CSTNode, str, str]] = []
-        self.tf = tf_alias(ctx)
 
     # -- what rules call ------------------------------------------------------------------
     def replace(self, node: cst.CSTNode, new: cst.CSTNode) -> None:
-        self._staged.append(lambda: self.ctx.edits.replace(node, new))
+        """Replace an original node, wherever it ends up. ``new`` must not contain ``node``
+        itself (use ``node.deep_clone()``)."""
+        known = self._subst.get(node)
+        if known is not None and not known.deep_equals(new):
+            raise Unsupported("two rules rewrite the same code differently", node, UNSUPPORTED_USE)
+        self._subst[node] = new
 
     def replace_statement(self, statement: cst.BaseStatement, new: list[cst.BaseStatement]) -> None:
-        if not new:
-            self._removed.add(statement)
-        self._staged.append(lambda: self.ctx.edits.replace_statement(statement, new))
+        if statement in self._statements:
+            raise Unsupported("two rules rewrite the same statement", statement, UNSUPPORTED_USE)
+        self._statements[statement] = list(new)
 
     def remove_statement(self, statement: cst.BaseStatement) -> None:
         self.replace_statement(statement, [])
 
     def comment(self, statement: cst.BaseStatement, text: str) -> None:
         """A plain explanatory comment above ``statement`` (not a leftover)."""
-        self._staged.append(lambda: self.ctx.edits.mark(statement, f"# {text}"))
+        self._comments.append((statement, f"# {text}"))
 
     def insert_after_imports(self, statements: list[cst.BaseStatement]) -> None:
-        self._staged.append(lambda: self.ctx.edits.insert_after_imports(statements))
+        self._after_imports.extend(statements)
 
     def fixed(self, node: cst.CSTNode, code: str, message: str) -> None:
         self._fixed.append((node, code, message))
@@ -356,6 +371,26 @@ class ConversionPlan:
     def leftover(self, node: cst.CSTNode, code: str, message: str) -> None:
         """Converted around, but this part needs a human: marked in the file and reported."""
         self._leftovers.append((node, code, message))
+
+    def register_input_fn(self, input_fn: InputFn) -> None:
+        self.input_fns.append(input_fn)
+
+    def input_definitions(self) -> list[cst.FunctionDef]:
+        """Each function that builds a dataset for this unit, once."""
+        seen: list[cst.FunctionDef] = []
+        for input_fn in self.input_fns:
+            for definition in input_fn.definitions():
+                if all(definition is not other for other in seen):
+                    seen.append(definition)
+        return seen
+
+    def input_code(self) -> list[cst.CSTNode]:
+        """Every piece of code that builds a dataset for this unit, once."""
+        nodes: list[cst.CSTNode] = [d.body for d in self.input_definitions()]
+        for input_fn in self.input_fns:
+            if input_fn.lambda_ is not None and all(input_fn.lambda_.body is not n for n in nodes):
+                nodes.append(input_fn.lambda_.body)
+        return nodes
 
     def claim_use(self, use: Use) -> None:
         self.claimed_uses.add(use.name)
@@ -369,7 +404,7 @@ class ConversionPlan:
             return
         reads = accesses_of(self.ctx, binding.target) or []
         if any(read is not used_at for read in reads):
-            raise Unsupported(f"`{binding.name}` is used elsewhere too", binding.target)
+            raise Unsupported(f"`{binding.name}` is used elsewhere too", binding.target, UNSUPPORTED_USE)
         self.remove_statement(binding.statement)
 
     # -- the engine's side ----------------------------------------------------------------
@@ -396,26 +431,60 @@ class ConversionPlan:
         if not self.build:
             raise Unsupported("no rule built a Keras model for this Estimator", unit.call, UNSUPPORTED_USE)
 
+    def _inside(self, node: cst.CSTNode, statements) -> bool:
+        current = node
+        while current is not None:
+            if current in statements:
+                return True
+            current = self.ctx.parent(current)
+        return False
+
+    def _substituted(self, node: cst.CSTNode) -> cst.CSTNode:
+        return _emit.replace_in(node, self._subst)
+
     def commit(self) -> None:
         ctx, unit = self.ctx, self.unit
-        for stage in self._staged:
-            stage()
-        replaced = {unit.statement} | self._removed
-        build = list(self.build)
+        build = [self._substituted(s) for s in self.build]
         if self.scope_strategy is not None:
             block = _emit.statement("with {s}.scope():\n    pass", s=self.scope_strategy)
             build = [block.with_changes(body=cst.IndentedBlock(body=build))]
-        new = [*self.before_build, *build]
+        statements = dict(self._statements)
+        statements[unit.statement] = [*(self._substituted(s) for s in self.before_build), *build]
+        if unit.config_binding is not None:
+            statements.setdefault(unit.config_binding.statement, [])
+        for original, new in list(statements.items()):
+            statements[original] = [self._substituted(s) for s in new]
+
+        notes: list[tuple[cst.BaseStatement, str]] = list(self._comments)
+        notes += [(ctx.enclosing_statement(node), f"# e2k: {code} {message}") for node, code, message in self._leftovers]
+        tree_marks = []
+        for statement, text in notes:
+            owner = next((s for s in statements if self._inside(statement, {s})), None)
+            if owner is None:
+                tree_marks.append((statement, text))
+            elif statements[owner]:
+                first = statements[owner][0]
+                statements[owner][0] = first.with_changes(
+                    leading_lines=[*first.leading_lines, cst.EmptyLine(comment=cst.Comment(text))]
+                )
+            else:
+                raise Unsupported("a note would be lost with a removed statement", statement, UNSUPPORTED_USE)
+
+        # Nothing below can fail: the unit is converted.
+        if self._needs_tf_import:
+            ctx.add_import("tensorflow", asname="tf")
+        for statement, text in tree_marks:
+            ctx.edits.mark(statement, text)
         for node, code, message in self._leftovers:
             ctx.report(node, message, code=code, kind="manual")
-            statement = ctx.enclosing_statement(node)
-            if statement in replaced:
-                new[0] = _emit.with_comment(new[0], f"e2k: {code} {message}")
-            else:
-                ctx.edits.mark(statement, f"# e2k: {code} {message}")
-        ctx.edits.replace_statement(unit.statement, new)
-        if unit.config_binding is not None:
-            ctx.edits.remove_statement(unit.config_binding.statement)
+        replaced = set(statements)
+        for node, new in self._subst.items():
+            if not self._inside(node, replaced):
+                ctx.edits.replace(node, self._substituted(new))
+        for original, new in statements.items():
+            ctx.edits.replace_statement(original, new)
+        if self._after_imports:
+            ctx.edits.insert_after_imports([self._substituted(s) for s in self._after_imports])
         for node, code, message in self._fixed:
             ctx.report(node, message, code=code, kind="fixed")
 
@@ -423,9 +492,9 @@ class ConversionPlan:
 # ---------------------------------------------------------------------------------------
 # The `tf` the emitted code uses
 # ---------------------------------------------------------------------------------------
-def tf_alias(ctx: RewriteContext) -> str:
-    """The module-level name bound to the TensorFlow 2 root (``tf`` usually); queues
-    ``import tensorflow as tf`` when there is none."""
+def tf_alias(ctx: RewriteContext) -> tuple[str, bool]:
+    """The module-level name bound to the TensorFlow 2 root (``tf`` usually), and whether
+    ``import tensorflow as tf`` must be added for it."""
     module_scope = ctx.scope(ctx.module.body[0]) if ctx.module.body else None
     if isinstance(module_scope, GlobalScope):
         for assignment in module_scope.assignments:
@@ -433,7 +502,7 @@ def tf_alias(ctx: RewriteContext) -> str:
             if isinstance(node, cst.Import):
                 for alias in node.names:
                     if _emit.code(alias.name) == "tensorflow":
-                        return alias.asname.name.value if alias.asname else "tensorflow"
+                        return (alias.asname.name.value if alias.asname else "tensorflow"), False
         if module_scope.assignments["tf"]:
             raise Unsupported(
                 "`tf` is bound to something other than `import tensorflow as tf` "
@@ -441,8 +510,7 @@ def tf_alias(ctx: RewriteContext) -> str:
                 ctx.module.body[0],
                 UNSUPPORTED_USE,
             )
-    ctx.add_import("tensorflow", asname="tf")
-    return "tf"
+    return "tf", True
 
 
 # ---------------------------------------------------------------------------------------
@@ -454,13 +522,15 @@ def convert_units(ctx: RewriteContext) -> None:
     owners = {path: rule for rule in rules for path in rule.constructors}
     if not owners:
         return
+    converted = False
     for found in list(find_units(ctx, owners)):
         if isinstance(found, Unsupported):
             ctx.mark(found.node, found.reason, found.code)
             continue
-        plan = None
+        reported = len(ctx.findings)
         try:
             plan = ConversionPlan(found, ctx)
+            ctx.active_plan = plan
             for rule in rules:
                 try:
                     rule().plan(found, plan, ctx)
@@ -468,10 +538,15 @@ def convert_units(ctx: RewriteContext) -> None:
                     exc.code = exc.code or rule.code
                     raise
             plan.finish()
+            plan.commit()
         except Unsupported as exc:
+            del ctx.findings[reported:]
             ctx.mark(exc.node or found.call, exc.reason, exc.code or UNSUPPORTED_USE)
             continue
-        plan.commit()
+        finally:
+            ctx.active_plan = None
+        converted = True
+    if converted:
         remove_unused_tf1_imports(ctx)
 
 

@@ -1,0 +1,96 @@
+"""Rewriting one file's bytes: pre-filter, parse, run the passes, check the result parses.
+
+Nothing here touches the filesystem, so the same function serves the CLI, the process pool,
+the library API and the tests. A file is never half-converted by a failure: any error
+leaves the original bytes as the result.
+"""
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from estimator2keras._context import Finding, RewriteContext
+from estimator2keras._registry import RuleSet
+from estimator2keras._units import convert_units
+
+UNREADABLE = "E2K900"
+RULE_FAILED = "E2K903"
+#: The unit conversion runs between the module passes ordered before and after it.
+UNIT_PASS_ORDER = 500
+
+
+@dataclass
+class FileResult:
+    """What became of one file.
+
+    ``status``: ``"converted"`` (changed, nothing left for a human), ``"partial"`` (findings
+    need a human; the file may also have changed), ``"unchanged"``, or ``"error"`` (the file
+    could not be processed and is left as it was).
+    """
+
+    path: str
+    status: str
+    original: bytes
+    new: bytes
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return self.new != self.original
+
+    @property
+    def manual(self) -> list[Finding]:
+        return [f for f in self.findings if f.kind == "manual"]
+
+    def to_dict(self) -> dict:
+        return {
+            "path": self.path,
+            "status": self.status,
+            "changed": self.changed,
+            "findings": [f.to_dict() for f in self.findings],
+        }
+
+
+def rewrite_source(source: bytes, path: str, rules: RuleSet, keywords: tuple[bytes, ...] | None = None) -> FileResult:
+    """Rewrite one file's bytes with ``rules``. Never raises for a bad file or a failing rule."""
+    if keywords is None:
+        keywords = rules.keywords()
+    if keywords is not None and not any(word in source for word in keywords):
+        return FileResult(path, "unchanged", source, source)
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError as exc:
+        return _error(path, source, exc.raw_line, exc.raw_column + 1, UNREADABLE, f"cannot parse: {exc.message}")
+    except (UnicodeDecodeError, LookupError, SyntaxError) as exc:
+        return _error(path, source, 1, 1, UNREADABLE, f"cannot decode: {exc}")
+    except Exception as exc:  # libcst rejects some inputs with other exceptions; never a traceback
+        return _error(path, source, 1, 1, UNREADABLE, f"cannot parse: {type(exc).__name__}: {exc}")
+
+    ctx = RewriteContext(path, rules)
+    passes = [(rule.order, rule.code, rule) for rule in rules.module_rules()]
+    passes.append((UNIT_PASS_ORDER, "E2K001", None))
+    for _, code, rule in sorted(passes, key=lambda p: (p[0], p[1])):
+        try:
+            tree = ctx.begin_pass(module, code)
+            result = rule().transform(tree, ctx) if rule is not None else convert_units(ctx)
+            module = ctx.finish_pass(result)
+        except Exception as exc:
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            message = f"{code} raised {type(exc).__name__}: {exc} ({where.filename}:{where.lineno})"
+            return _error(path, source, 1, 1, RULE_FAILED, message)
+    try:
+        module = ctx.apply_imports(module)
+        new = module.bytes
+        cst.parse_module(new)  # every output parses, or the file is left alone
+    except Exception as exc:
+        return _error(path, source, 1, 1, RULE_FAILED, f"the rewritten file would not parse: {exc}")
+
+    manual = any(f.kind == "manual" for f in ctx.findings)
+    status = "partial" if manual else ("converted" if new != source else "unchanged")
+    return FileResult(path, status, source, new, ctx.findings)
+
+
+def _error(path: str, source: bytes, line: int, col: int, code: str, message: str) -> FileResult:
+    return FileResult(path, "error", source, source, [Finding(path, line, col, code, message, "error")])

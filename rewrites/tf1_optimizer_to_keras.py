@@ -1,0 +1,133 @@
+from __future__ import annotations
+
+from estimator2keras._rule import Case, ExpressionRule, Safety
+from estimator2keras._translate import CallSpec, translate
+
+_LOCKING = frozenset({"use_locking"})
+
+OPTIMIZERS = {
+    "train.GradientDescentOptimizer": CallSpec(
+        "keras.optimizers.SGD", ("learning_rate", "use_locking", "name"), dropped=_LOCKING
+    ),
+    "train.MomentumOptimizer": CallSpec(
+        "keras.optimizers.SGD",
+        ("learning_rate", "momentum", "use_locking", "name", "use_nesterov"),
+        rename={"use_nesterov": "nesterov"},
+        dropped=_LOCKING,
+    ),
+    "train.AdamOptimizer": CallSpec(
+        "keras.optimizers.Adam",
+        ("learning_rate", "beta1", "beta2", "epsilon", "use_locking", "name"),
+        rename={"beta1": "beta_1", "beta2": "beta_2"},
+        explicit={"epsilon": "1e-08"},
+        dropped=_LOCKING,
+    ),
+    "train.AdagradOptimizer": CallSpec(
+        "keras.optimizers.Adagrad",
+        ("learning_rate", "initial_accumulator_value", "use_locking", "name"),
+        dropped=_LOCKING,
+    ),
+    "train.AdadeltaOptimizer": CallSpec(
+        "keras.optimizers.Adadelta",
+        ("learning_rate", "rho", "epsilon", "use_locking", "name"),
+        explicit={"epsilon": "1e-08"},
+        dropped=_LOCKING,
+    ),
+    "train.RMSPropOptimizer": CallSpec(
+        "keras.optimizers.RMSprop",
+        ("learning_rate", "decay", "momentum", "epsilon", "use_locking", "centered", "name"),
+        rename={"decay": "rho"},
+        explicit={"epsilon": "1e-10"},
+        dropped=_LOCKING,
+    ),
+    "train.FtrlOptimizer": CallSpec(
+        "keras.optimizers.Ftrl",
+        (
+            "learning_rate", "learning_rate_power", "initial_accumulator_value",
+            "l1_regularization_strength", "l2_regularization_strength", "use_locking", "name",
+            "accum_name", "linear_name", "l2_shrinkage_regularization_strength", "beta",
+        ),
+        dropped=_LOCKING | {"accum_name", "linear_name"},
+    ),
+}
+
+
+class Tf1OptimizerToKeras(ExpressionRule):
+    """A TF1 `tf.train.*Optimizer` becomes the Keras optimizer that does the same updates.
+
+    ## What it does
+    Inside a converted model_fn, translates the optimizer:
+
+    | TF1 | Keras |
+    |---|---|
+    | `GradientDescentOptimizer(lr)` | `SGD(lr)` |
+    | `MomentumOptimizer(lr, m, use_nesterov=n)` | `SGD(lr, momentum=m, nesterov=n)` |
+    | `AdamOptimizer(lr, beta1, beta2, epsilon)` | `Adam(lr, beta_1=..., beta_2=..., epsilon=1e-08)` |
+    | `AdagradOptimizer(lr, initial_accumulator_value)` | `Adagrad(lr, initial_accumulator_value=...)` |
+    | `AdadeltaOptimizer(lr, rho, epsilon)` | `Adadelta(lr, rho=..., epsilon=1e-08)` |
+    | `RMSPropOptimizer(lr, decay, momentum, epsilon, centered)` | `RMSprop(lr, rho=decay, ..., epsilon=1e-10)` |
+    | `FtrlOptimizer(...)` | `Ftrl(...)` (same parameter names) |
+
+    Where Keras and TF1 defaults differ, the TF1 value is written out: Adam and Adadelta
+    `epsilon=1e-08` (Keras: 1e-07), RMSprop `epsilon=1e-10` (Keras: 1e-07). `use_locking` has
+    no meaning in TF2 and is dropped; positional arguments after the learning rate become
+    keywords, since Keras orders them differently.
+
+    ## Why
+    TF1 optimizers are gone from TF2's public API; Keras optimizers are what `compile` takes,
+    and what works under a distribution strategy and on Keras 3.
+
+    ## Fix safety
+    Safe where the update rules are the same: SGD and momentum (for a constant learning
+    rate, Keras's velocity is the TF1 accumulator times `-lr`), Adam (both use the
+    "epsilon hat" form), Adagrad (Keras adds `epsilon=1e-07` inside the square root of an
+    accumulator that starts at 0.1: a relative change below 5e-7 per step), Adadelta.
+    RMSprop differs: TF1 starts its mean-square accumulator at 1.0, Keras at 0.0, so the
+    first steps of Keras are larger. The conversion is made and the call is reported for a
+    human (`e2k parity` shows the difference).
+
+    ## Limitations
+    `ProximalGradientDescentOptimizer`, `ProximalAdagradOptimizer`, `SyncReplicasOptimizer`
+    and optimizer wrappers are not converted (the model_fn is left as it was, E2K901).
+
+    ## References
+    - https://www.tensorflow.org/guide/migrate/metrics_optimizers
+    - https://www.tensorflow.org/api_docs/python/tf/keras/optimizers
+    """
+
+    code = "E2K101"
+    summary = "tf.train.*Optimizer -> tf.keras.optimizers.* with the TF1 defaults written out"
+    safety = Safety.SAFE
+    role = "optimizer"
+    targets = tuple(OPTIMIZERS)
+
+    cases = [
+        Case("tf1.train.AdagradOptimizer(0.05)", "tf.keras.optimizers.Adagrad(0.05)", id="adagrad"),
+        Case(
+            "tf1.train.AdamOptimizer(learning_rate=1e-3, beta1=0.8)",
+            "tf.keras.optimizers.Adam(learning_rate=1e-3, beta_1=0.8, epsilon=1e-08)",
+            id="adam-epsilon-written-out",
+        ),
+        Case(
+            "tf.train.MomentumOptimizer(0.1, 0.9, use_nesterov=True, use_locking=True)",
+            "tf.keras.optimizers.SGD(0.1, momentum=0.9, nesterov=True)",
+            id="momentum-positional-to-keywords",
+        ),
+        Case(
+            "tf.compat.v1.train.RMSPropOptimizer(0.01, decay=0.95)",
+            "tf.keras.optimizers.RMSprop(0.01, rho=0.95, epsilon=1e-10)",
+            id="rmsprop",
+        ),
+    ]
+
+    def convert(self, call, ctx, tf):
+        path = ctx.call_api_path(call)
+        new, _ = translate(call, OPTIMIZERS[path], tf)
+        if path == "train.RMSPropOptimizer":
+            ctx.leftover(
+                call,
+                "TF1 RMSProp starts its mean-square accumulator at 1.0, Keras RMSprop at 0.0: "
+                "the first steps differ; check with e2k parity",
+                code=self.code,
+            )
+        return new

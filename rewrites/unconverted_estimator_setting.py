@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+from estimator2keras._rule import Case, Diagnostic
+
+
+class UnconvertedEstimatorSetting(Diagnostic):
+    """An Estimator or RunConfig setting that the converted program does not carry over.
+
+    ## What it does
+    Reported, and marked with a `# e2k: E2K400` line above the code that builds the model,
+    for each `Estimator(...)` or `RunConfig(...)` argument that no rule converted (for
+    example `model_dir`, `save_checkpoints_steps`, `tf_random_seed`). The rest of the
+    program is converted.
+
+    ## Why
+    These settings change what the program writes or how it seeds, not what the model
+    computes: dropping them silently would lose checkpoints or summaries without a word.
+
+    ## Fix safety
+    Nothing is changed: a human decides, for example adding a
+    `tf.keras.callbacks.ModelCheckpoint` for `save_checkpoints_steps`.
+
+    ## References
+    - https://www.tensorflow.org/guide/migrate/checkpoint_saver
+    - https://www.tensorflow.org/guide/migrate/tensorboard
+    """
+
+    code = "E2K400"
+    summary = "an Estimator/RunConfig setting the Keras program does not carry over (marked, reported)"
+
+    cases = [
+        Case(
+            id="model-dir",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).batch(1)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+estimator = tf.estimator.Estimator(model_fn, model_dir="/tmp/model")
+estimator.train(input_fn)
+''',
+            after='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).batch(1)
+
+
+def build_model():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+# e2k: E2K400 Estimator(model_dir=...) is not converted; the Keras program ignores it
+model = build_model()
+model.fit(input_fn())
+''',
+            findings=("E2K400",),
+        ),
+    ]

@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+from estimator2keras._rule import Case, Diagnostic
+
+
+class UnconvertedEstimatorUse(Diagnostic):
+    """An Estimator used in a way e2k does not convert; its unit is left as it was.
+
+    ## What it does
+    A unit (the Estimator, its model_fn, config, specs and input_fns) converts only when
+    every use of the Estimator has a Keras counterpart. An Estimator passed to another
+    function, built without being assigned to a name, trained with hooks, or with a
+    strategy e2k does not know, keeps its TF1 code; a `# e2k: E2K902 <reason>` line marks
+    where, and the finding is reported.
+
+    ## Why
+    Converting the Estimator while some of its uses still expect an Estimator would leave a
+    program that fails at run time, or trains differently.
+
+    ## Fix safety
+    Nothing is changed apart from the comment line.
+
+    ## References
+    - https://www.tensorflow.org/guide/migrate/migrating_estimator
+    """
+
+    code = "E2K902"
+    summary = "an Estimator use with no Keras conversion: the unit is left as it was (marked, reported)"
+
+    cases = [
+        Case(
+            id="passed-elsewhere",
+            before='''\
+import tensorflow as tf
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+estimator = tf.estimator.Estimator(model_fn)
+export_everything(estimator)
+''',
+            after='''\
+import tensorflow as tf
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+estimator = tf.estimator.Estimator(model_fn)
+# e2k: E2K902 this use of the Estimator `estimator` is not converted
+export_everything(estimator)
+''',
+            findings=("E2K902",),
+        ),
+    ]
