@@ -6,6 +6,7 @@ leaves the original bytes as the result.
 """
 from __future__ import annotations
 
+import ast
 import traceback
 from dataclasses import dataclass, field
 
@@ -62,7 +63,8 @@ def rewrite_source(source: bytes, path: str, rules: RuleSet, keywords: tuple[byt
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
-        return _error(path, source, exc.raw_line, exc.raw_column + 1, UNREADABLE, f"cannot parse: {exc.message}")
+        line, col, message = _syntax_error(source, exc)
+        return _error(path, source, line, col, UNREADABLE, f"cannot parse: {message}")
     except (UnicodeDecodeError, LookupError, SyntaxError) as exc:
         return _error(path, source, 1, 1, UNREADABLE, f"cannot decode: {exc}")
     except Exception as exc:  # libcst rejects some inputs with other exceptions; never a traceback
@@ -90,6 +92,18 @@ def rewrite_source(source: bytes, path: str, rules: RuleSet, keywords: tuple[byt
     manual = any(f.kind == "manual" for f in ctx.findings)
     status = "partial" if manual else ("converted" if new != source else "unchanged")
     return FileResult(path, status, source, new, ctx.findings)
+
+
+def _syntax_error(source: bytes, exc: cst.ParserSyntaxError) -> tuple[int, int, str]:
+    """Where and why the file does not parse: CPython's parser says it best (libcst's
+    positions can be off by a line), falling back to libcst's message."""
+    try:
+        ast.parse(source)
+    except SyntaxError as error:
+        return error.lineno or 1, error.offset or 1, error.msg
+    except Exception:
+        pass
+    return exc.raw_line, exc.raw_column + 1, exc.message.removeprefix("parser error: ")
 
 
 def _error(path: str, source: bytes, line: int, col: int, code: str, message: str) -> FileResult:

@@ -112,8 +112,9 @@ class RuleSet:
     def module_rules(self) -> list[type[ModuleRule]]:
         return sorted((r for r in self.active() if issubclass(r, ModuleRule)), key=lambda r: (r.order, r.code))
 
-    def unit_rules(self) -> list[type[UnitRule]]:
-        return sorted((r for r in self.active() if issubclass(r, UnitRule)), key=lambda r: (r.order, r.code))
+    def unit_rules(self, include_disabled: bool = False) -> list[type[UnitRule]]:
+        rules = self.rules.values() if include_disabled else self.active()
+        return sorted((r for r in rules if issubclass(r, UnitRule)), key=lambda r: (r.order, r.code))
 
     def expression_rule(self, role: str, api_path: str) -> type[ExpressionRule] | None:
         for rule in self.active():

@@ -149,6 +149,11 @@ class UnitRule(Rule):
     def plan(self, unit, plan, ctx: "RewriteContext") -> None:
         raise NotImplementedError
 
+    def required(self, unit, plan, ctx: "RewriteContext") -> str | None:
+        """When this rule is disabled (``--ignore``): why the unit cannot be converted
+        faithfully without it, or None when it can."""
+        return None
+
 
 class ExpressionRule(Rule):
     """Translates one TF1 call (a layer, loss, optimizer, metric...) into its Keras form.

@@ -172,7 +172,8 @@ def resolve_input_fn(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn:
         _check_input_fn_params(bound)
         return InputFn(node, function=bound)
     if isinstance(node, cst.Lambda):
-        if node.params.params or node.params.star_arg or node.params.kwonly_params:
+        params = node.params
+        if params.params or isinstance(params.star_arg, (cst.Param, cst.ParamStar)) or params.kwonly_params or params.star_kwarg:
             raise Unsupported("an input_fn lambda with parameters is not converted yet", node)
         helpers = []
         for call in iter_calls(node.body):
@@ -518,8 +519,8 @@ def tf_alias(ctx: RewriteContext) -> tuple[str, bool]:
 # ---------------------------------------------------------------------------------------
 def convert_units(ctx: RewriteContext) -> None:
     """Find every Estimator unit in ``ctx.module`` and convert those that convert entirely."""
-    rules = ctx.rules.unit_rules()
-    owners = {path: rule for rule in rules for path in rule.constructors}
+    rules = ctx.rules.unit_rules(include_disabled=True)
+    owners = {path: rule for rule in rules if ctx.enabled(rule.code) for path in rule.constructors}
     if not owners:
         return
     converted = False
@@ -532,6 +533,11 @@ def convert_units(ctx: RewriteContext) -> None:
             plan = ConversionPlan(found, ctx)
             ctx.active_plan = plan
             for rule in rules:
+                if not ctx.enabled(rule.code):
+                    reason = rule().required(found, plan, ctx)
+                    if reason:
+                        raise Unsupported(f"{rule.code} is disabled, but {reason}", found.call, rule.code)
+                    continue
                 try:
                     rule().plan(found, plan, ctx)
                 except Unsupported as exc:

@@ -95,6 +95,11 @@ model.fit(input_fn())
         ),
     ]
 
+    def required(self, unit, plan, ctx):
+        if unit.config_value("train_distribute") is not None or unit.config_value("eval_distribute") is not None:
+            return "the Estimator trains under a distribution strategy"
+        return None
+
     def plan(self, unit, plan, ctx) -> None:
         train = unit.config_value("train_distribute")
         evaluation = unit.config_value("eval_distribute")

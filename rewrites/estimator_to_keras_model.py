@@ -86,23 +86,6 @@ model = build_model()
 model.fit(input_fn())
 ''',
         ),
-        Case(
-            id="model-fn-with-while-loop-is-left-whole",
-            before='''\
-import tensorflow as tf
-
-
-def model_fn(features, labels, mode):
-    logits = tf.while_loop(lambda i: i < 3, lambda i: i + 1, [features])
-    loss = tf.losses.mean_squared_error(labels, logits)
-    train_op = tf.train.AdamOptimizer().minimize(loss)
-    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
-
-
-estimator = tf.estimator.Estimator(model_fn)
-''',
-            findings=("E2K901",),
-        ),
     ]
 
     def plan(self, unit, plan, ctx) -> None:

@@ -91,5 +91,8 @@ model.fit(input_fn())
                     raise Unsupported(
                         "this input_fn returns iterator tensors; e2k converts input_fns that return a Dataset", call
                     )
-            for node, new in tf2_respellings(ctx, code, plan.tf):
+            respelled = list(tf2_respellings(ctx, code, plan.tf))
+            for node, new in respelled:
                 plan.replace(node, new)
+            if respelled:
+                plan.fixed(code, self.code, "compat.v1 names in the input_fn -> TF2 names")

@@ -96,6 +96,9 @@ model.fit(input_fn())
         ),
     ]
 
+    def required(self, unit, plan, ctx):
+        return _required(plan)
+
     def plan(self, unit, plan, ctx) -> None:
         if not plan.has_strategy:
             return
@@ -121,6 +124,12 @@ model.fit(input_fn())
                 plan.replace(size.value, _scaled(size.value, plan.strategy_name))
                 plan.comment(ctx.enclosing_statement(call), WHY)
             plan.fixed(code, self.code, "per-replica batch -> global batch")
+
+
+def _required(plan) -> str | None:
+    if plan.has_strategy:
+        return "without it each replica would get a fraction of the batch it got from the Estimator"
+    return None
 
 
 def _batch_size_arg(call: cst.Call) -> cst.Arg | None:

@@ -1,0 +1,202 @@
+"""Running a rewrite over many files: workers, writing, diffs, the report and the summary."""
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import signal
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from estimator2keras import __version__
+from estimator2keras._context import Finding
+from estimator2keras._engine import UNREADABLE, FileResult, rewrite_source
+from estimator2keras._files import SourceFile, atomic_write, discover
+from estimator2keras._registry import RuleSet
+
+
+@dataclass
+class RewriteOptions:
+    write: bool = True
+    out_dir: Path | None = None
+    jobs: int = 1
+    extra_rules: Sequence[str] = ()
+    select: Sequence[str] = ()
+    ignore: Sequence[str] = ()
+    excludes: Sequence[str] = ()
+
+
+@dataclass
+class RunSummary:
+    results: list[FileResult] = field(default_factory=list)
+    seconds: float = 0.0
+    interrupted: bool = False
+    write_errors: int = 0
+
+    def count(self, status: str) -> int:
+        return sum(1 for r in self.results if r.status == status)
+
+    @property
+    def changed(self) -> list[FileResult]:
+        return [r for r in self.results if r.changed]
+
+    def to_dict(self) -> dict:
+        return {
+            "tool": "estimator2keras",
+            "version": __version__,
+            "summary": {
+                "files": len(self.results),
+                "converted": self.count("converted"),
+                "partial": self.count("partial"),
+                "unchanged": self.count("unchanged"),
+                "error": self.count("error"),
+                "interrupted": self.interrupted,
+                "seconds": round(self.seconds, 3),
+            },
+            "files": [r.to_dict() for r in sorted(self.results, key=lambda r: r.path)],
+        }
+
+
+# -- workers -----------------------------------------------------------------------------
+_WORKER_RULES: RuleSet | None = None
+
+
+def _init_worker(extra, select, ignore) -> None:
+    global _WORKER_RULES
+    # The parent handles Ctrl-C: it stops handing out work and reports what was done.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _WORKER_RULES = RuleSet.load(extra, select, ignore)
+
+
+def _process(path: str) -> FileResult:
+    assert _WORKER_RULES is not None
+    return process_file(Path(path), _WORKER_RULES)
+
+
+def process_file(path: Path, rules: RuleSet) -> FileResult:
+    """Read and rewrite one file (nothing is written)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        return FileResult(str(path), "error", b"", b"", [Finding(str(path), 1, 1, UNREADABLE, f"cannot read: {reason}", "error")])
+    return rewrite_source(data, str(path), rules)
+
+
+# -- the run -----------------------------------------------------------------------------
+def run(
+    paths: Iterable[str | Path],
+    options: RewriteOptions,
+    on_result: Callable[[FileResult], None] | None = None,
+) -> RunSummary:
+    """Rewrite every Python file under ``paths``; write results unless ``options.write`` is
+    false. ``on_result`` sees each file's result as soon as it is done (for progress)."""
+    rules = RuleSet.load(options.extra_rules, options.select, options.ignore)
+    files = discover(paths, options.excludes)
+    summary = RunSummary()
+    start = time.perf_counter()
+    by_path = {str(f.path): f for f in files}
+
+    def finish(result: FileResult) -> None:
+        source = by_path[result.path]
+        if options.write or options.out_dir is not None:
+            _write(result, source, options, summary)
+        summary.results.append(result)
+        if on_result is not None:
+            on_result(result)
+
+    jobs = max(1, min(options.jobs, len(files)))
+    try:
+        if jobs == 1:
+            for source in files:
+                finish(process_file(source.path, rules))
+        else:
+            _run_pool(files, jobs, options, finish, summary)
+    except KeyboardInterrupt:
+        summary.interrupted = True
+    summary.seconds = time.perf_counter() - start
+    return summary
+
+
+def _run_pool(files, jobs, options, finish, summary) -> None:
+    pool = ProcessPoolExecutor(jobs, initializer=_init_worker, initargs=(tuple(options.extra_rules), tuple(options.select), tuple(options.ignore)))
+    pending: set[Future] = set()
+    queue = list(reversed(files))
+    try:
+        while queue or pending:
+            while queue and len(pending) < jobs * 4:
+                pending.add(pool.submit(_process, str(queue.pop().path)))
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                finish(future.result())
+    except KeyboardInterrupt:
+        for future in pending:
+            future.cancel()
+        summary.interrupted = True
+        # Finish what the workers already did, so that the report says what was written.
+        for future in pending:
+            if not future.cancelled():
+                try:
+                    finish(future.result())
+                except Exception:
+                    pass
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _write(result: FileResult, source: SourceFile, options: RewriteOptions, summary: RunSummary) -> None:
+    if options.out_dir is not None:
+        if result.status == "error" and not result.original:
+            return
+        target = Path(options.out_dir) / source.relative
+        data = result.new
+    elif result.changed:
+        target = source.path
+        data = result.new
+    else:
+        return
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(target, data)
+    except OSError as exc:
+        summary.write_errors += 1
+        reason = exc.strerror or str(exc)
+        result.status = "error"
+        result.new = result.original
+        result.findings.append(Finding(result.path, 1, 1, UNREADABLE, f"cannot write {target}: {reason}", "error"))
+
+
+# -- output ------------------------------------------------------------------------------
+def unified_diff(result: FileResult) -> str:
+    old = result.original.decode("utf-8", errors="replace").splitlines(keepends=True)
+    new = result.new.decode("utf-8", errors="replace").splitlines(keepends=True)
+    return "".join(difflib.unified_diff(old, new, f"a/{result.path}", f"b/{result.path}"))
+
+
+def write_report(summary: RunSummary, path: Path) -> None:
+    Path(path).write_text(json.dumps(summary.to_dict(), indent=2) + "\n")
+
+
+def summary_line(summary: RunSummary, wrote: bool) -> str:
+    verb = "" if wrote else "would be "
+    leftovers = sum(len(r.manual) for r in summary.results)
+    parts = [
+        f"{summary.count('converted')} {verb}converted",
+        f"{summary.count('partial')} partial ({leftovers} left for a human)",
+        f"{summary.count('unchanged')} unchanged",
+        f"{summary.count('error')} error{'s' if summary.count('error') != 1 else ''}",
+    ]
+    files = len(summary.results)
+    line = f"e2k: {', '.join(parts)} -- {files} file{'s' if files != 1 else ''} in {summary.seconds:.2f}s"
+    if summary.interrupted:
+        line += " (interrupted: the files not listed were not touched)"
+    return line
+
+
+def default_jobs() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+

@@ -1,0 +1,150 @@
+"""What the engine guarantees for any input: untouched files stay byte-identical, a second
+rewrite changes nothing, every output parses, and bad input is reported, never raised."""
+from __future__ import annotations
+
+import libcst as cst
+import pytest
+
+from conftest import FIXTURES
+from estimator2keras._engine import rewrite_source
+from estimator2keras._registry import RuleSet
+from estimator2keras._rule import ModuleRule
+
+CANONICAL = (FIXTURES / "seed_mirrored_linear" / "before.py").read_bytes()
+
+
+def test_file_without_estimator_is_not_even_parsed(rules, monkeypatch):
+    def no_parse(*args, **kwargs):
+        raise AssertionError("the pre-filter should have skipped this file")
+
+    monkeypatch.setattr(cst, "parse_module", no_parse)
+    source = b"import tensorflow as tf\nmodel = tf.keras.Sequential()\n"
+    result = rewrite_source(source, "keras.py", rules)
+    assert result.status == "unchanged" and result.new is source
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        b"# mentions estimator in a comment only\nx = 1\n",
+        b"from tensorflow import estimator\nprint(estimator.ModeKeys.TRAIN)\n",
+        b"def estimator():\n    return 3\n",
+    ],
+)
+def test_file_with_nothing_to_convert_is_byte_identical(source, rules):
+    result = rewrite_source(source, "other.py", rules)
+    assert result.status == "unchanged"
+    assert result.new == source
+
+
+def test_rewriting_twice_equals_rewriting_once(rules):
+    once = rewrite_source(CANONICAL, "a.py", rules)
+    twice = rewrite_source(once.new, "a.py", rules)
+    assert once.changed and twice.new == once.new and twice.status == "unchanged"
+
+
+def test_unconverted_unit_is_marked_once_across_runs(rules):
+    source = CANONICAL.replace(b"tf1.layers.Dense(1)(features)", b"tf1.while_loop(lambda i: i < 3, lambda i: i + 1, [features])")
+    once = rewrite_source(source, "a.py", rules)
+    twice = rewrite_source(once.new, "a.py", rules)
+    assert once.status == "partial" and [f.code for f in once.manual] == ["E2K901"]
+    assert once.new.count(b"# e2k: E2K901") == 1
+    assert twice.new == once.new and twice.status == "partial"
+    # Nothing else of the unit changed: only the mark was added.
+    assert once.new.replace(b"  # e2k: E2K901 this statement is not a layer e2k can convert\n", b"") == source
+
+
+def test_output_always_parses(rules):
+    for case in sorted(FIXTURES.glob("*/before.py")):
+        result = rewrite_source(case.read_bytes(), str(case), rules)
+        cst.parse_module(result.new)
+
+
+def test_syntax_error_is_reported_with_position_and_file_untouched(rules):
+    source = b"import tensorflow as tf\nestimator = tf.estimator.Estimator(\n"
+    result = rewrite_source(source, "bad.py", rules)
+    assert result.status == "error" and result.new == source
+    (finding,) = result.findings
+    assert (finding.code, finding.line) == ("E2K900", 2)
+    assert finding.format().startswith("bad.py:2:")
+
+
+def test_python2_file_is_reported(rules):
+    result = rewrite_source(b'print "estimator"\n', "py2.py", rules)
+    assert result.status == "error"
+    assert "Missing parentheses" in result.findings[0].message
+
+
+def test_undecodable_file_is_reported(rules):
+    source = b"# estimator\nx = '\xff\xfe\xfa'\n"
+    result = rewrite_source(source, "latin.py", rules)
+    assert result.status == "error" and result.findings[0].code == "E2K900"
+    assert result.new == source
+
+
+def test_declared_encoding_is_honoured(rules):
+    source = CANONICAL.replace(b'"""TensorFlow', b'# -*- coding: latin-1 -*-\n"""Caf\xe9 TensorFlow', 1)
+    result = rewrite_source(source, "latin1.py", rules)
+    assert result.status == "converted"
+    assert b"Caf\xe9" in result.new
+
+
+def test_bom_and_crlf_are_kept(rules):
+    source = b"\xef\xbb\xbf" + CANONICAL.replace(b"\n", b"\r\n")
+    result = rewrite_source(source, "crlf.py", rules)
+    assert result.status == "converted"
+    assert result.new.startswith(b"\xef\xbb\xbf")
+    assert b"\r\n" in result.new and b"\n" not in result.new.replace(b"\r\n", b"")
+
+
+def test_tabs_are_kept(rules):
+    source = CANONICAL.replace(b"\n  ", b"\n\t")
+    result = rewrite_source(source, "tabs.py", rules)
+    assert result.status == "converted"
+    assert b"\n\tmodel = tf.keras.Sequential" in result.new
+
+
+class _Exploding(ModuleRule):
+    """Raises on every file.
+
+    ## What it does
+    Nothing.
+
+    ## Why
+    To test that a failing rule never damages a file.
+
+    ## Fix safety
+    None.
+    """
+
+    code = "E2K999"
+    summary = "test rule that raises"
+
+    def transform(self, module, ctx):
+        raise RuntimeError("boom")
+
+
+def test_failing_rule_leaves_file_untouched_and_is_reported(rules):
+    exploding = RuleSet({**rules.rules, "E2K999": _Exploding})
+    result = rewrite_source(CANONICAL, "a.py", exploding)
+    assert result.status == "error" and result.new == CANONICAL
+    (finding,) = result.findings
+    assert finding.code == "E2K903" and "E2K999 raised RuntimeError: boom" in finding.message
+
+
+@pytest.mark.parametrize("ignored", ["E2K602", "E2K601", "E2K6"])
+def test_ignoring_a_needed_step_leaves_the_unit_unconverted(ignored):
+    # Without batch scaling (or the strategy) the Keras program would train differently:
+    # the unit is left as it was, with the reason, instead of being converted wrongly.
+    rules = RuleSet.load(ignore=[ignored])
+    result = rewrite_source(CANONICAL, "a.py", rules)
+    assert result.status == "partial"
+    (finding,) = result.manual
+    assert "is disabled, but" in finding.message and finding.code.startswith(ignored)
+    assert b"tf.keras" not in result.new and b"num_replicas_in_sync" not in result.new
+
+
+def test_select_only_expression_rules_converts_nothing():
+    rules = RuleSet.load(select=["E2K1"])
+    result = rewrite_source(CANONICAL, "a.py", rules)
+    assert result.status == "unchanged" and result.new == CANONICAL

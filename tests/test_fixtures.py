@@ -1,0 +1,25 @@
+"""Whole-program fixtures: before.py rewrites exactly to after.py, with nothing left over."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import FIXTURES
+from estimator2keras._engine import rewrite_source
+
+CASES = sorted(p.name for p in FIXTURES.iterdir() if (p / "before.py").is_file())
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_fixture_rewrites_exactly(case, rules):
+    before = (FIXTURES / case / "before.py").read_bytes()
+    expected = (FIXTURES / case / "after.py").read_bytes()
+    result = rewrite_source(before, f"{case}/before.py", rules)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert result.new.decode() == expected.decode()
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_fixture_output_is_stable(case, rules):
+    after = (FIXTURES / case / "after.py").read_bytes()
+    result = rewrite_source(after, f"{case}/after.py", rules)
+    assert result.status == "unchanged" and result.new == after
