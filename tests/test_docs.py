@@ -1,0 +1,20 @@
+"""The rule pages in docs/rules are generated from the rules and must be up to date."""
+from __future__ import annotations
+
+from conftest import REPO
+from estimator2keras.docs import pages
+
+RULE_DOCS = REPO / "docs" / "rules"
+
+
+def test_generated_rule_pages_are_up_to_date():
+    wanted = pages()
+    present = {p.name for p in RULE_DOCS.glob("*.md")}
+    assert present == set(wanted), "run `make docs` (python -m estimator2keras.docs docs/rules)"
+    for name, text in wanted.items():
+        assert (RULE_DOCS / name).read_text() == text, f"{name} is stale: run `make docs`"
+
+
+def test_every_user_facing_doc_exists():
+    for name in ("index.md", "cli.md", "parity.md", "rules/README.md"):
+        assert (REPO / "docs" / name).is_file(), name
