@@ -173,6 +173,30 @@ def step_count_hints(legacy: SideInfo, migrated: SideInfo, step_limit: int | Non
     return hints
 
 
+def semantic_hints(migrated: Mapping[str, Any], weights: list[WeightRow], failing_weights: list[WeightRow],
+                   failing_metrics: list[MetricRow], failing_step: int | None, legacy_info: SideInfo) -> list[str]:
+    """Known Estimator/Keras differences that explain a failure the losses do not show."""
+    hints = []
+    replicas = legacy_info.replicas or 1
+    diverged = {d["index"]: d for d in migrated.get("diverged_replica_copies") or []}
+    for row in failing_weights:
+        if row.index in diverged:
+            hints.append(
+                f"{row.migrated_name}: the migrated program's per-replica copies of this mirrored variable "
+                f"differ by up to {diverged[row.index]['max_diff']:.3g} after training (Keras 3 updates "
+                "BatchNormalization moving statistics on each replica separately under MirroredStrategy); "
+                "its saved value is replica 0's, while the Estimator checkpoints the mean over replicas")
+    if failing_metrics and failing_step is None and replicas > 1:
+        if any(not row.trainable for row in weights):
+            hints.append(
+                "the model has non-trainable state (e.g. BatchNorm moving statistics): Keras evaluates each "
+                "replica with its own copy right after training, the Estimator evaluates from a checkpoint "
+                "that holds their mean over replicas")
+        hints.append("the Estimator drops an incomplete last round of per-replica batches in evaluation too; "
+                     "Keras evaluates the remainder")
+    return hints
+
+
 def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
             legacy_weights: Mapping[str, Any], migrated_weights: Mapping[str, Any],
             tolerance: Tolerance, *, legacy_info: SideInfo, migrated_info: SideInfo,
@@ -244,10 +268,7 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
         verdict = "parity"
         reason = (f"{len(steps)} steps, {len(weights)} final weights and "
                   f"{len(compared_metrics)} eval metrics agree within tolerance")
-    if verdict == "broken" and legacy_info.replicas and migrated_info.replicas \
-            and legacy_info.replicas > 1 and failing_metrics and not failing_weights and failing_step is None:
-        hints.append("the Estimator also drops an incomplete last round of per-replica batches in "
-                     "evaluation; Keras evaluates the remainder")
+    hints += semantic_hints(migrated, weights, failing_weights, failing_metrics, failing_step, legacy_info)
     return ParityResult(
         verdict=verdict,
         reason=reason,

@@ -61,6 +61,7 @@ class State:
         self.worker_devices: list[str] | None = None
         self.variables: list[dict] = []
         self.pairing_notes: list[str] = []
+        self.diverged: list[dict] = []
         self.info: dict = {"notes": []}
 
     @property
@@ -182,7 +183,6 @@ def _prepare_model(tf, state: State, model, x, batch_size):
                 f"variable #{i}: names differ (legacy {theirs['name']!r}, migrated {mine['name']!r}); "
                 "paired by creation order and shape")
     state.paired = paired
-    state.paired_count = len(legacy)
 
     with np.load(state.initial_weights_path) as initial:
         values = [initial[f"initial_{i}"] for i in range(len(paired))]
@@ -200,9 +200,35 @@ def _prepare_model(tf, state: State, model, x, batch_size):
 
 
 def _read(weights):
+    """The values the program would save: a sync-on-read variable's aggregate, a mirrored
+    variable's primary copy."""
     import numpy as np
 
     return [np.array(w.numpy() if hasattr(w, "numpy") else w) for w in weights]
+
+
+def _diverged_replica_copies(tf, weights, descriptions) -> list[dict]:
+    """Mirrored (sync-on-write) variables whose per-replica copies differ after training.
+
+    Mirroring promises equal copies; Keras 3 breaks it for BatchNormalization's moving
+    statistics under MirroredStrategy (each replica updates its own copy, aggregation
+    NONE), so the saved value is replica 0's, not the mean the Estimator checkpoints.
+    """
+    import numpy as np
+
+    found = []
+    for i, (weight, description) in enumerate(zip(weights, descriptions)):
+        variable = getattr(weight, "_value", weight)
+        if type(variable).__name__ != "MirroredVariable":
+            continue
+        try:
+            copies = [np.asarray(c.numpy()) for c in variable.values]
+        except (AttributeError, RuntimeError, TypeError):
+            continue
+        spread = max((float(np.max(np.abs(c - copies[0]))) for c in copies[1:] if c.size), default=0.0)
+        if spread > 0:
+            found.append({"index": i, "name": description["name"], "max_diff": spread})
+    return found
 
 
 def instrument(tf, state: State) -> None:
@@ -255,6 +281,7 @@ def instrument(tf, state: State) -> None:
         finally:
             state.in_fit = False
             state.final = _read(state.paired)
+            state.diverged = _diverged_replica_copies(tf, state.paired, state.variables)
         val = {k[4:]: common.to_float(v[-1]) for k, v in (getattr(history, "history", None) or {}).items()
                if k.startswith("val_") and v}
         if val:
@@ -352,6 +379,7 @@ def _save(state: State, result: dict, out_dir: str) -> None:
         evaluations=evaluations,
         fit_validation=state.fit_validation,
         pairing_notes=state.pairing_notes,
+        diverged_replica_copies=state.diverged,
         notes=state.info.get("notes", []),
         user_strategy_devices=state.info.get("user_strategy_devices", []),
     )

@@ -101,6 +101,9 @@ def _make_hook(tf, rec: Recorder, loss_tensor):
             graph = tf.compat.v1.get_default_graph()
             trainable, state, have_state = _model_variables(tf, graph)
             self._variables = trainable + state
+            # Read tensors are built now, before the graph is finalized: reading a distributed
+            # variable (e.g. BatchNorm's sync-on-read moving mean) adds ops to the graph.
+            self._reads = [tf.identity(v) for v in self._variables]
             table = _variable_table(self._variables, len(trainable))
             if rec.variables is None:
                 rec.variables = table
@@ -111,14 +114,14 @@ def _make_hook(tf, rec: Recorder, loss_tensor):
             elif [(v["name"], v["shape"]) for v in table] != [(v["name"], v["shape"]) for v in rec.variables]:
                 rec.info["notes"].append("a later training call built different variables; "
                                          "the first call's table is used")
-                self._variables = None
+                self._reads = None
             op = getattr(graph, "_e2k_reporting_reduce_op", None)
             if op is not None:
                 rec.loss_reduction = op
 
         def after_create_session(self, session, coord):
-            if rec.initial is None and self._variables:
-                rec.initial = session.run(self._variables)
+            if rec.initial is None and self._reads:
+                rec.initial = session.run(self._reads)
 
         def before_run(self, run_context):
             return tf.compat.v1.train.SessionRunArgs(loss_tensor)
@@ -129,8 +132,8 @@ def _make_hook(tf, rec: Recorder, loss_tensor):
                 run_context.request_stop()
 
         def end(self, session):
-            if self._variables:
-                rec.final = session.run(self._variables)
+            if self._reads:
+                rec.final = session.run(self._reads)
 
     return ParityHook()
 
