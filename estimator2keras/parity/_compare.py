@@ -43,24 +43,26 @@ def side_info(side: Mapping[str, Any], program: str, python: str, seconds: float
     )
 
 
-def normalised_legacy_losses(legacy: Mapping[str, Any]) -> tuple[list[float], float]:
-    """The Estimator's per-step losses on Keras's scale, and the factor applied.
+def reduction_note(legacy: Mapping[str, Any]) -> str | None:
+    """What the Estimator's per-step loss is, from the reduction TensorFlow used to report it.
 
-    Keras reports the mean over replicas of each replica's loss. The Estimator reports the
-    replicas' losses reduced with the op TensorFlow chose (`_get_loss_reduce_op_for_reporting`):
-    MEAN when the TF1 optimizer scaled the loss by 1/N, else SUM. A SUM is divided by the
-    number of replicas — what TensorFlow did, never a factor fitted to make numbers agree.
+    The Estimator reduces the replicas' losses with `_get_loss_reduce_op_for_reporting`: MEAN
+    when the TF1 optimizer divided the loss by the number of replicas (a mean loss), else
+    SUM (a loss with reduction SUM: the optimizer applies the gradient of the sum). Either
+    way it is the loss whose gradient is applied — which is also what Keras reports (the
+    mean over the global batch for a mean loss; the sum for reduction="sum"). So the
+    losses are compared as reported, never rescaled; a sum/mean mix-up is a real
+    difference in training, and shows as one.
     """
-    losses = [float(x) for x in legacy.get("losses") or []]
     replicas = int(legacy.get("replicas") or 1)
     if legacy.get("loss_reduction") == "sum" and replicas > 1:
-        factor = 1.0 / replicas
-        return [x * factor for x in losses], factor
-    return losses, 1.0
+        return (f"the Estimator reported each step's loss as the SUM over its {replicas} replicas (its loss "
+                f"reduction was SUM, so the TF1 optimizer did not divide by {replicas}): the loss whose "
+                "gradient it applies, as Keras reports for a loss with reduction=\"sum\"; compared as reported")
+    return None
 
 
-def compare_steps(legacy: list[float], migrated: list[float], tolerance: Tolerance,
-                  reported: list[float] | None = None) -> list[StepRow]:
+def compare_steps(legacy: list[float], migrated: list[float], tolerance: Tolerance) -> list[StepRow]:
     """One row per step of the longer run; a step missing on one side fails."""
     rows = []
     for i in range(max(len(legacy), len(migrated))):
@@ -69,14 +71,12 @@ def compare_steps(legacy: list[float], migrated: list[float], tolerance: Toleran
         a = legacy[i] if i < len(legacy) else None
         b = migrated[i] if i < len(migrated) else None
         if a is None or b is None:
-            rows.append(StepRow(step, a, b, None, None, rtol, atol, False,
-                                reported[i] if reported and i < len(reported) else None))
+            rows.append(StepRow(step, a, b, None, None, rtol, atol, False))
             continue
         diff = abs(a - b) if not (math.isnan(a) or math.isnan(b)) else math.nan
         rows.append(StepRow(
             step, a, b, diff, relative(diff, a) if not math.isnan(diff) else math.nan,
-            rtol, atol, allclose(a, b, rtol, atol),
-            reported[i] if reported and i < len(reported) else None))
+            rtol, atol, allclose(a, b, rtol, atol)))
     return rows
 
 
@@ -136,6 +136,10 @@ def compare_metrics(legacy: Mapping[str, Any] | None, migrated: Mapping[str, Any
         diff = abs(a - b)
         rows.append(MetricRow(name, a, b, diff, relative(diff, a), allclose(a, b, rtol, atol)))
     return rows
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _scalar(value: Any) -> float | None:
@@ -204,10 +208,9 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
     """The verdict on two successful runs."""
     import numpy as np
 
-    legacy_losses, factor = normalised_legacy_losses(legacy)
+    legacy_losses = [float(x) for x in legacy.get("losses") or []]
     migrated_losses = [float(x) for x in migrated.get("losses") or []]
-    reported = [float(x) for x in legacy.get("losses") or []]
-    steps = compare_steps(legacy_losses, migrated_losses, tolerance, reported if factor != 1.0 else None)
+    steps = compare_steps(legacy_losses, migrated_losses, tolerance)
 
     last_step = max(len(steps), 1)
     final_rtol, final_atol = tolerance.for_step(last_step)
@@ -218,12 +221,7 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
                               legacy_weights, migrated_weights, final_rtol, final_atol)
     metrics = compare_metrics(final_evaluation(legacy), final_evaluation(migrated), final_rtol, final_atol)
 
-    notes = []
-    if factor != 1.0:
-        notes.append(
-            f"the Estimator reported each step's loss as the SUM over its {legacy_info.replicas} replicas "
-            f"(the loss reduction was not a mean, so the TF1 optimizer did not scale it); legacy losses are "
-            f"shown divided by {legacy_info.replicas}, the mean over replicas that Keras reports")
+    notes = [note] if (note := reduction_note(legacy)) else []
     mismatched_initial = [
         i for i in range(paired)
         if not np.array_equal(np.asarray(legacy_weights.get(f"initial_{i}")),
@@ -257,7 +255,7 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
     elif failing_weights:
         verdict = "broken"
         worst = max(failing_weights, key=lambda r: r.max_abs_diff if math.isfinite(r.max_abs_diff) else math.inf)
-        reason = (f"losses agree, but {len(failing_weights)} final weights differ "
+        reason = (f"losses agree, but {_count(len(failing_weights), 'final weight')} differ{'s' if len(failing_weights) == 1 else ''} "
                   f"(most: {worst.legacy_name}, max |diff| {worst.max_abs_diff:.3g})")
     elif failing_metrics:
         verdict = "broken"
@@ -266,8 +264,8 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
                   f"{worst.legacy:.8g}, migrated {worst.migrated:.8g}")
     else:
         verdict = "parity"
-        reason = (f"{len(steps)} steps, {len(weights)} final weights and "
-                  f"{len(compared_metrics)} eval metrics agree within tolerance")
+        reason = (f"{_count(len(steps), 'step')}, {_count(len(weights), 'final weight')} and "
+                  f"{_count(len(compared_metrics), 'eval metric')} agree within tolerance")
     hints += semantic_hints(migrated, weights, failing_weights, failing_metrics, failing_step, legacy_info)
     return ParityResult(
         verdict=verdict,

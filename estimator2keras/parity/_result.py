@@ -81,7 +81,6 @@ class StepRow:
     rtol: float
     atol: float
     passed: bool
-    legacy_reported_loss: float | None = None  # before normalising a SUM over replicas
 
 
 @dataclass(frozen=True)

@@ -192,6 +192,10 @@ def _is_harness(frame) -> bool:
     return os.path.abspath(frame.filename) in _HARNESS_FILES
 
 
+def _is_runpy(frame) -> bool:
+    return frame.filename.endswith(os.sep + "runpy.py") or frame.filename.startswith("<frozen runpy")
+
+
 def _is_user(frame, program_dir: str | None) -> bool:
     return bool(program_dir) and os.path.abspath(frame.filename).startswith(program_dir + os.sep)
 
@@ -208,7 +212,7 @@ def traceback_tail(exc: BaseException, program_dir: str | None = None) -> str:
     deepest 4 frames, the exception; the harness's frames and runpy's are left out."""
     frames = [
         frame for frame in traceback.extract_tb(exc.__traceback__)
-        if not _is_harness(frame) and not frame.filename.endswith(os.sep + "runpy.py")
+        if not _is_harness(frame) and not _is_runpy(frame)
     ]
     user = [i for i, f in enumerate(frames) if _is_user(f, program_dir)][-USER_FRAMES:]
     keep = sorted(set(user) | set(range(max(0, len(frames) - DEEPEST_FRAMES), len(frames))))
@@ -223,6 +227,15 @@ def traceback_tail(exc: BaseException, program_dir: str | None = None) -> str:
     if len(lines) > TRACEBACK_TAIL_LINES + 10:
         lines = lines[:TRACEBACK_TAIL_LINES] + ["  ..."] + lines[-10:]
     return "\n".join(lines)
+
+
+def exception_summary(exc: BaseException) -> str:
+    """One line for the exception. TensorFlow's "in user code:" messages end with the real error."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if not lines:
+        return ""
+    line = lines[-1] if len(lines) > 1 and lines[0].endswith(":") else lines[0]
+    return line[:500]
 
 
 def run_program(path: str) -> tuple[str, dict | None]:
@@ -247,10 +260,9 @@ def run_program(path: str) -> tuple[str, dict | None]:
     except HarnessStop as stop:
         return stop.status, {"type": "HarnessStop", "message": stop.message, **stop.details}
     except BaseException as exc:  # noqa: BLE001 - any crash of the user's program is reported
-        text = str(exc).strip()
         return ("harness_error" if crashed_in_harness(exc, program_dir) else "crashed"), {
             "type": type(exc).__name__,
-            "message": text.splitlines()[0][:500] if text else "",
+            "message": exception_summary(exc),
             "traceback": traceback_tail(exc, program_dir),
         }
     return "ok", None
