@@ -155,17 +155,19 @@ def step_count_hints(legacy: SideInfo, migrated: SideInfo, step_limit: int | Non
         return []
     replicas = legacy.replicas or 1
     hints = [f"the runs took a different number of steps: legacy {n_legacy}, migrated {n_migrated}"]
-    if replicas > 1 and n_legacy and abs(n_migrated - replicas * n_legacy) <= replicas:
+    # Unscaled batches: each legacy step becomes N steps, plus up to N-1 for batches of an
+    # incomplete last round that the Estimator dropped.
+    if replicas > 1 and n_legacy and replicas * n_legacy <= n_migrated < replicas * (n_legacy + 1):
         hints.append(
             f"the migrated program ran about {replicas}x as many steps as the Estimator on {replicas} replicas: "
             "its batch is probably not scaled by the number of replicas (an Estimator input_fn batches per "
             "replica, Keras batches globally: multiply the batch size by strategy.num_replicas_in_sync)")
-    elif replicas > 1 and n_migrated == n_legacy + 1:
+    if replicas > 1 and n_migrated == n_legacy + 1:
         hints.append(
             f"the Estimator drops a last round with fewer than {replicas} per-replica batches; Keras trains "
             "on that remainder. Make the number of examples a multiple of the global batch, or batch with "
             "drop_remainder=True on both sides")
-    elif replicas > 1 and n_migrated and abs(n_legacy - replicas * n_migrated) <= replicas:
+    if replicas > 1 and n_migrated and replicas * n_migrated <= n_legacy < replicas * (n_migrated + 1):
         hints.append(
             f"the migrated program ran about 1/{replicas} as many steps: its global batch may be scaled "
             "by the number of replicas twice")
