@@ -169,6 +169,10 @@ class RewriteContext:
 
     # -- imports --------------------------------------------------------------------------
     def add_import(self, module: str, obj: str | None = None, asname: str | None = None) -> None:
+        """Queue an import; during a unit conversion it is added only if the unit converts."""
+        if self.active_plan is not None:
+            self.active_plan.imports.append((module, obj, asname))
+            return
         AddImportsVisitor.add_needed_import(self._codemod, module, obj, asname)
 
     def remove_import_if_unused(self, module: str, obj: str | None = None, asname: str | None = None) -> None:

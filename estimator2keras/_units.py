@@ -341,6 +341,8 @@ class ConversionPlan:
         self._after_imports: list[cst.BaseStatement] = []
         self._fixed: list[tuple[cst.CSTNode, str, str]] = []
         self._leftovers: list[tuple[cst.CSTNode, str, str]] = []
+        #: Imports the converted code needs (added only if the unit converts).
+        self.imports: list[tuple[str, str | None, str | None]] = []
 
     # -- what rules call ------------------------------------------------------------------
     def replace(self, node: cst.CSTNode, new: cst.CSTNode) -> None:
@@ -472,8 +474,11 @@ class ConversionPlan:
                 raise Unsupported("a note would be lost with a removed statement", statement, UNSUPPORTED_USE)
 
         # Nothing below can fail: the unit is converted.
+        ctx.active_plan = None
         if self._needs_tf_import:
             ctx.add_import("tensorflow", asname="tf")
+        for module, obj, asname in self.imports:
+            ctx.add_import(module, obj, asname)
         for statement, text in tree_marks:
             ctx.edits.mark(statement, text)
         for node, code, message in self._leftovers:

@@ -102,8 +102,13 @@ model.fit(input_fn())
             raise Unsupported(f"`{fn.name.value}` is used elsewhere too; e2k replaces it", fn.name)
         scope = ctx.scope(fn)
         taken = {a.name for a in scope.assignments} | {a.node.value for a in scope.accesses}
-        conversion = convert_model_fn(fn, ctx, plan.tf, taken)
-        plan.replace_statement(fn, [conversion.builder])
+        conversion = convert_model_fn(fn, ctx, plan.tf, taken, plan)
+        statements = list(conversion.statements)
+        for i in range(1, len(statements)):
+            # Definitions that replace one keep the blank lines between definitions.
+            blank = [_emit.blank_line()] * (2 if ctx.parent(fn) is ctx.module else 1)
+            statements[i] = statements[i].with_changes(leading_lines=blank)
+        plan.replace_statement(fn, statements)
         params = unit.arg_value("params")
         if conversion.takes_params:
             if params is None:

@@ -7,7 +7,7 @@ import pytest
 from estimator2keras._context import RewriteContext
 from estimator2keras._emit import code
 from estimator2keras._engine import rewrite_source
-from estimator2keras._modelfn import LayerCall, LossConversion
+from estimator2keras._modelfn import LayerCall, LossConversion, ScheduleConversion
 from estimator2keras._registry import RuleSet
 from estimator2keras._rule import CODE_PATTERN, Diagnostic, ExpressionRule, Unsupported
 
@@ -15,14 +15,19 @@ ALL_RULES = list(RuleSet.load().rules.values())
 PREAMBLE = "import tensorflow as tf\nimport tensorflow.compat.v1 as tf1\n"
 
 
-def _cases(kind):
+def is_program(rule, case) -> bool:
+    """Whole-program cases (any rule may have them); expression rules' one-liners are not."""
+    return not issubclass(rule, ExpressionRule) or "\n" in case.before
+
+
+def _cases(program: bool):
     for rule in ALL_RULES:
-        if kind(rule):
-            for index, case in enumerate(rule.cases):
+        for index, case in enumerate(rule.cases):
+            if is_program(rule, case) == program:
                 yield pytest.param(rule, case, id=f"{rule.code}-{case.id or index}")
 
 
-@pytest.mark.parametrize("rule,case", list(_cases(lambda r: not issubclass(r, ExpressionRule))))
+@pytest.mark.parametrize("rule,case", list(_cases(program=True)))
 def test_program_case(rule, case, rules):
     result = rewrite_source(case.before.encode(), "case.py", rules)
     expected = case.after if case.after is not None else case.before
@@ -44,10 +49,12 @@ def _convert_expression(rule, source: str, rules: RuleSet):
         return result.keras_loss
     if isinstance(result, LayerCall):
         return result.constructor
+    if isinstance(result, ScheduleConversion):
+        return result.keras_schedule
     return result
 
 
-@pytest.mark.parametrize("rule,case", list(_cases(lambda r: issubclass(r, ExpressionRule))))
+@pytest.mark.parametrize("rule,case", list(_cases(program=False)))
 def test_expression_case(rule, case, rules):
     if case.after is None:
         with pytest.raises(Unsupported):

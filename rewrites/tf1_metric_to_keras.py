@@ -1,0 +1,155 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from estimator2keras import _emit
+from estimator2keras._modelfn import Derived
+from estimator2keras._rule import Case, ExpressionRule, Safety, Unsupported
+from estimator2keras._translate import bind
+
+_TAIL = ("weights", "metrics_collections", "updates_collections", "name")
+SIGNATURES = {
+    "metrics.accuracy": ("labels", "predictions", *_TAIL),
+    "metrics.mean_squared_error": ("labels", "predictions", *_TAIL),
+    "metrics.root_mean_squared_error": ("labels", "predictions", *_TAIL),
+    "metrics.mean_absolute_error": ("labels", "predictions", *_TAIL),
+    "metrics.auc": ("labels", "predictions", "weights", "num_thresholds", "metrics_collections",
+                    "updates_collections", "curve", "name", "summation_method", "thresholds"),
+    "metrics.precision": ("labels", "predictions", *_TAIL),
+    "metrics.recall": ("labels", "predictions", *_TAIL),
+}
+#: (TF1 metric, how its predictions derive from the model output) -> Keras metric and arguments.
+TABLE = {
+    ("metrics.accuracy", "argmax"): ("SparseCategoricalAccuracy", {}),
+    ("metrics.accuracy", "positive"): ("BinaryAccuracy", {"threshold": "0.0"}),
+    ("metrics.accuracy", "output"): ("Accuracy", {}),
+    ("metrics.mean_squared_error", "output"): ("MeanSquaredError", {}),
+    ("metrics.root_mean_squared_error", "output"): ("RootMeanSquaredError", {}),
+    ("metrics.mean_absolute_error", "output"): ("MeanAbsoluteError", {}),
+    ("metrics.auc", "sigmoid"): ("AUC", {"from_logits": "True"}),
+    ("metrics.auc", "output"): ("AUC", {}),
+}
+
+
+class Tf1MetricToKeras(ExpressionRule):
+    """A TF1 `tf.metrics.*` in `eval_metric_ops` becomes the Keras metric computing the same value, under the same name.
+
+    ## What it does
+    Each entry of the EVAL EstimatorSpec's `eval_metric_ops` becomes a metric in `compile`,
+    named by its key, so that `model.evaluate(..., return_dict=True)` reports the names the
+    Estimator reported. Keras metrics receive the model output, so the rule looks at how the
+    TF1 metric's `predictions` were computed from it:
+
+    | TF1 metric | its predictions | Keras metric |
+    |---|---|---|
+    | `accuracy` | `tf.argmax(logits, 1)` | `SparseCategoricalAccuracy(name=...)` |
+    | `accuracy` | `tf.round(tf.sigmoid(logits))`, `logits > 0` | `BinaryAccuracy(name=..., threshold=0.0)` |
+    | `mean_squared_error`, `root_mean_squared_error`, `mean_absolute_error` | the output | `MeanSquaredError`, `RootMeanSquaredError`, `MeanAbsoluteError` |
+    | `auc` | `tf.sigmoid(logits)` | `AUC(name=..., from_logits=True, summation_method="trapezoidal")` |
+    | `auc` | the output (probabilities) | `AUC(name=..., summation_method="trapezoidal")` |
+
+    ## Why
+    `tf.metrics` is gone in TF2; dashboards and scripts read the Estimator's metric names,
+    which the converted program keeps.
+
+    ## Fix safety
+    Safe: each Keras metric computes the TF1 value over the whole evaluation. AUC uses the
+    same thresholds in both; TF1's default summation (`trapezoidal`) is written out since
+    Keras defaults to `interpolation`.
+
+    ## Limitations
+    `weights=`, `precision` / `recall` on logits (Keras's thresholds must be probabilities),
+    `tf.metrics.mean` of arbitrary values, and metrics on transformed labels are left for a
+    human: the model converts, and the metric is marked (E2K202) with what to add.
+
+    ## References
+    - https://www.tensorflow.org/guide/migrate/metrics_optimizers
+    """
+
+    code = "E2K202"
+    summary = "tf.metrics.* in eval_metric_ops -> tf.keras.metrics.* in compile(), under the same names"
+    safety = Safety.SAFE
+    role = "metric"
+    targets = tuple(SIGNATURES)
+
+    cases = [
+        Case(
+            id="classifier",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0, 2.0]], [1])).batch(1)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.dense(features, 3)
+    predicted_classes = tf.argmax(logits, 1)
+    loss = tf.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
+    accuracy = tf.metrics.accuracy(labels=labels, predictions=predicted_classes, name="acc_op")
+    if mode == tf.estimator.ModeKeys.EVAL:
+        return tf.estimator.EstimatorSpec(mode, loss=loss, eval_metric_ops={"accuracy": accuracy})
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+estimator = tf.estimator.Estimator(model_fn)
+estimator.train(input_fn)
+print(estimator.evaluate(input_fn)["accuracy"])
+''',
+            after='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0, 2.0]], [1])).batch(1)
+
+
+def build_model():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(3)])
+    model.compile(
+        optimizer=tf.keras.optimizers.SGD(0.1),
+        loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=[tf.keras.metrics.SparseCategoricalAccuracy(name="accuracy")])
+    return model
+
+
+model = build_model()
+model.fit(input_fn())
+print(model.evaluate(input_fn(), return_dict=True)["accuracy"])
+''',
+        ),
+    ]
+
+    def convert(self, call, ctx, tf, name: str, derive):
+        path = ctx.call_api_path(call)
+        bound = bind(call, SIGNATURES[path])
+        for key in ("weights", "metrics_collections", "updates_collections", "thresholds"):
+            if key in bound and _emit.code(bound[key].value) != "None":
+                raise Unsupported(f"`{key}=` is not converted yet")
+        labels, predictions = bound.get("labels"), bound.get("predictions")
+        if labels is None or predictions is None:
+            raise Unsupported("the metric needs labels and predictions")
+        if not (isinstance(labels.value, cst.Name) and labels.value.value == "labels"):
+            raise Unsupported("the metric's labels are not the model_fn's `labels`")
+        derived: Derived | None = derive(predictions.value)
+        kind = derived.kind if derived else None
+        if (path, kind) not in TABLE:
+            if path in ("metrics.precision", "metrics.recall") and kind == "positive":
+                raise Unsupported("Keras precision/recall threshold probabilities, and this model outputs logits")
+            raise Unsupported("its predictions are not computed from the model output in a way e2k maps")
+        keras, extra = TABLE[(path, kind)]
+        args = [_emit.keyword_arg("name", cst.SimpleString(_quote(name)))]
+        args += [_emit.keyword_arg(k, cst.parse_expression(v)) for k, v in extra.items()]
+        if path == "metrics.auc":
+            for key in ("num_thresholds", "curve", "summation_method"):
+                if key in bound:
+                    args.append(_emit.keyword_arg(key, bound[key].value))
+            if "summation_method" not in bound:
+                args.append(_emit.keyword_arg("summation_method", cst.SimpleString('"trapezoidal"')))
+        return cst.Call(_emit.expr("{tf}.keras.metrics.{k}", tf=tf, k=keras), args=_emit.call_args(args))
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
