@@ -103,6 +103,11 @@ TF1_BY_NAME = {
 }
 KERAS_BY_NAME = {"Adagrad": "Adagrad", "Adam": "Adam", "Ftrl": "Ftrl", "RMSProp": "RMSprop", "SGD": "SGD"}
 KERAS_DEFAULT_LR = 0.001
+#: TF activation functions that Keras names (the same functions): written as the name.
+KERAS_ACTIVATIONS = frozenset({"relu", "relu6", "elu", "selu", "tanh", "sigmoid", "softplus", "softsign", "swish",
+                               "gelu", "exponential", "hard_sigmoid"})
+#: Emitted lines longer than this are wrapped.
+MAX_LINE = 99
 #: Reductions of tf.losses.Reduction / tf.compat.v1.losses.Reduction, by attribute.
 REDUCTIONS = {"SUM": "sum", "SUM_OVER_BATCH_SIZE": "sum_over_batch_size"}
 
@@ -251,9 +256,12 @@ class CannedReader:
         tower = Tower(columns, hidden_units=[respelled(self.ctx, u, self.tf) for u in units])
         activation = self.value(activation_arg)
         if activation is not None:
-            path = self.ctx.api_path(activation)
-            tower.activation = '"relu"' if path in ("nn.relu", "keras.activations.relu") else _emit.code(
-                respelled(self.ctx, activation, self.tf))
+            path = self.ctx.api_path(activation) or ""
+            name = path.rsplit(".", 1)[-1]
+            if path in (f"nn.{name}", f"math.{name}", f"keras.activations.{name}") and name in KERAS_ACTIVATIONS:
+                tower.activation = f'"{name}"'
+            else:
+                tower.activation = _emit.code(respelled(self.ctx, activation, self.tf))
         dropout = self.value(dropout_arg)
         tower.dropout = respelled(self.ctx, dropout, self.tf) if dropout is not None else None
         tower.optimizer = self.read_optimizer(optimizer_arg, "Adagrad", self.dnn_learning_rate())
@@ -412,7 +420,7 @@ class ModelWriter:
     def vocabulary_size(self, column: Column) -> str:
         if column.kind == "vocabulary_file":
             size = column.value("vocabulary_size")
-            return self.code(size) if size is not None else f"self.{column.var}_lookup.vocabulary_size() - 1"
+            return self.code(size) if size is not None else f"self.{column.var}_size"
         vocabulary = column.value("vocabulary_list")
         literal = self.reader.columns.literal_sequence(vocabulary)
         if isinstance(vocabulary, (cst.List, cst.Tuple)) or (literal is not None and not isinstance(vocabulary, cst.Name)):
@@ -462,6 +470,8 @@ class ModelWriter:
                 lookup = "StringLookup" if self.dtype(column) == "string" else "IntegerLookup"
                 source = column.value("vocabulary_list" if column.kind == "vocabulary" else "vocabulary_file")
                 lines.append(f"self.{var}_lookup = {tf}.keras.layers.{lookup}(vocabulary={self.code(source)})")
+                if column.kind == "vocabulary_file" and column.value("vocabulary_size") is None:
+                    lines.append(f"self.{var}_size = self.{var}_lookup.vocabulary_size() - 1  # the file's lines")
                 if self.oov(column):
                     lines.append(f"self.{var}_oov = {tf}.keras.layers.Hashing(num_bins={self.oov(column)})")
             elif column.kind == "hash":
@@ -526,9 +536,9 @@ class ModelWriter:
             elif kind == "hash":
                 values = self.raw_values(column.key, lines)
                 missing = '""' if self.dtype(column) == "string" else "-1"
+                lines.append(f"{var} = self.{var}_hashing({values})")
                 lines.append(f"# Feature columns ignore {missing}: no id (-1).")
-                lines.append(f"{var} = {tf}.where({values} == {missing}, {tf}.constant(-1, {tf}.int64), "
-                             f"self.{var}_hashing({values}))")
+                lines.append(f"{var} = {tf}.where({values} == {missing}, {tf}.constant(-1, {tf}.int64), {var})")
             elif kind == "identity":
                 values = self.raw_values(column.key, lines)
                 lines.append(f"{var} = {tf}.cast({values}, {tf}.int64)")
@@ -642,7 +652,11 @@ class ModelWriter:
         if ids:
             names = ", ".join(ids) + ("," if len(ids) == 1 else "")
             lines.append("# Keras 3 may first trace the model on the mean of the replicas' batches: ids as floats.")
-            lines.append(f"{names} = ({self.tf}.cast(ids, {self.tf}.int64) for ids in ({names}))")
+            cast = f"{names} = ({self.tf}.cast(ids, {self.tf}.int64) for ids in ({names}))"
+            if len(cast) + 8 <= MAX_LINE:
+                lines.append(cast)
+            else:
+                lines += [f"{v} = {self.tf}.cast({v}, {self.tf}.int64)" for v in ids]
         dnn, linear = self.c.dnn, self.c.linear
         outputs = []
         if dnn is not None:
@@ -663,11 +677,13 @@ class ModelWriter:
         if linear is not None:
             parts = [self.linear_input(c) for c in sorted(linear.columns, key=lambda c: c.name)]
             outputs.append(f"self.linear(({', '.join(parts)}{',' if len(parts) == 1 else ''}))")
+            if len(outputs[-1]) + 30 > MAX_LINE:
+                outputs[-1] = "\n".join(["self.linear((", *[f"    {p}," for p in parts], "))"])
         if len(outputs) == 1:
-            lines.append(f"return {outputs[0]}")
+            lines += f"return {outputs[0]}".split("\n")
         else:
-            lines.append(f"dnn_logits = {outputs[0]}")
-            lines.append(f"linear_logits = {outputs[1]}")
+            lines += f"dnn_logits = {outputs[0]}".split("\n")
+            lines += f"linear_logits = {outputs[1]}".split("\n")
             lines.append("return dnn_logits + linear_logits")
         return lines
 
@@ -763,11 +779,11 @@ class ModelWriter:
             f"    with {tf}.GradientTape() as tape:",
             "        logits = self(inputs, training=True)",
             *[f"        {line}" for line in loss_lines],
-            "    linear_variables = self.linear.trainable_variables",
-            "    dnn_variables = [v for v in self.trainable_variables if all(v is not w for w in linear_variables)]",
-            "    gradients = tape.gradient(loss, dnn_variables + linear_variables)",
-            "    self.optimizer.apply_gradients(zip(gradients[:len(dnn_variables)], dnn_variables))",
-            "    self.linear_optimizer.apply_gradients(zip(gradients[len(dnn_variables):], linear_variables))",
+            "    linear_vars = self.linear.trainable_variables",
+            "    dnn_vars = [v for v in self.trainable_variables if all(v is not w for w in linear_vars)]",
+            "    gradients = tape.gradient(loss, dnn_vars + linear_vars)",
+            "    self.optimizer.apply_gradients(zip(gradients[:len(dnn_vars)], dnn_vars))",
+            "    self.linear_optimizer.apply_gradients(zip(gradients[len(dnn_vars):], linear_vars))",
             f"    return self.update_metrics(loss * replicas, labels, logits, {weights})",
             "",
             "def test_step(self, data):",
@@ -795,9 +811,9 @@ class ModelWriter:
             init += self.eager_build_lines()
         summary = self.summary()
         out = [f"class {self.class_name}({self.tf}.keras.Model):",
-               f'    """{summary}',
+               f'    """{summary[0]}',
                "",
-               "    `preprocess` computes what the feature columns did, in tf.data; `call` is the network.",
+               *[f"    {line}" for line in summary[1]],
                '    """',
                "",
                f"    def __init__({init_params}):"]
@@ -812,16 +828,18 @@ class ModelWriter:
             out += [f"    {line}" if line else "" for line in self.wide_deep_methods()]
         return _reindent("\n".join(out) + "\n", indent)
 
-    def summary(self) -> str:
+    def summary(self) -> tuple[str, list[str]]:
+        """The docstring's title and body lines."""
+        version = "tf.compat.v1.estimator" if self.c.v1 else "tf.estimator"
         parts = []
         if self.c.dnn is not None:
-            units = ", ".join(_emit.code(u) for u in self.c.dnn.hidden_units)
-            parts.append(f"hidden units [{units}]")
+            parts.append(f"hidden units [{', '.join(_emit.code(u) for u in self.c.dnn.hidden_units)}]")
         if self.c.head == "multi":
             parts.append(f"{self.c.units} classes")
-        version = "tf.compat.v1.estimator" if self.c.v1 else "tf.estimator"
-        detail = f" ({', '.join(parts)})" if parts else ""
-        return f"The canned {version}.{self.c.cls}{detail}, as a Keras model."
+        parts.append("loss summed over the batch" if self.c.reduction == "sum" else "loss averaged over the batch")
+        body = [f"{parts[0][:1].upper()}{parts[0][1:]}{''.join(', ' + p for p in parts[1:])}. `preprocess` computes",
+                "what the feature columns did, in tf.data; `call` is the network."]
+        return f"The canned {self.c.cls} ({version}) as a Keras model.", body
 
     def compile_args(self) -> tuple[str, list[str]]:
         """(optimizer code, extra constructor arguments) for building the model."""
@@ -939,7 +957,9 @@ def convert(unit, plan, ctx, code: str) -> None:
     compile_args = [f"optimizer={optimizer}"]
     if not writer.two_optimizers():
         compile_args.append(f"loss={writer.loss()}")
-        compile_args.append(f"metrics=[{', '.join(writer.metrics())}]")
+        # The Estimator's metrics are weighted by weight_column; Keras weights only `weighted_metrics`.
+        keyword = "weighted_metrics" if canned.weight_key is not None else "metrics"
+        compile_args.append(f"{keyword}=[{', '.join(writer.metrics())}]")
     compile_statement = _emit.statement(f"{var}.compile({', '.join(compile_args)})")
     depth = _depth(ctx, unit.statement) + (1 if unit.config_value("train_distribute") is not None else 0)
     wrapped = _emit.fit_line(compile_statement, depth, indent)

@@ -105,6 +105,7 @@ class ColumnReader:
         self.columns: dict[int, Column] = {}  # id(call) -> Column: one object per column built
         self.bindings: list[Binding] = []  # statements that only build columns for the Estimator
         self.list_bindings: list[Binding] = []
+        self.extended_bindings: list[Binding] = []  # `columns = [...]` and its `columns += [...]`
 
     # -- lists of columns -----------------------------------------------------------------------
     def read_list(self, expr: cst.BaseExpression) -> list[Column]:
@@ -128,8 +129,39 @@ class ColumnReader:
             if isinstance(bound, Binding):
                 self._use_binding(bound, self.list_bindings)
                 return self.read_list(bound.value)
+            extended = self._extended_list(expr)
+            if extended is not None:
+                return [column for part in extended for column in self.read_list(part.value)]
         raise Unsupported("these feature columns are not a list e2k can read (a list literal, names bound once, "
-                          "`+` of lists or a comprehension over a literal list)", expr, CODE)
+                          "`+` or `+=` of lists, a comprehension over a literal list)", expr, CODE)
+
+    def _extended_list(self, name: cst.Name) -> list[Binding] | None:
+        """``columns = [...]`` then ``columns += [...]`` (and nothing else binds the name): the parts,
+        in order."""
+        scope = self.ctx.scope(name)
+        if scope is None:
+            return None
+        parts = []
+        for assignment in scope.assignments[name.value]:
+            target = getattr(assignment, "node", None)
+            statement = self.ctx.enclosing_statement(target) if isinstance(target, cst.Name) else None
+            small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
+            if isinstance(small, cst.Assign) and len(small.targets) == 1 and small.targets[0].target is target:
+                parts.append((self.ctx.position(statement), "=", Binding(name.value, statement, target, small.value)))
+            elif isinstance(small, cst.AugAssign) and small.target is target and isinstance(small.operator, cst.AddAssign):
+                parts.append((self.ctx.position(statement), "+=", Binding(name.value, statement, target, small.value)))
+            else:
+                return None
+        parts.sort(key=lambda part: part[0])
+        if not parts or parts[0][1] != "=" or any(kind != "+=" for _, kind, _ in parts[1:]):
+            return None
+        if any(self.ctx.parent(b.statement) is not self.ctx.parent(parts[0][2].statement) for _, _, b in parts):
+            return None
+        if self.ctx.position(name) < parts[-1][0]:
+            return None
+        for _, _, binding in parts:
+            self._use_binding(binding, self.extended_bindings)
+        return [binding for _, _, binding in parts]
 
     def _comprehension(self, comp: cst.ListComp) -> list[Column]:
         loop = comp.for_in
@@ -349,10 +381,15 @@ class ColumnReader:
     def removable(self, consumers: list[cst.CSTNode]) -> list[Binding]:
         """The statements that bound columns (or lists of them), all of which must be read only
         by the Estimator call or by each other: they go with the Estimator."""
-        bindings = self.list_bindings + self.bindings
+        bindings = self.list_bindings + self.extended_bindings + self.bindings
         inside = [b.statement for b in bindings] + list(consumers)
         for binding in bindings:
-            for read in accesses_of(self.ctx, binding.target) or [None]:
+            if any(binding is b for b in self.extended_bindings):
+                scope = self.ctx.scope(binding.target)
+                reads = [a.node for a in scope.accesses[binding.name]]
+            else:
+                reads = accesses_of(self.ctx, binding.target) or [None]
+            for read in reads:
                 if read is None or not any(_contains(self.ctx, owner, read) for owner in inside):
                     raise Unsupported(
                         f"`{binding.name}` is used elsewhere too; e2k converts feature columns that only "
@@ -402,7 +439,12 @@ def assign_names(columns: list[Column], taken: set[str]) -> None:
     for column in columns:
         if column.var:
             continue
-        preferred = column.binding.name if column.binding is not None else identifier(column.name)
+        if column.binding is not None:
+            preferred = column.binding.name
+        elif column.kind == "weighted":
+            preferred = identifier(column.key)  # the weights themselves
+        else:
+            preferred = identifier(column.name)
         column.var = _emit.unique_name(preferred, used)
         used.add(column.var)
 

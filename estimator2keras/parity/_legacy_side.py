@@ -118,6 +118,17 @@ def _make_hook(tf, rec: Recorder, loss_tensor):
             op = getattr(graph, "_e2k_reporting_reduce_op", None)
             if op is not None:
                 rec.loss_reduction = op
+            self._divisor = 1.0
+            if getattr(graph, "_e2k_head_divides_by_replicas", False) and op == "sum" and (rec.replicas or 1) > 1:
+                # A TF2 canned head divided its mean loss by the replicas before applying it, yet
+                # the Estimator reports the SUM of the replicas' losses: compare the mean applied.
+                self._divisor = float(rec.replicas)
+                rec.loss_reduction = "mean"
+                note = (f"the Estimator's TF2 head divided each replica's mean loss by {rec.replicas} before "
+                        f"applying it, but the Estimator reported their SUM: each step's loss is compared "
+                        f"divided by {rec.replicas} (the mean over the global batch, which Keras reports)")
+                if note not in rec.info["notes"]:
+                    rec.info["notes"].append(note)
 
         def after_create_session(self, session, coord):
             if rec.initial is None and self._reads:
@@ -127,7 +138,7 @@ def _make_hook(tf, rec: Recorder, loss_tensor):
             return tf.compat.v1.train.SessionRunArgs(loss_tensor)
 
         def after_run(self, run_context, run_values):
-            rec.losses.append(float(run_values.results))
+            rec.losses.append(float(run_values.results) / self._divisor)
             if rec.limit_reached:
                 run_context.request_stop()
 
@@ -235,6 +246,35 @@ def instrument(tf, request: dict, rec: Recorder, devices: list[str], device_kind
     Estimator.evaluate = evaluate
 
     _patch_optimizers_for_state_snapshot(tf)
+    _patch_heads_for_replica_scaling(tf)
+
+
+def _patch_heads_for_replica_scaling(tf) -> None:
+    """Remember when a TF2 canned head divides its loss by the number of replicas.
+
+    ``base_head.create_estimator_spec_train_op`` (and the wide & deep ``_train_op_fn`` it
+    calls) scale a SUM_OVER_BATCH_SIZE loss by 1/replicas before a Keras optimizer applies
+    it, while the Estimator reports the replicas' unscaled losses summed.
+    """
+    try:
+        from tensorflow_estimator.python.estimator.head import base_head
+    except ImportError:  # pragma: no cover - tensorflow-estimator without TF2 heads
+        return
+    original = base_head.create_estimator_spec_train_op
+    signature = inspect.signature(original)
+
+    def create_estimator_spec_train_op(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        arguments = bound.arguments
+        train_op_fn = arguments.get("train_op_fn")
+        scales = arguments.get("optimizer") is not None or (
+            train_op_fn is not None and "_dnn_linear_combined_model_fn_v2" in getattr(train_op_fn, "__qualname__", ""))
+        if scales and arguments.get("loss_reduction") == tf.losses.Reduction.SUM_OVER_BATCH_SIZE:
+            tf.compat.v1.get_default_graph()._e2k_head_divides_by_replicas = True
+        return original(*args, **kwargs)
+
+    base_head.create_estimator_spec_train_op = create_estimator_spec_train_op
 
 
 def _patch_optimizers_for_state_snapshot(tf) -> None:
