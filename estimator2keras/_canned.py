@@ -441,8 +441,9 @@ class ModelWriter:
             return self.reader.columns.dtype(column.value("dtype")) or "string"
         return "int64"
 
-    def may_have_no_id(self, column: Column) -> bool:
-        return column.kind in ("vocabulary", "vocabulary_file", "hash", "identity")
+    def missing(self, column: Column) -> str:
+        """The raw value feature columns ignore for this column's feature."""
+        return '""' if self.dtype(column) == "string" else "-1"
 
     def raw_values(self, key: str, lines: list[str]) -> str:
         var = self.values_vars.get(key)
@@ -548,14 +549,17 @@ class ModelWriter:
                 # The Estimator crosses its categorical keys' ids first, then the raw features.
                 crossed = ", ".join([k.var for k in ids] + raws)
                 lines.append(f"{var} = self.{var}(({crossed}))")
-                droppable = [k.var for k in ids if self.may_have_no_id(k)]
-                if droppable:
-                    condition = " | ".join(f"({v} < 0)" for v in droppable)
+                # An ignored value ("" or -1) of a key leaves nothing to cross (an out-of-vocabulary
+                # value is crossed, with its id -1, as the Estimator does).
+                ignored = [f"({self.raw_values(k.key, lines)} == {self.missing(k)})" for k in ids
+                           if k.kind in ("vocabulary", "vocabulary_file", "identity")]
+                if ignored:
+                    condition = " | ".join(ignored)
                     lines.append(f"{var} = {tf}.where({condition}, {tf}.constant(-1, {tf}.int64), {var})")
             elif kind == "weighted":
                 lines.append(f'{var} = {tf}.reshape({tf}.cast(features["{column.key}"], {tf}.float32), [-1])')
         self.inputs = [c.var for c in self.columns if c in needed]
-        lines.append(f"inputs = ({', '.join(self.inputs)}{',' if len(self.inputs) == 1 else ''})")
+        lines += _packed("inputs = (", self.inputs, ")")
         lines.append("if labels is None:")
         lines.append("    return inputs")
         if self.c.label_vocabulary is not None:
@@ -646,14 +650,15 @@ class ModelWriter:
         lines = [
             "if isinstance(inputs, dict):  # raw features, as a served model gets them",
             "    inputs = self.preprocess(inputs)",
-            f"{', '.join(self.inputs)}{',' if len(self.inputs) == 1 else ''} = inputs",
         ]
+        unpack = f"{', '.join(self.inputs)}{',' if len(self.inputs) == 1 else ''} = inputs"
+        lines += [unpack] if len(unpack) + 8 <= MAX_LINE else _packed("(", self.inputs, ") = inputs")
         ids = [c.var for c in self.needed_inputs() if c.is_categorical and c.kind != "weighted"]
         if ids:
-            names = ", ".join(ids) + ("," if len(ids) == 1 else "")
-            lines.append("# Keras 3 may first trace the model on the mean of the replicas' batches: ids as floats.")
+            names = ", ".join(ids)
+            lines.append("# Ids come as floats when Keras 3 first traces the model (on the replicas' mean batch).")
             cast = f"{names} = ({self.tf}.cast(ids, {self.tf}.int64) for ids in ({names}))"
-            if len(cast) + 8 <= MAX_LINE:
+            if len(ids) > 2 and len(cast) + 8 <= MAX_LINE:
                 lines.append(cast)
             else:
                 lines += [f"{v} = {self.tf}.cast({v}, {self.tf}.int64)" for v in ids]
@@ -763,7 +768,7 @@ class ModelWriter:
         unpack = "inputs, labels, weights = data" if weighted else "inputs, labels = data"
         weights = "weights" if weighted else "None"
         mean = self.c.reduction != "sum"
-        loss_lines = [f"loss = self.head_loss(labels, logits, sample_weight={weights})"]
+        loss_lines = [f"loss = self.head_loss(labels, logits{', sample_weight=weights' if weighted else ''})"]
         if mean:
             loss_lines.append("# The mean over the global batch, as the Estimator's optimizers applied it.")
             loss_lines.append(f"loss /= {tf}.cast({tf}.shape(logits)[0] * replicas, loss.dtype)")
@@ -869,6 +874,22 @@ def _parenthesized(node: cst.BaseExpression) -> cst.BaseExpression:
     return node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
 
 
+def _packed(opening: str, names: list[str], closing: str, width: int = MAX_LINE - 8) -> list[str]:
+    """``opening a, b, c closing`` on one line, or the names packed on indented lines."""
+    one_line = f"{opening}{', '.join(names)}{',' if len(names) == 1 and opening.endswith('(') else ''}{closing}"
+    if len(one_line) <= width:
+        return [one_line]
+    lines, current = [opening], "   "
+    for name in names:
+        if len(current) + len(name) + 2 > width:
+            lines.append(current)
+            current = "   "
+        current += f" {name},"
+    lines.append(current)
+    lines.append(closing)
+    return lines
+
+
 def _reindent(text: str, indent: str) -> str:
     """Text written with 4-space indents, in the module's indentation."""
     if indent == "    ":
@@ -955,19 +976,19 @@ def convert(unit, plan, ctx, code: str) -> None:
     args = ", ".join(f"linear_optimizer={e}" for e in extra)
     plan.build.append(_emit.statement(f"{var} = {class_name}({args})"))
     compile_args = [f"optimizer={optimizer}"]
+    # The Estimator's metrics are weighted by weight_column; Keras weights only `weighted_metrics`.
+    keyword = "weighted_metrics" if canned.weight_key is not None else "metrics"
+    metrics = f"{keyword}=[{', '.join(writer.metrics())}]"
     if not writer.two_optimizers():
-        compile_args.append(f"loss={writer.loss()}")
-        # The Estimator's metrics are weighted by weight_column; Keras weights only `weighted_metrics`.
-        keyword = "weighted_metrics" if canned.weight_key is not None else "metrics"
-        compile_args.append(f"{keyword}=[{', '.join(writer.metrics())}]")
+        compile_args += [f"loss={writer.loss()}", metrics]
     compile_statement = _emit.statement(f"{var}.compile({', '.join(compile_args)})")
     depth = _depth(ctx, unit.statement) + (1 if unit.config_value("train_distribute") is not None else 0)
     wrapped = _emit.fit_line(compile_statement, depth, indent)
-    if wrapped is not compile_statement and not writer.two_optimizers():
-        metrics = _argument_list([cst.parse_expression(m) for m in writer.metrics()])
+    too_long = len(indent) * (depth + 1) + len(f"    {metrics})") > MAX_LINE
+    if wrapped is not compile_statement and not writer.two_optimizers() and too_long:
         call = wrapped.body[0].value
         args = list(call.args)
-        args[-1] = args[-1].with_changes(value=metrics)
+        args[-1] = args[-1].with_changes(value=_argument_list([cst.parse_expression(m) for m in writer.metrics()]))
         wrapped = wrapped.with_changes(body=[wrapped.body[0].with_changes(value=call.with_changes(args=args))])
     plan.build.append(wrapped)
 

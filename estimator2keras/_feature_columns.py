@@ -106,6 +106,7 @@ class ColumnReader:
         self.bindings: list[Binding] = []  # statements that only build columns for the Estimator
         self.list_bindings: list[Binding] = []
         self.extended_bindings: list[Binding] = []  # `columns = [...]` and its `columns += [...]`
+        self.alias_bindings: list[Binding] = []  # `fc = tf.feature_column`
 
     # -- lists of columns -----------------------------------------------------------------------
     def read_list(self, expr: cst.BaseExpression) -> list[Column]:
@@ -124,6 +125,9 @@ class ColumnReader:
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("list", "tuple") \
                 and len(expr.args) == 1 and not expr.args[0].keyword:
             return self.read_list(expr.args[0].value)
+        if isinstance(expr, cst.Call) and (self.ctx.call_api_path(expr) or "").startswith(
+                ("feature_column.shared_embedding", "feature_column.sequence_")):
+            raise Unsupported(f"`{_emit.code(expr.func)}` is not converted yet", expr, CODE)
         if isinstance(expr, cst.Name):
             bound = resolve(self.ctx, expr)
             if isinstance(bound, Binding):
@@ -209,7 +213,7 @@ class ColumnReader:
     def _column_call(self, call: cst.BaseExpression, binding: Binding | None, env: dict | None = None) -> Column:
         if not isinstance(call, cst.Call):
             raise Unsupported("this feature column is not a feature_column call e2k can follow", call, CODE)
-        path = self.ctx.call_api_path(call)
+        path = self.ctx.call_api_path(call) or self._aliased_path(call)
         function = path.split(".", 1)[1] if path and path.startswith("feature_column.") else None
         if function not in SIGNATURES:
             what = _emit.code(call.func)
@@ -221,6 +225,17 @@ class ColumnReader:
             self.columns[id(call)] = column
         getattr(self, f"_read_{kind}")(column)
         return column
+
+    def _aliased_path(self, call: cst.Call) -> str | None:
+        """``fc.numeric_column(...)`` after ``fc = tf.feature_column`` (a module bound to a name)."""
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
+            return None
+        bound = resolve(self.ctx, func.value)
+        if not isinstance(bound, Binding) or self.ctx.api_path(bound.value) != "feature_column":
+            return None
+        self._use_binding(bound, self.alias_bindings)
+        return f"feature_column.{func.attr.value}"
 
     def _key(self, column: Column) -> str:
         key = self.string(column.value("key"), column.env)
@@ -334,7 +349,10 @@ class ColumnReader:
                 names.append(text)
                 continue
             inner = self.read_column(key)
-            if inner.kind not in ("bucketized", "vocabulary", "vocabulary_file", "hash", "identity"):
+            if inner.kind == "hash":
+                raise Unsupported("a hashed column cannot be crossed (the Estimator refuses it too): cross the "
+                                  "feature's name", key, CODE)
+            if inner.kind not in ("bucketized", "vocabulary", "vocabulary_file", "identity"):
                 raise Unsupported(f"crossing a {inner.kind} column is not converted yet", key, CODE)
             column.keys.append(inner)
             names.append(inner.name)
@@ -394,6 +412,12 @@ class ColumnReader:
                     raise Unsupported(
                         f"`{binding.name}` is used elsewhere too; e2k converts feature columns that only "
                         "feed the Estimator", read or binding.target, CODE)
+        # `fc = tf.feature_column` goes too when nothing else reads it.
+        inside += [b.statement for b in self.alias_bindings]
+        for alias in self.alias_bindings:
+            reads = accesses_of(self.ctx, alias.target) or [None]
+            if all(read is not None and any(_contains(self.ctx, owner, read) for owner in inside) for read in reads):
+                bindings.append(alias)
         return bindings
 
 
@@ -443,6 +467,8 @@ def assign_names(columns: list[Column], taken: set[str]) -> None:
             preferred = column.binding.name
         elif column.kind == "weighted":
             preferred = identifier(column.key)  # the weights themselves
+        elif column.kind in ("indicator", "embedding") and column.parent.var:
+            preferred = f"{column.parent.var}_{column.kind}"
         else:
             preferred = identifier(column.name)
         column.var = _emit.unique_name(preferred, used)

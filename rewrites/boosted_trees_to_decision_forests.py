@@ -38,7 +38,39 @@ class BoostedTreesEstimator(Diagnostic, UnitRule):
     # Marked whatever its arguments: positional ones are bound to placeholders.
     signature = tuple(f"arg{i}" for i in range(20))
 
-    cases = []
+    cases = [
+        Case(
+            id='boosted-trees',
+            before='''\
+import tensorflow as tf
+
+columns = [tf.feature_column.numeric_column("x")]
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": [1.0, 2.0]}, [0, 1])).batch(2)
+
+
+trees = tf.estimator.BoostedTreesClassifier(columns, n_batches_per_layer=1)
+trees.train(input_fn, max_steps=10)
+''',
+            after='''\
+import tensorflow as tf
+
+columns = [tf.feature_column.numeric_column("x")]
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": [1.0, 2.0]}, [0, 1])).batch(2)
+
+
+# e2k: E2K505 boosted trees have no Keras counterpart: use TensorFlow Decision Forests (tfdf.keras.GradientBoostedTreesModel); not converted
+trees = tf.estimator.BoostedTreesClassifier(columns, n_batches_per_layer=1)
+trees.train(input_fn, max_steps=10)
+''',
+            findings=('E2K505',),
+        ),
+    ]
 
     def plan(self, unit, plan, ctx) -> None:
         if unit.owner is type(self):

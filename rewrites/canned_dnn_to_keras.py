@@ -62,7 +62,82 @@ class CannedDnnToKerasModel(UnitRule):
     constructors = ("estimator.DNNClassifier", "estimator.DNNRegressor")
     signature = ("hidden_units", "feature_columns", "model_dir")
 
-    cases = []
+    cases = [
+        Case(
+            id='tf1-regressor',
+            before='''\
+import tensorflow.compat.v1 as tf1
+
+rooms = tf1.feature_column.numeric_column("rooms")
+district = tf1.feature_column.categorical_column_with_vocabulary_list("district", ["north", "south"])
+
+
+def input_fn():
+    features = {"rooms": [[3.0], [4.0]], "district": [["north"], ["south"]]}
+    return tf1.data.Dataset.from_tensor_slices((features, [[1.0], [2.0]])).batch(1)
+
+
+regressor = tf1.estimator.DNNRegressor(
+    hidden_units=[4], feature_columns=[rooms, tf1.feature_column.indicator_column(district)])
+regressor.train(input_fn)
+''',
+            after='''\
+import tensorflow as tf
+
+
+class DNNRegressorModel(tf.keras.Model):
+    """The canned DNNRegressor (tf.compat.v1.estimator) as a Keras model.
+
+    Hidden units [4], loss summed over the batch. `preprocess` computes
+    what the feature columns did, in tf.data; `call` is the network.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.district_lookup = tf.keras.layers.StringLookup(vocabulary=["north", "south"])
+        self.hiddenlayer_0 = tf.keras.layers.Dense(4, activation="relu")
+        self.logits = tf.keras.layers.Dense(1)
+
+    def preprocess(self, features, labels=None):
+        """Raw features -> the model's inputs, as the Estimator's feature columns computed them."""
+        rooms = tf.reshape(tf.cast(features["rooms"], tf.float32), [-1, 1])
+        district_values = tf.reshape(features["district"], [-1])
+        # The Estimator's ids: the vocabulary's; anything else has no id (-1).
+        district = self.district_lookup(district_values) - 1
+        inputs = (rooms, district)
+        if labels is None:
+            return inputs
+        labels = tf.reshape(labels, [-1, 1])
+        return inputs, labels
+
+    def call(self, inputs, training=False):
+        if isinstance(inputs, dict):  # raw features, as a served model gets them
+            inputs = self.preprocess(inputs)
+        rooms, district = inputs
+        # Ids come as floats when Keras 3 first traces the model (on the replicas' mean batch).
+        district = tf.cast(district, tf.int64)
+        net = tf.concat([
+            tf.one_hot(district, 2),
+            rooms,
+        ], axis=1)
+        net = self.hiddenlayer_0(net)
+        return self.logits(net)
+
+
+def input_fn():
+    features = {"rooms": [[3.0], [4.0]], "district": [["north"], ["south"]]}
+    return tf.data.Dataset.from_tensor_slices((features, [[1.0], [2.0]])).batch(1)
+
+
+model = DNNRegressorModel()
+model.compile(
+    optimizer=tf.keras.optimizers.Adagrad(0.05),
+    loss=tf.keras.losses.MeanSquaredError(reduction="sum"),
+    metrics=[tf.keras.metrics.MeanSquaredError(name="average_loss")])
+model.fit(input_fn().map(model.preprocess))
+''',
+        ),
+    ]
 
     def plan(self, unit, plan, ctx) -> None:
         if unit.owner is not type(self):

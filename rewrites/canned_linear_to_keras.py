@@ -51,7 +51,105 @@ class CannedLinearToKerasModel(UnitRule):
     constructors = ("estimator.LinearClassifier", "estimator.LinearRegressor")
     signature = ("feature_columns", "model_dir")
 
-    cases = []
+    cases = [
+        Case(
+            id='tf2-classifier-label-vocabulary',
+            before='''\
+import tensorflow as tf
+
+size = tf.feature_column.numeric_column("size")
+color = tf.feature_column.categorical_column_with_hash_bucket("color", 5)
+
+
+def input_fn():
+    features = {"size": [1.0, 2.0, 3.0], "color": ["red", "blue", "red"]}
+    return tf.data.Dataset.from_tensor_slices((features, ["small", "large", "small"])).batch(3)
+
+
+classifier = tf.estimator.LinearClassifier(
+    feature_columns=[size, color], n_classes=3, label_vocabulary=["small", "medium", "large"])
+classifier.train(input_fn, steps=10)
+''',
+            after='''\
+import tensorflow as tf
+
+
+class LinearModel(tf.keras.layers.Layer):
+    """A canned Estimator's linear model: a weight matrix per feature column, created in the
+    columns' name order, then the bias; all start at zero. Categorical columns come as
+    one-hot rows, so a column adds the rows of its ids."""
+
+    def __init__(self, units, column_names, **kwargs):
+        super().__init__(**kwargs)
+        self.units = units
+        self.column_names = column_names
+
+    def build(self, input_shape):
+        self.column_weights = [
+            self.add_weight(name=f"{name}_weights", shape=(shape[-1], self.units), initializer="zeros")
+            for name, shape in zip(self.column_names, input_shape)]
+        self.bias = self.add_weight(name="bias_weights", shape=(self.units,), initializer="zeros")
+        super().build(input_shape)
+
+    def call(self, inputs):
+        weighted_sums = [tf.matmul(x, w) for x, w in zip(inputs, self.column_weights)]
+        return tf.nn.bias_add(tf.add_n(weighted_sums), self.bias)
+
+
+class LinearClassifierModel(tf.keras.Model):
+    """The canned LinearClassifier (tf.estimator) as a Keras model.
+
+    3 classes, loss averaged over the batch. `preprocess` computes
+    what the feature columns did, in tf.data; `call` is the network.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.color_hashing = tf.keras.layers.Hashing(num_bins=5)
+        self.label_lookup = tf.keras.layers.StringLookup(
+            vocabulary=["small", "medium", "large"],
+            num_oov_indices=0)
+        self.linear = LinearModel(3, ["color", "size"])
+
+    def preprocess(self, features, labels=None):
+        """Raw features -> the model's inputs, as the Estimator's feature columns computed them."""
+        size = tf.reshape(tf.cast(features["size"], tf.float32), [-1, 1])
+        color_values = tf.reshape(features["color"], [-1])
+        color = self.color_hashing(color_values)
+        # Feature columns ignore "": no id (-1).
+        color = tf.where(color_values == "", tf.constant(-1, tf.int64), color)
+        inputs = (size, color)
+        if labels is None:
+            return inputs
+        labels = self.label_lookup(labels)
+        return inputs, labels
+
+    def call(self, inputs, training=False):
+        if isinstance(inputs, dict):  # raw features, as a served model gets them
+            inputs = self.preprocess(inputs)
+        size, color = inputs
+        # Ids come as floats when Keras 3 first traces the model (on the replicas' mean batch).
+        color = tf.cast(color, tf.int64)
+        return self.linear((tf.one_hot(color, 5), size))
+
+
+def input_fn():
+    features = {"size": [1.0, 2.0, 3.0], "color": ["red", "blue", "red"]}
+    return tf.data.Dataset.from_tensor_slices((features, ["small", "large", "small"])).batch(3)
+
+
+model = LinearClassifierModel()
+model.compile(
+    optimizer=tf.keras.optimizers.Ftrl(learning_rate=0.2),
+    loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    metrics=[
+        tf.keras.metrics.SparseCategoricalAccuracy(name="accuracy"),
+        tf.keras.metrics.SparseCategoricalCrossentropy(name="average_loss", from_logits=True),
+    ])
+model.fit(input_fn().map(model.preprocess), steps_per_epoch=10)
+''',
+        ),
+    ]
 
     def plan(self, unit, plan, ctx) -> None:
         if unit.owner is not type(self):

@@ -65,7 +65,138 @@ class FeatureColumnsToPreprocessingLayers(UnitRule):
     safety = Safety.SAFE
     order = 9
 
-    cases = []
+    cases = [
+        Case(
+            id='bucketized-embedded-crossed',
+            before='''\
+import tensorflow as tf
+
+fc = tf.feature_column
+age = fc.numeric_column("age")
+age_buckets = fc.bucketized_column(age, boundaries=[18.0, 65.0])
+city = fc.categorical_column_with_vocabulary_list("city", ["paris", "rome"], num_oov_buckets=1)
+age_x_city = fc.crossed_column([age_buckets, "city"], hash_bucket_size=10)
+
+
+def input_fn():
+    features = {"age": [30.0, 70.0], "city": ["paris", "oslo"]}
+    return tf.data.Dataset.from_tensor_slices((features, [0, 1])).batch(2)
+
+
+classifier = tf.estimator.DNNClassifier(
+    hidden_units=[2],
+    feature_columns=[age_buckets, fc.embedding_column(city, 2), fc.indicator_column(age_x_city)])
+classifier.train(input_fn)
+''',
+            after='''\
+import tensorflow as tf
+
+
+class DNNClassifierModel(tf.keras.Model):
+    """The canned DNNClassifier (tf.estimator) as a Keras model.
+
+    Hidden units [2], loss averaged over the batch. `preprocess` computes
+    what the feature columns did, in tf.data; `call` is the network.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.age_buckets = tf.keras.layers.Discretization(bin_boundaries=[18.0, 65.0])
+        self.city_lookup = tf.keras.layers.StringLookup(vocabulary=["paris", "rome"])
+        self.city_oov = tf.keras.layers.Hashing(num_bins=1)
+        self.age_x_city = tf.keras.layers.HashedCrossing(num_bins=10)
+        self.city_embedding = tf.keras.layers.Dense(
+            2,
+            use_bias=False,
+            kernel_initializer=tf.keras.initializers.TruncatedNormal(stddev=2 ** -0.5))
+        self.hiddenlayer_0 = tf.keras.layers.Dense(2, activation="relu")
+        self.logits = tf.keras.layers.Dense(1)
+
+    def preprocess(self, features, labels=None):
+        """Raw features -> the model's inputs, as the Estimator's feature columns computed them."""
+        age = tf.reshape(tf.cast(features["age"], tf.float32), [-1, 1])
+        age_buckets = tf.reshape(self.age_buckets(age), [-1])
+        city_values = tf.reshape(features["city"], [-1])
+        # The Estimator's ids: the vocabulary's, then 1 out-of-vocabulary bucket; "" has no id (-1).
+        city = self.city_lookup(city_values) - 1
+        city = tf.where(city < 0, 2 + self.city_oov(city_values), city)
+        city = tf.where(city_values == "", tf.constant(-1, tf.int64), city)
+        age_x_city = self.age_x_city((age_buckets, city_values))
+        inputs = (age_buckets, city, age_x_city)
+        if labels is None:
+            return inputs
+        labels = tf.reshape(labels, [-1, 1])
+        return inputs, labels
+
+    def call(self, inputs, training=False):
+        if isinstance(inputs, dict):  # raw features, as a served model gets them
+            inputs = self.preprocess(inputs)
+        age_buckets, city, age_x_city = inputs
+        # Ids come as floats when Keras 3 first traces the model (on the replicas' mean batch).
+        age_buckets = tf.cast(age_buckets, tf.int64)
+        city = tf.cast(city, tf.int64)
+        age_x_city = tf.cast(age_x_city, tf.int64)
+        net = tf.concat([
+            tf.one_hot(age_buckets, 3),
+            tf.one_hot(age_x_city, 10),
+            self.city_embedding(tf.one_hot(city, 3)),
+        ], axis=1)
+        net = self.hiddenlayer_0(net)
+        return self.logits(net)
+
+
+def input_fn():
+    features = {"age": [30.0, 70.0], "city": ["paris", "oslo"]}
+    return tf.data.Dataset.from_tensor_slices((features, [0, 1])).batch(2)
+
+
+model = DNNClassifierModel()
+model.compile(
+    optimizer=tf.keras.optimizers.Adagrad(learning_rate=0.001),
+    loss=tf.keras.losses.BinaryCrossentropy(from_logits=True),
+    metrics=[
+        tf.keras.metrics.BinaryAccuracy(name="accuracy", threshold=0.0),
+        tf.keras.metrics.BinaryCrossentropy(name="average_loss", from_logits=True),
+    ])
+model.fit(input_fn().map(model.preprocess))
+''',
+        ),
+        Case(
+            id='shared-embeddings-refused',
+            before='''\
+import tensorflow as tf
+
+city = tf.feature_column.categorical_column_with_hash_bucket("city", 10)
+zone = tf.feature_column.categorical_column_with_hash_bucket("zone", 10)
+shared = tf.feature_column.shared_embeddings([city, zone], dimension=4)
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"city": ["a"], "zone": ["b"]}, [0])).batch(1)
+
+
+classifier = tf.estimator.DNNClassifier(hidden_units=[2], feature_columns=shared)
+classifier.train(input_fn)
+''',
+            after='''\
+import tensorflow as tf
+
+city = tf.feature_column.categorical_column_with_hash_bucket("city", 10)
+zone = tf.feature_column.categorical_column_with_hash_bucket("zone", 10)
+# e2k: E2K504 `tf.feature_column.shared_embeddings` is not converted yet
+shared = tf.feature_column.shared_embeddings([city, zone], dimension=4)
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"city": ["a"], "zone": ["b"]}, [0])).batch(1)
+
+
+classifier = tf.estimator.DNNClassifier(hidden_units=[2], feature_columns=shared)
+classifier.train(input_fn)
+''',
+            findings=('E2K504',),
+        ),
+    ]
 
     def required(self, unit, plan, ctx):
         if unit.owner.code in CANNED_OWNERS:

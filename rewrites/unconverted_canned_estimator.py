@@ -36,7 +36,35 @@ class UnconvertedCannedEstimator(Diagnostic, UnitRule):
     # Marked whatever its arguments: positional ones are bound to placeholders.
     signature = tuple(f"arg{i}" for i in range(20))
 
-    cases = []
+    cases = [
+        Case(
+            id='baseline',
+            before='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": [1.0, 2.0]}, [0, 2])).batch(2)
+
+
+baseline = tf.estimator.BaselineClassifier(n_classes=3)
+baseline.train(input_fn)
+''',
+            after='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": [1.0, 2.0]}, [0, 2])).batch(2)
+
+
+# e2k: E2K506 BaselineClassifier is not converted yet (E2K501-E2K503 convert DNN, linear and wide & deep classifiers and regressors)
+baseline = tf.estimator.BaselineClassifier(n_classes=3)
+baseline.train(input_fn)
+''',
+            findings=('E2K506',),
+        ),
+    ]
 
     def plan(self, unit, plan, ctx) -> None:
         if unit.owner is type(self):
