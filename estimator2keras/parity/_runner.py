@@ -208,7 +208,7 @@ def run_parity(
 
 def run_parity_many(
     legacy: str | os.PathLike[str],
-    migrated: list[str | os.PathLike[str]],
+    migrated: list[str | os.PathLike[str] | tuple[str | os.PathLike[str], str | os.PathLike[str]]],
     *,
     replicas: int = 2,
     steps: int | None = None,
@@ -225,7 +225,10 @@ def run_parity_many(
     workdir: str | os.PathLike[str] | None = None,
 ) -> list[ParityResult]:
     """:func:`run_parity` for several migrations of one program: the legacy program runs
-    once, each migration is compared with that run. One result per migration, in order."""
+    once, each migration is compared with that run. One result per migration, in order.
+
+    A migration given as ``(program, python)`` runs in that interpreter instead of
+    ``target_python`` (the same migration on TF 2.15 and on the newest TF, say)."""
     from estimator2keras.parity._compare import compare, side_info
 
     if replicas < 1:
@@ -241,7 +244,11 @@ def run_parity_many(
     legacy_python = resolve_python(legacy_python)
     target_python = resolve_python(target_python)
     legacy_path = Path(legacy).resolve()
-    migrated_paths = [Path(m).resolve() for m in migrated]
+    migrated_paths, migrated_pythons = [], []
+    for entry in migrated:
+        program, python = entry if isinstance(entry, tuple) else (entry, None)
+        migrated_paths.append(Path(program).resolve())
+        migrated_pythons.append(resolve_python(python) if python is not None else target_python)
     settings = {
         "replicas": replicas,
         "steps": steps,
@@ -290,7 +297,7 @@ def run_parity_many(
         legacy_weights = legacy_run.weights()
 
         results = []
-        for i, migrated_path in enumerate(migrated_paths):
+        for i, (migrated_path, target_python) in enumerate(zip(migrated_paths, migrated_pythons)):
             if not migrated_path.is_file():
                 results.append(error(f"migrated program not found: {migrated_path}", migrated_path, legacy_info))
                 continue
