@@ -87,8 +87,6 @@ SIGNATURES = {
         "dnn_hidden_units", "dnn_activation_fn", "dnn_dropout", "label_dimension", "weight_column", "config",
         "warm_start_from", "loss_reduction", "batch_norm", "linear_sparse_combiner"),
 }
-#: Arguments that change nothing in a Keras program, or that other unit rules convert.
-HANDLED_ELSEWHERE = frozenset({"config"})
 #: Arguments a Keras program has no use for, reported as E2K400 by the plan (not claimed).
 NOT_CARRIED = frozenset({"model_dir", "warm_start_from"})
 
@@ -137,7 +135,6 @@ class Canned:
     weight_normalizer: cst.BaseExpression | None = None
     label_vocabulary: cst.BaseExpression | None = None
     sparse_combiner: str = "sum"
-    notes: list[tuple[cst.CSTNode, str]] = field(default_factory=list)
 
 
 def is_v1(ctx, call: cst.Call) -> bool:
@@ -530,6 +527,10 @@ class ModelWriter:
                 else:
                     lines.append("# The Estimator's ids: the vocabulary's; anything else has no id (-1).")
                 lines.append(f"{var} = self.{var}_lookup({values}) - 1")
+                if column.kind == "vocabulary_file" and column.value("vocabulary_size") is not None:
+                    size = self.vocabulary_size(column)
+                    lines.append(f"# Lines after the first {size} are out of the vocabulary, as for the Estimator.")
+                    lines.append(f"{var} = {tf}.where({var} >= {size}, {tf}.constant(-1, {tf}.int64), {var})")
                 if oov:
                     lines.append(f"{var} = {tf}.where({var} < 0, {self.vocabulary_size(column)} + "
                                  f"self.{var}_oov({values}), {var})")
@@ -995,8 +996,6 @@ def convert(unit, plan, ctx, code: str) -> None:
     _place_definitions(plan, ctx, unit, removable, definitions)
     plan.dataset_map = f"{var}.preprocess"
     plan.claimed_args.update(name for name in reader.args if name not in NOT_CARRIED)
-    for node, message in canned.notes:
-        plan.leftover(node, code, message)
 
 
 def _argument_list(values: list[cst.BaseExpression]) -> cst.List:

@@ -11,7 +11,6 @@ import json
 import re
 import subprocess
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -99,8 +98,8 @@ def expected():
 
 def test_every_column_is_converted_and_named_after_its_variable(converted):
     _, names = converted
-    assert names == ["age", "size", "age_buckets", "city", "city_oov", "code", "code_no_oov", "color", "job",
-                     "zip_code", "floor", "weighted_floor", "buckets_x_city", "floor_x_city", "city_x_code"]
+    assert names == ["age", "size", "age_buckets", "city", "city_oov", "code", "code_no_oov", "color",
+                     "first_colors", "job", "zip_code", "floor", "weighted_floor", "buckets_x_city", "floor_x_city", "city_x_code"]
 
 
 def _check(actual: dict, expected: dict) -> None:
@@ -121,6 +120,7 @@ def test_preprocess_gives_the_feature_columns_ids(converted, expected):
     assert expected["city"] == [0, -1, -1, 2, 1, -1]        # "" and out of vocabulary: no id
     assert expected["code"][1] == -1 and expected["zip_code"][1] == -1  # -1 is ignored
     assert -1 in expected["floor_x_city"] and expected["city_oov"][2] >= 2  # no cross; an OOV bucket
+    assert expected["first_colors"][1] == -1  # "blue", the file's 3rd line, is beyond vocabulary_size=2
     _check(_run(support.legacy_python(), KERAS_SCRIPT, str(path), json.dumps(names)), expected)
 
 

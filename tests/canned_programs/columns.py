@@ -17,6 +17,7 @@ city_oov = fc.categorical_column_with_vocabulary_list("city", ["paris", "rome"],
 code = fc.categorical_column_with_vocabulary_list("code", [10, 20, 30], num_oov_buckets=2)
 code_no_oov = fc.categorical_column_with_vocabulary_list("code", [10, 20, 30])
 color = fc.categorical_column_with_vocabulary_file("color", "colors.txt", num_oov_buckets=1)
+first_colors = fc.categorical_column_with_vocabulary_file("color", "colors.txt", vocabulary_size=2)
 job = fc.categorical_column_with_hash_bucket("job", 7)
 zip_code = fc.categorical_column_with_hash_bucket("zip_code", 11, dtype=tf1.int64)
 floor = fc.categorical_column_with_identity("floor", num_buckets=6)
@@ -36,6 +37,7 @@ classifier = tf1.estimator.DNNClassifier(
         fc.indicator_column(code),
         fc.indicator_column(code_no_oov),
         fc.indicator_column(color),
+        fc.indicator_column(first_colors),
         fc.embedding_column(job, 2),
         fc.indicator_column(zip_code),
         fc.indicator_column(weighted_floor),
