@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import FIXTURES
+from estimator2keras._engine import rewrite_source
 from estimator2keras.parity._runner import run_parity_many
 from parity_programs import support
 
@@ -87,3 +88,16 @@ def test_tf1_heads_sum_and_tf2_heads_average(results):
 @pytest.mark.parametrize("wrong", WRONG.cases, ids=lambda case: case.id)
 def test_wrong_canned_migration_is_caught(results, wrong):
     support.assert_caught(results[("canned_dnn_classifier", wrong.path.name)], wrong)
+
+
+def test_batch_norm_dropout_and_activation_convert_faithfully(tmp_path, rules):
+    legacy = support.REPO / "tests" / "canned_programs" / "dnn_batch_norm.py"
+    converted = rewrite_source(legacy.read_bytes(), "dnn_batch_norm.py", rules)
+    assert converted.status == "converted", [f.format() for f in converted.findings]
+    migrated = tmp_path / "dnn_batch_norm_keras.py"
+    migrated.write_bytes(converted.new)
+    result = run_parity_many(legacy, [migrated], replicas=1, legacy_python=support.legacy_python())[0]
+    support.assert_parity(result, 8)
+    # gamma, beta and the moving statistics of both batch normalizations are paired and agree
+    state = [row for row in result.weights if not row.trainable]
+    assert len(state) == 4 and all(row.passed for row in state), result.report()
