@@ -43,6 +43,10 @@ class Edits:
     def remove_statement(self, statement: cst.BaseStatement) -> None:
         self.replace_statement(statement, [])
 
+    def replaced_statements(self):
+        """The statements replaced or removed so far."""
+        return self._statements.keys()
+
     def is_replaced(self, statement: cst.BaseStatement) -> bool:
         return statement in self._statements
 

@@ -156,3 +156,18 @@ def _walk(node: cst.CSTNode):
         current = stack.pop()
         yield current
         stack.extend(current.children)
+
+
+def respell_or_compat(ctx: RewriteContext, name: cst.Name, tf: str) -> list[tuple[cst.CSTNode, cst.CSTNode]]:
+    """For a reference through a ``compat.v1`` alias that is about to mean TensorFlow 2:
+    its TF2 spelling when it has one, else ``tf.compat.v1.<name>`` (same meaning)."""
+    chain = name
+    parent = ctx.parent(chain)
+    while isinstance(parent, cst.Attribute) and parent.value is chain:
+        chain, parent = parent, ctx.parent(parent)
+    if chain is name:
+        return [(name, _emit.expr("{tf}.compat.v1", tf=tf))]  # the module itself, passed around
+    found = _respell_chain(ctx, chain, table(), tf)
+    if found:
+        return found
+    return [(name, _emit.expr("{tf}.compat.v1", tf=tf))]

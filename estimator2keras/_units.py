@@ -509,6 +509,10 @@ def tf_alias(ctx: RewriteContext) -> tuple[str, bool]:
                 for alias in node.names:
                     if _emit.code(alias.name) == "tensorflow":
                         return (alias.asname.name.value if alias.asname else "tensorflow"), False
+        from estimator2keras._imports import compat_alias
+
+        if compat_alias(ctx) is not None:
+            return "tf", False  # `tf` is rebound to TensorFlow 2 once the units convert
         if module_scope.assignments["tf"]:
             raise Unsupported(
                 "`tf` is bound to something other than `import tensorflow as tf` "
@@ -558,6 +562,13 @@ def convert_units(ctx: RewriteContext) -> None:
             ctx.active_plan = None
         converted = True
     if converted:
+        from estimator2keras._imports import CODE, compat_alias, rebind_tf, v2_switches
+
+        if ctx.enabled(CODE):
+            v2_switches(ctx, set(ctx.edits.replaced_statements()))
+            alias = compat_alias(ctx)
+            if alias is not None:
+                rebind_tf(ctx, alias[0], set(ctx.edits.replaced_statements()))
         remove_unused_tf1_imports(ctx)
 
 

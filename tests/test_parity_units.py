@@ -49,7 +49,7 @@ keras_side = _load("_keras_side")
 
 def test_public_surface_is_small():
     assert sorted(parity.__all__) == [
-        "MetricRow", "ParityResult", "ParityUsageError", "StepRow", "Tolerance", "WeightRow", "run_parity"]
+        "MetricRow", "ParityResult", "ParityUsageError", "StepRow", "Tolerance", "WeightRow", "run_parity", "run_parity_many"]
 
 
 def test_default_tolerance_is_tight_for_ten_steps_then_relative():
@@ -422,3 +422,41 @@ def test_first_batch_of_fit_data_without_losing_it():
     features, replaced = keras_side._first_batch_features(batches(), None)
     assert features.shape == (4, 2)
     assert [b[0][0, 0] for b in replaced] == [0.0, 8.0]  # the peeked batch is put back
+
+
+# --- CLI wiring: exit codes, report, JSON, plot (run_parity replaced: no TensorFlow) -------
+
+@pytest.mark.parametrize(("legacy", "migrated", "code", "verdict_line"), [
+    ([3.0, 2.0], [3.0, 2.0], 0, "PARITY: 2 steps"),
+    ([3.0, 2.0], [3.0, 2.5], 1, "BROKEN: losses diverge at step 2"),
+    (None, None, 2, "ERROR: variables do not match"),
+])
+def test_cli_exit_codes_follow_the_verdict(monkeypatch, capsys, tmp_path, legacy, migrated, code, verdict_line):
+    from estimator2keras import cli
+    from estimator2keras.parity import cli as parity_cli
+
+    if legacy is None:
+        result = ParityResult(verdict="error", reason="variables do not match: 4 vs 2",
+                              detail=variable_tables_text([], [{"name": "w", "shape": [1]}]))
+    else:
+        result = _compare(legacy, migrated)
+    seen = {}
+
+    def fake_run_parity(legacy_path, migrated_path, **kwargs):
+        seen.update(kwargs, legacy=legacy_path, migrated=migrated_path)
+        return result
+
+    monkeypatch.setattr(parity_cli, "run_parity", fake_run_parity)
+    json_path, plot_path = tmp_path / "r.json", tmp_path / "r.png"
+    argv = ["parity", str(FIXTURE / "before.py"), str(FIXTURE / "after.py"), "--replicas", "3", "--steps", "7",
+            "--rtol", "0.01", "--keep-shuffle", "--json", str(json_path), "--plot", str(plot_path)]
+    assert cli.main(argv) == code
+    out, err = capsys.readouterr()
+    assert verdict_line in " ".join(out.split())
+    assert "Traceback" not in out + err
+    assert seen["replicas"] == 3 and seen["steps"] == 7 and seen["rtol"] == 0.01 and seen["atol"] is None
+    assert seen["keep_shuffle"] is True and seen["keep_dropout"] is False and seen["op_determinism"] is True
+    assert json.loads(json_path.read_text())["exit_code"] == code
+    assert plot_path.exists() == (legacy is not None)
+    if legacy is None:
+        assert "no training step to plot" in err
