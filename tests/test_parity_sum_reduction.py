@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import pytest
 
-from estimator2keras.parity import run_parity
-from estimator2keras.parity._runner import run_parity_many
 from parity_programs import support
 
 PROGRAM = support.program("sum_reduction")
@@ -20,13 +18,11 @@ pytestmark = [pytest.mark.slow, support.requires_legacy]
 
 @pytest.fixture(scope="module")
 def two_replicas():
-    migrated = [PROGRAM.correct] + [case.path for case in PROGRAM.cases]
-    results = run_parity_many(PROGRAM.legacy, migrated, replicas=2, legacy_python=support.legacy_python())
-    return dict(zip(migrated, results))
+    return support.run_program(PROGRAM, replicas=2)
 
 
 def test_sum_reported_loss_is_compared_as_reported(two_replicas):
-    result = two_replicas[PROGRAM.correct]
+    result = two_replicas["correct"]
     support.assert_parity(result, PROGRAM.correct_steps[2])
     assert result.legacy.loss_reduction == "sum"
     assert any("SUM over its 2 replicas" in note for note in result.notes)
@@ -36,11 +32,9 @@ def test_sum_reported_loss_is_compared_as_reported(two_replicas):
 
 @pytest.mark.parametrize("case", PROGRAM.cases, ids=lambda case: case.id)
 def test_wrong_migration_is_caught(two_replicas, case):
-    support.assert_caught(two_replicas[case.path], case)
+    support.assert_caught(two_replicas[case.id], case)
 
 
 @support.requires_target
-def test_correct_migration_holds_parity_on_newest_tensorflow():
-    result = run_parity(PROGRAM.legacy, PROGRAM.correct, legacy_python=support.legacy_python(),
-                        target_python=support.target_python())
-    support.assert_parity(result, PROGRAM.correct_steps[2])
+def test_correct_migration_holds_parity_on_newest_tensorflow(two_replicas):
+    support.assert_parity(two_replicas["newest"], PROGRAM.correct_steps[2])

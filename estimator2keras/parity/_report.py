@@ -17,6 +17,11 @@ CONTEXT_ROWS = 3
 TOP_WEIGHTS = 5
 
 
+def require_rich() -> None:
+    """Raise ParityUsageError saying what to install when rich is missing."""
+    _rich()
+
+
 def _rich():
     try:
         import rich  # noqa: F401
