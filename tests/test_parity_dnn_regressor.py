@@ -1,7 +1,8 @@
 """e2k parity on a DNN regressor Estimator (Adam with epsilon 0.1, staircase decay, dropout).
 
-Its correct Keras migration must hold parity on 2 and 1 replicas and on the newest
-TensorFlow; each wrong migration must be caught at the step wrong/expected.toml states.
+Its correct Keras migrations (Sequential, and a subclassed model without an input shape)
+must hold parity on 2 and 1 replicas and on the newest TensorFlow; each wrong migration
+must be caught at the step wrong/expected.toml states.
 """
 from __future__ import annotations
 
@@ -14,9 +15,12 @@ PROGRAM = support.program("dnn_regressor")
 pytestmark = [pytest.mark.slow, support.requires_legacy]
 
 
+SUBCLASSED = PROGRAM.correct.with_name("migrated_subclassed.py")
+
+
 @pytest.fixture(scope="module")
 def two_replicas():
-    return support.run_program(PROGRAM, replicas=2)
+    return support.run_program(PROGRAM, replicas=2, extra={"subclassed": SUBCLASSED})
 
 
 def test_correct_migration_holds_parity_on_2_replicas(two_replicas):
@@ -26,6 +30,13 @@ def test_correct_migration_holds_parity_on_2_replicas(two_replicas):
     # dropout is in both programs: neutralised on both sides, so the run is step-exact
     assert "neutralised" in result.settings["dropout"]
     assert {row.name: row.passed for row in result.metrics} == {"loss": True, "mae": True}
+
+
+def test_subclassed_model_built_on_the_first_batch_is_paired_by_creation_order(two_replicas):
+    # its layers are declared head first but called (and created) input first, like the model_fn's
+    result = two_replicas["subclassed"]
+    support.assert_parity(result, PROGRAM.correct_steps[2])
+    assert [row.shape for row in result.weights] == [(4, 16), (16,), (16, 8), (8,), (8, 1), (1,)]
 
 
 @pytest.mark.parametrize("case", PROGRAM.cases, ids=lambda case: case.id)

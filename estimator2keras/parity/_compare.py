@@ -43,23 +43,31 @@ def side_info(side: Mapping[str, Any], program: str, python: str, seconds: float
     )
 
 
-def reduction_note(legacy: Mapping[str, Any]) -> str | None:
-    """What the Estimator's per-step loss is, from the reduction TensorFlow used to report it.
+def legacy_losses_on_keras_scale(legacy: Mapping[str, Any]) -> tuple[list[float], float, str | None]:
+    """The Estimator's per-step losses as the loss whose gradient it applied, and why.
 
-    The Estimator reduces the replicas' losses with `_get_loss_reduce_op_for_reporting`: MEAN
-    when the TF1 optimizer divided the loss by the number of replicas (a mean loss), else
-    SUM (a loss with reduction SUM: the optimizer applies the gradient of the sum). Either
-    way it is the loss whose gradient is applied — which is also what Keras reports (the
-    mean over the global batch for a mean loss; the sum for reduction="sum"). So the
-    losses are compared as reported, never rescaled; a sum/mean mix-up is a real
-    difference in training, and shows as one.
+    Keras reports the loss it differentiates (the global-batch mean for a mean loss, the sum
+    for reduction="sum"). The Estimator reports the replicas' losses reduced with the op
+    TensorFlow chose (`_get_loss_reduce_op_for_reporting`): MEAN when a TF1 optimizer divided
+    the loss by the N replicas, else SUM. That SUM is the differentiated loss, unless the
+    model_fn itself divided the loss by N before a Keras optimizer (TF2 canned heads do):
+    then it is N times it. So the legacy losses are divided by N exactly in that case — read
+    from the graph TensorFlow built, never fitted to make the numbers agree — and compared
+    as reported otherwise. Returns (losses, factor applied, note for the report).
     """
+    losses = [float(x) for x in legacy.get("losses") or []]
     replicas = int(legacy.get("replicas") or 1)
-    if legacy.get("loss_reduction") == "sum" and replicas > 1:
-        return (f"the Estimator reported each step's loss as the SUM over its {replicas} replicas (its loss "
-                f"reduction was SUM, so the TF1 optimizer did not divide by {replicas}): the loss whose "
-                "gradient it applies, as Keras reports for a loss with reduction=\"sum\"; compared as reported")
-    return None
+    if legacy.get("loss_reduction") != "sum" or replicas <= 1:
+        return losses, 1.0, None
+    if legacy.get("loss_divided_by_replicas"):
+        return [x / replicas for x in losses], 1.0 / replicas, (
+            f"the model_fn divided the loss it differentiates by the {replicas} replicas before a Keras "
+            f"optimizer (as TF2 canned heads do), but the Estimator reported the SUM of the undivided "
+            f"losses over replicas: legacy losses are shown divided by {replicas}")
+    return losses, 1.0, (
+        f"the Estimator reported each step's loss as the SUM over its {replicas} replicas (its loss "
+        f"reduction was SUM, so the TF1 optimizer did not divide by {replicas}): the loss whose "
+        "gradient it applies, as Keras reports for a loss with reduction=\"sum\"; compared as reported")
 
 
 def compare_steps(legacy: list[float], migrated: list[float], tolerance: Tolerance) -> list[StepRow]:
@@ -210,7 +218,8 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
     """The verdict on two successful runs."""
     import numpy as np
 
-    legacy_losses = [float(x) for x in legacy.get("losses") or []]
+    legacy_losses, factor, reduction_note = legacy_losses_on_keras_scale(legacy)
+    legacy_info.loss_scale = factor
     migrated_losses = [float(x) for x in migrated.get("losses") or []]
     steps = compare_steps(legacy_losses, migrated_losses, tolerance)
 
@@ -223,7 +232,7 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
                               legacy_weights, migrated_weights, final_rtol, final_atol)
     metrics = compare_metrics(final_evaluation(legacy), final_evaluation(migrated), final_rtol, final_atol)
 
-    notes = [note] if (note := reduction_note(legacy)) else []
+    notes = [reduction_note] if reduction_note else []
     mismatched_initial = [
         i for i in range(paired)
         if not np.array_equal(np.asarray(legacy_weights.get(f"initial_{i}")),
