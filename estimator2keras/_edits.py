@@ -108,13 +108,13 @@ class _Applier(cst.CSTTransformer):
                 first = replacement[0]
                 # A replacement made with `orig.with_changes(...)` already has orig's lines.
                 own = [] if first.leading_lines is orig.leading_lines else list(first.leading_lines)
-                replacement = [_with_leading(first, carried + own), *replacement[1:]]
+                replacement = [_with_leading(first, _merge(carried, own)), *replacement[1:]]
                 new_body.extend(replacement)
                 continue
             if orig in edits._marks:
                 upd = _add_marks(upd, edits._marks[orig])
             if pending:
-                upd = _with_leading(upd, pending + list(upd.leading_lines))
+                upd = _with_leading(upd, _merge(pending, list(upd.leading_lines)))
                 pending = []
             new_body.append(upd)
 
@@ -135,6 +135,14 @@ class _Applier(cst.CSTTransformer):
             new_body = [cst.SimpleStatementLine([cst.Pass()], leading_lines=pending)]
             pending = []
         return updated.with_changes(body=new_body, footer=list(pending) + list(updated.footer))
+
+
+def _merge(carried: list[cst.EmptyLine], own: list[cst.EmptyLine]) -> list[cst.EmptyLine]:
+    """Lines of removed statements above a statement's own: comments always move along, but
+    blank lines only where the statement has none (two separations must not add up)."""
+    if own and own[0].comment is None:
+        carried = [line for line in carried if line.comment is not None]
+    return carried + own
 
 
 def _with_leading(statement: cst.BaseStatement, lines: list[cst.EmptyLine]) -> cst.BaseStatement:

@@ -143,10 +143,12 @@ def fit_line(statement: cst.SimpleStatementLine, depth: int, module_indent: str)
     return statement.with_changes(body=[small.with_changes(value=wrapped), *statement.body[1:]])
 
 
-def vertical_list(values: list[cst.BaseExpression]) -> cst.List:
-    """``[\n    a,\n    b,\n]``: one element per line, with a trailing comma."""
+def vertical_list(values: list[cst.BaseExpression], indent: str = "    ") -> cst.List:
+    """``[\n    a,\n    b,\n]``: one element per line, with a trailing comma. ``indent`` is
+    relative to the statement (deeper when the list is itself a wrapped argument)."""
+    closing = indent[:-4]
     elements = [
-        cst.Element(v, comma=cst.Comma(whitespace_after=_hanging("    " if i < len(values) - 1 else "")))
+        cst.Element(v, comma=cst.Comma(whitespace_after=_hanging(indent if i < len(values) - 1 else closing)))
         for i, v in enumerate(values)
     ]
-    return cst.List(elements, lbracket=cst.LeftSquareBracket(whitespace_after=_hanging("    ")))
+    return cst.List(elements, lbracket=cst.LeftSquareBracket(whitespace_after=_hanging(indent)))

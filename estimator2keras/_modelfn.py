@@ -47,6 +47,35 @@ BEYOND_CATALOGUE = frozenset({
 })
 UNSUPPORTED = "E2K901"
 MODEL_FN = "E2K001"
+#: Public attributes of tf.keras.Model in Keras 2.15 and Keras 3 (dir() of both): a layer
+#: attribute must not shadow them (`self.output = Dense(1)` breaks the model).
+KERAS_MODEL_ATTRIBUTES = frozenset({
+    "activity_regularizer", "add_loss", "add_metric", "add_update", "add_variable",
+    "add_weight", "autotune_steps_per_execution", "build", "build_from_config", "call",
+    "compile", "compile_from_config", "compiled_loss", "compiled_metrics", "compute_dtype",
+    "compute_loss", "compute_mask", "compute_metrics", "compute_output_shape",
+    "compute_output_signature", "compute_output_spec", "count_params",
+    "distribute_reduction_method", "distribute_strategy", "dtype", "dtype_policy", "dynamic",
+    "evaluate", "evaluate_generator", "export", "finalize_state", "fit", "fit_generator",
+    "from_config", "get_build_config", "get_compile_config", "get_config", "get_input_at",
+    "get_input_mask_at", "get_input_shape_at", "get_layer", "get_metrics_result",
+    "get_output_at", "get_output_mask_at", "get_output_shape_at",
+    "get_quantization_layer_structure", "get_state_tree", "get_weight_paths", "get_weights",
+    "inbound_nodes", "input", "input_dtype", "input_mask", "input_shape", "input_spec",
+    "jit_compile", "layers", "load_own_variables", "load_weights", "loss", "losses",
+    "make_predict_function", "make_test_function", "make_train_function", "metrics",
+    "metrics_names", "metrics_variables", "name", "name_scope", "non_trainable_variables",
+    "non_trainable_weights", "outbound_nodes", "output", "output_mask", "output_shape", "path",
+    "predict", "predict_generator", "predict_on_batch", "predict_step", "quantization_mode",
+    "quantize", "quantized_build", "quantized_call", "rematerialized_call", "reset_metrics",
+    "reset_states", "run_eagerly", "save", "save_own_variables", "save_spec", "save_weights",
+    "set_state_tree", "set_weights", "state_updates", "stateful", "stateless_call",
+    "stateless_compute_loss", "steps_per_execution", "submodules", "summary",
+    "supports_masking", "symbolic_call", "test_on_batch", "test_step", "to_json", "to_yaml",
+    "train_on_batch", "train_step", "trainable", "trainable_variables", "trainable_weights",
+    "updates", "variable_dtype", "variables", "weights", "with_name_scope",
+})
+
 
 
 # ---------------------------------------------------------------------------------------
@@ -137,7 +166,10 @@ class _Converter:
         self.layer_apps: dict[cst.Call, _LayerApp] = {}
         self.layer_attr_of_object: dict[str, str] = {}
         self.used_update_ops = False
-        self.dropped_comments: list[cst.EmptyLine] = []
+        #: The mode whose statements name lookups see (TRAIN for the model, EVAL for
+        #: metrics, PREDICT for predictions).
+        self.mode = TRAIN
+        self.mode_smalls: dict[str, set] = {}
 
     # -- helpers ----------------------------------------------------------------------------
     def refuse(self, node: cst.CSTNode, reason: str):
@@ -166,11 +198,13 @@ class _Converter:
         return self.ctx.rules.expression_role(path) if path else None
 
     def latest_def(self, name: str, before: int) -> _Def | None:
+        """The last assignment of ``name`` before ``before`` that the current mode runs."""
+        runs = self.mode_smalls.get(self.mode)
         found = None
         for d in self.defs:
             if d.index >= before:
                 break
-            if d.name == name:
+            if d.name == name and (runs is None or d.small in runs):
                 found = d
         return found
 
@@ -221,22 +255,33 @@ class _Converter:
         for path in self.modes.paths.values():
             for small, line in zip(path.statements, path.lines):
                 seen.setdefault(small, line)
+        self.mode_smalls = {mode: set(path.statements) for mode, path in self.modes.paths.items()}
         ordered = sorted(seen, key=lambda s: self.ctx.position(s))
         for index, small in enumerate(ordered):
             self.order[small] = index
             line = seen[small]
-            if isinstance(small, cst.Assign):
-                if len(small.targets) != 1 or not isinstance(small.targets[0].target, cst.Name):
-                    self.refuse(small, "an assignment to several names is not converted yet")
-                d = _Def(index, small.targets[0].target.value, small, small.value, line)
-            elif isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
-                d = _Def(index, small.target.value, small, small.value, line)
-            elif isinstance(small, cst.Expr):
+            if isinstance(small, cst.Expr):
                 continue
-            else:
-                self.refuse(small, f"a `{type(small).__name__}` statement in the model_fn is not converted")
-            self.defs.append(d)
-            self.def_of_small[small] = d
+            for name, value in self._assigned(small):
+                d = _Def(index, name, small, value, line)
+                self.defs.append(d)
+                self.def_of_small.setdefault(small, d)
+
+    def _assigned(self, small: cst.BaseSmallStatement) -> list[tuple[str, cst.BaseExpression]]:
+        """(name, value) pairs a statement assigns: ``a = x``, ``a = b = None``, ``a, b = None, None``."""
+        if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
+            return [(small.target.value, small.value)]
+        if isinstance(small, cst.Assign):
+            targets = [t.target for t in small.targets]
+            if all(isinstance(t, cst.Name) for t in targets):
+                return [(t.value, small.value) for t in targets]
+            if len(targets) == 1 and isinstance(targets[0], (cst.Tuple, cst.List)) and isinstance(small.value, (cst.Tuple, cst.List)):
+                names = [e.value for e in targets[0].elements]
+                values = [e.value for e in small.value.elements]
+                if len(names) == len(values) and all(isinstance(n, cst.Name) for n in names) and all(_is_none(v) for v in values):
+                    return [(n.value, v) for n, v in zip(names, values)]
+            self.refuse(small, "an assignment to several names is not converted yet")
+        self.refuse(small, f"a `{type(small).__name__}` statement in the model_fn is not converted")
 
     def spec(self, path: ModePath) -> dict[str, cst.BaseExpression]:
         ret = path.ret
@@ -370,9 +415,13 @@ class _Converter:
     def read_layers(self, forward: list[_Def]) -> None:
         """Find every layer applied in the forward statements and give it an attribute."""
         self.check_beyond_catalogue(forward)
-        # `conv1 = tf.layers.conv2d(...)`: the layer is called `self.conv1`, as the user named it.
+        # `conv1 = tf.layers.conv2d(...)`: the layer is called `self.conv1`, as the user named
+        # it, when that name holds this layer's output only (not `net = ...` three times).
+        assigned = [d.name for d in forward]
         self.preferred_attr = {
-            d.value: d.name for d in forward if isinstance(d.small, cst.Assign) and isinstance(d.value, cst.Call)
+            d.value: d.name
+            for d in forward
+            if isinstance(d.small, cst.Assign) and isinstance(d.value, cst.Call) and assigned.count(d.name) == 1
         }
         for d in forward:
             if isinstance(d.value, cst.Call) and self.role(d.value) in ("layer", "keras_layer") and not self._applied_inline(d.value):
@@ -467,9 +516,11 @@ class _Converter:
         return fallback or "layer"
 
     def _attr(self, hint: str) -> str:
+        if hint in KERAS_MODEL_ATTRIBUTES or hint == "params":
+            hint = f"{hint}_layer"  # `self.output` is Keras's own; `self.output_layer` is ours
         name = hint
         n = 1
-        while name in self.attrs_taken or name in ("call", "build", "compile", "fit", "params", "predict_step"):
+        while name in self.attrs_taken or name in KERAS_MODEL_ATTRIBUTES or name == "params":
             name = f"{hint}_{n}"
             n += 1
         self.attrs_taken.add(name)
@@ -507,6 +558,7 @@ class _Converter:
             return cst.Name(receiver.value), self.builder_slice([d], at)
         if self.role(receiver) != "optimizer":
             self.refuse(receiver, "the optimizer is not a tf.train optimizer e2k converts")
+        self.check_momentum_schedule(receiver, at)
         return self.translate("optimizer", receiver), self.builder_slice([], at, extra=[receiver])
 
     def is_global_step(self, node: cst.BaseExpression, at: int) -> bool:
@@ -749,8 +801,11 @@ class _Converter:
                 pass
         optimizer, builder_defs = self.read_train_op(train["train_op"], train["loss"])
         self.kept.update(d.small for d in builder_defs)
+        self.mode = EVAL
         metrics = self.read_metrics(evaluation.get("eval_metric_ops"))
+        self.mode = PREDICT
         prediction = self.read_predictions(predict.get("predictions"))
+        self.mode = TRAIN
         if prediction is not None:
             self.kept.update(d.small for d in prediction[0])
         self.check_rest(paths)
@@ -771,7 +826,32 @@ class _Converter:
             model = _emit.statement(f"model = {class_name}({args})")
         builder, takes_params = self.builder(name, model, builder_defs, optimizer, loss, metrics)
         statements.append(builder)
+        statements = self.carry_comments(statements, forward if sequential is not None else [])
         return ModelConversion(name, statements, takes_params or takes_params_model)
+
+    def carry_comments(self, statements: list[cst.BaseStatement], folded: list[_Def]) -> list[cst.BaseStatement]:
+        """Comments of the model_fn that no emitted statement carries move along: those of
+        forward statements folded into a Sequential above the model, the rest above compile."""
+        emitted = {line.comment.value for stmt in statements for line in _walk(stmt) if isinstance(line, cst.EmptyLine) and line.comment}
+        folded_lines = {id(d.line) for d in folded}
+        to_model, to_compile = [], []
+        for node in _walk_in_order(self.fn.body):
+            for line in getattr(node, "leading_lines", ()):
+                if line.comment is not None and line.comment.value not in emitted:
+                    (to_model if id(node) in folded_lines else to_compile).append(line.with_changes(indent=True))
+                    emitted.add(line.comment.value)
+        if not (to_model or to_compile):
+            return statements
+        builder = statements[-1]
+        body = list(builder.body.body)
+        for i, stmt in enumerate(body):
+            small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) else None
+            target = _assign_target(small)
+            if target == "model" and to_model:
+                body[i] = stmt.with_changes(leading_lines=[*stmt.leading_lines, *to_model])
+            if _is_compile(small) and to_compile:
+                body[i] = stmt.with_changes(leading_lines=[*stmt.leading_lines, *to_compile])
+        return [*statements[:-1], builder.with_changes(body=builder.body.with_changes(body=body))]
 
     def check_regularizers(self, regularized: bool) -> None:
         if regularized:
@@ -888,10 +968,13 @@ class _Converter:
         body.append(model)
         for d in builder_defs:
             new = self.translate_builder_def(d)
-            body.append(_line(new, d.line, d.small))
+            body.append(self.fit(_line(new, d.line, d.small), 1))
         compile_args = [_emit.keyword_arg("optimizer", optimizer), _emit.keyword_arg("loss", loss.keras_loss)]
         if metrics:
-            compile_args.append(_emit.keyword_arg("metrics", cst.List(_comma_separated([cst.Element(m) for m in metrics]))))
+            listed = cst.List(_comma_separated([cst.Element(m) for m in metrics]))
+            if len(metrics) > 1 and len(_emit.code(listed)) > 60:
+                listed = _emit.vertical_list(metrics, indent="        ")
+            compile_args.append(_emit.keyword_arg("metrics", listed))
         compile_call = cst.Call(cst.Attribute(cst.Name("model"), cst.Name("compile")), args=_emit.call_args(compile_args))
         body.append(self.fit(_emit.statement("{c}", c=compile_call), 1))
         body.append(_emit.statement("return model"))
@@ -912,10 +995,29 @@ class _Converter:
             node = self.ctx.parent(node)
         return _emit.fit_line(statement, depth + base, self.ctx.module.default_indent)
 
+    def check_momentum_schedule(self, optimizer: cst.Call, at: int) -> None:
+        """TF1 Momentum multiplies the whole accumulator by the current rate, Keras SGD only
+        each new gradient: with a rate that changes, the steps after a change differ."""
+        if self.ctx.call_api_path(optimizer) != "train.MomentumOptimizer" or not optimizer.args:
+            return
+        rate = optimizer.args[0].value
+        for arg in optimizer.args:
+            if arg.keyword is not None and arg.keyword.value == "learning_rate":
+                rate = arg.value
+        resolved = self.resolve(rate, at)
+        if isinstance(resolved, cst.Call) and self.role(resolved) == "schedule":
+            self.leftover(
+                optimizer,
+                "with a decaying learning rate, TF1 Momentum scales the whole accumulated step by the current "
+                "rate while Keras SGD scales each new gradient: the steps after each change differ; check with e2k parity",
+                "E2K101",
+            )
+
     def translate_builder_def(self, d: _Def) -> cst.BaseSmallStatement:
         value = d.value
         role = self.role(value) if isinstance(value, cst.Call) else None
         if role == "optimizer":
+            self.check_momentum_schedule(value, d.index)
             return d.small.with_changes(value=self.translate("optimizer", value))
         if role == "schedule":
             schedule: ScheduleConversion = self.translate("schedule", value)
@@ -972,6 +1074,28 @@ class _ForwardRewriter(cst.CSTTransformer):
                 conv.refuse(original, "this test of the mode has no Keras equivalent inside the model")
             return cst.Name("training")
         return updated
+
+
+def _walk_in_order(node: cst.CSTNode):
+    """Nodes in source order (depth first)."""
+    yield node
+    for child in node.children:
+        yield from _walk_in_order(child)
+
+
+def _assign_target(small) -> str | None:
+    if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+        return small.targets[0].target.value
+    return None
+
+
+def _is_compile(small) -> bool:
+    value = getattr(small, "value", None)
+    return isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "compile"
+
+
+def _is_none(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
 
 
 def _line(small: cst.BaseSmallStatement, line: cst.BaseStatement, original_small, comments: bool = True) -> cst.SimpleStatementLine:

@@ -138,8 +138,11 @@ def _choose(ctx, chain, prefix, path, spelling, compat):
         return spelling.target, ()
     # A signature-compatible namesake: only for a direct call that fits both signatures.
     call = ctx.parent(chain)
-    if prefix is not chain or not (isinstance(call, cst.Call) and call.func is chain):
+    if prefix is not chain:
         return (None, ()) if compat else (COMPAT + path, ())
+    if not (isinstance(call, cst.Call) and call.func is chain):
+        # Passed as a value (`activation=tf.nn.tanh`): the same function in TF2.
+        return (spelling.target, ()) if compat else (None, ())
     positional = [a for a in call.args if a.keyword is None]
     keywords = [a.keyword for a in call.args if a.keyword is not None]
     renames = dict(spelling.renames)

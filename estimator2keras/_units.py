@@ -133,6 +133,8 @@ class InputFn:
     function: cst.FunctionDef | None = None
     lambda_: cst.Lambda | None = None
     helpers: list[cst.FunctionDef] = field(default_factory=list)
+    #: ``make_input_fn(x, y)``: the call that returns ``function`` (a nested def).
+    factory_call: cst.Call | None = None
 
     def definitions(self) -> list[cst.FunctionDef]:
         """Functions whose code builds the dataset (the input_fn itself, or what a lambda calls)."""
@@ -163,7 +165,8 @@ class InputFn:
                 if params is None:
                     raise Unsupported("the input_fn takes `params`, but the Estimator has none", self.function)
                 args.append(_emit.keyword_arg("params", params))
-        return cst.Call(func=cst.Name(self.function.name.value), args=_emit.call_args(args))
+        func = self.factory_call if self.factory_call is not None else cst.Name(self.function.name.value)
+        return cst.Call(func=func, args=_emit.call_args(args))
 
 
 def resolve_input_fn(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn:
@@ -181,7 +184,25 @@ def resolve_input_fn(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn:
             if isinstance(target, cst.FunctionDef):
                 helpers.append(target)
         return InputFn(node, lambda_=node, helpers=helpers)
-    raise Unsupported("this input_fn is not a function or a lambda that e2k can follow", node)
+    if isinstance(node, cst.Call):
+        factory = resolve(ctx, node.func) if isinstance(node.func, cst.Name) else None
+        inner = _returned_function(factory) if isinstance(factory, cst.FunctionDef) else None
+        if inner is not None:
+            _check_input_fn_params(inner)
+            return InputFn(node, function=inner, factory_call=node)
+    raise Unsupported("this input_fn is not a function, a lambda or an input_fn factory that e2k can follow", node)
+
+
+def _returned_function(factory: cst.FunctionDef) -> cst.FunctionDef | None:
+    """The nested function a factory returns (``def make(): def input_fn(): ...; return input_fn``)."""
+    body = factory.body.body if isinstance(factory.body, cst.IndentedBlock) else []
+    nested = {s.name.value: s for s in body if isinstance(s, cst.FunctionDef)}
+    last = body[-1] if body else None
+    if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 and isinstance(last.body[0], cst.Return):
+        value = last.body[0].value
+        if isinstance(value, cst.Name) and value.value in nested:
+            return nested[value.value]
+    return None
 
 
 def _check_input_fn_params(fn: cst.FunctionDef) -> None:
@@ -388,10 +409,12 @@ class ConversionPlan:
         return seen
 
     def input_code(self) -> list[cst.CSTNode]:
-        """Every piece of code that builds a dataset for this unit, once."""
+        """Every piece of code that builds a dataset for this unit, once: the input
+        functions' bodies, and the bodies of lambdas that build it themselves (a lambda
+        that calls a helper function is covered by the helper's body)."""
         nodes: list[cst.CSTNode] = [d.body for d in self.input_definitions()]
         for input_fn in self.input_fns:
-            if input_fn.lambda_ is not None and all(input_fn.lambda_.body is not n for n in nodes):
+            if input_fn.lambda_ is not None and not input_fn.helpers and all(input_fn.lambda_.body is not n for n in nodes):
                 nodes.append(input_fn.lambda_.body)
         return nodes
 

@@ -45,8 +45,8 @@ class Tf1MetricToKeras(ExpressionRule):
     | `accuracy` | `tf.argmax(logits, 1)` | `SparseCategoricalAccuracy(name=...)` |
     | `accuracy` | `tf.round(tf.sigmoid(logits))`, `logits > 0` | `BinaryAccuracy(name=..., threshold=0.0)` |
     | `mean_squared_error`, `root_mean_squared_error`, `mean_absolute_error` | the output | `MeanSquaredError`, `RootMeanSquaredError`, `MeanAbsoluteError` |
-    | `auc` | `tf.sigmoid(logits)` | `AUC(name=..., from_logits=True, summation_method="trapezoidal")` |
-    | `auc` | the output (probabilities) | `AUC(name=..., summation_method="trapezoidal")` |
+    | `auc` | `tf.sigmoid(logits)` | `AUC(name=..., from_logits=True)` |
+    | `auc` | the output (probabilities) | `AUC(name=...)` |
 
     ## Why
     `tf.metrics` is gone in TF2; dashboards and scripts read the Estimator's metric names,
@@ -54,8 +54,10 @@ class Tf1MetricToKeras(ExpressionRule):
 
     ## Fix safety
     Safe: each Keras metric computes the TF1 value over the whole evaluation. AUC uses the
-    same thresholds in both; TF1's default summation (`trapezoidal`) is written out since
-    Keras defaults to `interpolation`.
+    same thresholds in both, and for the ROC curve Keras's default summation
+    (`interpolation`: the mean of adjacent heights) is TF1's default `trapezoidal`; on the
+    PR curve, TF1's `careful_interpolation` is Keras's `interpolation`, while TF1's
+    `trapezoidal` PR-AUC has no Keras equivalent and is left for a human.
 
     ## Limitations
     `weights=`, `precision` / `recall` on logits (Keras's thresholds must be probabilities),
@@ -143,12 +145,44 @@ print(model.evaluate(input_fn(), return_dict=True)["accuracy"])
         args = [_emit.keyword_arg("name", cst.SimpleString(_quote(name)))]
         args += [_emit.keyword_arg(k, cst.parse_expression(v)) for k, v in extra.items()]
         if path == "metrics.auc":
-            for key in ("num_thresholds", "curve", "summation_method"):
-                if key in bound:
-                    args.append(_emit.keyword_arg(key, bound[key].value))
-            if "summation_method" not in bound:
-                args.append(_emit.keyword_arg("summation_method", cst.SimpleString('"trapezoidal"')))
+            args += _auc_arguments(bound)
         return cst.Call(_emit.expr("{tf}.keras.metrics.{k}", tf=tf, k=keras), args=_emit.call_args(args))
+
+
+#: TF1 AUC summation -> Keras's, per curve. For ROC, Keras's "interpolation" averages adjacent
+#: heights: TF1's "trapezoidal". For PR, Keras's "interpolation" is TF1's "careful_interpolation".
+AUC_SUMMATION = {
+    ("ROC", "trapezoidal"): None,  # Keras's default
+    ("ROC", "careful_interpolation"): None,
+    ("PR", "careful_interpolation"): None,
+    ("ROC", "minoring"): "minoring",
+    ("ROC", "majoring"): "majoring",
+    ("PR", "minoring"): "minoring",
+    ("PR", "majoring"): "majoring",
+}
+
+
+def _auc_arguments(bound) -> list[cst.Arg]:
+    def literal(key, default):
+        arg = bound.get(key)
+        if arg is None:
+            return default
+        if not isinstance(arg.value, cst.SimpleString):
+            raise Unsupported(f"AUC `{key}=` must be a literal for e2k to map it")
+        return arg.value.evaluated_value
+    curve = literal("curve", "ROC")
+    summation = literal("summation_method", "trapezoidal")
+    if (curve, summation) not in AUC_SUMMATION:
+        raise Unsupported(f"Keras AUC has no summation matching TF1's {summation!r} on the {curve} curve")
+    args = []
+    if "num_thresholds" in bound:
+        args.append(_emit.keyword_arg("num_thresholds", bound["num_thresholds"].value))
+    if curve != "ROC":
+        args.append(_emit.keyword_arg("curve", cst.SimpleString(_quote(curve))))
+    keras_summation = AUC_SUMMATION[(curve, summation)]
+    if keras_summation is not None:
+        args.append(_emit.keyword_arg("summation_method", cst.SimpleString(_quote(keras_summation))))
+    return args
 
 
 def _quote(text: str) -> str:
