@@ -2,8 +2,8 @@
 
 Its correct Keras migration must hold parity on 2 and 1 replicas; each wrong migration
 must be caught at the step wrong/expected.toml states. On the newest TensorFlow (Keras 3)
-BatchNorm's moving statistics are kept per replica under MirroredStrategy, so with 2
-replicas the harness must flag exactly those variables and say why (docs/parity.md).
+BatchNorm's moving statistics are kept per replica under MirroredStrategy: with 2 replicas
+the harness compares their mean and must warn about exactly those variables (docs/parity.md).
 """
 from __future__ import annotations
 
@@ -49,12 +49,11 @@ def test_newest_tensorflow_on_1_replica_holds_parity(one_replica):
 
 
 @support.requires_target
-def test_newest_tensorflow_on_2_replicas_flags_per_replica_batchnorm_statistics(two_replicas):
+def test_newest_tensorflow_on_2_replicas_warns_of_per_replica_batchnorm_statistics(two_replicas):
+    # Keras 3 keeps BatchNorm's moving statistics per replica: compared as their mean (what the
+    # Estimator checkpoints), and the report warns that the model Keras 3 saves holds replica 0's
     result = two_replicas["newest"]
-    report = result.report()
-    assert result.verdict == "broken", report
-    assert result.first_divergent_step is None and all(row.passed for row in result.steps), report
-    failing = {row.legacy_name for row in result.weights if not row.passed}
-    assert failing and failing <= BATCHNORM_STATE, report
-    assert all(row.passed for row in result.weights if row.trainable), report
-    assert any("per-replica copies" in hint and "replica 0" in hint for hint in result.hints), report
+    support.assert_parity(result, PROGRAM.correct_steps[2])
+    warned = {warning.split(":")[0].rsplit("/", 1)[-1] for warning in result.warnings}
+    assert warned == {"moving_mean", "moving_variance"}, result.warnings
+    assert all("replica 0's copy" in warning for warning in result.warnings)

@@ -187,19 +187,25 @@ def step_count_hints(legacy: SideInfo, migrated: SideInfo, step_limit: int | Non
     return hints
 
 
-def semantic_hints(migrated: Mapping[str, Any], weights: list[WeightRow], failing_weights: list[WeightRow],
-                   failing_metrics: list[MetricRow], failing_step: int | None, legacy_info: SideInfo) -> list[str]:
-    """Known Estimator/Keras differences that explain a failure the losses do not show."""
+def replica_copy_warnings(migrated: Mapping[str, Any]) -> list[str]:
+    """Mirrored variables whose per-replica copies diverged in the Keras program (Keras 3's
+    BatchNorm moving statistics): compared as their mean, and said so, loudly."""
+    warnings = []
+    for item in migrated.get("diverged_replica_copies") or []:
+        warnings.append(
+            f"{item['name']}: the migrated program's per-replica copies of this mirrored variable differ by up to "
+            f"{item['max_diff']:.3g} after training (Keras 3 updates BatchNormalization moving statistics on each "
+            "replica separately under MirroredStrategy). Compared as their mean over replicas, which is what the "
+            "Estimator checkpoints (and Keras 2 saves); the model Keras 3 saves holds replica 0's copy, "
+            f"{item['saved_vs_mean']:.3g} away from that mean")
+    return warnings
+
+
+def evaluation_hints(weights: list[WeightRow], failing_metrics: list[MetricRow], failing_step: int | None,
+                     legacy_info: SideInfo) -> list[str]:
+    """Known Estimator/Keras differences that explain eval metrics differing after the same training."""
     hints = []
     replicas = legacy_info.replicas or 1
-    diverged = {d["index"]: d for d in migrated.get("diverged_replica_copies") or []}
-    for row in failing_weights:
-        if row.index in diverged:
-            hints.append(
-                f"{row.migrated_name}: the migrated program's per-replica copies of this mirrored variable "
-                f"differ by up to {diverged[row.index]['max_diff']:.3g} after training (Keras 3 updates "
-                "BatchNormalization moving statistics on each replica separately under MirroredStrategy); "
-                "its saved value is replica 0's, while the Estimator checkpoints the mean over replicas")
     if failing_metrics and failing_step is None and replicas > 1:
         if any(not row.trainable for row in weights):
             hints.append(
@@ -277,8 +283,9 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
         verdict = "parity"
         reason = (f"{_count(len(steps), 'step')}, {_count(len(weights), 'final weight')} and "
                   f"{_count(len(compared_metrics), 'eval metric')} agree within tolerance")
-    hints += semantic_hints(migrated, weights, failing_weights, failing_metrics, failing_step, legacy_info)
+    hints += evaluation_hints(weights, failing_metrics, failing_step, legacy_info)
     return ParityResult(
+        warnings=replica_copy_warnings(migrated),
         verdict=verdict,
         reason=reason,
         first_divergent_step=failing_step,

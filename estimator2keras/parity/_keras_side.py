@@ -201,22 +201,24 @@ def _prepare_model(tf, state: State, model, x, batch_size):
 
 def _read(weights):
     """The values the program would save: a sync-on-read variable's aggregate, a mirrored
-    variable's primary copy."""
+    variable's value."""
     import numpy as np
 
     return [np.array(w.numpy() if hasattr(w, "numpy") else w) for w in weights]
 
 
-def _diverged_replica_copies(tf, weights, descriptions) -> list[dict]:
-    """Mirrored (sync-on-write) variables whose per-replica copies differ after training.
+def _read_final(weights, descriptions):
+    """Final values, and the mirrored variables whose per-replica copies diverged.
 
     Mirroring promises equal copies; Keras 3 breaks it for BatchNormalization's moving
-    statistics under MirroredStrategy (each replica updates its own copy, aggregation
-    NONE), so the saved value is replica 0's, not the mean the Estimator checkpoints.
+    statistics under MirroredStrategy (each replica updates its own copy, aggregation NONE),
+    and reads and saves replica 0's. Such a variable is read as the mean of its copies —
+    what the Estimator checkpoints and Keras 2 saves (sync-on-read, MEAN) — and reported,
+    with how far the copies and the saved copy are from that mean.
     """
     import numpy as np
 
-    found = []
+    values, diverged = _read(weights), []
     for i, (weight, description) in enumerate(zip(weights, descriptions)):
         variable = getattr(weight, "_value", weight)
         if type(variable).__name__ != "MirroredVariable":
@@ -227,8 +229,11 @@ def _diverged_replica_copies(tf, weights, descriptions) -> list[dict]:
             continue
         spread = max((float(np.max(np.abs(c - copies[0]))) for c in copies[1:] if c.size), default=0.0)
         if spread > 0:
-            found.append({"index": i, "name": description["name"], "max_diff": spread})
-    return found
+            mean = np.mean(np.stack(copies), axis=0).astype(copies[0].dtype)
+            diverged.append({"index": i, "name": description["name"], "max_diff": spread,
+                             "saved_vs_mean": float(np.max(np.abs(values[i] - mean)))})
+            values[i] = mean
+    return values, diverged
 
 
 def instrument(tf, state: State) -> None:
@@ -280,8 +285,7 @@ def instrument(tf, state: State) -> None:
             history = original_fit(*bound.args, **bound.kwargs)
         finally:
             state.in_fit = False
-            state.final = _read(state.paired)
-            state.diverged = _diverged_replica_copies(tf, state.paired, state.variables)
+            state.final, state.diverged = _read_final(state.paired, state.variables)
         val = {k[4:]: common.to_float(v[-1]) for k, v in (getattr(history, "history", None) or {}).items()
                if k.startswith("val_") and v}
         if val:

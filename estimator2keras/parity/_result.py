@@ -148,6 +148,7 @@ class ParityResult:
     settings: dict[str, Any] = field(default_factory=dict)
     hints: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
     detail: str | None = None
     variable_tables: dict[str, list[dict]] | None = None
     workdir: str | None = None
