@@ -132,6 +132,13 @@ def fit_line(statement: cst.SimpleStatementLine, depth: int, module_indent: str)
         return statement
     small = statement.body[0]
     value = getattr(small, "value", None)
+    if isinstance(value, cst.ListComp):
+        wrapped = value.with_changes(
+            lbracket=cst.LeftSquareBracket(whitespace_after=_hanging("    ")),
+            for_in=value.for_in.with_changes(whitespace_before=_hanging("    ")),
+            rbracket=cst.RightSquareBracket(whitespace_before=_hanging("")),
+        )
+        return statement.with_changes(body=[small.with_changes(value=wrapped), *statement.body[1:]])
     if not isinstance(value, cst.Call) or len(value.args) < 1:
         return statement
     args = []

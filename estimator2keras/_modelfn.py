@@ -148,6 +148,10 @@ class _LayerApp:
     inputs: cst.BaseExpression
     training: str | None  # None: not passed; "training"; "False"; "True"
     drop: bool = False
+    #: The loop that applies this layer once per iteration (a list of layers in Keras).
+    loop: cst.For | None = None
+    #: Inside the loop in `call`, the name one layer of the list goes by.
+    item: str | None = None
 
 
 class _Converter:
@@ -209,11 +213,14 @@ class _Converter:
         return found
 
     def names_read(self, node: cst.CSTNode) -> list[cst.Name]:
+        loop_targets = set()  # names a loop or a comprehension binds for itself
+        for loop in (n for n in _walk(node) if isinstance(n, (cst.For, cst.CompFor))):
+            loop_targets.update(n.value for n in _walk(loop.target) if isinstance(n, cst.Name))
         reads = []
         stack = [node]
         while stack:
             current = stack.pop()
-            if isinstance(current, cst.Name) and self._is_read(current):
+            if isinstance(current, cst.Name) and self._is_read(current) and current.value not in loop_targets:
                 reads.append(current)
             if isinstance(current, cst.Lambda):
                 continue  # a lambda's own parameters are not the model_fn's names
@@ -227,6 +234,8 @@ class _Converter:
         if isinstance(parent, cst.Arg) and parent.keyword is name:
             return False
         if isinstance(parent, cst.AssignTarget):
+            return False
+        if isinstance(parent, (cst.For, cst.CompFor)) and parent.target is name:
             return False
         return True
 
@@ -268,7 +277,18 @@ class _Converter:
                 self.def_of_small.setdefault(small, d)
 
     def _assigned(self, small: cst.BaseSmallStatement) -> list[tuple[str, cst.BaseExpression]]:
-        """(name, value) pairs a statement assigns: ``a = x``, ``a = b = None``, ``a, b = None, None``."""
+        """(name, value) pairs a statement assigns: ``a = x``, ``a = b = None``, ``a, b = None, None``;
+        a loop assigns what its body assigns (its value is the loop itself)."""
+        if isinstance(small, cst.For):
+            names = []
+            for line in small.body.body:
+                for inner in line.body:
+                    if isinstance(inner, cst.Expr):
+                        continue
+                    for name, _ in self._assigned(inner):
+                        if name not in names:
+                            names.append(name)
+            return [(name, small) for name in names]
         if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
             return [(small.target.value, small.value)]
         if isinstance(small, cst.Assign):
@@ -428,9 +448,28 @@ class _Converter:
                 self.layer_objects[d.name] = d  # `layer = tf.layers.Dense(3)`, applied later
         for d in forward:
             for call in iter_calls(d.value):
+                if call in self.layer_apps:
+                    continue  # a loop defines several names: its layers are read once
                 app = self.layer_app(call)
                 if app is not None:
+                    if isinstance(d.value, cst.For):
+                        self._in_loop(app, d.value)
                     self.layer_apps[call] = app
+
+    def _in_loop(self, app: _LayerApp, loop: cst.For) -> None:
+        """A layer applied in a loop: one layer per iteration, kept in a list."""
+        targets = {n.value for n in _walk(loop.target) if isinstance(n, cst.Name)}
+        for name in self.names_read(app.inputs):
+            if name.value in targets:
+                self.refuse(name, "the loop variable feeds a layer's input, which e2k does not convert")
+        for name in self.names_read(loop.iter):
+            if name.value not in ("params",) and not self._is_module_name(name):
+                self.refuse(loop.iter, "the loop runs over a value computed in the model_fn; e2k builds its layers in __init__")
+        item = app.attr
+        self.attrs_taken.discard(app.attr)
+        app.attr = self._attr(f"{item}_layers")
+        app.item = item
+        app.loop = loop
 
     def _applied_inline(self, call: cst.Call) -> bool:
         parent = self.ctx.parent(call)
@@ -756,7 +795,7 @@ class _Converter:
                     call = small.value
                     what = self.ctx.call_api_path(call) if isinstance(call, cst.Call) else None
                     if what and what.startswith(SUMMARIES):
-                        self.leftover(small, "summaries in the model_fn are not carried over; Keras logs metrics with the TensorBoard callback", "E2K404")
+                        self.summary_dropped(small)
                     else:
                         self.leftover(small, "this statement ran when the Estimator built its graph; it is not carried over")
                     self.consumed.add(small)
@@ -773,6 +812,16 @@ class _Converter:
                         if self.role(call) in ("layer", "layer_function", "keras_layer"):
                             self.refuse(small, "a layer that does not lead to the loss is not converted")
                     self.consumed.add(small)  # a value nothing converted reads: no longer computed
+
+    def summary_dropped(self, small: cst.BaseSmallStatement) -> None:
+        """A summary only reaches a human through the Estimator's model_dir: without one it
+        went to a temporary directory, and leaving it out loses nothing one could see."""
+        unit = self.plan.unit if self.plan is not None else None
+        has_dir = unit is not None and (unit.arg_value("model_dir") is not None or unit.config_value("model_dir") is not None)
+        if has_dir:
+            self.leftover(small, "summaries in the model_fn are not carried over; Keras logs metrics with the TensorBoard callback", "E2K404")
+        elif self.plan is not None:
+            self.plan.fixed(small, "E2K404", "summary left out: without a model_dir it went to a temporary directory")
 
     # -- writing Keras ------------------------------------------------------------------------
     def convert(self, name: str, class_name: str) -> ModelConversion:
@@ -883,8 +932,14 @@ class _Converter:
         return cst.List(_comma_separated(layers))
 
     def _reads_params(self, defs: list[_Def]) -> bool:
+        """Does the forward pass itself (not a layer's constructor, nor a layer loop's
+        iterable, both in __init__) read ``params``?"""
+        in_init = {id(n) for app in self.layer_apps.values() if app.loop is not None for n in _walk(app.loop.iter)}
         return any(
-            n.value == "params" for d in defs for n in self.names_read(d.value) if not self._inside_constructor(n)
+            n.value == "params"
+            for d in defs
+            for n in self.names_read(d.value)
+            if not self._inside_constructor(n) and id(n) not in in_init
         )
 
     def _inside_constructor(self, node: cst.CSTNode) -> bool:
@@ -916,9 +971,15 @@ class _Converter:
 
     def model_class(self, class_name: str, forward: list[_Def], output, prediction):
         body: list[cst.BaseStatement] = []
+        emitted_loops = set()
         for d in forward:
             if d.name in self.layer_objects and d.value is self.layer_objects[d.name].value:
                 continue  # the layer object itself lives in __init__
+            if isinstance(d.small, cst.For):
+                if id(d.small) not in emitted_loops:
+                    emitted_loops.add(id(d.small))
+                    body.append(self.rewrite_loop(d.small))
+                continue
             new = self.rewrite(d.small)
             body.append(_line(new, d.line, d.small))
         body.append(_emit.statement("return {o}", o=self.rewrite(output)))
@@ -933,7 +994,15 @@ class _Converter:
             if app.drop or app.attr in created:
                 continue
             created.add(app.attr)
-            line = _emit.statement("self.{attr} = {ctor}", attr=app.attr, ctor=self.constructor(app))
+            constructor = self.constructor(app)
+            if app.loop is not None:
+                constructor = _emit.expr(
+                    "[{ctor} for {target} in {iterable}]",
+                    ctor=constructor,
+                    target=app.loop.target,
+                    iterable=self.rewrite_init(app.loop.iter),
+                )
+            line = _emit.statement("self.{attr} = {ctor}", attr=app.attr, ctor=constructor)
             init.append(self.fit(line, 2))
         methods = [
             _function("__init__", init_params, init),
@@ -952,13 +1021,37 @@ class _Converter:
         klass = _emit.statement(f"class {class_name}({self.tf}.keras.Model):\n    pass")
         return klass.with_changes(body=cst.IndentedBlock(body=methods)), "params" in init_params
 
+    def rewrite_loop(self, loop: cst.For) -> cst.For:
+        """``for units in params[...]: net = dense(net, units)`` -> ``for dense in self.dense_layers: net = dense(net)``."""
+        apps = [app for app in self.layer_apps.values() if app.loop is loop and not app.drop]
+        if not apps:
+            self.refuse(loop, "this loop applies no layer; e2k converts loops that build layers")
+        targets = {n.value for n in _walk(loop.target) if isinstance(n, cst.Name)}
+        inside = {id(n) for app in apps for n in _walk(app.call)} - {id(n) for app in apps for n in _walk(app.inputs)}
+        for node in _walk(loop.body):
+            if isinstance(node, cst.Name) and node.value in targets and id(node) not in inside and self._is_read(node):
+                self.refuse(node, "the loop variable is used outside the layers' arguments, which e2k does not convert")
+        body = self.rewrite(loop.body)
+        if len(apps) == 1:
+            header = _emit.expr("{item}", item=apps[0].item)
+            iterable = _emit.expr(f"self.{apps[0].attr}")
+        else:
+            header = cst.Tuple([cst.Element(cst.Name(app.item)) for app in apps], lpar=[], rpar=[])
+            iterable = _emit.expr("zip({attrs})", attrs=", ".join(f"self.{app.attr}" for app in apps))
+        return loop.with_changes(target=header, iter=iterable, body=body)
+
     def _constructors_read_params(self) -> bool:
         return any(
             isinstance(n, cst.Name) and n.value == "params"
             for app in self.layer_apps.values()
             if not app.drop
-            for n in _walk(app.constructor)
+            for part in ((app.constructor, app.loop.iter) if app.loop is not None else (app.constructor,))
+            for n in _walk(part)
         )
+
+    def rewrite_init(self, node: cst.CSTNode) -> cst.CSTNode:
+        """Code for __init__ (a loop's iterable): TF2 names; `params` is the argument there."""
+        return _emit.replace_in(node, dict(tf2_respellings(self.ctx, node, self.tf)))
 
     def builder(self, name, model, builder_defs, optimizer, loss: LossConversion, metrics):
         body: list[cst.BaseStatement] = []
@@ -1057,7 +1150,8 @@ class _ForwardRewriter(cst.CSTTransformer):
             args = [cst.Arg(inputs)]
             if app.training is not None:
                 args.append(_emit.keyword_arg("training", cst.Name(app.training)))
-            return cst.Call(_emit.expr(f"self.{app.attr}"), args=_emit.call_args(args))
+            layer = app.item if app.loop is not None else f"self.{app.attr}"
+            return cst.Call(_emit.expr(layer), args=_emit.call_args(args))
         if isinstance(original, cst.Name) and conv._is_read(original):
             if original.value == "params":
                 return _emit.expr("self.params")
