@@ -312,6 +312,7 @@ def test_child_environment_is_repeatable_and_single_worker(monkeypatch):
     ("no_training", {"error": {"message": "never trained"}},
      ("no training call found in the legacy program: never trained", None)),
     ("environment", {"error": {"message": "no estimator"}}, ("cannot run the legacy program: no estimator", None)),
+    ("unsupported", {"error": {"message": "two models"}}, ("cannot compare the legacy program: two models", None)),
     ("harness_error", {"error": {"type": "KeyError", "message": "x", "traceback": "TB"}},
      ("the parity harness failed while running the legacy program (KeyError: x); please report this", "TB")),
 ])

@@ -159,6 +159,8 @@ def failure(run: SideRun, timeout: float) -> tuple[str, str | None]:
         return f"variables do not match: {message}", None
     if status == "environment":
         return f"cannot run the {label} program: {message}", None
+    if status == "unsupported":
+        return f"cannot compare the {label} program: {message}", None
     return (f"the parity harness failed while running the {label} program ({error.get('type')}: {message}); "
             "please report this", error.get("traceback") or run.stderr_tail() or None)
 
