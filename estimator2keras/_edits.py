@@ -43,6 +43,10 @@ class Edits:
     def remove_statement(self, statement: cst.BaseStatement) -> None:
         self.replace_statement(statement, [])
 
+    def replaces(self, node: cst.CSTNode) -> bool:
+        """Is there already a replacement queued for exactly this node?"""
+        return node in self._nodes
+
     def replaced_statements(self):
         """The statements replaced or removed so far."""
         return self._statements.keys()

@@ -72,14 +72,22 @@ def rebind_tf(ctx: RewriteContext, alias: cst.ImportAlias, replaced: set) -> Non
         ctx.edits.replace_statement(import_statement, [new.with_changes(leading_lines=())])
     else:
         ctx.edits.replace(alias.name, _emit.expr("tensorflow"))
-    count = 0
     for reference in _references(ctx, alias):
-        if _inside(ctx, reference, replaced):
+        if _inside(ctx, reference, replaced) or _already_rewritten(ctx, reference):
             continue
         for node, new in respell_or_compat(ctx, reference, "tf"):
             ctx.edits.replace(node, new)
-            count += 1
     ctx.report(alias, "`tensorflow.compat.v1 as tf` -> `tensorflow as tf`; the file's other TF1 names keep their meaning", code=CODE)
+
+
+def _already_rewritten(ctx: RewriteContext, node: cst.CSTNode) -> bool:
+    """A reference that a unit rule already rewrote (e2k601's TF2 strategy class) is kept so."""
+    current = node
+    while current is not None and not isinstance(current, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+        if ctx.edits.replaces(current):
+            return True
+        current = ctx.parent(current)
+    return False
 
 
 def _references(ctx: RewriteContext, alias: cst.ImportAlias) -> Iterable[cst.Name]:

@@ -193,7 +193,7 @@ class _Converter:
             exc.code = exc.code or rule.code
             exc.node = exc.node or call
             raise
-        if self.plan is not None:
+        if self.plan is not None and not (isinstance(result, cst.CSTNode) and result.deep_equals(call)):
             self.plan.fixed(call, rule.code, f"`{_emit.code(call.func)}` -> Keras ({rule.name})")
         return result
 
@@ -429,7 +429,8 @@ class _Converter:
                 continue
             for call in iter_calls(d.value):
                 path = self.ctx.call_api_path(call)
-                if path in BEYOND_CATALOGUE or (path or "").startswith("contrib."):
+                contrib_without_rule = (path or "").startswith("contrib.") and self.ctx.rules.expression_role(path) is None
+                if path in BEYOND_CATALOGUE or contrib_without_rule:
                     self.refuse(call, f"`{_emit.code(call.func)}` in the model_fn is beyond what e2k converts")
 
     def read_layers(self, forward: list[_Def]) -> None:
@@ -961,8 +962,35 @@ class _Converter:
         return False
 
     def constructor(self, app: _LayerApp) -> cst.BaseExpression:
-        respelled = dict(tf2_respellings(self.ctx, app.call, self.tf))
-        return _emit.replace_in(app.constructor, respelled)
+        """The layer's Keras constructor: TF2 names, and TF1 initializers/regularizers in its
+        arguments translated by their rules."""
+        replacements = dict(tf2_respellings(self.ctx, app.call, self.tf))
+        if isinstance(app.constructor, cst.Call):
+            for arg in app.constructor.args:
+                value = arg.value
+                role = self.role(value) if isinstance(value, cst.Call) else None
+                if role in ("initializer", "regularizer"):
+                    replacements[value] = self.translate(role, value)
+                if arg.keyword is not None and arg.keyword.value.endswith("_regularizer") and not _is_none(value):
+                    self.regularizer_under_strategy(arg)
+        return _emit.replace_in(app.constructor, replacements)
+
+    def regularizer_under_strategy(self, arg: cst.Arg) -> None:
+        """TF1 builds a layer's penalty once, in replica 0: under MirroredStrategy only that
+        replica's gradient carries it, so on N replicas it acted N times weaker than written
+        (verified: the other replicas' gradient of the penalty is None). Keras applies it as
+        written; say so where the Estimator trained under a strategy."""
+        unit = self.plan.unit if self.plan is not None else None
+        if unit is None or unit.config_value("train_distribute") is None or getattr(self, "_told_regularizer", False):
+            return
+        self._told_regularizer = True
+        self.leftover(
+            arg.value,  # an original node: the reported position is the user's
+            "under MirroredStrategy the Estimator applied layer penalties' gradients on one replica only "
+            "(N times weaker on N replicas, while its reported loss held them in full); Keras applies them as "
+            "written: compare with e2k parity and divide the penalty by the replica count if you need the old training",
+            "E2K305",
+        )
 
     def rewrite(self, node: cst.CSTNode) -> cst.CSTNode:
         """A forward or post-model node, as it reads inside the Keras model's methods."""
@@ -970,6 +998,9 @@ class _Converter:
         return node.visit(_ForwardRewriter(self, respelled))
 
     def model_class(self, class_name: str, forward: list[_Def], output, prediction):
+        self._output_node = output
+        init_defs, forward = self.split_init(forward)
+        self._init_defs = init_defs
         body: list[cst.BaseStatement] = []
         emitted_loops = set()
         for d in forward:
@@ -989,6 +1020,8 @@ class _Converter:
         init = [_emit.statement("super().__init__()")]
         if call_reads_params:
             init.append(_emit.statement("self.params = params"))
+        for d in init_defs:
+            init.append(_line(self.rewrite_init(d.small), d.line, d.small))
         created = set()
         for app in self.layer_apps.values():
             if app.drop or app.attr in created:
@@ -1040,14 +1073,41 @@ class _Converter:
             iterable = _emit.expr("zip({attrs})", attrs=", ".join(f"self.{app.attr}" for app in apps))
         return loop.with_changes(target=header, iter=iterable, body=body)
 
+    def split_init(self, forward: list[_Def]) -> tuple[list[_Def], list[_Def]]:
+        """Values the layers' constructors read (``l2 = tf.keras.regularizers.l2(...)`` then
+        ``kernel_regularizer=l2``) belong in __init__; the rest of the forward pass in call."""
+        ctor_reads = [n for app in self.layer_apps.values() if not app.drop for n in self.names_read(app.constructor)]
+        init: dict[int, _Def] = {}
+        pending = [(n, len(self.order)) for n in ctor_reads]
+        while pending:
+            name, before = pending.pop()
+            d = self.latest_def(name.value, before)
+            if d is None or d.index in init or name.value in self.layer_objects:
+                continue
+            init[d.index] = d
+            pending.extend((n, d.index) for n in self.names_read(d.value))
+        for d in init.values():
+            if isinstance(d.small, cst.For):
+                self.refuse(d.small, "a loop computes a value the layers' constructors read")
+            for n in self.names_read(d.value):
+                if n.value in ("features", "labels", "mode"):
+                    self.refuse(n, "a layer's constructor reads a value computed from the inputs")
+        call_reads = {
+            n.value for d in forward if d.index not in init for n in self.names_read(d.value) if not self._inside_constructor(n)
+        }
+        call_reads |= {n.value for n in self.names_read(self._output_node)} if self._output_node is not None else set()
+        call = [d for d in forward if d.index not in init or d.name in call_reads]
+        return [init[i] for i in sorted(init)], call
+
     def _constructors_read_params(self) -> bool:
+        init_defs = getattr(self, "_init_defs", [])
         return any(
             isinstance(n, cst.Name) and n.value == "params"
             for app in self.layer_apps.values()
             if not app.drop
             for part in ((app.constructor, app.loop.iter) if app.loop is not None else (app.constructor,))
             for n in _walk(part)
-        )
+        ) or any(isinstance(n, cst.Name) and n.value == "params" for d in init_defs for n in _walk(d.value))
 
     def rewrite_init(self, node: cst.CSTNode) -> cst.CSTNode:
         """Code for __init__ (a loop's iterable): TF2 names; `params` is the argument there."""
