@@ -31,7 +31,9 @@ class Finding:
     """Something a rule did or could not do, at a place in a file.
 
     ``kind`` is ``"fixed"`` (converted), ``"manual"`` (left for a human, marked in the file)
-    or ``"error"`` (the file could not be processed).
+    or ``"error"`` (the file could not be processed). In a notebook, ``cell`` is the 1-based
+    index of the cell (every cell counts, markdown too), ``line`` the line in that cell, and
+    ``file_line`` the line of the .ipynb file that holds it, where known.
     """
 
     path: str
@@ -40,18 +42,28 @@ class Finding:
     code: str
     message: str
     kind: str = "manual"
+    cell: int | None = None
+    file_line: int | None = None
+
+    @property
+    def location(self) -> str:
+        cell = f"cell {self.cell}:" if self.cell is not None else ""
+        return f"{self.path}:{cell}{self.line}:{self.col}"
 
     def format(self) -> str:
-        return f"{self.path}:{self.line}:{self.col}: {self.code} {self.message}"
+        return f"{self.location}: {self.code} {self.message}"
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "line": self.line,
             "col": self.col,
             "code": self.code,
             "message": self.message,
             "kind": self.kind,
         }
+        if self.cell is not None:
+            out["cell"] = self.cell
+        return out
 
 
 class RewriteContext:

@@ -33,23 +33,44 @@ def _add_rewrite(sub) -> None:
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file would change or needs a human")
     p.add_argument("--out", metavar="DIR", type=Path, help="write the results to a mirror tree under DIR; inputs untouched")
     p.add_argument("-j", "--jobs", type=int, default=default_jobs(), metavar="N", help="worker processes (default: all cores)")
-    p.add_argument("--report", metavar="FILE", type=Path, help="write a JSON report: per-file status and every finding")
+    p.add_argument("--report", metavar="FILE", type=Path, help="write the report (--format, default json) to FILE")
+    p.add_argument(
+        "--format",
+        choices=("human", "json", "sarif"),
+        help="report format: human lines (default), or a json / sarif document on stdout (or in --report FILE)",
+    )
     p.add_argument("--select", type=_codes, default=[], metavar="CODES", help="only these rule codes or prefixes (E2K1,E2K601)")
     p.add_argument("--ignore", type=_codes, default=[], metavar="CODES", help="never these rule codes or prefixes")
     p.add_argument("--rules", action="append", default=[], metavar="MODULE", help="also load the rules in MODULE (repeatable)")
     p.add_argument("--exclude", action="append", default=[], metavar="GLOB", help="skip paths matching GLOB (repeatable)")
     p.add_argument("-v", "--verbose", action="store_true", help="also list what was converted, not only what was left")
+    p.add_argument("-q", "--quiet", action="store_true", help="no summary line and no progress bar (for hooks)")
+    p.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colour the human output (default: auto)")
+    p.add_argument("--isolated", action="store_true", help="ignore [tool.e2k] configuration in pyproject.toml files")
     p.set_defaults(handler=_rewrite)
 
 
 def _rewrite(args: argparse.Namespace) -> int:
-    from estimator2keras._runner import RewriteOptions, run, summary_line, unified_diff, write_report
+    import json
+
+    from estimator2keras._config import ConfigError
+    from estimator2keras._output import Style, use_color, write_human
+    from estimator2keras._progress import Progress
+    from estimator2keras._runner import RewriteOptions, run, summary_line, unified_diff
+    from estimator2keras._sarif import sarif_log
 
     if args.jobs < 1:
         print("e2k: error: -j/--jobs must be at least 1", file=sys.stderr)
         return 2
     if args.out and (args.diff or args.check):
         print("e2k: error: --out writes files; it cannot be combined with --diff or --check", file=sys.stderr)
+        return 2
+    report_format = args.format or ("json" if args.report else "human")
+    if args.report and report_format == "human":
+        print("e2k: error: --report writes a json or sarif document; use --format json or --format sarif", file=sys.stderr)
+        return 2
+    if args.diff and report_format != "human" and not args.report:
+        print(f"e2k: error: --diff prints the diff on stdout; write the {report_format} report with --report FILE", file=sys.stderr)
         return 2
     write = not (args.diff or args.check or args.out)
     options = RewriteOptions(
@@ -60,31 +81,44 @@ def _rewrite(args: argparse.Namespace) -> int:
         select=args.select,
         ignore=args.ignore,
         excludes=args.exclude,
+        isolated=args.isolated,
     )
+    progress = Progress(sys.stderr, enabled=not args.quiet)
     try:
-        summary = run(args.paths, options)
-    except (InputError, RuleLoadError) as exc:
+        summary = run(args.paths, options, on_result=progress.advance, on_start=progress.start)
+    except (InputError, RuleLoadError, ConfigError) as exc:
         print(f"e2k: error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        progress.close()
     if not summary.results and not summary.interrupted:
-        print(f"e2k: error: no Python files found under {', '.join(args.paths)}", file=sys.stderr)
+        if summary.excluded:
+            if not args.quiet:
+                print("e2k: every file found is excluded by [tool.e2k] exclude", file=sys.stderr)
+            return 0
+        print(f"e2k: error: no Python files found (.py, .ipynb) under {', '.join(args.paths)}", file=sys.stderr)
         return 2
 
-    out = sys.stderr if args.diff else sys.stdout
-    for result in sorted(summary.results, key=lambda r: r.path):
-        if args.diff and result.changed:
-            sys.stdout.write(unified_diff(result))
-        if result.changed and not args.diff:
-            verb = "converted" if write or args.out else "would be converted"
-            if result.status == "partial":
-                verb = "partially " + verb
-            print(f"{result.path}: {verb}", file=out)
-        for finding in result.findings:
-            if finding.kind != "fixed" or args.verbose:
-                print(finding.format(), file=out)
-    if args.report:
-        write_report(summary, args.report)
-    print(summary_line(summary, wrote=write or bool(args.out)), file=sys.stderr)
+    document = None
+    if report_format == "json":
+        document = summary.to_dict()
+    elif report_format == "sarif":
+        document = sarif_log(summary.results, summary.rules, successful=not summary.interrupted)
+    if document is not None and args.report:
+        Path(args.report).write_text(json.dumps(document, indent=2) + "\n")
+    elif document is not None:
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+
+    if args.diff:
+        for result in sorted(summary.results, key=lambda r: r.path):
+            if result.changed:
+                sys.stdout.write(unified_diff(result))
+    if document is None or args.report:
+        out = sys.stderr if args.diff else sys.stdout
+        verb = "converted" if write or args.out else "would be converted"
+        write_human(summary.results, out, verbose=args.verbose, verb=verb, style=Style(use_color(args.color, out)))
+    if not args.quiet:
+        print(summary_line(summary, wrote=write or bool(args.out)), file=sys.stderr)
 
     if summary.count("error") or summary.interrupted:
         return 2
