@@ -14,6 +14,7 @@ import libcst as cst
 
 from estimator2keras._context import Finding, RewriteContext
 from estimator2keras._registry import RuleSet
+from estimator2keras._suppress import Suppressions
 from estimator2keras._units import convert_units
 
 UNREADABLE = "E2K900"
@@ -70,13 +71,15 @@ def rewrite_source(source: bytes, path: str, rules: RuleSet, keywords: tuple[byt
     except Exception as exc:  # libcst rejects some inputs with other exceptions; never a traceback
         return _error(path, source, 1, 1, UNREADABLE, f"cannot parse: {type(exc).__name__}: {exc}")
 
-    ctx = RewriteContext(path, rules)
+    ctx = RewriteContext(path, rules, Suppressions.from_source(source))
     passes = [(rule.order, rule.code, rule) for rule in rules.module_rules()]
     passes.append((UNIT_PASS_ORDER, "E2K001", None))
     for _, code, rule in sorted(passes, key=lambda p: (p[0], p[1])):
         try:
             tree = ctx.begin_pass(module, code)
             result = rule().transform(tree, ctx) if rule is not None else convert_units(ctx)
+            if rule is not None:
+                ctx.discard_suppressed_edits()
             module = ctx.finish_pass(result)
         except Exception as exc:
             where = traceback.extract_tb(exc.__traceback__)[-1]
