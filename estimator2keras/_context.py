@@ -85,6 +85,7 @@ class RewriteContext:
         self.suppressions = suppressions or Suppressions()
         self.suppressed: list[Finding] = []
         self._imports_before_pass: dict = {}
+        self._pass_count = 0
         self._codemod = CodemodContext(filename=path)
         self._wrapper: MetadataWrapper | None = None
         self._metadata: dict = {}
@@ -103,6 +104,10 @@ class RewriteContext:
         self._rule_code = rule_code
         if self.suppressions:
             self._imports_before_pass = {k: list(v) for k, v in self._codemod.scratch.items() if isinstance(v, list)}
+            if self._pass_count:
+                # An earlier pass may have moved lines: read the comments where they are now.
+                self.suppressions = Suppressions.from_source(module.bytes)
+        self._pass_count += 1
         return self._wrapper.module
 
     def finish_pass(self, result: cst.Module | None) -> cst.Module:

@@ -83,7 +83,7 @@ def rewrite_source(source: bytes, path: str, rules: RuleSet, keywords: tuple[byt
             module = ctx.finish_pass(result)
         except Exception as exc:
             where = traceback.extract_tb(exc.__traceback__)[-1]
-            message = f"{code} raised {type(exc).__name__}: {exc} ({where.filename}:{where.lineno})"
+            message = f"{_blame(exc, code)} raised {type(exc).__name__}: {exc} ({where.filename}:{where.lineno})"
             return _error(path, source, 1, 1, RULE_FAILED, message)
     try:
         module = ctx.apply_imports(module)
@@ -95,6 +95,24 @@ def rewrite_source(source: bytes, path: str, rules: RuleSet, keywords: tuple[byt
     manual = any(f.kind == "manual" for f in ctx.findings)
     status = "partial" if manual else ("converted" if new != source else "unchanged")
     return FileResult(path, status, source, new, ctx.findings)
+
+
+def _blame(exc: BaseException, default: str) -> str:
+    """The code of the rule whose method raised (the innermost one on the traceback): the
+    unit pass runs many rules, users' among them, and the report must name the right one."""
+    from estimator2keras._rule import Rule
+
+    tb = exc.__traceback__
+    frames = []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    for frame in reversed(frames):
+        owner = frame.f_locals.get("self", frame.f_locals.get("cls"))
+        rule = owner if isinstance(owner, type) else type(owner)
+        if isinstance(rule, type) and issubclass(rule, Rule) and getattr(rule, "code", None):
+            return rule.code
+    return default
 
 
 def _syntax_error(source: bytes, exc: cst.ParserSyntaxError) -> tuple[int, int, str]:

@@ -127,38 +127,58 @@ def _rewrite(args: argparse.Namespace) -> int:
     return 0
 
 
+def _catalogue(extra: list[str], isolated: bool = False) -> RuleSet:
+    """Every installed rule, the rules of the current directory's [tool.e2k] config, and
+    ``extra`` (``--rules``)."""
+    from estimator2keras._config import CommandLine, Resolver
+
+    resolver = Resolver(CommandLine(rules=extra), isolated=isolated)
+    return resolver.base_settings(resolver.config_for(Path.cwd())).load()
+
+
 def _add_rules(sub) -> None:
     p = sub.add_parser("rules", help="list the rule catalogue: code, name, kind, safety, summary")
     p.add_argument("--rules", action="append", default=[], metavar="MODULE", help="also load the rules in MODULE")
+    p.add_argument("--isolated", action="store_true", help="ignore [tool.e2k] configuration")
     p.set_defaults(handler=_rules)
 
 
 def _rules(args: argparse.Namespace) -> int:
+    from estimator2keras._config import ConfigError
+
     try:
-        rules = RuleSet.load(args.rules)
-    except RuleLoadError as exc:
+        rules = _catalogue(args.rules, args.isolated)
+    except (RuleLoadError, ConfigError) as exc:
         print(f"e2k: error: {exc}", file=sys.stderr)
         return 2
-    rows = [(r.code, r.name, r.kind(), r.safety.value, r.summary) for r in rules.rules.values()]
+    rows = [(r.code, r.name, r.kind(), r.safety.value, r.summary, _origin(r)) for r in rules.rules.values()]
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in rows:
-        print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:4])) + "  " + row[4])
+        print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:4])) + "  " + row[4] + row[5])
     return 0
+
+
+def _origin(rule) -> str:
+    """Where a rule that is not built in comes from, for `e2k rules`."""
+    builtin = rule.__module__.startswith("estimator2keras.")
+    return "" if builtin else f"  [{rule.qualified_name()}]"
 
 
 def _add_explain(sub) -> None:
     p = sub.add_parser("explain", help="show one rule's documentation and an example")
     p.add_argument("code", metavar="CODE")
     p.add_argument("--rules", action="append", default=[], metavar="MODULE", help="also load the rules in MODULE")
+    p.add_argument("--isolated", action="store_true", help="ignore [tool.e2k] configuration")
     p.set_defaults(handler=_explain)
 
 
 def _explain(args: argparse.Namespace) -> int:
+    from estimator2keras._config import ConfigError
     from estimator2keras._docs import render_text
 
     try:
-        rules = RuleSet.load(args.rules)
-    except RuleLoadError as exc:
+        rules = _catalogue(args.rules, args.isolated)
+    except (RuleLoadError, ConfigError) as exc:
         print(f"e2k: error: {exc}", file=sys.stderr)
         return 2
     rule = rules.rules.get(args.code.upper())
@@ -167,6 +187,48 @@ def _explain(args: argparse.Namespace) -> int:
         return 2
     print(render_text(rule), end="")
     return 0
+
+
+def _add_test(sub) -> None:
+    p = sub.add_parser(
+        "test",
+        help="run rules' own cases and check their docs (pkg.module or pkg.module:Rule)",
+        description="Run each case of the named rules through the engine, exactly as e2k's own test suite runs "
+        "the built-in rules, and check that each rule is documented. Exit 1 when a check fails.",
+    )
+    p.add_argument("specs", nargs="+", metavar="RULES", help="pkg.module (every rule in it) or pkg.module:Rule")
+    p.add_argument("-v", "--verbose", action="store_true", help="list every check, not only failures")
+    p.set_defaults(handler=_test)
+
+
+def _test(args: argparse.Namespace) -> int:
+    from estimator2keras._config import ConfigError
+    from estimator2keras._registry import load_pack
+    from estimator2keras.testing import run_rules
+
+    try:
+        rules = _catalogue(list(args.specs))
+        under_test = []
+        for spec in args.specs:
+            found = load_pack(spec)
+            if not found:
+                raise RuleLoadError(f"{spec!r} defines no rules")
+            under_test.extend(r for r in found if r not in under_test)
+    except (RuleLoadError, ConfigError) as exc:
+        print(f"e2k: error: {exc}", file=sys.stderr)
+        return 2
+    passed = failed = 0
+    for outcome in run_rules(under_test, rules):
+        label = f"{outcome.rule.code} {outcome.rule.name}: {outcome.name}"
+        if outcome.ok:
+            passed += 1
+            if args.verbose:
+                print(f"{label} ... ok")
+        else:
+            failed += 1
+            print(f"{label} ... FAILED\n{outcome.error.rstrip()}\n")
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
 
 
 def _add_parity(sub) -> None:
@@ -185,6 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_parity(sub)
     _add_rules(sub)
     _add_explain(sub)
+    _add_test(sub)
     return parser
 
 
