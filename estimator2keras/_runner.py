@@ -16,6 +16,7 @@ from estimator2keras._config import CommandLine, Resolver, RuleSettings
 from estimator2keras._context import Finding
 from estimator2keras._engine import UNREADABLE, FileResult, rewrite_source
 from estimator2keras._files import SourceFile, atomic_write, discover
+from estimator2keras._notebook import notebook_diff, rewrite_notebook
 from estimator2keras._registry import RuleSet
 
 
@@ -86,6 +87,8 @@ def process_file(path: Path, rules: RuleSet) -> FileResult:
     except OSError as exc:
         reason = exc.strerror or str(exc)
         return FileResult(str(path), "error", b"", b"", [Finding(str(path), 1, 1, UNREADABLE, f"cannot read: {reason}", "error")])
+    if path.suffix == ".ipynb":
+        return rewrite_notebook(data, str(path), rules)
     return rewrite_source(data, str(path), rules)
 
 
@@ -190,6 +193,8 @@ def _write(result: FileResult, source: SourceFile, options: RewriteOptions, summ
 
 # -- output ------------------------------------------------------------------------------
 def unified_diff(result: FileResult) -> str:
+    if result.path.endswith(".ipynb"):
+        return notebook_diff(result)
     old = result.original.decode("utf-8", errors="replace").splitlines(keepends=True)
     new = result.new.decode("utf-8", errors="replace").splitlines(keepends=True)
     return "".join(difflib.unified_diff(old, new, f"a/{result.path}", f"b/{result.path}"))

@@ -25,7 +25,7 @@ def test_rule_is_documented(rule):
     assert check_docs(rule) == []
 
 
-@pytest.mark.parametrize("rule", [r for r in ALL_RULES if r.code not in ("E2K900", "E2K903")], ids=lambda r: r.code)
+@pytest.mark.parametrize("rule", [r for r in ALL_RULES if r.code not in ("E2K900", "E2K903", "E2K904")], ids=lambda r: r.code)
 def test_rule_has_cases(rule):
     assert rule.cases, "every rule carries at least one case"
     if not issubclass(rule, Diagnostic):
