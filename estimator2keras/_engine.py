@@ -81,7 +81,7 @@ def rewrite_source(source: bytes, path: str, rules: RuleSet, keywords: tuple[byt
             if rule is not None:
                 ctx.discard_suppressed_edits()
             module = ctx.finish_pass(result)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # a user's rule may even call sys.exit()
             where = traceback.extract_tb(exc.__traceback__)[-1]
             message = f"{_blame(exc, code)} raised {type(exc).__name__}: {exc} ({where.filename}:{where.lineno})"
             return _error(path, source, 1, 1, RULE_FAILED, message)

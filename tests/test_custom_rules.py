@@ -49,6 +49,17 @@ class ExplodesInPlan(UnitRule):
         raise KeyError("no such thing")
 
 
+class Exits(ModuleRule):
+    __doc__ = DOCS
+    code = "E2K854"
+    summary = "calls sys.exit"
+
+    def transform(self, module, ctx):
+        import sys
+
+        sys.exit(3)
+
+
 class RenamesX(ModuleRule):
     __doc__ = DOCS
     code = "E2K853"
@@ -80,14 +91,14 @@ def user_rules(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
-@pytest.mark.parametrize("rule,blamed", [("E2K851", "E2K851"), ("E2K852", "E2K852")])
+@pytest.mark.parametrize("rule,blamed", [("E2K851", "E2K851"), ("E2K852", "E2K852"), ("E2K854", "E2K854")])
 def test_a_raising_user_rule_is_reported_per_file_and_the_run_goes_on(tmp_path, user_rules, capsys, jobs, rule, blamed):
     tree = tmp_path / "tree"
     tree.mkdir()
     for i in range(3):
         shutil.copy(CANONICAL, tree / f"train{i}.py")
     (tree / "plain.py").write_text("x = 1\n")
-    ignored = {"E2K851", "E2K852"} - {rule}
+    ignored = {"E2K851", "E2K852", "E2K854"} - {rule}
     argv = ["rewrite", "--isolated", "--rules", user_rules, "--ignore", ",".join([*ignored, "E2K853"]), "-j", jobs, str(tree)]
     assert main(argv) == 2
     out = capsys.readouterr().out

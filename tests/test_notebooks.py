@@ -8,12 +8,13 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from conftest import FIXTURES
+from conftest import FIXTURES, REPO
 from estimator2keras._notebook import rewrite_notebook
 from estimator2keras.cli import main
 
 CANONICAL = (FIXTURES / "seed_mirrored_linear" / "before.py").read_text()
 SARIF_SCHEMA = json.loads((Path(__file__).parent / "data" / "sarif-schema-2.1.0.json").read_text())
+REPORT_SCHEMA = json.loads((REPO / "docs" / "report.schema.json").read_text())
 
 
 def code_cell(text: str, outputs=(), as_string: bool = False) -> dict:
@@ -159,5 +160,9 @@ def test_cli_finds_notebooks_diffs_them_by_cell_and_sarif_points_into_the_file(t
     result = next(r for r in log["runs"][0]["results"] if r["ruleId"] == "E2K001")
     line = result["locations"][0]["physicalLocation"]["region"]["startLine"]
     assert "estimator = tf1.estimator.Estimator(" in (tmp_path / "train.ipynb").read_text().splitlines()[line - 1]
+    assert main(["rewrite", "--check", "-j", "1", "--format", "json", "."]) == 1
+    report = json.loads(capsys.readouterr().out)
+    jsonschema.Draft202012Validator(REPORT_SCHEMA).validate(report)
+    assert {f["cell"] for f in report["files"][0]["findings"]} == {3, 4, 6}
     assert main(["rewrite", "-j", "1", "--quiet", "."]) == 1
     assert main(["rewrite", "--check", "-j", "1", "--quiet", "."]) == 0

@@ -12,13 +12,15 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from conftest import FIXTURES
+from conftest import FIXTURES, REPO
 from estimator2keras._progress import Progress
 from estimator2keras.cli import main
 
 CANONICAL = FIXTURES / "seed_mirrored_linear" / "before.py"
 #: The official schema (OASIS SARIF 2.1.0 errata01); vendored: tests run without network.
 SARIF_SCHEMA = json.loads((Path(__file__).parent / "data" / "sarif-schema-2.1.0.json").read_text())
+#: The JSON report's own schema, published for users' scripts.
+REPORT_SCHEMA = json.loads((REPO / "docs" / "report.schema.json").read_text())
 
 
 @pytest.fixture
@@ -39,6 +41,7 @@ def test_json_on_stdout_is_the_report_document(tree, tmp_path_factory, capsys):
     assert main(["rewrite", "--check", "-j", "1", "--format", "json", str(tree)]) == 2
     out = capsys.readouterr().out
     on_stdout, in_file = json.loads(out), json.loads(report.read_text())
+    jsonschema.Draft202012Validator(REPORT_SCHEMA).validate(in_file)
     for document in (on_stdout, in_file):
         document["summary"].pop("seconds")
     assert on_stdout == in_file
