@@ -24,7 +24,7 @@ from estimator2keras._rule import CODE_PATTERN, Case, Diagnostic, ExpressionRule
 
 PREAMBLE = "import tensorflow as tf\nimport tensorflow.compat.v1 as tf1\n"
 
-__all__ = ["CaseFailure", "case_id", "case_params", "check_case", "check_docs", "run_rules"]
+__all__ = ["CaseFailure", "case_id", "case_params", "check_case", "check_docs", "is_program_case", "run_rules"]
 
 
 class CaseFailure(AssertionError):
@@ -42,6 +42,11 @@ def _diff(expected: str, actual: str) -> str:
     return "".join(lines)
 
 
+def is_program_case(rule: type[Rule], case: Case) -> bool:
+    """Whole-program cases (any rule may have them); an expression rule's one-liners are not."""
+    return not issubclass(rule, ExpressionRule) or "\n" in case.before
+
+
 def _rules_with(rule: type[Rule], rules: RuleSet | None) -> RuleSet:
     rules = rules or RuleSet.load()
     if rules.rules.get(rule.code) is not rule:
@@ -52,17 +57,18 @@ def _rules_with(rule: type[Rule], rules: RuleSet | None) -> RuleSet:
 def check_case(rule: type[Rule], case: Case, rules: RuleSet | None = None) -> None:
     """Raise ``CaseFailure`` unless ``case`` holds for ``rule``.
 
-    A module, unit or diagnostic rule's case is a whole program run through the full engine
-    with ``rules`` (default: every installed rule, plus ``rule``): the output must be
-    ``case.after`` exactly (or the input, when ``after`` is None), the leftovers reported
-    must be ``case.findings``, a changing case must report the rule's own code, and a second
-    rewrite must change nothing. An expression rule's case converts one expression.
+    A program case (every case of a module, unit or diagnostic rule; an expression rule's
+    multi-line ones) is a whole program run through the full engine with ``rules`` (default:
+    every installed rule, plus ``rule``): the output must be ``case.after`` exactly (or the
+    input, when ``after`` is None), the leftovers reported must be ``case.findings``, a
+    changing case must report the rule's own code, and a second rewrite must change nothing.
+    An expression rule's one-line case converts one expression.
     """
     rules = _rules_with(rule, rules)
-    if issubclass(rule, ExpressionRule):
-        _check_expression_case(rule, case, rules)
-    else:
+    if is_program_case(rule, case):
         _check_program_case(rule, case, rules)
+    else:
+        _check_expression_case(rule, case, rules)
 
 
 def _check_program_case(rule: type[Rule], case: Case, rules: RuleSet) -> None:
@@ -87,17 +93,18 @@ def _check_program_case(rule: type[Rule], case: Case, rules: RuleSet) -> None:
 
 def convert_expression(rule: type[ExpressionRule], source: str, rules: RuleSet):
     """What ``rule`` makes of the expression ``source`` (with ``tf`` and ``tf1`` imported)."""
+    from estimator2keras import _modelfn
     from estimator2keras._context import RewriteContext
-    from estimator2keras._modelfn import LayerCall, LossConversion
 
     ctx = RewriteContext("case.py", rules)
     module = ctx.begin_pass(cst.parse_module(f"{PREAMBLE}_ = {source}\n"), rule.code)
     call = module.body[-1].body[0].value
     result = rule().convert(call, ctx, "tf")
-    if isinstance(result, LossConversion):
-        return result.keras_loss
-    if isinstance(result, LayerCall):
-        return result.constructor
+    # What the model_fn converter gets back from each role, and the Keras expression in it.
+    for kind, attribute in (("LossConversion", "keras_loss"), ("LayerCall", "constructor"), ("ScheduleConversion", "keras_schedule")):
+        cls = getattr(_modelfn, kind, None)
+        if cls is not None and isinstance(result, cls):
+            return getattr(result, attribute)
     return result
 
 

@@ -5,17 +5,21 @@ import pytest
 
 from estimator2keras._registry import RuleSet
 from estimator2keras._rule import Diagnostic, ExpressionRule
-from estimator2keras.testing import case_params, check_case, check_docs
+from estimator2keras.testing import case_params, check_case, check_docs, is_program_case
 
 ALL_RULES = list(RuleSet.load().rules.values())
 
 
-@pytest.mark.parametrize("rule,case", case_params(r for r in ALL_RULES if not issubclass(r, ExpressionRule)))
+def _cases(program: bool):
+    return [param for param in case_params(ALL_RULES) if is_program_case(*param.values) == program]
+
+
+@pytest.mark.parametrize("rule,case", _cases(program=True))
 def test_program_case(rule, case, rules):
     check_case(rule, case, rules)
 
 
-@pytest.mark.parametrize("rule,case", case_params(r for r in ALL_RULES if issubclass(r, ExpressionRule)))
+@pytest.mark.parametrize("rule,case", _cases(program=False))
 def test_expression_case(rule, case, rules):
     check_case(rule, case, rules)
 
