@@ -51,6 +51,17 @@ class Edits:
         """The statements replaced or removed so far."""
         return self._statements.keys()
 
+    def discard(self, drop) -> int:
+        """Forget the replacements of the nodes and statements for which ``drop(node)`` is
+        true (code marked ``# e2k: ignore``); returns how many were dropped."""
+        nodes = [n for n in self._nodes if drop(n)]
+        statements = [s for s in self._statements if drop(s)]
+        for node in nodes:
+            del self._nodes[node]
+        for statement in statements:
+            del self._statements[statement]
+        return len(nodes) + len(statements)
+
     def is_replaced(self, statement: cst.BaseStatement) -> bool:
         return statement in self._statements
 

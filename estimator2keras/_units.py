@@ -18,6 +18,7 @@ from libcst.metadata import Assignment, GlobalScope
 from estimator2keras import _emit
 from estimator2keras._context import RewriteContext, iter_calls
 from estimator2keras._rule import Unsupported, UnitRule
+from estimator2keras._suppress import check_unit
 
 if TYPE_CHECKING:
     pass
@@ -394,6 +395,8 @@ class ConversionPlan:
 
     def leftover(self, node: cst.CSTNode, code: str, message: str) -> None:
         """Converted around, but this part needs a human: marked in the file and reported."""
+        if self.ctx.is_suppressed(node, code):
+            return  # `# e2k: ignore`: the human has looked
         self._leftovers.append((node, code, message))
 
     def register_input_fn(self, input_fn: InputFn) -> None:
@@ -434,6 +437,14 @@ class ConversionPlan:
         self.remove_statement(binding.statement)
 
     # -- the engine's side ----------------------------------------------------------------
+    def changes(self) -> list[tuple[cst.CSTNode, str | None]]:
+        """What committing would change: (node, code) for each conversion reported, and
+        (node, None) for each original node or statement replaced or removed."""
+        replaced: list[cst.CSTNode] = [self.unit.statement, *self._subst, *self._statements]
+        if self.unit.config_binding is not None:
+            replaced.append(self.unit.config_binding.statement)
+        return [(node, code) for node, code, _ in self._fixed] + [(node, None) for node in replaced]
+
     def _model_var_name(self) -> str:
         unit = self.unit
         if unit.var == "model":
@@ -560,6 +571,8 @@ def convert_units(ctx: RewriteContext) -> None:
         if isinstance(found, Unsupported):
             ctx.mark(found.node, found.reason, found.code)
             continue
+        if ctx.is_suppressed(found.call, found.owner.code):
+            continue  # `# e2k: ignore` on the Estimator: the whole unit stays as it is
         reported = len(ctx.findings)
         try:
             plan = ConversionPlan(found, ctx)
@@ -576,6 +589,7 @@ def convert_units(ctx: RewriteContext) -> None:
                     exc.code = exc.code or rule.code
                     raise
             plan.finish()
+            check_unit(plan, ctx)
             plan.commit()
         except Unsupported as exc:
             del ctx.findings[reported:]
