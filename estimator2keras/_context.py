@@ -123,6 +123,10 @@ class RewriteContext:
         self._wrapper, self._metadata, self.edits = None, {}, None
         return out
 
+    def abandon_pass(self) -> None:
+        """Drop the current pass's edits (a rule refused the file); the tree stays as it was."""
+        self._wrapper, self._metadata, self.edits = None, {}, None
+
     @property
     def module(self) -> cst.Module:
         assert self._wrapper is not None, "only valid during a pass"

@@ -188,8 +188,34 @@ def _is_docstring(statement: cst.BaseStatement) -> bool:
 
 
 def _after_import_block(body: Sequence[cst.BaseStatement]) -> int:
-    """Index just past the first run of imports (after a docstring), or after the docstring."""
+    """Where module-level set-up goes: right after the statement that imports TensorFlow
+    (it must run after that import and before any TensorFlow op); without one, after the
+    first run of imports (where an added ``import tensorflow`` goes), after a docstring."""
+    for index, statement in enumerate(body):
+        if _is_import(statement) and _imports_tensorflow(statement):
+            while index + 1 < len(body) and _is_import(body[index + 1]):
+                index += 1  # keep the import block together
+            return index + 1
     index = 1 if body and _is_docstring(body[0]) else 0
     while index < len(body) and _is_import(body[index]):
         index += 1
     return index
+
+
+def _imports_tensorflow(statement: cst.SimpleStatementLine) -> bool:
+    for small in statement.body:
+        if isinstance(small, cst.Import):
+            if any(_dotted(a.name).split(".")[0] == "tensorflow" for a in small.names):
+                return True
+        elif isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative:
+            if _dotted(small.module).split(".")[0] == "tensorflow":
+                return True
+    return False
+
+
+def _dotted(node: cst.BaseExpression) -> str:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return f"{_dotted(node.value)}.{node.attr.value}"
+    return ""

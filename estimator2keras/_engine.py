@@ -14,6 +14,7 @@ import libcst as cst
 
 from estimator2keras._context import Finding, RewriteContext
 from estimator2keras._registry import RuleSet
+from estimator2keras._rule import Unsupported
 from estimator2keras._suppress import Suppressions
 from estimator2keras._units import convert_units
 
@@ -81,6 +82,11 @@ def rewrite_source(source: bytes, path: str, rules: RuleSet, keywords: tuple[byt
             if rule is not None:
                 ctx.discard_suppressed_edits()
             module = ctx.finish_pass(result)
+        except Unsupported as exc:
+            # A module rule's whole-file refusal: its pass changes nothing, the rest goes on.
+            line, col = ctx.position(exc.node) if exc.node is not None else (1, 1)
+            ctx.abandon_pass()
+            ctx.findings.append(Finding(path, line, col, exc.code or code, exc.reason, "manual"))
         except (Exception, SystemExit) as exc:  # a user's rule may even call sys.exit()
             where = traceback.extract_tb(exc.__traceback__)[-1]
             message = f"{_blame(exc, code)} raised {type(exc).__name__}: {exc} ({where.filename}:{where.lineno})"
