@@ -26,7 +26,7 @@ from estimator2keras.parity._compare import (
     step_count_hints,
 )
 from estimator2keras.parity._report import render_text, variable_tables_text, visible_step_rows, write_json, write_plot
-from estimator2keras.parity._result import SideInfo, allclose
+from estimator2keras.parity._result import allclose
 from estimator2keras.parity._runner import SideRun, child_environment, failure, resolve_python
 
 PARITY_DIR = Path(parity.__file__).resolve().parent
