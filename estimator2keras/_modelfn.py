@@ -114,9 +114,18 @@ class ScheduleConversion:
 class Derived:
     """How a metric's ``predictions`` relate to the model output: ``"output"`` itself,
     ``"argmax"`` (class ids), ``"sigmoid"`` / ``"softmax"`` (probabilities), ``"positive"``
-    (``sigmoid(output) > 0.5``, that is ``output > 0``)."""
+    (``sigmoid(output) > 0.5``, that is ``output > 0``: the output is logits), ``"rounded"``
+    (``round(output)`` or ``output > 0.5``: the output is a probability)."""
 
     kind: str
+
+
+@dataclass
+class MetricConversion:
+    """A Keras metric, and module-level definitions it needs (a small metric class)."""
+
+    metric: cst.BaseExpression
+    definitions: list[cst.BaseStatement] = field(default_factory=list)
 
 
 @dataclass
@@ -174,6 +183,8 @@ class _Converter:
         #: metrics, PREDICT for predictions).
         self.mode = TRAIN
         self.mode_smalls: dict[str, set] = {}
+        #: Module-level definitions the Keras code needs (metric classes), in order.
+        self.definitions: list[cst.BaseStatement] = []
 
     # -- helpers ----------------------------------------------------------------------------
     def refuse(self, node: cst.CSTNode, reason: str):
@@ -692,6 +703,8 @@ class _Converter:
                     return Derived("softmax")
                 if path in ("round", "math.round") and inner == Derived("sigmoid"):
                     return Derived("positive")
+                if path in ("round", "math.round") and inner == Derived("output"):
+                    return Derived("rounded")
                 if path in ("greater", "math.greater") and len(expr.args) == 2:
                     return self._threshold(inner, expr.args[1].value)
                 return None
@@ -727,6 +740,8 @@ class _Converter:
         number = float(value.value) if isinstance(value, (cst.Integer, cst.Float)) else None
         if inner == Derived("output") and number == 0.0 or inner == Derived("sigmoid") and number == 0.5:
             return Derived("positive")
+        if inner == Derived("output") and number == 0.5:
+            return Derived("rounded")  # the model outputs probabilities
         return None
 
     def _axis_is_last(self, call: cst.Call) -> bool:
@@ -766,7 +781,13 @@ class _Converter:
                 self.leftover(element, f"eval metric {key!r} is not a tf.metrics call e2k converts; add it to compile(metrics=...) by hand", "E2K202")
                 continue
             try:
-                metrics.append(self.translate("metric", value, key, lambda e, _at=value_at: self.derive(e, _at)))
+                metric = self.translate("metric", value, key, lambda e, _at=value_at: self.derive(e, _at))
+                if isinstance(metric, MetricConversion):
+                    for definition in metric.definitions:
+                        if not any(definition.deep_equals(known) for known in self.definitions):
+                            self.definitions.append(definition)
+                    metric = metric.metric
+                metrics.append(metric)
             except Unsupported as exc:
                 self.leftover(element, f"eval metric {key!r} is not converted: {exc.reason}", exc.code or "E2K202")
         return metrics
@@ -876,6 +897,7 @@ class _Converter:
             model = _emit.statement(f"model = {class_name}({args})")
         builder, takes_params = self.builder(name, model, builder_defs, optimizer, loss, metrics)
         statements.append(builder)
+        statements[:0] = self.definitions
         statements = self.carry_comments(statements, forward if sequential is not None else [])
         return ModelConversion(name, statements, takes_params or takes_params_model)
 
@@ -1315,4 +1337,7 @@ def _snake(name: str) -> str:
     return re.sub(r"(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower().replace("2_d", "2d").replace("1_d", "1d").replace("3_d", "3d")
 
 
-__all__ = ["Derived", "LayerCall", "LossConversion", "ModelConversion", "ScheduleConversion", "convert_model_fn"]
+__all__ = [
+    "Derived", "LayerCall", "LossConversion", "MetricConversion", "ModelConversion", "ScheduleConversion",
+    "convert_model_fn",
+]

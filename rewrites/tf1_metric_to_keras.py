@@ -3,7 +3,7 @@ from __future__ import annotations
 import libcst as cst
 
 from estimator2keras import _emit
-from estimator2keras._modelfn import Derived
+from estimator2keras._modelfn import Derived, MetricConversion
 from estimator2keras._rule import Case, ExpressionRule, Safety, Unsupported
 from estimator2keras._translate import bind
 
@@ -23,6 +23,9 @@ TABLE = {
     ("metrics.accuracy", "argmax"): ("SparseCategoricalAccuracy", {}),
     ("metrics.accuracy", "positive"): ("BinaryAccuracy", {"threshold": "0.0"}),
     ("metrics.accuracy", "output"): ("Accuracy", {}),
+    ("metrics.accuracy", "rounded"): ("BinaryAccuracy", {}),
+    ("metrics.precision", "rounded"): ("Precision", {"thresholds": "0.5"}),
+    ("metrics.recall", "rounded"): ("Recall", {"thresholds": "0.5"}),
     ("metrics.mean_squared_error", "output"): ("MeanSquaredError", {}),
     ("metrics.root_mean_squared_error", "output"): ("RootMeanSquaredError", {}),
     ("metrics.mean_absolute_error", "output"): ("MeanAbsoluteError", {}),
@@ -47,6 +50,8 @@ class Tf1MetricToKeras(ExpressionRule):
     | `mean_squared_error`, `root_mean_squared_error`, `mean_absolute_error` | the output | `MeanSquaredError`, `RootMeanSquaredError`, `MeanAbsoluteError` |
     | `auc` | `tf.sigmoid(logits)` | `AUC(name=..., from_logits=True)` |
     | `auc` | the output (probabilities) | `AUC(name=...)` |
+    | `accuracy`, `precision`, `recall` | `tf.round(probabilities)`, `probabilities > 0.5` | `BinaryAccuracy`, `Precision(thresholds=0.5)`, `Recall(thresholds=0.5)` |
+    | `precision`, `recall` | `tf.round(tf.sigmoid(logits))` | `PrecisionOfLogits`, `RecallOfLogits`: Keras's classes fed `sigmoid(y_pred)`, emitted once beside the model |
 
     ## Why
     `tf.metrics` is gone in TF2; dashboards and scripts read the Estimator's metric names,
@@ -60,9 +65,8 @@ class Tf1MetricToKeras(ExpressionRule):
     `trapezoidal` PR-AUC has no Keras equivalent and is left for a human.
 
     ## Limitations
-    `weights=`, `precision` / `recall` on logits (Keras's thresholds must be probabilities),
-    `tf.metrics.mean` of arbitrary values, and metrics on transformed labels are left for a
-    human: the model converts, and the metric is marked (E2K202) with what to add.
+    `weights=`, `tf.metrics.mean` of arbitrary values, and metrics on transformed labels are
+    left for a human: the model converts, and the metric is marked (E2K202) with what to add.
 
     ## References
     - https://www.tensorflow.org/guide/migrate/metrics_optimizers
@@ -137,9 +141,11 @@ print(model.evaluate(input_fn(), return_dict=True)["accuracy"])
             raise Unsupported("the metric's labels are not the model_fn's `labels`")
         derived: Derived | None = derive(predictions.value)
         kind = derived.kind if derived else None
+        if path in ON_LOGITS and kind == "positive":
+            keras_class, definition = ON_LOGITS[path]
+            metric = _emit.expr('{cls}(name={name}, thresholds=0.5)', cls=keras_class, name=_quote(name))
+            return MetricConversion(metric, [_emit.statement(definition.format(tf=tf))])
         if (path, kind) not in TABLE:
-            if path in ("metrics.precision", "metrics.recall") and kind == "positive":
-                raise Unsupported("Keras precision/recall threshold probabilities, and this model outputs logits")
             raise Unsupported("its predictions are not computed from the model output in a way e2k maps")
         keras, extra = TABLE[(path, kind)]
         args = [_emit.keyword_arg("name", cst.SimpleString(_quote(name)))]
@@ -148,6 +154,25 @@ print(model.evaluate(input_fn(), return_dict=True)["accuracy"])
             args += _auc_arguments(bound)
         return cst.Call(_emit.expr("{tf}.keras.metrics.{k}", tf=tf, k=keras), args=_emit.call_args(args))
 
+
+#: Precision and recall of `round(sigmoid(logits))`: Keras's classes threshold probabilities
+#: (and refuse thresholds outside [0, 1]), so they are fed the sigmoid of the logits.
+ON_LOGITS = {
+    "metrics.precision": ("PrecisionOfLogits", """
+class PrecisionOfLogits({tf}.keras.metrics.Precision):
+    \"\"\"Precision of sigmoid(logits) > 0.5, as tf.metrics.precision counted it.\"\"\"
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        return super().update_state(y_true, {tf}.sigmoid(y_pred), sample_weight)
+"""),
+    "metrics.recall": ("RecallOfLogits", """
+class RecallOfLogits({tf}.keras.metrics.Recall):
+    \"\"\"Recall of sigmoid(logits) > 0.5, as tf.metrics.recall counted it.\"\"\"
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        return super().update_state(y_true, {tf}.sigmoid(y_pred), sample_weight)
+"""),
+}
 
 #: TF1 AUC summation -> Keras's, per curve. For ROC, Keras's "interpolation" averages adjacent
 #: heights: TF1's "trapezoidal". For PR, Keras's "interpolation" is TF1's "careful_interpolation".
