@@ -171,6 +171,14 @@ def test_one_extra_step_is_explained_by_the_dropped_last_round():
     assert any("drops a last round" in hint for hint in result.hints)
 
 
+def test_a_program_without_a_strategy_is_noted():
+    result = compare(_side([1.0], replicas=1), _side([1.0], replicas=1, reduction=None), _weights(), _weights(),
+                     Tolerance(), legacy_info=side_info(_side([1.0], replicas=1), "l", "p", None),
+                     migrated_info=side_info(_side([1.0], replicas=1), "m", "p", None), settings={"replicas": 2})
+    assert result.passed
+    assert sum("ran on 1 replica although 2 were asked for" in note for note in result.notes) == 2
+
+
 def test_different_replica_counts_are_pointed_out():
     legacy = side_info(_side([1.0] * 4), "l", "p", None)
     migrated = side_info(_side([1.0] * 8, replicas=1), "m", "p", None)

@@ -239,6 +239,12 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
     metrics = compare_metrics(final_evaluation(legacy), final_evaluation(migrated), final_rtol, final_atol)
 
     notes = [reduction_note] if reduction_note else []
+    asked = int(settings.get("replicas") or 1)
+    for label, info in (("legacy", legacy_info), ("migrated", migrated_info)):
+        if asked > 1 and (info.replicas or 1) == 1:
+            # the harness never adds a strategy: it would change what an input_fn's batch means
+            notes.append(f"the {label} program ran on 1 replica although {asked} were asked for: it creates no "
+                         "MirroredStrategy (or trains outside its scope)")
     mismatched_initial = [
         i for i in range(paired)
         if not np.array_equal(np.asarray(legacy_weights.get(f"initial_{i}")),
