@@ -311,6 +311,12 @@ class _Converter:
                 values = [e.value for e in small.value.elements]
                 if len(names) == len(values) and all(isinstance(n, cst.Name) for n in names) and all(_is_none(v) for v in values):
                     return [(n.value, v) for n, v in zip(names, values)]
+            if len(targets) == 1 and isinstance(targets[0], (cst.Tuple, cst.List)):
+                names = [e.value for e in targets[0].elements]
+                if all(isinstance(n, cst.Name) for n in names):
+                    # `a, b = f(...)`: each name is bound by the whole call; readers of the
+                    # gradient idioms look at which position a name takes (see _unpacked).
+                    return [(n.value, small.value) for n in names if n.value != "_"]
             self.refuse(small, "an assignment to several names is not converted yet")
         self.refuse(small, f"a `{type(small).__name__}` statement in the model_fn is not converted")
 
@@ -588,8 +594,10 @@ class _Converter:
                 self.refuse(train_op, "the train_op is not computed in the model_fn")
             self.consumed.add(d.small)
             minimize, at = d.value, d.index
+        if isinstance(minimize, cst.Call) and isinstance(minimize.func, cst.Attribute) and minimize.func.attr.value == "apply_gradients":
+            return self.read_apply_gradients(minimize, loss_expr, at)
         if not (isinstance(minimize, cst.Call) and isinstance(minimize.func, cst.Attribute) and minimize.func.attr.value == "minimize"):
-            self.refuse(minimize, "the train_op is not `optimizer.minimize(loss)` (gradient code is not converted yet)")
+            self.refuse(minimize, "the train_op is not `optimizer.minimize(loss)` nor a clipped `apply_gradients`")
         from estimator2keras._units import bind_arguments
 
         args = {k: a.value for k, a in bind_arguments(minimize, ("loss", "global_step", "var_list")).items()}
@@ -611,6 +619,103 @@ class _Converter:
             self.refuse(receiver, "the optimizer is not a tf.train optimizer e2k converts")
         self.check_momentum_schedule(receiver, at)
         return self.translate("optimizer", receiver), self.builder_slice([], at, extra=[receiver])
+
+    # -- gradient clipping ---------------------------------------------------------------------
+    def read_apply_gradients(self, apply: cst.Call, loss_expr: cst.BaseExpression, at: int):
+        """``optimizer.apply_gradients(<clipped compute_gradients(loss)>, global_step)``: the
+        Keras optimizer with ``global_clipnorm`` / ``clipnorm`` / ``clipvalue``."""
+        from estimator2keras._units import bind_arguments
+
+        if not self.ctx.enabled("E2K103"):
+            self.refuse(apply, "gradient clipping is converted by E2K103, which is disabled")
+        args = {k: a.value for k, a in bind_arguments(apply, ("grads_and_vars", "global_step", "name")).items()}
+        step = args.get("global_step")
+        if step is not None and not self.is_global_step(step, at):
+            self.refuse(step, "`apply_gradients(global_step=...)` is not the global step")
+        receiver = apply.func.value
+        if not isinstance(receiver, cst.Name):
+            self.refuse(apply, "apply_gradients is not called on an optimizer variable")
+        clip_keyword, clip_value, computed = self.read_clipping(args.get("grads_and_vars"), at)
+        compute = computed.value
+        if not (isinstance(compute, cst.Call) and isinstance(compute.func, cst.Attribute)
+                and compute.func.attr.value == "compute_gradients"
+                and isinstance(compute.func.value, cst.Name) and compute.func.value.value == receiver.value):
+            self.refuse(compute, "the gradients do not come from this optimizer's compute_gradients")
+        loss_args = bind_arguments(compute, ("loss", "var_list"))
+        loss = loss_args.get("loss")
+        if set(loss_args) != {"loss"} or not (isinstance(loss.value, cst.Name) and isinstance(loss_expr, cst.Name) and loss.value.value == loss_expr.value):
+            self.refuse(compute, "compute_gradients is not called on the loss alone")
+        d = self.latest_def(receiver.value, computed.index)
+        if d is None or self.role(d.value) != "optimizer":
+            self.refuse(receiver, "the optimizer is not a tf.train optimizer e2k converts")
+        self.clipping = (clip_keyword, clip_value)
+        if self.plan is not None and self.plan.unit.config_value("train_distribute") is not None:
+            self.leftover(
+                apply,
+                "TF1 clipped each replica's gradients before summing them; Keras clips the summed gradient: on "
+                "several replicas the steps differ whenever clipping triggers; check with e2k parity",
+                "E2K103",
+            )
+        elif self.plan is not None:
+            self.plan.fixed(apply, "E2K103", f"gradient clipping -> {clip_keyword}=")
+        return cst.Name(receiver.value), self.builder_slice([d], at)
+
+    def read_clipping(self, grads_and_vars, at: int):
+        """(Keras keyword, threshold, the compute_gradients assignment) of a clipping idiom."""
+        if grads_and_vars is None:
+            self.refuse(self.fn, "apply_gradients has no gradients")
+        # A: gradients, variables = zip(*opt.compute_gradients(loss))
+        #    gradients, _ = tf.clip_by_global_norm(gradients, c)
+        #    opt.apply_gradients(zip(gradients, variables))
+        if isinstance(grads_and_vars, cst.Call) and _emit.code(grads_and_vars.func) == "zip" and len(grads_and_vars.args) == 2:
+            grads, variables = (a.value for a in grads_and_vars.args)
+            clipped = self.latest_def(grads.value, at) if isinstance(grads, cst.Name) else None
+            if clipped is None or self.ctx.call_api_path(clipped.value) != "clip_by_global_norm" or _unpacked(clipped, grads.value) != 0:
+                self.refuse(grads_and_vars, "these gradients are not clipped with tf.clip_by_global_norm")
+            raw = clipped.value.args[0].value
+            computed = self.latest_def(raw.value, clipped.index) if isinstance(raw, cst.Name) else None
+            if computed is None or not _is_zip_star(computed.value) or _unpacked(computed, raw.value) != 0:
+                self.refuse(raw, "the clipped gradients do not come from zip(*optimizer.compute_gradients(loss))")
+            if not (isinstance(variables, cst.Name) and _unpacked(self.latest_def(variables.value, at), variables.value) == 1):
+                self.refuse(variables, "the variables are not those compute_gradients returned")
+            self.consumed.update({clipped.small, computed.small})
+            inner = computed.value.args[0].value
+            return "global_clipnorm", clipped.value.args[1].value, _Def(computed.index, "", computed.small, inner, computed.line)
+        # B: capped = [(tf.clip_by_norm(g, c), v) for g, v in opt.compute_gradients(loss)]
+        if isinstance(grads_and_vars, cst.Name):
+            d = self.latest_def(grads_and_vars.value, at)
+            if d is not None and isinstance(d.value, cst.ListComp):
+                keyword, value, source = self._clipped_comprehension(d.value)
+                self.consumed.add(d.small)
+                if isinstance(source, cst.Name):
+                    computed = self.latest_def(source.value, d.index)
+                    if computed is None:
+                        self.refuse(source, "the gradients are not computed in the model_fn")
+                    self.consumed.add(computed.small)
+                    return keyword, value, computed
+                return keyword, value, _Def(d.index, "", d.small, source, d.line)
+        self.refuse(grads_and_vars, "these gradients are not a clipping idiom e2k converts")
+
+    def _clipped_comprehension(self, comp: cst.ListComp):
+        element, loop = comp.elt, comp.for_in
+        if loop.inner_for_in is not None or not isinstance(element, cst.Tuple) or len(element.elements) != 2:
+            self.refuse(comp, "this gradient comprehension is not a clipping idiom e2k converts")
+        for condition in loop.ifs:
+            if not _emit.code(condition.test).endswith("is not None"):
+                self.refuse(condition, "this gradient filter is not converted")
+        names = [e.value.value for e in loop.target.elements] if isinstance(loop.target, cst.Tuple) else []
+        clip, var = (e.value for e in element.elements)
+        path = self.ctx.call_api_path(clip) if isinstance(clip, cst.Call) else None
+        if len(names) != 2 or not (isinstance(var, cst.Name) and var.value == names[1]) or path is None:
+            self.refuse(comp, "this gradient comprehension is not a clipping idiom e2k converts")
+        args = [a.value for a in clip.args]
+        if not (args and isinstance(args[0], cst.Name) and args[0].value == names[0]):
+            self.refuse(clip, "the clip is not applied to the gradient")
+        if path == "clip_by_norm" and len(args) == 2:
+            return "clipnorm", args[1], loop.iter
+        if path == "clip_by_value" and len(args) == 3 and _emit.code(args[1]) == "-" + _emit.code(args[2]).lstrip("+"):
+            return "clipvalue", args[2], loop.iter
+        self.refuse(clip, "only clip_by_norm(g, c) and clip_by_value(g, -c, c) are converted")
 
     def is_global_step(self, node: cst.BaseExpression, at: int) -> bool:
         if isinstance(node, cst.Call):
@@ -1193,7 +1298,11 @@ class _Converter:
         role = self.role(value) if isinstance(value, cst.Call) else None
         if role == "optimizer":
             self.check_momentum_schedule(value, d.index)
-            return d.small.with_changes(value=self.translate("optimizer", value))
+            optimizer = self.translate("optimizer", value)
+            if getattr(self, "clipping", None) is not None:
+                keyword, threshold = self.clipping
+                optimizer = optimizer.with_changes(args=_emit.call_args([*optimizer.args, _emit.keyword_arg(keyword, threshold)]))
+            return d.small.with_changes(value=optimizer)
         if role == "schedule":
             schedule: ScheduleConversion = self.translate("schedule", value)
             if schedule.global_step is not None and not self.is_global_step(schedule.global_step, d.index):
@@ -1268,6 +1377,26 @@ def _assign_target(small) -> str | None:
 def _is_compile(small) -> bool:
     value = getattr(small, "value", None)
     return isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "compile"
+
+
+def _unpacked(d: "_Def | None", name: str) -> int | None:
+    """The position ``name`` takes in ``a, b = ...`` (None: not a tuple assignment)."""
+    if d is None or not isinstance(d.small, cst.Assign):
+        return None
+    target = d.small.targets[0].target
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return None
+    for i, element in enumerate(target.elements):
+        if isinstance(element.value, cst.Name) and element.value.value == name:
+            return i
+    return None
+
+
+def _is_zip_star(node: cst.BaseExpression) -> bool:
+    """``zip(*x)``."""
+    return (
+        isinstance(node, cst.Call) and _emit.code(node.func) == "zip" and len(node.args) == 1 and node.args[0].star == "*"
+    )
 
 
 def _is_none(node: cst.BaseExpression) -> bool:
