@@ -89,6 +89,7 @@ def builder_name(model_fn_name: str) -> str:
     lead = re.match(r"_*", model_fn_name).group(0)
     core = model_fn_name[len(lead):]
     core = re.sub(r"_?(fn|func|function)$", "", core) or "model"
+    core = re.sub(r"^(make|create|get|build)_", "", core) or "model"  # a factory's name
     if not core.endswith("model"):
         core = f"{core}_model"
     return f"{lead}build_{core}"

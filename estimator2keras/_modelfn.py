@@ -132,7 +132,8 @@ class MetricConversion:
 class ModelConversion:
     builder_name: str
     statements: list[cst.BaseStatement]
-    takes_params: bool
+    #: The builder's parameters, in order (``params`` and names bound by partial/closures).
+    arguments: list[str]
 
 
 # ---------------------------------------------------------------------------------------
@@ -164,12 +165,16 @@ class _LayerApp:
 
 
 class _Converter:
-    def __init__(self, fn: cst.FunctionDef, ctx: RewriteContext, tf: str, plan):
+    def __init__(self, fn: cst.FunctionDef, ctx: RewriteContext, tf: str, plan, extra: tuple[str, ...] = ()):
         self.fn = fn
         self.ctx = ctx
         self.tf = tf
         self.plan = plan
         self.params = [p.name.value for p in fn.params.params]
+        #: Names the model reads that are neither features nor labels: the Estimator's
+        #: `params`, and names bound by functools.partial or by a factory's closure. They
+        #: become arguments of the builder and of the model class.
+        self.arguments: tuple[str, ...] = ("params", *extra)
         self.modes: ModeAnalysis | None = None
         self.defs: list[_Def] = []
         self.def_of_small: dict[cst.BaseSmallStatement, _Def] = {}
@@ -263,7 +268,7 @@ class _Converter:
         ):
             self.refuse(fn, "a model_fn with *args, **kwargs or keyword-only parameters is not converted")
         for name in self.params:
-            if name not in MODEL_FN_PARAMS:
+            if name not in MODEL_FN_PARAMS and name not in self.arguments:
                 self.refuse(fn, f"model_fn parameter `{name}` is not one the Estimator passes")
         if "features" not in self.params:
             self.refuse(fn, "the model_fn has no `features` parameter")
@@ -404,7 +409,7 @@ class _Converter:
         pending = [(name, at) for name in self.names_read(output)]
         while pending:
             name, before = pending.pop()
-            if name.value in ("features", "params", "mode", "tf", self.tf) or name.value in self.modes.flags:
+            if name.value in ("features", "mode", "tf", self.tf) or name.value in self.arguments or name.value in self.modes.flags:
                 continue  # a mode flag is not computed by the model: it becomes `training`
             if name.value == "labels":
                 self.refuse(name, "the model's output depends on the labels")
@@ -481,7 +486,7 @@ class _Converter:
             if name.value in targets:
                 self.refuse(name, "the loop variable feeds a layer's input, which e2k does not convert")
         for name in self.names_read(loop.iter):
-            if name.value not in ("params",) and not self._is_module_name(name):
+            if name.value not in self.arguments and not self._is_module_name(name):
                 self.refuse(loop.iter, "the loop runs over a value computed in the model_fn; e2k builds its layers in __init__")
         item = app.attr
         self.attrs_taken.discard(app.attr)
@@ -573,11 +578,11 @@ class _Converter:
         return fallback or "layer"
 
     def _attr(self, hint: str) -> str:
-        if hint in KERAS_MODEL_ATTRIBUTES or hint == "params":
+        if hint in KERAS_MODEL_ATTRIBUTES or hint in self.arguments:
             hint = f"{hint}_layer"  # `self.output` is Keras's own; `self.output_layer` is ours
         name = hint
         n = 1
-        while name in self.attrs_taken or name in KERAS_MODEL_ATTRIBUTES or name == "params":
+        while name in self.attrs_taken or name in KERAS_MODEL_ATTRIBUTES or name in self.arguments:
             name = f"{hint}_{n}"
             n += 1
         self.attrs_taken.add(name)
@@ -762,7 +767,7 @@ class _Converter:
         pending = [(name, at) for root in roots for name in self.names_read(root)]
         while pending:
             name, before = pending.pop()
-            if name.value in ("features", "params", "tf", self.tf) or name.value == self.output_name:
+            if name.value in ("features", "tf", self.tf) or name.value in self.arguments or name.value == self.output_name:
                 continue
             if name.value == "labels":
                 self.refuse(name, "the predictions depend on the labels")
@@ -994,17 +999,15 @@ class _Converter:
             if self.fit(model, 1) is not model:
                 layers = _emit.vertical_list([e.value for e in sequential.elements])
                 model = _emit.statement("model = {tf}.keras.Sequential({layers})", tf=self.tf, layers=layers)
-            takes_params_model = False
         else:
-            klass, takes_params_model = self.model_class(class_name, forward, output, prediction)
+            klass, class_arguments = self.model_class(class_name, forward, output, prediction)
             statements.append(klass)
-            args = "params" if takes_params_model else ""
-            model = _emit.statement(f"model = {class_name}({args})")
-        builder, takes_params = self.builder(name, model, builder_defs, optimizer, loss, metrics)
+            model = _emit.statement(f"model = {class_name}({', '.join(class_arguments)})")
+        builder, arguments = self.builder(name, model, builder_defs, optimizer, loss, metrics)
         statements.append(builder)
         statements[:0] = self.definitions
         statements = self.carry_comments(statements, forward if sequential is not None else [])
-        return ModelConversion(name, statements, takes_params or takes_params_model)
+        return ModelConversion(name, statements, arguments)
 
     def carry_comments(self, statements: list[cst.BaseStatement], folded: list[_Def]) -> list[cst.BaseStatement]:
         """Comments of the model_fn that no emitted statement carries move along: those of
@@ -1055,20 +1058,22 @@ class _Converter:
             previous = d.name
         if not (isinstance(output, cst.Name) and output.value == previous) or not layers:
             return None
-        if self._reads_params(forward):
+        if self._call_arguments(forward):
             return None
         return cst.List(_comma_separated(layers))
 
-    def _reads_params(self, defs: list[_Def]) -> bool:
-        """Does the forward pass itself (not a layer's constructor, nor a layer loop's
-        iterable, both in __init__) read ``params``?"""
+    def _call_arguments(self, defs: list[_Def], extra: list[cst.CSTNode] = ()) -> list[str]:
+        """The argument names (``params``...) the forward pass itself reads (not a layer's
+        constructor, nor a layer loop's iterable: both are in __init__)."""
         in_init = {id(n) for app in self.layer_apps.values() if app.loop is not None for n in _walk(app.loop.iter)}
-        return any(
-            n.value == "params"
+        read = {
+            n.value
             for d in defs
             for n in self.names_read(d.value)
             if not self._inside_constructor(n) and id(n) not in in_init
-        )
+        }
+        read |= {n.value for node in extra for n in self.names_read(node)}
+        return [name for name in self.arguments if name in read]
 
     def _inside_constructor(self, node: cst.CSTNode) -> bool:
         current = self.ctx.parent(node)
@@ -1141,12 +1146,14 @@ class _Converter:
             new = self.rewrite(d.small)
             body.append(_line(new, d.line, d.small))
         body.append(_emit.statement("return {o}", o=self.rewrite(output)))
-        call_reads_params = self._reads_params(forward)
-
-        init_params = "self, params" if self._constructors_read_params() or call_reads_params else "self"
+        post = prediction[0] if prediction is not None else []
+        call_arguments = self._call_arguments([*forward, *post], [output] + ([prediction[1]] if prediction else []))
+        init_reads = self._init_arguments()
+        class_arguments = [name for name in self.arguments if name in init_reads or name in call_arguments]
+        self.call_arguments = call_arguments
         init = [_emit.statement("super().__init__()")]
-        if call_reads_params:
-            init.append(_emit.statement("self.params = params"))
+        for name in call_arguments:
+            init.append(_emit.statement(f"self.{name} = {name}"))
         for d in init_defs:
             init.append(_line(self.rewrite_init(d.small), d.line, d.small))
         created = set()
@@ -1165,7 +1172,7 @@ class _Converter:
             line = _emit.statement("self.{attr} = {ctor}", attr=app.attr, ctor=constructor)
             init.append(self.fit(line, 2))
         methods = [
-            _function("__init__", init_params, init),
+            _function("__init__", ", ".join(["self", *class_arguments]), init),
             _function("call", "self, features, training=False", body, blank_before=True),
         ]
         if prediction is not None:
@@ -1179,7 +1186,7 @@ class _Converter:
             lines.append(_emit.statement("return {v}", v=self.rewrite(value)))
             methods.append(_function("predict_step", "self, data", lines, blank_before=True))
         klass = _emit.statement(f"class {class_name}({self.tf}.keras.Model):\n    pass")
-        return klass.with_changes(body=cst.IndentedBlock(body=methods)), "params" in init_params
+        return klass.with_changes(body=cst.IndentedBlock(body=methods)), class_arguments
 
     def rewrite_loop(self, loop: cst.For) -> cst.For:
         """``for units in params[...]: net = dense(net, units)`` -> ``for dense in self.dense_layers: net = dense(net)``."""
@@ -1226,15 +1233,15 @@ class _Converter:
         call = [d for d in forward if d.index not in init or d.name in call_reads]
         return [init[i] for i in sorted(init)], call
 
-    def _constructors_read_params(self) -> bool:
-        init_defs = getattr(self, "_init_defs", [])
-        return any(
-            isinstance(n, cst.Name) and n.value == "params"
+    def _init_arguments(self) -> set[str]:
+        """The argument names the layers' constructors (and the values they read) need."""
+        nodes = [
+            part
             for app in self.layer_apps.values()
             if not app.drop
             for part in ((app.constructor, app.loop.iter) if app.loop is not None else (app.constructor,))
-            for n in _walk(part)
-        ) or any(isinstance(n, cst.Name) and n.value == "params" for d in init_defs for n in _walk(d.value))
+        ] + [d.value for d in getattr(self, "_init_defs", [])]
+        return {n.value for node in nodes for n in _walk(node) if isinstance(n, cst.Name) and n.value in self.arguments}
 
     def rewrite_init(self, node: cst.CSTNode) -> cst.CSTNode:
         """Code for __init__ (a loop's iterable): TF2 names; `params` is the argument there."""
@@ -1258,12 +1265,10 @@ class _Converter:
         compile_call = cst.Call(cst.Attribute(cst.Name("model"), cst.Name("compile")), args=_emit.call_args(compile_args))
         body.append(self.fit(_emit.statement("{c}", c=compile_call), 1))
         body.append(_emit.statement("return model"))
-        reads_params = any(
-            isinstance(n, cst.Name) and n.value == "params" for stmt in body for n in _walk(stmt)
-        )
-        params = "params" if reads_params else ""
-        fn = _emit.statement(f"def {name}({params}):\n    pass")
-        return fn.with_changes(body=cst.IndentedBlock(body=body)), reads_params
+        read = {n.value for stmt in body for n in _walk(stmt) if isinstance(n, cst.Name)}
+        arguments = [a for a in self.arguments if a in read]
+        fn = _emit.statement(f"def {name}({', '.join(arguments)}):\n    pass")
+        return fn.with_changes(body=cst.IndentedBlock(body=body)), arguments
 
     def fit(self, statement: cst.SimpleStatementLine, depth: int) -> cst.SimpleStatementLine:
         """Wrap a long emitted line, counting the depth of the model_fn itself."""
@@ -1344,8 +1349,8 @@ class _ForwardRewriter(cst.CSTTransformer):
             layer = app.item if app.loop is not None else f"self.{app.attr}"
             return cst.Call(_emit.expr(layer), args=_emit.call_args(args))
         if isinstance(original, cst.Name) and conv._is_read(original):
-            if original.value == "params":
-                return _emit.expr("self.params")
+            if original.value in getattr(conv, "call_arguments", ()):
+                return _emit.expr(f"self.{original.value}")
             if original.value == "mode":
                 conv.refuse(original, "the forward pass reads `mode` in a way e2k does not translate")
             if original.value in conv.modes.flags:
@@ -1448,17 +1453,26 @@ def class_name_for(model_fn_name: str) -> str:
     """``_model_fn`` -> ``_Model``; ``cnn_model_fn`` -> ``CnnModel``."""
     lead = re.match(r"_*", model_fn_name).group(0)
     core = re.sub(r"_?(fn|func|function)$", "", model_fn_name[len(lead):]) or "model"
+    core = re.sub(r"^(make|create|get|build)_", "", core) or "model"  # a factory's name
     if not core.endswith("model"):
         core = f"{core}_model"
     return lead + "".join(part[:1].upper() + part[1:] for part in core.split("_") if part)
 
 
-def convert_model_fn(fn: cst.FunctionDef, ctx: RewriteContext, tf: str, taken: set[str], plan=None) -> ModelConversion:
-    """Convert ``fn`` (a model_fn definition) into Keras definitions, or raise Unsupported."""
-    taken = taken - {fn.name.value}
-    name = _emit.unique_name(_emit.builder_name(fn.name.value), taken)
-    class_name = _emit.unique_name(class_name_for(fn.name.value), taken | {name})
-    return _Converter(fn, ctx, tf, plan).convert(name, class_name)
+def convert_model_fn(
+    fn: cst.FunctionDef, ctx: RewriteContext, tf: str, taken: set[str], plan=None, extra: tuple[str, ...] = (), stem: str | None = None
+) -> ModelConversion:
+    """Convert ``fn`` (a model_fn definition) into Keras definitions, or raise Unsupported.
+
+    ``extra``: names besides ``params`` that the model_fn reads and the caller binds
+    (``functools.partial`` keywords, a factory's parameters). ``stem``: the name the
+    emitted builder and class are derived from (default: the model_fn's).
+    """
+    stem = stem or fn.name.value
+    taken = taken - {fn.name.value, stem}
+    name = _emit.unique_name(_emit.builder_name(stem), taken)
+    class_name = _emit.unique_name(class_name_for(stem), taken | {name})
+    return _Converter(fn, ctx, tf, plan, extra).convert(name, class_name)
 
 
 def _snake(name: str) -> str:
