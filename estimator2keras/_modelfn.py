@@ -183,7 +183,6 @@ class _Converter:
         self.layer_objects: dict[str, _Def] = {}
         self.layer_apps: dict[cst.Call, _LayerApp] = {}
         self.layer_attr_of_object: dict[str, str] = {}
-        self.used_update_ops = False
         #: The mode whose statements name lookups see (TRAIN for the model, EVAL for
         #: metrics, PREDICT for predictions).
         self.mode = TRAIN
@@ -977,9 +976,6 @@ class _Converter:
         self.forward_smalls = {d.small for d in forward}
         self.check_beyond_catalogue([d for d in self.defs if d.small not in self.forward_smalls])
         self.read_layers(forward)
-        for d in forward:
-            if d.name in self.layer_objects and d.value is self.layer_objects[d.name].value:
-                pass
         optimizer, builder_defs = self.read_train_op(train["train_op"], train["loss"])
         self.kept.update(d.small for d in builder_defs)
         self.mode = EVAL
