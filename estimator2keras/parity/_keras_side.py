@@ -370,8 +370,6 @@ def main(request_path: str) -> int:
 
 
 def _save(state: State, result: dict, out_dir: str) -> None:
-    import numpy as np
-
     evaluations = list(state.evaluations)
     result.update(
         losses=state.losses,
