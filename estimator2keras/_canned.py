@@ -1041,9 +1041,8 @@ def _place_definitions(plan, ctx, unit, removable: list[Binding], definitions: l
         first = min((b.statement for b in module_level), key=lambda s: ctx.position(s))
     for statement in statements:
         if statement is first:
-            blank_lines = sum(1 for line in statement.leading_lines if line.comment is None)
-            spaced = [d.with_changes(leading_lines=[_emit.blank_line()] * (2 if i else max(0, 2 - blank_lines)))
-                      for i, d in enumerate(definitions)]
+            # Two blank lines above each class (the removed statement's own blank lines give way).
+            spaced = [d.with_changes(leading_lines=[_emit.blank_line()] * 2) for d in definitions]
             plan.replace_statement(statement, spaced)
         else:
             plan.remove_statement(statement)

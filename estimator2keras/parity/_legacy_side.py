@@ -48,6 +48,7 @@ class Recorder:
         self.initial = None
         self.final = None
         self.loss_reduction: str | None = None
+        self.loss_divided_by_replicas = False
         self.replicas: int | None = None
         self.strategy: str | None = None
         self.worker_devices: list[str] | None = None
@@ -118,17 +119,7 @@ def _make_hook(tf, rec: Recorder, loss_tensor):
             op = getattr(graph, "_e2k_reporting_reduce_op", None)
             if op is not None:
                 rec.loss_reduction = op
-            self._divisor = 1.0
-            if getattr(graph, "_e2k_head_divides_by_replicas", False) and op == "sum" and (rec.replicas or 1) > 1:
-                # A TF2 canned head divided its mean loss by the replicas before applying it, yet
-                # the Estimator reports the SUM of the replicas' losses: compare the mean applied.
-                self._divisor = float(rec.replicas)
-                rec.loss_reduction = "mean"
-                note = (f"the Estimator's TF2 head divided each replica's mean loss by {rec.replicas} before "
-                        f"applying it, but the Estimator reported their SUM: each step's loss is compared "
-                        f"divided by {rec.replicas} (the mean over the global batch, which Keras reports)")
-                if note not in rec.info["notes"]:
-                    rec.info["notes"].append(note)
+            rec.loss_divided_by_replicas = bool(getattr(graph, "_e2k_loss_divided_by_replicas", False))
 
         def after_create_session(self, session, coord):
             if rec.initial is None and self._reads:
@@ -138,7 +129,7 @@ def _make_hook(tf, rec: Recorder, loss_tensor):
             return tf.compat.v1.train.SessionRunArgs(loss_tensor)
 
         def after_run(self, run_context, run_values):
-            rec.losses.append(float(run_values.results) / self._divisor)
+            rec.losses.append(float(run_values.results))
             if rec.limit_reached:
                 run_context.request_stop()
 
@@ -245,47 +236,18 @@ def instrument(tf, request: dict, rec: Recorder, devices: list[str], device_kind
 
     Estimator.evaluate = evaluate
 
-    _patch_optimizers_for_state_snapshot(tf)
-    _patch_heads_for_replica_scaling(tf)
+    _patch_optimizers(tf)
 
 
-def _patch_heads_for_replica_scaling(tf) -> None:
-    """Remember when a TF2 canned head divides its loss by the number of replicas.
-
-    ``base_head.create_estimator_spec_train_op`` (and the wide & deep ``_train_op_fn`` it
-    calls) scale a SUM_OVER_BATCH_SIZE loss by 1/replicas before a Keras optimizer applies
-    it, while the Estimator reports the replicas' unscaled losses summed.
-    """
-    try:
-        from tensorflow_estimator.python.estimator.head import base_head
-    except ImportError:  # pragma: no cover - tensorflow-estimator without TF2 heads
-        return
-    original = base_head.create_estimator_spec_train_op
-    signature = inspect.signature(original)
-
-    def create_estimator_spec_train_op(*args, **kwargs):
-        bound = signature.bind(*args, **kwargs)
-        bound.apply_defaults()
-        arguments = bound.arguments
-        train_op_fn = arguments.get("train_op_fn")
-        scales = arguments.get("optimizer") is not None or (
-            train_op_fn is not None and "_dnn_linear_combined_model_fn_v2" in getattr(train_op_fn, "__qualname__", ""))
-        if scales and arguments.get("loss_reduction") == tf.losses.Reduction.SUM_OVER_BATCH_SIZE:
-            tf.compat.v1.get_default_graph()._e2k_head_divides_by_replicas = True
-        return original(*args, **kwargs)
-
-    base_head.create_estimator_spec_train_op = create_estimator_spec_train_op
-
-
-def _patch_optimizers_for_state_snapshot(tf) -> None:
-    """Remember the graph's variables when an optimizer is first applied (see _model_variables)."""
+def _patch_optimizers(tf) -> None:
+    """Remember the graph's variables when an optimizer is first applied (see _model_variables),
+    and whether the loss a Keras optimizer differentiates was already divided by the replicas."""
     classes = []
     from tensorflow.python.training import optimizer as tf1_optimizer
     classes.append(tf1_optimizer.Optimizer)
-    try:
-        classes.append(tf.keras.optimizers.legacy.Optimizer)
-    except AttributeError:
-        pass
+    keras_optimizer = getattr(getattr(tf.keras.optimizers, "legacy", None), "Optimizer", None)
+    if keras_optimizer is not None:
+        classes.append(keras_optimizer)
     for cls in classes:
         original = cls.apply_gradients
 
@@ -296,6 +258,41 @@ def _patch_optimizers_for_state_snapshot(tf) -> None:
             return _original(self, *args, **kwargs)
 
         cls.apply_gradients = apply_gradients
+
+    if keras_optimizer is None:
+        return
+    # TF1 optimizers divide by the replicas themselves and flag it (the Estimator then reports
+    # the MEAN). Keras optimizers do not: TF2 canned heads (base_head, baseline,
+    # dnn_linear_combined) write `loss *= 1. / num_replicas` before `get_updates`, and the
+    # Estimator still reports the SUM of the undivided losses. Seen here, from the graph.
+    for name in ("get_updates", "minimize"):
+        original = getattr(keras_optimizer, name)
+
+        def method(self, loss, *args, _original=original, **kwargs):
+            if _divided_by_replicas(tf, loss):
+                tf.compat.v1.get_default_graph()._e2k_loss_divided_by_replicas = True
+            return _original(self, loss, *args, **kwargs)
+
+        setattr(keras_optimizer, name, method)
+
+
+def _divided_by_replicas(tf, loss) -> bool:
+    """Whether ``loss`` is `x * (1/N)` or `x / N`, N the replicas in sync."""
+    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    op = getattr(loss, "op", None)
+    if replicas <= 1 or op is None or op.type not in ("Mul", "RealDiv", "Div"):
+        return False
+    inputs = list(op.inputs)
+    for i, tensor in enumerate(inputs):
+        value = tf.get_static_value(tensor)
+        if value is None or getattr(value, "size", 1) != 1:
+            continue
+        value = float(value)
+        if op.type == "Mul" and abs(value * replicas - 1.0) < 1e-6:
+            return True
+        if op.type != "Mul" and i == 1 and abs(value - replicas) < 1e-6:
+            return True
+    return False
 
 
 def main(request_path: str) -> int:
@@ -352,20 +349,16 @@ def main(request_path: str) -> int:
         _save(rec, result, out_dir)
         return 0 if status == "ok" else 2
     except BaseException as exc:  # noqa: BLE001 - a bug of ours: report it, never hang
-        result["status"] = "harness_error"
-        result["error"] = {"type": type(exc).__name__, "message": str(exc),
-                           "traceback": common.traceback_tail(exc)}
-        return 2
+        return common.harness_error(result, exc)
     finally:
         common.write_json(os.path.join(out_dir, "result.json"), result)
 
 
 def _save(rec: Recorder, result: dict, out_dir: str) -> None:
-    import numpy as np
-
     result.update(
         losses=rec.losses,
         loss_reduction=rec.loss_reduction,
+        loss_divided_by_replicas=rec.loss_divided_by_replicas,
         replicas=rec.replicas,
         strategy=rec.strategy,
         worker_devices=rec.worker_devices,
@@ -376,12 +369,7 @@ def _save(rec: Recorder, result: dict, out_dir: str) -> None:
         notes=rec.info.get("notes", []),
         user_strategy_devices=rec.info.get("user_strategy_devices", []),
     )
-    arrays = {}
-    for prefix, values in (("initial", rec.initial), ("final", rec.final)):
-        for i, value in enumerate(values or []):
-            arrays[f"{prefix}_{i}"] = np.asarray(value)
-    np.savez(os.path.join(out_dir, "weights.npz"), **arrays)
-    result["weights_file"] = "weights.npz"
+    common.save_weights(out_dir, result, rec.initial, rec.final)
 
 
 if __name__ == "__main__":
