@@ -80,9 +80,13 @@ def test_tf1_heads_sum_and_tf2_heads_average(results):
     summed = results[("canned_dnn_classifier", "tf215")]
     assert summed.legacy.loss_reduction == "sum"
     assert any("legacy eval loss compared x 2" in note for note in summed.notes)
+    assert summed.legacy.loss_scale == 1.0
+    # a TF2 head divides by the replicas before applying, and the Estimator reports the sum
     averaged = results[("canned_dnn_regressor", "tf215")]
-    assert averaged.legacy.loss_reduction == "mean"
-    assert any("TF2 head divided each replica's mean loss by 2" in note for note in averaged.legacy.notes)
+    assert averaged.legacy.loss_scale == 0.5
+    assert any("legacy losses are shown divided by 2" in note for note in averaged.notes)
+    # its eval loss is a mean already: not rescaled
+    assert not any("legacy eval loss compared" in note for note in averaged.notes)
 
 
 @pytest.mark.parametrize("wrong", WRONG.cases, ids=lambda case: case.id)
