@@ -5,8 +5,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import (
     MetadataWrapper,
     ParentNodeProvider,
@@ -68,8 +66,12 @@ class RewriteContext:
         self.path = path
         self.rules = rules
         self.findings: list[Finding] = []
+        # libcst.codemod imports libcst.matchers (~0.3 s): only for files that get this far.
+        from libcst.codemod import CodemodContext
+
         self._codemod = CodemodContext(filename=path)
         self._wrapper: MetadataWrapper | None = None
+        self._before: cst.Module | None = None
         self._metadata: dict = {}
         self.edits: Edits | None = None
         self._rule_code: str | None = None
@@ -81,6 +83,7 @@ class RewriteContext:
     def begin_pass(self, module: cst.Module, rule_code: str) -> cst.Module:
         """Prepare metadata and an empty edit list for a pass; returns the tree to analyse."""
         self._wrapper = MetadataWrapper(module)
+        self._before = module
         self._metadata = self._wrapper.resolve_many(self.METADATA)
         self.edits = Edits()
         self._rule_code = rule_code
@@ -94,8 +97,10 @@ class RewriteContext:
             if self.edits:
                 raise RuntimeError("a rule returned a new module and also queued edits")
             out = result
+        elif self.edits:
+            out = self.edits.apply(module)
         else:
-            out = self.edits.apply(module) if self.edits else module
+            out = self._before  # unchanged: the caller's tree, so that it can tell
         self._wrapper, self._metadata, self.edits = None, {}, None
         return out
 
@@ -169,13 +174,19 @@ class RewriteContext:
 
     # -- imports --------------------------------------------------------------------------
     def add_import(self, module: str, obj: str | None = None, asname: str | None = None) -> None:
+        from libcst.codemod.visitors import AddImportsVisitor
+
         AddImportsVisitor.add_needed_import(self._codemod, module, obj, asname)
 
     def remove_import_if_unused(self, module: str, obj: str | None = None, asname: str | None = None) -> None:
+        from libcst.codemod.visitors import RemoveImportsVisitor
+
         RemoveImportsVisitor.remove_unused_import(self._codemod, module, obj, asname)
 
     def apply_imports(self, module: cst.Module) -> cst.Module:
         """Apply queued import edits once, after all passes."""
+        from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+
         scratch = self._codemod.scratch
         if scratch.get(AddImportsVisitor.CONTEXT_KEY):
             module = AddImportsVisitor(self._codemod).transform_module(module)
