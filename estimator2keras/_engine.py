@@ -65,7 +65,7 @@ def rewrite_source(source: bytes, path: str, rules: RuleSet, keywords: tuple[byt
     # The syntactic pre-filter: most files that mention "estimator" build none (_prefilter).
     screening = screen(source, rules.constructor_names(), bool(module_rules))
     if screening.error:
-        return _error(path, source, 1, 1, UNREADABLE, screening.error)
+        return _error(path, source, screening.line, 1, UNREADABLE, screening.error)
     if not screening.parse:
         return FileResult(path, "unchanged", source, source)
     try:

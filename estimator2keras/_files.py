@@ -93,7 +93,8 @@ def discover(paths: Iterable[str | Path], excludes: Sequence[str] = ()) -> list[
                 if _excluded(relative, excludes):
                     continue
                 if path.is_symlink():
-                    target = path.resolve()
+                    # realpath, not resolve(): a symlink loop is skipped, not a RuntimeError.
+                    target = Path(os.path.realpath(path))
                     if not target.is_file() or real_root not in target.parents:
                         continue
                 if _is_generated(path):
@@ -101,9 +102,9 @@ def discover(paths: Iterable[str | Path], excludes: Sequence[str] = ()) -> list[
                 add(path, relative)
     # Real files first: a link is only processed when its target is not reached otherwise.
     found: list[SourceFile] = []
-    seen: set[Path] = set()
+    seen: set[str] = set()
     for source in [*candidates, *links]:
-        real = source.path.resolve()
+        real = os.path.realpath(source.path)
         if real not in seen:
             seen.add(real)
             found.append(source)

@@ -35,6 +35,10 @@ _TOO_DEEP = ("too many nested parentheses", "too many levels of indentation", "t
 class TooComplex(Exception):
     """The file is nested too deeply for a Python parser; it must not reach libcst's."""
 
+    def __init__(self, message: str, line: int = 1):
+        super().__init__(message)
+        self.line = line
+
 
 def mentions_any(source: bytes, names: AbstractSet[str]) -> bool:
     """Whether one of ``names`` may be in ``source``: a callee or an import naming a
@@ -57,10 +61,10 @@ def may_build_unit(source: bytes, constructor_names: AbstractSet[str]) -> bool:
             warnings.simplefilter("ignore")
             tree = ast.parse(source)
     except (RecursionError, MemoryError) as exc:
-        raise TooComplex(f"{type(exc).__name__} in Python's own parser") from None
+        raise TooComplex(f"nested too deeply for Python's own parser ({type(exc).__name__})") from None
     except SyntaxError as exc:
         if any(limit in str(exc.msg) for limit in _TOO_DEEP):
-            raise TooComplex(f"{exc.msg} (line {exc.lineno})") from None
+            raise TooComplex(f"{exc.msg} (Python's own parser stops there)", exc.lineno or 1) from None
         return True
     except Exception:  # ValueError (NUL bytes), an unknown encoding...: libcst reports it
         return True
@@ -90,8 +94,9 @@ class Screening:
     parse: bool
     #: The unit pass may find a unit.
     units: bool
-    #: Why it must not be parsed at all (reported as E2K900), or None.
+    #: Why it must not be parsed at all (reported as E2K900 at ``line``), or None.
     error: str | None = None
+    line: int = 1
 
 
 def screen(source: bytes, constructor_names: AbstractSet[str], module_rules: bool) -> Screening:
@@ -104,5 +109,5 @@ def screen(source: bytes, constructor_names: AbstractSet[str], module_rules: boo
     try:
         units = may_build_unit(source, constructor_names)
     except TooComplex as exc:
-        return Screening(False, False, f"cannot parse: nested too deeply ({exc})")
+        return Screening(False, False, f"cannot parse: {exc}", exc.line)
     return Screening(parse=units or module_rules, units=units)
