@@ -53,18 +53,25 @@ def keyword_arg(name: str, value: cst.BaseExpression) -> cst.Arg:
 
 
 def call_args(args: Iterable[cst.Arg]) -> list[cst.Arg]:
-    """Arguments ready to print: commas between, none after the last."""
+    """Arguments ready to print on one line: `a, b=c`, whatever spacing they had before."""
     args = list(args)
     out = []
     for i, arg in enumerate(args):
-        last = i == len(args) - 1
-        if last:
-            out.append(arg.with_changes(comma=cst.MaybeSentinel.DEFAULT))
-        elif arg.comma is cst.MaybeSentinel.DEFAULT:
-            out.append(arg.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))))
-        else:
-            out.append(arg)
+        comma = cst.MaybeSentinel.DEFAULT if i == len(args) - 1 else cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        out.append(arg.with_changes(comma=comma, whitespace_after_arg=cst.SimpleWhitespace(""), whitespace_after_star=cst.SimpleWhitespace("")))
     return out
+
+
+def one_line_call(call: cst.Call, args: Iterable[cst.Arg]) -> cst.Call:
+    """``call`` with ``args``, laid out on one line (the arguments' own values keep theirs)."""
+    return call.with_changes(
+        args=call_args(args), whitespace_before_args=cst.SimpleWhitespace(""), whitespace_after_func=cst.SimpleWhitespace("")
+    )
+
+
+def blank_line() -> cst.EmptyLine:
+    """An empty line (with no indentation whitespace on it)."""
+    return cst.EmptyLine(indent=False)
 
 
 def unique_name(preferred: str, taken: set[str]) -> str:
@@ -101,3 +108,54 @@ class _Replacer(cst.CSTTransformer):
 
     def on_leave(self, original_node, updated_node):
         return self.replacements.get(original_node, updated_node)
+
+
+#: Emitted lines longer than this are wrapped, one argument per line.
+MAX_LINE = 99
+
+
+def _hanging(indent: str) -> cst.ParenthesizedWhitespace:
+    return cst.ParenthesizedWhitespace(
+        first_line=cst.TrailingWhitespace(), indent=True, last_line=cst.SimpleWhitespace(indent)
+    )
+
+
+def fit_line(statement: cst.SimpleStatementLine, depth: int, module_indent: str) -> cst.SimpleStatementLine:
+    """Wrap the outermost call of a too-long statement, one argument per line::
+
+        model.compile(
+            optimizer=optimizer,
+            loss=tf.keras.losses.MeanSquaredError())
+    """
+    width = len(module_indent) * depth + max(len(line) for line in code(statement).splitlines() or [""])
+    if width <= MAX_LINE:
+        return statement
+    small = statement.body[0]
+    value = getattr(small, "value", None)
+    if isinstance(value, cst.ListComp):
+        wrapped = value.with_changes(
+            lbracket=cst.LeftSquareBracket(whitespace_after=_hanging("    ")),
+            for_in=value.for_in.with_changes(whitespace_before=_hanging("    ")),
+            rbracket=cst.RightSquareBracket(whitespace_before=_hanging("")),
+        )
+        return statement.with_changes(body=[small.with_changes(value=wrapped), *statement.body[1:]])
+    if not isinstance(value, cst.Call) or len(value.args) < 1:
+        return statement
+    args = []
+    for i, arg in enumerate(value.args):
+        last = i == len(value.args) - 1
+        comma = cst.MaybeSentinel.DEFAULT if last else cst.Comma(whitespace_after=_hanging("    "))
+        args.append(arg.with_changes(comma=comma))
+    wrapped = value.with_changes(args=args, whitespace_before_args=_hanging("    "))
+    return statement.with_changes(body=[small.with_changes(value=wrapped), *statement.body[1:]])
+
+
+def vertical_list(values: list[cst.BaseExpression], indent: str = "    ") -> cst.List:
+    """``[\n    a,\n    b,\n]``: one element per line, with a trailing comma. ``indent`` is
+    relative to the statement (deeper when the list is itself a wrapped argument)."""
+    closing = indent[:-4]
+    elements = [
+        cst.Element(v, comma=cst.Comma(whitespace_after=_hanging(indent if i < len(values) - 1 else closing)))
+        for i, v in enumerate(values)
+    ]
+    return cst.List(elements, lbracket=cst.LeftSquareBracket(whitespace_after=_hanging(indent)))

@@ -59,7 +59,8 @@ def api_path(node: cst.CSTNode, get_metadata) -> str | None:
 
 def call_api_path(node: cst.CSTNode, get_metadata) -> str | None:
     """The API path of the function a call calls, or None when ``node`` is not such a call."""
-    if isinstance(node, cst.Call):
+    # Only `name(...)` / `a.b(...)`: `Layer(1)(x)` calls a layer object, not the API.
+    if isinstance(node, cst.Call) and isinstance(node.func, (cst.Name, cst.Attribute)):
         return api_path(node.func, get_metadata)
     return None
 

@@ -1,67 +1,176 @@
-"""TF2 spellings of ``tf.compat.v1`` names, for code that a conversion takes over.
+"""TF2 spellings of TF1 names, for the code a conversion takes over (input_fns, forward passes).
 
-Converted input_fns and forward passes must run on TensorFlow 2 without ``compat.v1``.
-Where a ``compat.v1`` name means the same thing in TF2 (``tf1.data.Dataset`` ->
-``tf.data.Dataset``), the reference is respelled; anything else is left as it is.
+The table (``tf2_symbols.txt``) is generated from TensorFlow 2.15 and TensorFlow's own
+upgrade tables by ``tools/gen_tf2_symbols.py``; see that script for its format. A TF1 name
+in converted code becomes:
+
+- its TF2 name, when both are the same object (``tf1.log`` -> ``tf.math.log``);
+- its TF2 namesake, for a call that only uses arguments both signatures share
+  (``tf1.reduce_mean(x, 1, keep_dims=True)`` -> ``tf.reduce_mean(x, 1, keepdims=True)``);
+- otherwise ``tf.compat.v1.<name>``, which still runs on TensorFlow 2 — but a name that TF2
+  has with another behaviour (``tf.where``) is only respelled so in TF1 code (code that also
+  uses names TF2 does not have), never in code written for TF2.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterator
 
 import libcst as cst
 from libcst.metadata import QualifiedNameProvider
 
+from estimator2keras import _emit
 from estimator2keras._context import RewriteContext
 
-_TABLE = Path(__file__).with_name("tf2_same_symbols.txt")
+_TABLE = Path(__file__).with_name("tf2_symbols.txt")
+COMPAT = "compat.v1."
 
 
-def _load() -> tuple[frozenset[str], tuple[str, ...]]:
-    names, prefixes = set(), []
+@dataclass(frozen=True)
+class Spelling:
+    target: str
+    #: For a signature-compatible namesake: the most positional arguments both share.
+    positional: int | None = None
+    renames: tuple[tuple[str, str], ...] = ()
+    v1_only: frozenset[str] = frozenset()
+    #: "!" TF2 has no such name; "~" TF2 has it with another behaviour; "" same behaviour.
+    flag: str = ""
+
+
+@lru_cache(maxsize=1)
+def table() -> dict[str, Spelling]:
+    spellings = {}
     for line in _TABLE.read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if not line:
+        if not line or line.startswith("#"):
             continue
-        if line.endswith(".*"):
-            prefixes.append(line[:-1])
+        cells = line.split("\t")
+        if len(cells) == 2:
+            spellings[cells[0]] = Spelling(cells[1])
+        elif len(cells) == 3:
+            spellings[cells[0]] = Spelling(cells[1], flag=cells[2])
         else:
-            names.add(line)
-    return frozenset(names), tuple(prefixes)
+            renames = () if cells[3] == "-" else tuple(tuple(r.split("=")) for r in cells[3].split(","))
+            v1_only = frozenset() if cells[4] == "-" else frozenset(cells[4].split(","))
+            spellings[cells[0]] = Spelling(cells[1], int(cells[2]), renames, v1_only)
+    return spellings
 
 
-SAME_IN_TF2, SAME_PREFIXES = _load()
+def _roots(ctx: RewriteContext, node: cst.CSTNode) -> set[str]:
+    return {q.name for q in ctx.get_metadata(QualifiedNameProvider, node, set())}
 
 
-def same_in_tf2(path: str) -> bool:
-    """True when ``tf.compat.v1.<path>`` and ``tf.<path>`` are the same API in TF 2.x (and Keras 3 era)."""
-    return path in SAME_IN_TF2 or path.startswith(SAME_PREFIXES)
+def _is_compat_v1(ctx: RewriteContext, node: cst.CSTNode) -> bool:
+    return any(name.startswith(("tensorflow.compat.v1.", "tensorflow_estimator.compat.v1.")) for name in _roots(ctx, node))
 
 
-def _v1_root(ctx: RewriteContext, node: cst.BaseExpression) -> bool:
-    names = ctx.get_metadata(QualifiedNameProvider, node, set())
-    return any(n.name in ("tensorflow.compat.v1", "tensorflow_estimator.compat.v1") for n in names)
-
-
-def _outermost_chain(ctx: RewriteContext, node: cst.BaseExpression) -> cst.BaseExpression:
+def _chain_prefixes(node: cst.BaseExpression):
+    """``a.b.c`` -> ``a.b.c``, ``a.b``, ``a`` (longest first)."""
     current = node
-    while True:
-        parent = ctx.parent(current)
-        if isinstance(parent, cst.Attribute) and parent.value is current:
-            current = parent
-        else:
-            return current
+    while isinstance(current, (cst.Attribute, cst.Name)):
+        yield current
+        if isinstance(current, cst.Name):
+            return
+        current = current.value
+
+
+def is_tf1_code(ctx: RewriteContext) -> bool:
+    """Does the module use, through ``tensorflow.``, names that only TF1 has?"""
+    cached = getattr(ctx, "_tf1_code", None)
+    if cached is None:
+        cached = False
+        spellings = table()
+        for node in _walk(ctx.module):
+            if isinstance(node, cst.Attribute) and not _is_compat_v1(ctx, node):
+                path = ctx.api_path(node)
+                spelling = spellings.get(path) if path else None
+                if spelling is not None and spelling.flag == "!":
+                    cached = True
+                    break
+        ctx._tf1_code = cached
+    return cached
 
 
 def tf2_respellings(ctx: RewriteContext, within: cst.CSTNode, tf: str) -> Iterator[tuple[cst.CSTNode, cst.CSTNode]]:
-    """(node, replacement) pairs that turn ``compat.v1`` references inside ``within`` into TF2 ones."""
+    """(node, replacement) pairs that put TF1 names inside ``within`` into TF2 spelling."""
+    spellings = table()
     stack = [within]
     while stack:
         node = stack.pop()
-        if isinstance(node, (cst.Name, cst.Attribute)) and _v1_root(ctx, node):
-            chain = _outermost_chain(ctx, node)
-            path = ctx.api_path(chain)
-            if path and same_in_tf2(path):
-                yield node, cst.Name(tf)
+        if isinstance(node, (cst.Name, cst.Attribute)) and not _inside_chain(ctx, node):
+            found = _respell_chain(ctx, node, spellings, tf)
+            if found is not None:
+                yield from found
+                if isinstance(node, cst.Attribute):
+                    continue
+        stack.extend(reversed(list(node.children)))
+
+
+def _inside_chain(ctx: RewriteContext, node: cst.CSTNode) -> bool:
+    parent = ctx.parent(node)
+    return isinstance(parent, cst.Attribute) and parent.value is node
+
+
+def _respell_chain(ctx, chain, spellings, tf):
+    for prefix in _chain_prefixes(chain):
+        path = ctx.api_path(prefix)
+        if not path or path not in spellings:
             continue
-        stack.extend(node.children)
+        spelling = spellings[path]
+        compat = _is_compat_v1(ctx, prefix)
+        target, renames = _choose(ctx, chain, prefix, path, spelling, compat)
+        if target is None:
+            return None
+        if not compat and target == path and not renames:
+            return None  # already its TF2 spelling
+        out = [(prefix, _emit.expr("{tf}.{target}", tf=tf, target=target))]
+        out += [(keyword, cst.Name(new)) for keyword, new in renames]
+        return out
+    return None
+
+
+def _choose(ctx, chain, prefix, path, spelling, compat):
+    """The target path and keyword renames for one reference, or (None, ()) to leave it."""
+    if spelling.positional is None:
+        if spelling.flag == "~" and not compat and not is_tf1_code(ctx):
+            return None, ()  # written for TF2: its `tf.where` is TF2's
+        return spelling.target, ()
+    # A signature-compatible namesake: only for a direct call that fits both signatures.
+    call = ctx.parent(chain)
+    if prefix is not chain:
+        return (None, ()) if compat else (COMPAT + path, ())
+    if not (isinstance(call, cst.Call) and call.func is chain):
+        # Passed as a value (`activation=tf.nn.tanh`): the same function in TF2.
+        return (spelling.target, ()) if compat else (None, ())
+    positional = [a for a in call.args if a.keyword is None]
+    keywords = [a.keyword for a in call.args if a.keyword is not None]
+    renames = dict(spelling.renames)
+    if any(a.star for a in call.args) or len(positional) > spelling.positional or any(
+        k.value in spelling.v1_only for k in keywords
+    ):
+        return (None, ()) if compat else (COMPAT + path, ())
+    return spelling.target, [(k, renames[k.value]) for k in keywords if k.value in renames]
+
+
+def _walk(node: cst.CSTNode):
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(current.children)
+
+
+def respell_or_compat(ctx: RewriteContext, name: cst.Name, tf: str) -> list[tuple[cst.CSTNode, cst.CSTNode]]:
+    """For a reference through a ``compat.v1`` alias that is about to mean TensorFlow 2:
+    its TF2 spelling when it has one, else ``tf.compat.v1.<name>`` (same meaning)."""
+    chain = name
+    parent = ctx.parent(chain)
+    while isinstance(parent, cst.Attribute) and parent.value is chain:
+        chain, parent = parent, ctx.parent(parent)
+    if chain is name:
+        return [(name, _emit.expr("{tf}.compat.v1", tf=tf))]  # the module itself, passed around
+    found = _respell_chain(ctx, chain, table(), tf)
+    if found:
+        return found
+    return [(name, _emit.expr("{tf}.compat.v1", tf=tf))]

@@ -72,4 +72,4 @@ def translate(call: cst.Call, spec: CallSpec, tf: str) -> tuple[cst.Call, dict[s
         if keras_name not in given:
             args.append(_emit.keyword_arg(keras_name, cst.parse_expression(default)))
     func = _emit.expr("{tf}.{target}", tf=tf, target=spec.keras)
-    return cst.Call(func=func, args=_emit.call_args(args)), consumed
+    return _emit.one_line_call(cst.Call(func=func), args), consumed

@@ -18,6 +18,7 @@ from libcst.metadata import Assignment, GlobalScope
 from estimator2keras import _emit
 from estimator2keras._context import RewriteContext, iter_calls
 from estimator2keras._rule import Unsupported, UnitRule
+from estimator2keras._suppress import check_unit
 
 if TYPE_CHECKING:
     pass
@@ -133,6 +134,8 @@ class InputFn:
     function: cst.FunctionDef | None = None
     lambda_: cst.Lambda | None = None
     helpers: list[cst.FunctionDef] = field(default_factory=list)
+    #: ``make_input_fn(x, y)``: the call that returns ``function`` (a nested def).
+    factory_call: cst.Call | None = None
 
     def definitions(self) -> list[cst.FunctionDef]:
         """Functions whose code builds the dataset (the input_fn itself, or what a lambda calls)."""
@@ -163,7 +166,8 @@ class InputFn:
                 if params is None:
                     raise Unsupported("the input_fn takes `params`, but the Estimator has none", self.function)
                 args.append(_emit.keyword_arg("params", params))
-        return cst.Call(func=cst.Name(self.function.name.value), args=_emit.call_args(args))
+        func = self.factory_call if self.factory_call is not None else cst.Name(self.function.name.value)
+        return cst.Call(func=func, args=_emit.call_args(args))
 
 
 def resolve_input_fn(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn:
@@ -181,7 +185,25 @@ def resolve_input_fn(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn:
             if isinstance(target, cst.FunctionDef):
                 helpers.append(target)
         return InputFn(node, lambda_=node, helpers=helpers)
-    raise Unsupported("this input_fn is not a function or a lambda that e2k can follow", node)
+    if isinstance(node, cst.Call):
+        factory = resolve(ctx, node.func) if isinstance(node.func, cst.Name) else None
+        inner = _returned_function(factory) if isinstance(factory, cst.FunctionDef) else None
+        if inner is not None:
+            _check_input_fn_params(inner)
+            return InputFn(node, function=inner, factory_call=node)
+    raise Unsupported("this input_fn is not a function, a lambda or an input_fn factory that e2k can follow", node)
+
+
+def _returned_function(factory: cst.FunctionDef) -> cst.FunctionDef | None:
+    """The nested function a factory returns (``def make(): def input_fn(): ...; return input_fn``)."""
+    body = factory.body.body if isinstance(factory.body, cst.IndentedBlock) else []
+    nested = {s.name.value: s for s in body if isinstance(s, cst.FunctionDef)}
+    last = body[-1] if body else None
+    if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 and isinstance(last.body[0], cst.Return):
+        value = last.body[0].value
+        if isinstance(value, cst.Name) and value.value in nested:
+            return nested[value.value]
+    return None
 
 
 def _check_input_fn_params(fn: cst.FunctionDef) -> None:
@@ -341,6 +363,8 @@ class ConversionPlan:
         self._after_imports: list[cst.BaseStatement] = []
         self._fixed: list[tuple[cst.CSTNode, str, str]] = []
         self._leftovers: list[tuple[cst.CSTNode, str, str]] = []
+        #: Imports the converted code needs (added only if the unit converts).
+        self.imports: list[tuple[str, str | None, str | None]] = []
 
     # -- what rules call ------------------------------------------------------------------
     def replace(self, node: cst.CSTNode, new: cst.CSTNode) -> None:
@@ -371,6 +395,8 @@ class ConversionPlan:
 
     def leftover(self, node: cst.CSTNode, code: str, message: str) -> None:
         """Converted around, but this part needs a human: marked in the file and reported."""
+        if self.ctx.is_suppressed(node, code):
+            return  # `# e2k: ignore`: the human has looked
         self._leftovers.append((node, code, message))
 
     def register_input_fn(self, input_fn: InputFn) -> None:
@@ -386,10 +412,12 @@ class ConversionPlan:
         return seen
 
     def input_code(self) -> list[cst.CSTNode]:
-        """Every piece of code that builds a dataset for this unit, once."""
+        """Every piece of code that builds a dataset for this unit, once: the input
+        functions' bodies, and the bodies of lambdas that build it themselves (a lambda
+        that calls a helper function is covered by the helper's body)."""
         nodes: list[cst.CSTNode] = [d.body for d in self.input_definitions()]
         for input_fn in self.input_fns:
-            if input_fn.lambda_ is not None and all(input_fn.lambda_.body is not n for n in nodes):
+            if input_fn.lambda_ is not None and not input_fn.helpers and all(input_fn.lambda_.body is not n for n in nodes):
                 nodes.append(input_fn.lambda_.body)
         return nodes
 
@@ -409,6 +437,14 @@ class ConversionPlan:
         self.remove_statement(binding.statement)
 
     # -- the engine's side ----------------------------------------------------------------
+    def changes(self) -> list[tuple[cst.CSTNode, str | None]]:
+        """What committing would change: (node, code) for each conversion reported, and
+        (node, None) for each original node or statement replaced or removed."""
+        replaced: list[cst.CSTNode] = [self.unit.statement, *self._subst, *self._statements]
+        if self.unit.config_binding is not None:
+            replaced.append(self.unit.config_binding.statement)
+        return [(node, code) for node, code, _ in self._fixed] + [(node, None) for node in replaced]
+
     def _model_var_name(self) -> str:
         unit = self.unit
         if unit.var == "model":
@@ -472,8 +508,11 @@ class ConversionPlan:
                 raise Unsupported("a note would be lost with a removed statement", statement, UNSUPPORTED_USE)
 
         # Nothing below can fail: the unit is converted.
+        ctx.active_plan = None
         if self._needs_tf_import:
             ctx.add_import("tensorflow", asname="tf")
+        for module, obj, asname in self.imports:
+            ctx.add_import(module, obj, asname)
         for statement, text in tree_marks:
             ctx.edits.mark(statement, text)
         for node, code, message in self._leftovers:
@@ -504,6 +543,10 @@ def tf_alias(ctx: RewriteContext) -> tuple[str, bool]:
                 for alias in node.names:
                     if _emit.code(alias.name) == "tensorflow":
                         return (alias.asname.name.value if alias.asname else "tensorflow"), False
+        from estimator2keras._imports import compat_alias
+
+        if compat_alias(ctx) is not None:
+            return "tf", False  # `tf` is rebound to TensorFlow 2 once the units convert
         if module_scope.assignments["tf"]:
             raise Unsupported(
                 "`tf` is bound to something other than `import tensorflow as tf` "
@@ -528,6 +571,8 @@ def convert_units(ctx: RewriteContext) -> None:
         if isinstance(found, Unsupported):
             ctx.mark(found.node, found.reason, found.code)
             continue
+        if ctx.is_suppressed(found.call, found.owner.code):
+            continue  # `# e2k: ignore` on the Estimator: the whole unit stays as it is
         reported = len(ctx.findings)
         try:
             plan = ConversionPlan(found, ctx)
@@ -544,6 +589,7 @@ def convert_units(ctx: RewriteContext) -> None:
                     exc.code = exc.code or rule.code
                     raise
             plan.finish()
+            check_unit(plan, ctx)
             plan.commit()
         except Unsupported as exc:
             del ctx.findings[reported:]
@@ -553,6 +599,13 @@ def convert_units(ctx: RewriteContext) -> None:
             ctx.active_plan = None
         converted = True
     if converted:
+        from estimator2keras._imports import CODE, compat_alias, rebind_tf, v2_switches
+
+        if ctx.enabled(CODE):
+            v2_switches(ctx, set(ctx.edits.replaced_statements()))
+            alias = compat_alias(ctx)
+            if alias is not None:
+                rebind_tf(ctx, alias[0], set(ctx.edits.replaced_statements()))
         remove_unused_tf1_imports(ctx)
 
 

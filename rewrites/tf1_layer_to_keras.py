@@ -1,15 +1,40 @@
 from __future__ import annotations
 
 from estimator2keras import _emit
-from estimator2keras._rule import Case, ExpressionRule, Safety
+from estimator2keras._modelfn import LayerCall
+from estimator2keras._rule import Case, ExpressionRule, Safety, Unsupported
 from estimator2keras._translate import bind
 
 #: `tf.layers` classes that are Keras layers with the same constructor arguments.
 LAYER_CLASSES = (
-    "Dense", "Flatten", "Conv1D", "Conv2D", "Conv3D", "Conv2DTranspose", "Conv3DTranspose",
+    "Dense", "Flatten", "Dropout", "BatchNormalization",
+    "Conv1D", "Conv2D", "Conv3D", "Conv2DTranspose", "Conv3DTranspose",
     "SeparableConv1D", "SeparableConv2D", "MaxPooling1D", "MaxPooling2D", "MaxPooling3D",
     "AveragePooling1D", "AveragePooling2D", "AveragePooling3D",
 )
+#: Arguments of TF1's BatchNormalization that Keras 3 does not have.
+NOT_IN_KERAS_3 = {
+    "fused": None,  # an implementation choice; the same result without it
+    "renorm": "batch renormalisation has no Keras 3 equivalent",
+    "renorm_clipping": "batch renormalisation has no Keras 3 equivalent",
+    "renorm_momentum": "batch renormalisation has no Keras 3 equivalent",
+    "virtual_batch_size": "virtual batches have no Keras 3 equivalent",
+    "adjustment": "`adjustment` has no Keras 3 equivalent",
+    "reuse": "`reuse=` shares variables through scopes, which Keras layers do not",
+}
+
+
+def _keras_args(call_args, bound_names):
+    """Keep the arguments, dropping the ones Keras 3 lacks (or refusing them)."""
+    out = []
+    for name, arg in bound_names:
+        if name in NOT_IN_KERAS_3:
+            reason = NOT_IN_KERAS_3[name]
+            if reason is not None and _emit.code(arg.value) not in ("None", "False"):
+                raise Unsupported(reason, arg)
+            continue
+        out.append(arg)
+    return out
 
 
 class Tf1LayerClassToKeras(ExpressionRule):
@@ -18,7 +43,8 @@ class Tf1LayerClassToKeras(ExpressionRule):
     ## What it does
     Inside a converted model_fn, `tf.layers.Dense(...)`, `tf.compat.v1.layers.Conv2D(...)`
     and the other layer classes of TF1's `tf.layers` become `tf.keras.layers.Dense(...)`,
-    `tf.keras.layers.Conv2D(...)`... with the same arguments.
+    `tf.keras.layers.Conv2D(...)`... with the same arguments. `fused=` (batch
+    normalisation) is dropped: Keras 3 chooses the implementation itself.
 
     ## Why
     TF1's layer classes were thin subclasses of the Keras layers, with the same constructor
@@ -27,11 +53,12 @@ class Tf1LayerClassToKeras(ExpressionRule):
 
     ## Fix safety
     Safe: same arguments, same initialisers, same computation (fixture
-    `seed_mirrored_linear`).
+    `seed_mirrored_linear`). How `Dropout` and `BatchNormalization` learn whether they are
+    training is E2K303's business.
 
     ## Limitations
-    `Dropout` and `BatchNormalization` need the model's `training` flag and come with the
-    model_fn `mode` conversion (not yet: the model_fn is left as it was, E2K901).
+    Batch renormalisation, virtual batches and `reuse=` have no Keras 3 equivalent: the
+    model_fn is left as it was (E2K901).
 
     ## References
     - https://www.tensorflow.org/guide/migrate/model_mapping
@@ -50,21 +77,48 @@ class Tf1LayerClassToKeras(ExpressionRule):
             "tf.keras.layers.Conv2D(32, (3, 3), activation=tf.nn.relu)",
             id="conv-args-kept",
         ),
+        Case("tf1.layers.BatchNormalization(momentum=0.9, fused=True)", "tf.keras.layers.BatchNormalization(momentum=0.9)", id="fused-dropped"),
+        Case("tf1.layers.BatchNormalization(renorm=True)", None, id="renorm-refused"),
     ]
 
     def convert(self, call, ctx, tf):
         name = ctx.call_api_path(call).split(".", 1)[1]
-        return call.with_changes(func=_emit.expr("{tf}.keras.layers.{name}", tf=tf, name=name))
+        named = [(a.keyword.value if a.keyword else f"#{i}", a) for i, a in enumerate(call.args)]
+        args = _keras_args(call.args, named)
+        return _emit.one_line_call(call.with_changes(func=_emit.expr("{tf}.keras.layers.{name}", tf=tf, name=name)), args)
 
 
-#: Functional `tf.layers.x(inputs, ...)` -> (Keras class, TF1 signature after `inputs`).
+_CONV = ("filters", "kernel_size", "strides", "padding", "data_format", "dilation_rate", "activation", "use_bias",
+         "kernel_initializer", "bias_initializer", "kernel_regularizer", "bias_regularizer", "activity_regularizer",
+         "kernel_constraint", "bias_constraint", "trainable", "name", "reuse")
+_POOL = ("pool_size", "strides", "padding", "data_format", "name")
+
+#: Functional `tf.layers.x(inputs, ...)` -> (Keras class, TF1 signature after `inputs`, call-time arguments).
 LAYER_FUNCTIONS = {
     "layers.dense": ("Dense", (
-        "inputs", "units", "activation", "use_bias", "kernel_initializer", "bias_initializer",
+        "units", "activation", "use_bias", "kernel_initializer", "bias_initializer",
         "kernel_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint",
         "bias_constraint", "trainable", "name", "reuse",
-    )),
-    "layers.flatten": ("Flatten", ("inputs", "name", "data_format")),
+    ), ()),
+    "layers.flatten": ("Flatten", ("name", "data_format"), ()),
+    "layers.dropout": ("Dropout", ("rate", "noise_shape", "seed", "training", "name"), ("training",)),
+    "layers.batch_normalization": ("BatchNormalization", (
+        "axis", "momentum", "epsilon", "center", "scale", "beta_initializer", "gamma_initializer",
+        "moving_mean_initializer", "moving_variance_initializer", "beta_regularizer", "gamma_regularizer",
+        "beta_constraint", "gamma_constraint", "training", "trainable", "name", "reuse", "renorm",
+        "renorm_clipping", "renorm_momentum", "fused", "virtual_batch_size", "adjustment",
+    ), ("training",)),
+    "layers.conv1d": ("Conv1D", _CONV, ()),
+    "layers.conv2d": ("Conv2D", _CONV, ()),
+    "layers.conv3d": ("Conv3D", _CONV, ()),
+    "layers.conv2d_transpose": ("Conv2DTranspose", tuple(a for a in _CONV if a != "dilation_rate"), ()),
+    "layers.separable_conv2d": ("SeparableConv2D", _CONV[:6] + ("depth_multiplier",) + _CONV[6:], ()),
+    "layers.max_pooling1d": ("MaxPooling1D", _POOL, ()),
+    "layers.max_pooling2d": ("MaxPooling2D", _POOL, ()),
+    "layers.max_pooling3d": ("MaxPooling3D", _POOL, ()),
+    "layers.average_pooling1d": ("AveragePooling1D", _POOL, ()),
+    "layers.average_pooling2d": ("AveragePooling2D", _POOL, ()),
+    "layers.average_pooling3d": ("AveragePooling3D", _POOL, ()),
 }
 
 
@@ -73,8 +127,11 @@ class Tf1LayerFunctionToKeras(ExpressionRule):
 
     ## What it does
     Inside a converted model_fn, `net = tf.layers.dense(features, 10, activation=tf.nn.relu)`
-    becomes the layer `tf.keras.layers.Dense(10, activation=tf.nn.relu)` in the model,
-    applied to what the call was applied to. `flatten` likewise.
+    becomes the layer `tf.keras.layers.Dense(10, activation=tf.nn.relu)`, created once in the
+    model and applied in its forward pass to what the call was applied to. Likewise
+    `flatten`, `dropout`, `batch_normalization`, `conv1d/2d/3d`, `conv2d_transpose`,
+    `separable_conv2d`, `max_pooling1d/2d/3d`, `average_pooling1d/2d/3d`. The first argument
+    after `inputs` stays positional; the others become keywords.
 
     ## Why
     The functional forms created a layer object on every call; Keras models own their layer
@@ -82,11 +139,11 @@ class Tf1LayerFunctionToKeras(ExpressionRule):
 
     ## Fix safety
     Safe: the functional forms built exactly these layers with these arguments.
+    `training=` of `dropout` and `batch_normalization` is handled by E2K303.
 
     ## Limitations
-    `reuse=` (variable sharing through scopes) is not converted: the model_fn is left as
-    it was (E2K901). More functional layers (convolutions, pooling, dropout, batch
-    normalisation) come with the rest of the layer catalogue.
+    `reuse=` (variable sharing through scopes) and batch renormalisation are not converted:
+    the model_fn is left as it was (E2K901).
 
     ## References
     - https://www.tensorflow.org/guide/migrate/model_mapping
@@ -104,24 +161,27 @@ class Tf1LayerFunctionToKeras(ExpressionRule):
             "tf.keras.layers.Dense(10, activation=tf.nn.relu)",
             id="dense",
         ),
+        Case(
+            "tf.layers.max_pooling2d(inputs=conv1, pool_size=[2, 2], strides=2)",
+            "tf.keras.layers.MaxPooling2D(pool_size=[2, 2], strides=2)",
+            id="keywords",
+        ),
+        Case("tf.layers.dropout(net, 0.4, training=is_training)", "tf.keras.layers.Dropout(0.4)", id="training-is-a-call-argument"),
     ]
 
     def convert(self, call, ctx, tf):
-        from estimator2keras._modelfn import LayerCall
-        from estimator2keras._rule import Unsupported
-
-        keras_class, signature = LAYER_FUNCTIONS[ctx.call_api_path(call)]
-        bound = bind(call, signature)
-        if "reuse" in bound:
-            raise Unsupported("`reuse=` shares variables through scopes, which Keras layers do not", bound["reuse"])
+        keras_class, signature, call_time = LAYER_FUNCTIONS[ctx.call_api_path(call)]
+        bound = bind(call, ("inputs", *signature))
         inputs = bound.pop("inputs", None)
         if inputs is None:
             raise Unsupported("the layer call has no inputs", call)
+        call_kwargs = [_emit.keyword_arg(name, bound.pop(name).value) for name in call_time if name in bound]
+        kept = _keras_args(call.args, list(bound.items()))
         args = []
-        for i, (name, arg) in enumerate(bound.items()):
-            positional = arg.keyword is None and i == 0 and name == signature[1]
+        for name, arg in bound.items():
+            if arg not in kept:
+                continue
+            positional = arg.keyword is None and name == signature[0]
             args.append(arg.with_changes(comma=arg.comma) if positional else _emit.keyword_arg(name, arg.value))
-        layer = call.with_changes(
-            func=_emit.expr("{tf}.keras.layers.{name}", tf=tf, name=keras_class), args=_emit.call_args(args)
-        )
-        return LayerCall(layer, inputs.value)
+        layer = _emit.one_line_call(call.with_changes(func=_emit.expr("{tf}.keras.layers.{name}", tf=tf, name=keras_class)), args)
+        return LayerCall(layer, inputs.value, call_kwargs)

@@ -43,24 +43,34 @@ def side_info(side: Mapping[str, Any], program: str, python: str, seconds: float
     )
 
 
-def normalised_legacy_losses(legacy: Mapping[str, Any]) -> tuple[list[float], float]:
-    """The Estimator's per-step losses on Keras's scale, and the factor applied.
+def legacy_losses_on_keras_scale(legacy: Mapping[str, Any]) -> tuple[list[float], float, str | None]:
+    """The Estimator's per-step losses as the loss whose gradient it applied, and why.
 
-    Keras reports the mean over replicas of each replica's loss. The Estimator reports the
-    replicas' losses reduced with the op TensorFlow chose (`_get_loss_reduce_op_for_reporting`):
-    MEAN when the TF1 optimizer scaled the loss by 1/N, else SUM. A SUM is divided by the
-    number of replicas — what TensorFlow did, never a factor fitted to make numbers agree.
+    Keras reports the loss it differentiates (the global-batch mean for a mean loss, the sum
+    for reduction="sum"). The Estimator reports the replicas' losses reduced with the op
+    TensorFlow chose (`_get_loss_reduce_op_for_reporting`): MEAN when a TF1 optimizer divided
+    the loss by the N replicas, else SUM. That SUM is the differentiated loss, unless the
+    model_fn itself divided the loss by N before a Keras optimizer (TF2 canned heads do):
+    then it is N times it. So the legacy losses are divided by N exactly in that case — read
+    from the graph TensorFlow built, never fitted to make the numbers agree — and compared
+    as reported otherwise. Returns (losses, factor applied, note for the report).
     """
     losses = [float(x) for x in legacy.get("losses") or []]
     replicas = int(legacy.get("replicas") or 1)
-    if legacy.get("loss_reduction") == "sum" and replicas > 1:
-        factor = 1.0 / replicas
-        return [x * factor for x in losses], factor
-    return losses, 1.0
+    if legacy.get("loss_reduction") != "sum" or replicas <= 1:
+        return losses, 1.0, None
+    if legacy.get("loss_divided_by_replicas"):
+        return [x / replicas for x in losses], 1.0 / replicas, (
+            f"the model_fn divided the loss it differentiates by the {replicas} replicas before a Keras "
+            f"optimizer (as TF2 canned heads do), but the Estimator reported the SUM of the undivided "
+            f"losses over replicas: legacy losses are shown divided by {replicas}")
+    return losses, 1.0, (
+        f"the Estimator reported each step's loss as the SUM over its {replicas} replicas (its loss "
+        f"reduction was SUM, so the TF1 optimizer did not divide by {replicas}): the loss whose "
+        "gradient it applies, as Keras reports for a loss with reduction=\"sum\"; compared as reported")
 
 
-def compare_steps(legacy: list[float], migrated: list[float], tolerance: Tolerance,
-                  reported: list[float] | None = None) -> list[StepRow]:
+def compare_steps(legacy: list[float], migrated: list[float], tolerance: Tolerance) -> list[StepRow]:
     """One row per step of the longer run; a step missing on one side fails."""
     rows = []
     for i in range(max(len(legacy), len(migrated))):
@@ -69,14 +79,12 @@ def compare_steps(legacy: list[float], migrated: list[float], tolerance: Toleran
         a = legacy[i] if i < len(legacy) else None
         b = migrated[i] if i < len(migrated) else None
         if a is None or b is None:
-            rows.append(StepRow(step, a, b, None, None, rtol, atol, False,
-                                reported[i] if reported and i < len(reported) else None))
+            rows.append(StepRow(step, a, b, None, None, rtol, atol, False))
             continue
         diff = abs(a - b) if not (math.isnan(a) or math.isnan(b)) else math.nan
         rows.append(StepRow(
             step, a, b, diff, relative(diff, a) if not math.isnan(diff) else math.nan,
-            rtol, atol, allclose(a, b, rtol, atol),
-            reported[i] if reported and i < len(reported) else None))
+            rtol, atol, allclose(a, b, rtol, atol)))
     return rows
 
 
@@ -138,6 +146,10 @@ def compare_metrics(legacy: Mapping[str, Any] | None, migrated: Mapping[str, Any
     return rows
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _scalar(value: Any) -> float | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
@@ -151,17 +163,19 @@ def step_count_hints(legacy: SideInfo, migrated: SideInfo, step_limit: int | Non
         return []
     replicas = legacy.replicas or 1
     hints = [f"the runs took a different number of steps: legacy {n_legacy}, migrated {n_migrated}"]
-    if replicas > 1 and n_legacy and abs(n_migrated - replicas * n_legacy) <= replicas:
+    # Unscaled batches: each legacy step becomes N steps, plus up to N-1 for batches of an
+    # incomplete last round that the Estimator dropped.
+    if replicas > 1 and n_legacy and replicas * n_legacy <= n_migrated < replicas * (n_legacy + 1):
         hints.append(
             f"the migrated program ran about {replicas}x as many steps as the Estimator on {replicas} replicas: "
             "its batch is probably not scaled by the number of replicas (an Estimator input_fn batches per "
             "replica, Keras batches globally: multiply the batch size by strategy.num_replicas_in_sync)")
-    elif replicas > 1 and n_migrated == n_legacy + 1:
+    if replicas > 1 and n_migrated == n_legacy + 1:
         hints.append(
             f"the Estimator drops a last round with fewer than {replicas} per-replica batches; Keras trains "
             "on that remainder. Make the number of examples a multiple of the global batch, or batch with "
             "drop_remainder=True on both sides")
-    elif replicas > 1 and n_migrated and abs(n_legacy - replicas * n_migrated) <= replicas:
+    if replicas > 1 and n_migrated and replicas * n_migrated <= n_legacy < replicas * (n_migrated + 1):
         hints.append(
             f"the migrated program ran about 1/{replicas} as many steps: its global batch may be scaled "
             "by the number of replicas twice")
@@ -173,6 +187,36 @@ def step_count_hints(legacy: SideInfo, migrated: SideInfo, step_limit: int | Non
     return hints
 
 
+def replica_copy_warnings(migrated: Mapping[str, Any]) -> list[str]:
+    """Mirrored variables whose per-replica copies diverged in the Keras program (Keras 3's
+    BatchNorm moving statistics): compared as their mean, and said so, loudly."""
+    warnings = []
+    for item in migrated.get("diverged_replica_copies") or []:
+        warnings.append(
+            f"{item['name']}: the migrated program's per-replica copies of this mirrored variable differ by up to "
+            f"{item['max_diff']:.3g} after training (Keras 3 updates BatchNormalization moving statistics on each "
+            "replica separately under MirroredStrategy). Compared as their mean over replicas, which is what the "
+            "Estimator checkpoints (and Keras 2 saves); the model Keras 3 saves holds replica 0's copy, "
+            f"{item['saved_vs_mean']:.3g} away from that mean")
+    return warnings
+
+
+def evaluation_hints(weights: list[WeightRow], failing_metrics: list[MetricRow], failing_step: int | None,
+                     legacy_info: SideInfo) -> list[str]:
+    """Known Estimator/Keras differences that explain eval metrics differing after the same training."""
+    hints = []
+    replicas = legacy_info.replicas or 1
+    if failing_metrics and failing_step is None and replicas > 1:
+        if any(not row.trainable for row in weights):
+            hints.append(
+                "the model has non-trainable state (e.g. BatchNorm moving statistics): Keras evaluates each "
+                "replica with its own copy right after training, the Estimator evaluates from a checkpoint "
+                "that holds their mean over replicas")
+        hints.append("the Estimator drops an incomplete last round of per-replica batches in evaluation too; "
+                     "Keras evaluates the remainder")
+    return hints
+
+
 def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
             legacy_weights: Mapping[str, Any], migrated_weights: Mapping[str, Any],
             tolerance: Tolerance, *, legacy_info: SideInfo, migrated_info: SideInfo,
@@ -180,10 +224,10 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
     """The verdict on two successful runs."""
     import numpy as np
 
-    legacy_losses, factor = normalised_legacy_losses(legacy)
+    legacy_losses, factor, reduction_note = legacy_losses_on_keras_scale(legacy)
+    legacy_info.loss_scale = factor
     migrated_losses = [float(x) for x in migrated.get("losses") or []]
-    reported = [float(x) for x in legacy.get("losses") or []]
-    steps = compare_steps(legacy_losses, migrated_losses, tolerance, reported if factor != 1.0 else None)
+    steps = compare_steps(legacy_losses, migrated_losses, tolerance)
 
     last_step = max(len(steps), 1)
     final_rtol, final_atol = tolerance.for_step(last_step)
@@ -194,12 +238,13 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
                               legacy_weights, migrated_weights, final_rtol, final_atol)
     metrics = compare_metrics(final_evaluation(legacy), final_evaluation(migrated), final_rtol, final_atol)
 
-    notes = []
-    if factor != 1.0:
-        notes.append(
-            f"the Estimator reported each step's loss as the SUM over its {legacy_info.replicas} replicas "
-            f"(the loss reduction was not a mean, so the TF1 optimizer did not scale it); legacy losses are "
-            f"shown divided by {legacy_info.replicas}, the mean over replicas that Keras reports")
+    notes = [reduction_note] if reduction_note else []
+    asked = int(settings.get("replicas") or 1)
+    for label, info in (("legacy", legacy_info), ("migrated", migrated_info)):
+        if asked > 1 and (info.replicas or 1) == 1:
+            # the harness never adds a strategy: it would change what an input_fn's batch means
+            notes.append(f"the {label} program ran on 1 replica although {asked} were asked for: it creates no "
+                         "MirroredStrategy (or trains outside its scope)")
     mismatched_initial = [
         i for i in range(paired)
         if not np.array_equal(np.asarray(legacy_weights.get(f"initial_{i}")),
@@ -233,7 +278,7 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
     elif failing_weights:
         verdict = "broken"
         worst = max(failing_weights, key=lambda r: r.max_abs_diff if math.isfinite(r.max_abs_diff) else math.inf)
-        reason = (f"losses agree, but {len(failing_weights)} final weights differ "
+        reason = (f"losses agree, but {_count(len(failing_weights), 'final weight')} differ{'s' if len(failing_weights) == 1 else ''} "
                   f"(most: {worst.legacy_name}, max |diff| {worst.max_abs_diff:.3g})")
     elif failing_metrics:
         verdict = "broken"
@@ -242,13 +287,11 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
                   f"{worst.legacy:.8g}, migrated {worst.migrated:.8g}")
     else:
         verdict = "parity"
-        reason = (f"{len(steps)} steps, {len(weights)} final weights and "
-                  f"{len(compared_metrics)} eval metrics agree within tolerance")
-    if verdict == "broken" and legacy_info.replicas and migrated_info.replicas \
-            and legacy_info.replicas > 1 and failing_metrics and not failing_weights and failing_step is None:
-        hints.append("the Estimator also drops an incomplete last round of per-replica batches in "
-                     "evaluation; Keras evaluates the remainder")
+        reason = (f"{_count(len(steps), 'step')}, {_count(len(weights), 'final weight')} and "
+                  f"{_count(len(compared_metrics), 'eval metric')} agree within tolerance")
+    hints += evaluation_hints(weights, failing_metrics, failing_step, legacy_info)
     return ParityResult(
+        warnings=replica_copy_warnings(migrated),
         verdict=verdict,
         reason=reason,
         first_divergent_step=failing_step,

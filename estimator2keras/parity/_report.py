@@ -17,6 +17,11 @@ CONTEXT_ROWS = 3
 TOP_WEIGHTS = 5
 
 
+def require_rich() -> None:
+    """Raise ParityUsageError saying what to install when rich is missing."""
+    _rich()
+
+
 def _rich():
     try:
         import rich  # noqa: F401
@@ -113,13 +118,13 @@ def build_renderables(result: ParityResult, *, max_rows: int = 40) -> list[Any]:
     if result.steps:
         table = Table(title="Training loss per step", title_justify="left", expand=False)
         for name in ("step", "legacy loss", "migrated loss", "abs diff", "rel diff", "result"):
-            table.add_column(name, justify="right" if name != "result" else "left")
+            table.add_column(name, justify="right" if name != "result" else "left", no_wrap=True)
         for row in visible_step_rows(result.steps, result.first_divergent_step, max_rows):
             if row is None:
                 table.add_row("...", "", "", "", "", "")
                 continue
             first = row.step == result.first_divergent_step
-            status = "ok" if row.passed else ("FAIL  <- first divergent step" if first else "FAIL")
+            status = "ok" if row.passed else ("FAIL <- first divergence" if first else "FAIL")
             style = "bold red" if first else ("red" if not row.passed else None)
             table.add_row(str(row.step), _num(row.legacy_loss), _num(row.migrated_loss),
                           _num(row.abs_diff, ".3g"), _num(row.rel_diff, ".3g"), status, style=style)
@@ -151,6 +156,8 @@ def build_renderables(result: ParityResult, *, max_rows: int = 40) -> list[Any]:
                           style="red" if row.passed is False else None)
         out.append(table)
 
+    for warning in result.warnings:
+        out.append(Text(f"warning: {warning}", style="bold yellow"))
     for hint in result.hints:
         out.append(Text(f"hint: {hint}", style="yellow"))
     notes = list(result.notes)
@@ -170,7 +177,10 @@ def build_renderables(result: ParityResult, *, max_rows: int = 40) -> list[Any]:
 def print_report(result: ParityResult, *, console=None, max_rows: int = 40) -> None:
     """Print the report on the terminal (colours when it is one)."""
     rich = _rich()
-    console = console or rich.console.Console(highlight=False)
+    if console is None:
+        console = rich.console.Console(highlight=False)
+        if not console.is_terminal:  # logs and CI: wide enough that table rows do not wrap
+            console = rich.console.Console(highlight=False, width=max(console.width, 120))
     for renderable in build_renderables(result, max_rows=max_rows):
         console.print(renderable)
 

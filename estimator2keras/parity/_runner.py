@@ -159,6 +159,8 @@ def failure(run: SideRun, timeout: float) -> tuple[str, str | None]:
         return f"variables do not match: {message}", None
     if status == "environment":
         return f"cannot run the {label} program: {message}", None
+    if status == "unsupported":
+        return f"cannot compare the {label} program: {message}", None
     return (f"the parity harness failed while running the {label} program ({error.get('type')}: {message}); "
             "please report this", error.get("traceback") or run.stderr_tail() or None)
 
@@ -200,13 +202,41 @@ def run_parity(
     Raises :class:`ParityUsageError` (a ValueError) for arguments that cannot work.
     ``workdir`` keeps the runs' files (requests, logs, results, weights) there.
     """
+    return run_parity_many(
+        legacy, [migrated], replicas=replicas, steps=steps, rtol=rtol, atol=atol, tolerance=tolerance,
+        legacy_python=legacy_python, target_python=target_python, seed=seed, keep_shuffle=keep_shuffle,
+        keep_dropout=keep_dropout, op_determinism=op_determinism, timeout=timeout, workdir=workdir)[0]
+
+
+def run_parity_many(
+    legacy: str | os.PathLike[str],
+    migrated: list[str | os.PathLike[str] | tuple[str | os.PathLike[str], str | os.PathLike[str] | None]],
+    *,
+    replicas: int = 2,
+    steps: int | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
+    tolerance: Tolerance | None = None,
+    legacy_python: str | os.PathLike[str] | None = None,
+    target_python: str | os.PathLike[str] | None = None,
+    seed: int = 0,
+    keep_shuffle: bool = False,
+    keep_dropout: bool = False,
+    op_determinism: bool = True,
+    timeout: float = DEFAULT_TIMEOUT,
+    workdir: str | os.PathLike[str] | None = None,
+) -> list[ParityResult]:
+    """:func:`run_parity` for several migrations of one program: the legacy program runs
+    once, each migration is compared with that run. One result per migration, in order.
+    An item of ``migrated`` may be a ``(path, python)`` pair to run that migration in
+    another interpreter than ``target_python``."""
     from estimator2keras.parity._compare import compare, side_info
 
     if replicas < 1:
         raise ParityUsageError(f"--replicas must be at least 1, got {replicas}")
     if steps is not None and steps < 1:
         raise ParityUsageError(f"--steps must be at least 1, got {steps}")
-    if timeout <= 0:
+    if not timeout > 0:
         raise ParityUsageError(f"--timeout must be positive, got {timeout}")
     for name, value in (("rtol", rtol), ("atol", atol)):
         if value is not None and not value >= 0:
@@ -215,7 +245,9 @@ def run_parity(
     legacy_python = resolve_python(legacy_python)
     target_python = resolve_python(target_python)
     legacy_path = Path(legacy).resolve()
-    migrated_path = Path(migrated).resolve()
+    candidates = [(Path(m[0]).resolve(), resolve_python(m[1]) if m[1] is not None else target_python)
+                  if isinstance(m, tuple) else (Path(m).resolve(), target_python) for m in migrated]
+    migrated_paths = [path for path, _ in candidates]
     settings = {
         "replicas": replicas,
         "steps": steps,
@@ -227,20 +259,21 @@ def run_parity(
         "tolerance_values": dataclasses.asdict(tolerance),
         "initial_weights": "legacy initial values copied into the Keras model",
     }
-    legacy_info = SideInfo(program=str(legacy_path), python=legacy_python)
-    migrated_info = SideInfo(program=str(migrated_path), python=target_python)
 
-    def error(reason: str, detail: str | None = None, **extra: Any) -> ParityResult:
-        return ParityResult(verdict="error", reason=reason, detail=detail, legacy=legacy_info,
-                            migrated=migrated_info, settings=settings, **extra)
+    def error(reason: str, migrated_path: Path, legacy_info: SideInfo | None = None,
+              migrated_info: SideInfo | None = None, **extra: Any) -> ParityResult:
+        return ParityResult(
+            verdict="error", reason=reason, settings=settings,
+            legacy=legacy_info or SideInfo(program=str(legacy_path), python=legacy_python),
+            migrated=migrated_info or SideInfo(program=str(migrated_path), python=target_python), **extra)
 
-    for label, path in (("legacy", legacy_path), ("migrated", migrated_path)):
-        if not path.is_file():
-            return error(f"{label} program not found: {path}")
+    if not legacy_path.is_file():
+        return [error(f"legacy program not found: {legacy_path}", m) for m in migrated_paths]
     _numpy()
 
     keep = workdir is not None
     root = Path(workdir).resolve() if keep else Path(tempfile.mkdtemp(prefix="e2k-parity-"))
+    kept = str(root) if keep else None
     if keep:
         root.mkdir(parents=True, exist_ok=True)
     try:
@@ -259,34 +292,44 @@ def run_parity(
         legacy_info.status = legacy_run.status
         if not legacy_run.ok:
             reason, detail = failure(legacy_run, timeout)
-            return error(reason, detail, workdir=str(root) if keep else None)
+            return [error(reason, m, legacy_info, detail=detail, workdir=kept) for m in migrated_paths]
+        legacy_weights = legacy_run.weights()
 
-        migrated_request = {
-            **request,
-            "legacy_variables": legacy_run.result.get("variables") or [],
-            "initial_weights": str(legacy_run.out_dir / "weights.npz"),
-        }
-        migrated_run = run_side(SideRun("migrated", migrated_path, target_python, root / "migrated"),
-                                migrated_request, timeout, env)
-        migrated_info = side_info(migrated_run.result, str(migrated_path), target_python, migrated_run.seconds)
-        migrated_info.status = migrated_run.status
-        if not migrated_run.ok:
-            reason, detail = failure(migrated_run, timeout)
-            tables = None
-            if migrated_run.status == "variables_mismatch":
-                err = migrated_run.result.get("error") or {}
-                tables = {"legacy": err.get("legacy_variables") or [],
-                          "migrated": err.get("migrated_variables") or []}
-                from estimator2keras.parity._report import variable_tables_text
+        results = []
+        for i, (migrated_path, python) in enumerate(candidates):
+            if not migrated_path.is_file():
+                results.append(error(f"migrated program not found: {migrated_path}", migrated_path, legacy_info,
+                                     SideInfo(program=str(migrated_path), python=python)))
+                continue
+            out_dir = root / ("migrated" if len(candidates) == 1 else f"migrated_{i}_{migrated_path.stem}")
+            migrated_request = {
+                **request,
+                "legacy_variables": legacy_run.result.get("variables") or [],
+                "initial_weights": str(legacy_run.out_dir / "weights.npz"),
+            }
+            migrated_run = run_side(SideRun("migrated", migrated_path, python, out_dir),
+                                    migrated_request, timeout, env)
+            migrated_info = side_info(migrated_run.result, str(migrated_path), python, migrated_run.seconds)
+            migrated_info.status = migrated_run.status
+            if not migrated_run.ok:
+                reason, detail = failure(migrated_run, timeout)
+                tables = None
+                if migrated_run.status == "variables_mismatch":
+                    err = migrated_run.result.get("error") or {}
+                    tables = {"legacy": err.get("legacy_variables") or [],
+                              "migrated": err.get("migrated_variables") or []}
+                    from estimator2keras.parity._report import variable_tables_text
 
-                detail = variable_tables_text(tables["legacy"], tables["migrated"])
-            return error(reason, detail, variable_tables=tables, workdir=str(root) if keep else None)
-
-        result = compare(
-            legacy_run.result, migrated_run.result, legacy_run.weights(), migrated_run.weights(), tolerance,
-            legacy_info=legacy_info, migrated_info=migrated_info, settings=settings, step_limit=steps)
-        result.workdir = str(root) if keep else None
-        return result
+                    detail = variable_tables_text(tables["legacy"], tables["migrated"])
+                results.append(error(reason, migrated_path, legacy_info, migrated_info, detail=detail,
+                                     variable_tables=tables, workdir=kept))
+                continue
+            result = compare(
+                legacy_run.result, migrated_run.result, legacy_weights, migrated_run.weights(), tolerance,
+                legacy_info=legacy_info, migrated_info=migrated_info, settings=settings, step_limit=steps)
+            result.workdir = kept
+            results.append(result)
+        return results
     finally:
         if not keep:
             shutil.rmtree(root, ignore_errors=True)

@@ -177,20 +177,65 @@ def versions(tf) -> dict:
     return info
 
 
-def traceback_tail(exc: BaseException) -> str:
-    """The end of the program's traceback, without the harness's own frames."""
+# Harness functions that do real work (not thin pass-through wrappers): an exception raised
+# below one of them, deeper than the user's last frame, is a bug of ours, not the program's.
+_ACTIVE_HARNESS_FUNCTIONS = {
+    "begin", "after_create_session", "before_run", "after_run", "end",
+    "_prepare_model", "_first_batch_features", "_creation_order", "_read", "_describe",
+    "on_train_batch_begin", "on_train_batch_end", "on_test_end",
+}
+USER_FRAMES = 8
+DEEPEST_FRAMES = 4
+
+
+def _is_harness(frame) -> bool:
+    return os.path.abspath(frame.filename) in _HARNESS_FILES
+
+
+def _is_runpy(frame) -> bool:
+    return frame.filename.endswith(os.sep + "runpy.py") or frame.filename.startswith("<frozen runpy")
+
+
+def _is_user(frame, program_dir: str | None) -> bool:
+    return bool(program_dir) and os.path.abspath(frame.filename).startswith(program_dir + os.sep)
+
+
+def crashed_in_harness(exc: BaseException, program_dir: str | None) -> bool:
+    """True when the exception comes from the harness's own work, below the user's code."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    last_user = max((i for i, f in enumerate(frames) if _is_user(f, program_dir)), default=-1)
+    return any(_is_harness(f) and f.name in _ACTIVE_HARNESS_FUNCTIONS for f in frames[last_user + 1:])
+
+
+def traceback_tail(exc: BaseException, program_dir: str | None = None) -> str:
+    """The part of a traceback a person needs: the program's own frames (up to 8) and the
+    deepest 4 frames, the exception; the harness's frames and runpy's are left out."""
     frames = [
         frame for frame in traceback.extract_tb(exc.__traceback__)
-        if os.path.abspath(frame.filename) not in _HARNESS_FILES
-        and not frame.filename.endswith(os.sep + "runpy.py")
+        if not _is_harness(frame) and not _is_runpy(frame)
     ]
-    lines = ["Traceback (most recent call last):\n"]
-    lines += traceback.format_list(frames)
-    lines += traceback.format_exception_only(type(exc), exc)
-    text = "".join(lines).rstrip("\n").splitlines()
-    if len(text) > TRACEBACK_TAIL_LINES:
-        text = ["  ..."] + text[-TRACEBACK_TAIL_LINES:]
-    return "\n".join(text)
+    user = [i for i, f in enumerate(frames) if _is_user(f, program_dir)][-USER_FRAMES:]
+    keep = sorted(set(user) | set(range(max(0, len(frames) - DEEPEST_FRAMES), len(frames))))
+    lines = ["Traceback (most recent call last):"]
+    previous = -1
+    for i in keep:
+        if i != previous + 1:
+            lines.append("  ...")
+        lines += traceback.format_list([frames[i]])[0].rstrip("\n").splitlines()
+        previous = i
+    lines += "".join(traceback.format_exception_only(type(exc), exc)).rstrip("\n").splitlines()
+    if len(lines) > TRACEBACK_TAIL_LINES + 10:
+        lines = lines[:TRACEBACK_TAIL_LINES] + ["  ..."] + lines[-10:]
+    return "\n".join(lines)
+
+
+def exception_summary(exc: BaseException) -> str:
+    """One line for the exception. TensorFlow's "in user code:" messages end with the real error."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if not lines:
+        return ""
+    line = lines[-1] if len(lines) > 1 and lines[0].endswith(":") else lines[0]
+    return line[:500]
 
 
 def run_program(path: str) -> tuple[str, dict | None]:
@@ -210,14 +255,15 @@ def run_program(path: str) -> tuple[str, dict | None]:
             return "ok", None
         return "crashed", {
             "type": "SystemExit", "message": f"the program exited with status {exc.code!r}",
-            "traceback": traceback_tail(exc),
+            "traceback": traceback_tail(exc, program_dir),
         }
     except HarnessStop as stop:
         return stop.status, {"type": "HarnessStop", "message": stop.message, **stop.details}
     except BaseException as exc:  # noqa: BLE001 - any crash of the user's program is reported
-        return "crashed", {
-            "type": type(exc).__name__, "message": str(exc).strip().splitlines()[0][:500] if str(exc).strip() else "",
-            "traceback": traceback_tail(exc),
+        return ("harness_error" if crashed_in_harness(exc, program_dir) else "crashed"), {
+            "type": type(exc).__name__,
+            "message": exception_summary(exc),
+            "traceback": traceback_tail(exc, program_dir),
         }
     return "ok", None
 

@@ -5,6 +5,7 @@ Exit codes: 0 parity holds, 1 parity broken, 2 could not run (the reason is prin
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from estimator2keras.parity._result import EXIT_ERROR, Tolerance
@@ -55,9 +56,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run `e2k parity` with parsed ``args``; returns the exit code."""
+    for label, path in (("LEGACY.py", args.legacy), ("MIGRATED.py", args.migrated)):
+        if not os.path.isfile(path):
+            print(f"e2k parity: {label}: no such file: {path}", file=sys.stderr)
+            return EXIT_ERROR
     try:
-        from estimator2keras.parity._report import print_report, write_json, write_plot
+        from estimator2keras.parity._report import print_report, require_rich, write_json, write_plot
 
+        require_rich()  # before minutes of training, not after
         result = run_parity(
             args.legacy, args.migrated,
             replicas=args.replicas, steps=args.steps, rtol=args.rtol, atol=args.atol,

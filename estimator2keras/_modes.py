@@ -1,0 +1,207 @@
+"""Specialising a model_fn's body for one mode (TRAIN, EVAL or PREDICT).
+
+A model_fn branches on ``mode``; Keras splits the same program into the model (used by all
+three), ``compile`` (training and evaluation) and ``predict_step``. For each mode this
+module walks the body as the Estimator would have run it: ``if`` statements on ``mode``
+(``mode == ModeKeys.TRAIN``, ``mode != PREDICT``, ``mode in (...)``, a variable such as
+``is_training = mode == ModeKeys.TRAIN``) are decided, ``assert mode == ...`` dropped, and
+``with`` blocks that only name things are flattened. The result is the straight-line list of
+statements that mode executes, ending with its ``return``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from estimator2keras._context import RewriteContext
+from estimator2keras._rule import Unsupported
+
+TRAIN, EVAL, PREDICT = "train", "eval", "infer"
+MODES = (TRAIN, EVAL, PREDICT)
+MODE_KEYS = {
+    "estimator.ModeKeys.TRAIN": TRAIN,
+    "estimator.ModeKeys.EVAL": EVAL,
+    "estimator.ModeKeys.PREDICT": PREDICT,
+    "estimator.ModeKeys.INFER": PREDICT,
+    "contrib.learn.ModeKeys.TRAIN": TRAIN,
+    "contrib.learn.ModeKeys.EVAL": EVAL,
+    "contrib.learn.ModeKeys.INFER": PREDICT,
+}
+#: `with` blocks whose body runs unchanged in Keras (names only, or dependencies Keras makes implicit).
+FLATTENED_WITH = frozenset({"name_scope", "variable_scope", "compat.v1.name_scope", "control_dependencies"})
+UNSUPPORTED = "E2K901"
+
+
+@dataclass
+class ModePath:
+    """What one mode executes: statements in order (original nodes), and its return."""
+
+    mode: str
+    statements: list[cst.BaseSmallStatement] = field(default_factory=list)
+    #: The statement line each small statement came from (for comments and positions).
+    lines: list[cst.BaseStatement] = field(default_factory=list)
+    ret: cst.Return | None = None
+    #: Statements that ran inside `with tf.control_dependencies(...)`.
+    under_control_dependencies: set[cst.BaseSmallStatement] = field(default_factory=set)
+
+
+def _simple_loop(stmt: cst.For) -> bool:
+    if stmt.orelse is not None or stmt.asynchronous is not None or not isinstance(stmt.body, cst.IndentedBlock):
+        return False
+    for inner in stmt.body.body:
+        if not isinstance(inner, cst.SimpleStatementLine):
+            return False
+        if any(isinstance(s, (cst.Return, cst.Break, cst.Continue)) for s in inner.body):
+            return False
+    return True
+
+
+class ModeAnalysis:
+    """Mode facts of one model_fn: which names hold a mode test, and each mode's path."""
+
+    def __init__(self, fn: cst.FunctionDef, ctx: RewriteContext):
+        self.fn = fn
+        self.ctx = ctx
+        #: Variables bound to a test of the mode: name -> the set of modes where it is true.
+        self.flags: dict[str, frozenset[str]] = {}
+        #: Nodes (tests, flag names) that stand for "the model is training".
+        self.training_tests: list[cst.CSTNode] = []
+        self.paths = {mode: self._walk(mode) for mode in MODES}
+
+    # -- tests on the mode ------------------------------------------------------------------
+    def modes_where_true(self, test: cst.BaseExpression) -> frozenset[str] | None:
+        """The modes in which ``test`` is true, or None when it is not a test of the mode."""
+        if isinstance(test, cst.Name) and test.value in self.flags:
+            return self.flags[test.value]
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            inner = self.modes_where_true(test.expression)
+            return None if inner is None else frozenset(MODES) - inner
+        if isinstance(test, cst.BooleanOperation):
+            left, right = self.modes_where_true(test.left), self.modes_where_true(test.right)
+            if left is None or right is None:
+                return None
+            return left & right if isinstance(test.operator, cst.And) else left | right
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+            target = test.comparisons[0]
+            operator = target.operator
+            left, right = test.left, target.comparator
+            if self._is_mode(right) and not self._is_mode(left):
+                left, right = right, left
+            if not self._is_mode(left):
+                return None
+            if isinstance(operator, (cst.In, cst.NotIn)):
+                if not isinstance(right, (cst.Tuple, cst.List, cst.Set)):
+                    return None
+                values = [self.mode_value(e.value) for e in right.elements]
+                if None in values:
+                    return None
+                modes = frozenset(values)
+            else:
+                value = self.mode_value(right)
+                if value is None:
+                    return None
+                modes = frozenset({value})
+            if isinstance(operator, (cst.Equal, cst.Is, cst.In)):
+                return modes
+            if isinstance(operator, (cst.NotEqual, cst.IsNot, cst.NotIn)):
+                return frozenset(MODES) - modes
+        return None
+
+    def _is_mode(self, node: cst.BaseExpression) -> bool:
+        # libcst keeps parentheses on the node itself: `(mode)` is still a Name.
+        return isinstance(node, cst.Name) and node.value == "mode"
+
+    def mode_value(self, node: cst.BaseExpression) -> str | None:
+        if isinstance(node, cst.SimpleString) and node.evaluated_value in MODES:
+            return node.evaluated_value
+        path = self.ctx.api_path(node)
+        return MODE_KEYS.get(path) if path else None
+
+    def is_training_test(self, node: cst.BaseExpression) -> bool:
+        """Is ``node`` true exactly when the Estimator trains (what Keras calls ``training``)?"""
+        return self.modes_where_true(node) == frozenset({TRAIN})
+
+    # -- walking ----------------------------------------------------------------------------
+    def _walk(self, mode: str) -> ModePath:
+        path = ModePath(mode)
+        body = self.fn.body
+        if not isinstance(body, cst.IndentedBlock):
+            raise Unsupported("a one-line model_fn is not converted", self.fn, UNSUPPORTED)
+        if not self._walk_block(body.body, path, under_dependencies=False):
+            raise Unsupported(f"in mode {mode!r} the model_fn does not return an EstimatorSpec", self.fn, UNSUPPORTED)
+        return path
+
+    def _walk_block(self, statements, path: ModePath, under_dependencies: bool) -> bool:
+        """Append what ``path.mode`` runs of ``statements``; True once it has returned."""
+        for index, stmt in enumerate(statements):
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    if isinstance(small, cst.Return):
+                        path.ret = small
+                        path.lines.append(stmt)
+                        return True
+                    if isinstance(small, cst.Assert) and self.modes_where_true(small.test) is not None:
+                        continue
+                    if isinstance(small, cst.Pass):
+                        continue
+                    if isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString)):
+                        continue  # a docstring
+                    self._note_flag(small)
+                    path.statements.append(small)
+                    path.lines.append(stmt)
+                    if under_dependencies:
+                        path.under_control_dependencies.add(small)
+            elif isinstance(stmt, cst.If):
+                if self._walk_if(stmt, path, under_dependencies):
+                    return True
+            elif isinstance(stmt, cst.With):
+                kind = self._with_kind(stmt)
+                if kind is None:
+                    raise Unsupported("this `with` block is not converted", stmt, UNSUPPORTED)
+                inner = under_dependencies or kind == "control_dependencies"
+                if self._walk_block(stmt.body.body, path, inner):
+                    return True
+            elif isinstance(stmt, cst.For) and _simple_loop(stmt):
+                # A loop of simple statements (layers built in a loop) is one step of the path.
+                path.statements.append(stmt)
+                path.lines.append(stmt)
+            else:
+                what = type(stmt).__name__.lower()
+                if isinstance(stmt, (cst.For, cst.While)):
+                    reason = f"this `{what}` loop in the model_fn is not converted (e2k converts loops of simple statements)"
+                else:
+                    reason = f"a `{what}` statement in the model_fn is not converted"
+                raise Unsupported(reason, stmt, UNSUPPORTED)
+        return False
+
+    def _walk_if(self, stmt: cst.If, path: ModePath, under_dependencies: bool) -> bool:
+        modes = self.modes_where_true(stmt.test)
+        if modes is None:
+            raise Unsupported("an `if` that does not test the mode is not converted yet", stmt, UNSUPPORTED)
+        if path.mode in modes:
+            return self._walk_block(stmt.body.body, path, under_dependencies)
+        orelse = stmt.orelse
+        if isinstance(orelse, cst.If):
+            return self._walk_if(orelse, path, under_dependencies)
+        if isinstance(orelse, cst.Else):
+            return self._walk_block(orelse.body.body, path, under_dependencies)
+        return False
+
+    def _with_kind(self, stmt: cst.With) -> str | None:
+        kinds = set()
+        for item in stmt.items:
+            call = item.item
+            path = self.ctx.call_api_path(call) if isinstance(call, cst.Call) else None
+            if path not in FLATTENED_WITH or item.asname is not None:
+                return None
+            if path == "variable_scope" and any(a.keyword and a.keyword.value == "reuse" for a in call.args):
+                return None
+            kinds.add(path)
+        return "control_dependencies" if "control_dependencies" in kinds else "scope"
+
+    def _note_flag(self, small: cst.BaseSmallStatement) -> None:
+        if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+            modes = self.modes_where_true(small.value)
+            if modes is not None:
+                self.flags[small.targets[0].target.value] = modes

@@ -1,0 +1,1 @@
+"""Programs the parity tests run (each in its own directory), and the tests' shared helpers."""

@@ -1,0 +1,471 @@
+"""The parity harness without TensorFlow: tolerances, comparison, verdicts, report, JSON, plot,
+CLI argument errors, and the bootstrap helpers that do not need TensorFlow."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import estimator2keras.parity as parity
+from estimator2keras.parity import ParityResult, ParityUsageError, Tolerance, run_parity
+from estimator2keras.parity._compare import (
+    compare,
+    compare_metrics,
+    compare_steps,
+    compare_weights,
+    side_info,
+    step_count_hints,
+)
+from estimator2keras.parity._report import render_text, variable_tables_text, visible_step_rows, write_json, write_plot
+from estimator2keras.parity._result import allclose
+from estimator2keras.parity._runner import SideRun, child_environment, failure, resolve_python
+
+PARITY_DIR = Path(parity.__file__).resolve().parent
+FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "seed_mirrored_linear"
+
+
+def _load(name: str) -> types.ModuleType:
+    """A bootstrap module loaded by path, as the user's interpreter loads it."""
+    spec = importlib.util.spec_from_file_location(f"_test_{name}", PARITY_DIR / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+side_common = _load("_side_common")
+keras_side = _load("_keras_side")
+
+
+# --- tolerances -------------------------------------------------------------------------
+
+def test_public_surface_is_small():
+    assert sorted(parity.__all__) == [
+        "MetricRow", "ParityResult", "ParityUsageError", "StepRow", "Tolerance", "WeightRow", "run_parity", "run_parity_many"]
+
+
+def test_default_tolerance_is_tight_for_ten_steps_then_relative():
+    tolerance = Tolerance()
+    assert tolerance.for_step(1) == tolerance.for_step(10) == (1e-6, 1e-5)
+    assert tolerance.for_step(11) == (0.05, 1e-5)
+    assert "steps 1-10" in tolerance.describe()
+
+
+def test_overrides_fix_a_value_for_every_step():
+    tolerance = Tolerance().overridden(rtol=1e-3)
+    assert tolerance.for_step(1) == (1e-3, 1e-5) and tolerance.for_step(500) == (1e-3, 1e-5)
+    both = Tolerance().overridden(rtol=0.0, atol=0.5)
+    assert both.for_step(3) == both.for_step(30) == (0.0, 0.5)
+    assert both.describe().startswith("every step")
+
+
+def test_nan_never_agrees_and_infinities_only_with_themselves():
+    assert not allclose(math.nan, math.nan, 1.0, 1.0)
+    assert not allclose(1.0, math.nan, 1.0, 1.0)
+    assert allclose(math.inf, math.inf, 0, 0) and not allclose(math.inf, 1e300, 1, 1)
+
+
+# --- per-step comparison ----------------------------------------------------------------
+
+def test_a_tiny_difference_fails_early_and_passes_late():
+    legacy = [1.0] * 12
+    migrated = list(legacy)
+    migrated[4] = 1.0 + 1e-3   # step 5: tight window
+    migrated[11] = 1.0 + 1e-3  # step 12: 5 % window
+    rows = compare_steps(legacy, migrated, Tolerance())
+    assert [row.step for row in rows if not row.passed] == [5]
+    assert rows[4].abs_diff == pytest.approx(1e-3) and rows[4].rel_diff == pytest.approx(1e-3)
+
+
+def test_steps_missing_on_one_side_fail():
+    rows = compare_steps([1.0, 2.0, 3.0], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0], Tolerance())
+    assert [row.passed for row in rows] == [True, True, True, False, False, False]
+    assert rows[3].legacy_loss is None and rows[3].migrated_loss == 4.0 and rows[3].abs_diff is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    losses=st.lists(st.floats(min_value=1e-3, max_value=1e3), min_size=1, max_size=40),
+    data=st.data(),
+)
+def test_first_divergent_step_is_the_first_step_out_of_tolerance(losses, data):
+    step = data.draw(st.integers(min_value=1, max_value=len(losses)))
+    rtol, atol = Tolerance().for_step(step)
+    bound = atol + rtol * losses[step - 1]
+    factor = data.draw(st.floats(min_value=1.5, max_value=100.0))
+    migrated = list(losses)
+    migrated[step - 1] = losses[step - 1] + factor * bound
+    result = _compare(losses, migrated)
+    assert result.verdict == "broken" and result.first_divergent_step == step
+    within = list(losses)
+    within[step - 1] = losses[step - 1] + 0.5 * bound
+    assert _compare(losses, within).verdict == "parity"
+
+
+# --- whole comparison on synthetic runs ---------------------------------------------------
+
+def _side(losses, *, replicas=2, reduction="mean", variables=None, evaluations=None, **extra):
+    return {
+        "status": "ok", "losses": list(losses), "replicas": replicas, "strategy": "MirroredStrategy",
+        "loss_reduction": reduction, "training_calls": 1,
+        "variables": variables if variables is not None else [
+            {"name": "dense/kernel", "shape": [2, 1], "trainable": True},
+            {"name": "dense/bias", "shape": [1], "trainable": True}],
+        "evaluations": evaluations if evaluations is not None else [{"loss": 0.5, "global_step": len(losses)}],
+        **extra,
+    }
+
+
+def _weights(kernel=(1.0, 2.0), bias=(0.5,), final_kernel=None, final_bias=None):
+    return {
+        "initial_0": np.array(kernel, np.float32).reshape(2, 1), "initial_1": np.array(bias, np.float32),
+        "final_0": np.array(final_kernel or kernel, np.float32).reshape(2, 1),
+        "final_1": np.array(final_bias or bias, np.float32),
+    }
+
+
+def _compare(legacy_losses, migrated_losses, *, legacy=None, migrated=None, legacy_weights=None,
+             migrated_weights=None, step_limit=None) -> ParityResult:
+    legacy = legacy or _side(legacy_losses)
+    migrated = migrated or _side(migrated_losses, reduction=None)
+    return compare(
+        legacy, migrated, legacy_weights or _weights(), migrated_weights or _weights(), Tolerance(),
+        legacy_info=side_info(legacy, "legacy.py", "python", 1.0),
+        migrated_info=side_info(migrated, "migrated.py", "python", 1.0),
+        settings={"replicas": 2}, step_limit=step_limit)
+
+
+def test_identical_runs_hold_parity():
+    result = _compare([3.0, 2.0, 1.0], [3.0, 2.0, 1.0])
+    assert result.passed and result.exit_code == 0 and result.first_divergent_step is None
+    assert result.reason == "3 steps, 2 final weights and 1 eval metric agree within tolerance"
+    assert [row.name for row in result.metrics] == ["loss"]  # global_step is bookkeeping
+
+
+def test_sum_reported_losses_are_compared_as_reported_with_a_note():
+    legacy = _side([4.0, 2.0], reduction="sum")
+    result = _compare(None, [4.0, 2.0], legacy=legacy)
+    assert result.passed
+    assert any("SUM over its 2 replicas" in note for note in result.notes)
+    # a mean where the Estimator summed is a real difference, never rescaled away
+    assert _compare(None, [2.0, 1.0], legacy=_side([4.0, 2.0], reduction="sum")).first_divergent_step == 1
+
+
+def test_batch_not_scaled_is_explained_by_the_step_count():
+    result = _compare([1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0, 1.0, 1.0])
+    assert result.verdict == "broken" and result.first_divergent_step == 4
+    assert result.reason.startswith("step counts differ (legacy 3, migrated 6)")
+    assert any("not scaled by the number of replicas" in hint for hint in result.hints)
+
+
+def test_one_extra_step_is_explained_by_the_dropped_last_round():
+    result = _compare([1.0, 1.0], [1.0, 1.0, 1.0])
+    assert any("drops a last round" in hint for hint in result.hints)
+
+
+def test_a_program_without_a_strategy_is_noted():
+    result = compare(_side([1.0], replicas=1), _side([1.0], replicas=1, reduction=None), _weights(), _weights(),
+                     Tolerance(), legacy_info=side_info(_side([1.0], replicas=1), "l", "p", None),
+                     migrated_info=side_info(_side([1.0], replicas=1), "m", "p", None), settings={"replicas": 2})
+    assert result.passed
+    assert sum("ran on 1 replica although 2 were asked for" in note for note in result.notes) == 2
+
+
+def test_different_replica_counts_are_pointed_out():
+    legacy = side_info(_side([1.0] * 4), "l", "p", None)
+    migrated = side_info(_side([1.0] * 8, replicas=1), "m", "p", None)
+    hints = step_count_hints(legacy, migrated, None)
+    assert any("different number of replicas" in hint for hint in hints)
+
+
+def test_weights_alone_can_break_parity():
+    result = _compare([1.0, 1.0], [1.0, 1.0], migrated_weights=_weights(final_kernel=(1.0, 2.1)))
+    assert result.verdict == "broken" and result.first_divergent_step is None
+    assert "1 final weight differs (most: dense/kernel" in result.reason
+    assert result.weights_by_difference()[0].legacy_name == "dense/kernel"
+
+
+def test_eval_metric_alone_can_break_parity_and_one_sided_metrics_are_listed():
+    legacy = _side([1.0], evaluations=[{"loss": 0.5, "accuracy": 0.75, "global_step": 1}])
+    migrated = _side([1.0], reduction=None, evaluations=[{"loss": 0.6, "mae": 0.1}])
+    result = _compare(None, None, legacy=legacy, migrated=migrated)
+    assert result.verdict == "broken" and "eval metric 'loss' differs" in result.reason
+    assert {row.name: row.passed for row in result.metrics} == {"loss": False, "accuracy": None, "mae": None}
+    assert any("incomplete last round" in hint for hint in result.hints)
+
+
+def test_keras_fit_validation_stands_in_for_a_missing_evaluate():
+    migrated = _side([1.0], reduction=None, evaluations=[], fit_validation={"loss": 0.5})
+    assert _compare([1.0], None, migrated=migrated).passed
+
+
+def test_diverged_replica_copies_are_compared_as_their_mean_with_a_warning():
+    variables = [{"name": "bn/gamma", "shape": [2], "trainable": True},
+                 {"name": "bn/moving_mean", "shape": [2], "trainable": False}]
+    weights = {"initial_0": np.ones(2), "initial_1": np.zeros(2), "final_0": np.ones(2), "final_1": np.zeros(2)}
+    legacy = _side([1.0], variables=variables)
+    migrated = _side([1.0], reduction=None, variables=variables, diverged_replica_copies=[
+        {"index": 1, "name": "bn/moving_mean", "max_diff": 0.6, "saved_vs_mean": 0.3}])
+    result = _compare(None, None, legacy=legacy, migrated=migrated, legacy_weights=weights, migrated_weights=weights)
+    assert result.passed
+    assert len(result.warnings) == 1 and "replica 0's copy, 0.3 away" in result.warnings[0]
+    assert "warning: bn/moving_mean" in render_text(result)
+
+
+def test_weights_are_compared_per_tensor_relative_to_its_largest_value():
+    table = [{"name": "w", "shape": [3], "trainable": True}]
+    legacy = {"final_0": np.array([100.0, 0.0, 1.0])}
+    close = {"final_0": np.array([100.0, 1e-3, 1.0])}  # 1e-3 next to 0 is fine beside 100
+    assert compare_weights(table, table, legacy, close, rtol=1e-4, atol=0.0)[0].passed
+    far = {"final_0": np.array([100.0, 1.0, 1.0])}
+    assert not compare_weights(table, table, legacy, far, rtol=1e-4, atol=0.0)[0].passed
+
+
+def test_no_metrics_means_nothing_to_compare():
+    assert compare_metrics(None, None, 0.0, 0.0) == []
+
+
+# --- result, report, JSON, plot -----------------------------------------------------------
+
+def test_result_to_dict_is_plain_json_even_with_nan():
+    result = _compare([1.0, math.nan], [1.0, 2.0])
+    assert result.first_divergent_step == 2
+    data = json.loads(json.dumps(result.to_dict(), allow_nan=False))
+    assert data["schema"] == "e2k-parity/1" and data["verdict"] == "broken" and data["exit_code"] == 1
+    assert data["steps"][1]["legacy_loss"] == "nan"
+
+
+def test_error_results_exit_2():
+    result = ParityResult(verdict="error", reason="x")
+    assert not result.passed and result.exit_code == 2 and str(result) == "error: x"
+
+
+def test_long_runs_show_head_divergence_and_tail():
+    rows = compare_steps([1.0] * 200, [1.0] * 99 + [2.0] * 101, Tolerance())
+    visible = visible_step_rows(rows, 100, max_rows=40)
+    steps = [row.step if row else None for row in visible]
+    assert steps[:10] == list(range(1, 11)) and steps[10] is None
+    assert 100 in steps and 97 in steps and 103 in steps and steps[-5:] == list(range(196, 201))
+    assert visible_step_rows(rows[:20], None, max_rows=40) == rows[:20]
+
+
+def test_text_report_highlights_the_first_divergent_step_and_ends_with_the_verdict():
+    result = _compare([1.0, 2.0, 3.0], [1.0, 2.5, 3.5])
+    text = render_text(result)
+    line = next(line for line in text.splitlines() if "first divergence" in line)
+    assert line.split()[1] == "2"  # the table row of step 2
+    assert text.rstrip().splitlines()[-1].startswith("BROKEN: losses diverge at step 2")
+    assert "Final weights, most different first" in text
+
+
+def test_variable_tables_side_by_side_mark_the_first_mismatch():
+    legacy = [{"name": "dense/kernel", "shape": [2, 1], "trainable": True},
+              {"name": "dense/bias", "shape": [1], "trainable": True}]
+    migrated = [{"name": "dense/kernel", "shape": [2, 4], "trainable": True},
+                {"name": "dense/bias", "shape": [4], "trainable": True},
+                {"name": "dense_1/kernel", "shape": [4, 1], "trainable": True}]
+    lines = variable_tables_text(legacy, migrated).splitlines()
+    assert "legacy (Estimator)" in lines[0] and "migrated (Keras)" in lines[0]
+    assert lines[2].startswith("0  dense/kernel [2x1]") and lines[2].endswith("<- first mismatch")
+    assert lines[4].startswith("2  -")
+
+
+def test_json_and_plot_files(tmp_path):
+    result = _compare([3.0, 2.0, 1.0, 0.5], [3.0, 2.0, 1.1, 0.6])
+    write_json(result, tmp_path / "r.json")
+    assert json.loads((tmp_path / "r.json").read_text())["first_divergent_step"] == 3
+    write_plot(result, tmp_path / "r.png")
+    assert (tmp_path / "r.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# --- runner without running TensorFlow ----------------------------------------------------
+
+def test_missing_program_is_an_error_result_not_an_exception(tmp_path):
+    result = run_parity(tmp_path / "nope.py", FIXTURE / "after.py")
+    assert result.verdict == "error" and result.reason.startswith("legacy program not found")
+
+
+def test_arguments_that_cannot_work_raise():
+    with pytest.raises(ParityUsageError, match="--replicas must be at least 1"):
+        run_parity(FIXTURE / "before.py", FIXTURE / "after.py", replicas=0)
+    with pytest.raises(ParityUsageError, match="no such Python interpreter"):
+        run_parity(FIXTURE / "before.py", FIXTURE / "after.py", target_python="/nonexistent/python")
+    with pytest.raises(ParityUsageError, match="--rtol"):
+        run_parity(FIXTURE / "before.py", FIXTURE / "after.py", rtol=-1)
+
+
+def test_interpreters_resolve_by_path_or_name():
+    assert resolve_python(None) == sys.executable
+    assert resolve_python(sys.executable) == sys.executable
+    assert Path(resolve_python(Path(sys.executable).name)).name == Path(sys.executable).name
+
+
+def test_child_environment_is_repeatable_and_single_worker(monkeypatch):
+    monkeypatch.setenv("TF_CONFIG", '{"cluster": {}}')
+    env = child_environment(7)
+    assert env["PYTHONHASHSEED"] == "7" and "TF_CONFIG" not in env
+
+
+@pytest.mark.parametrize(("status", "result", "expected"), [
+    ("crashed", {"error": {"type": "ValueError", "message": "bad", "traceback": "TB"}},
+     ("the legacy program crashed: ValueError: bad", "TB")),
+    ("no_training", {"error": {"message": "never trained"}},
+     ("no training call found in the legacy program: never trained", None)),
+    ("environment", {"error": {"message": "no estimator"}}, ("cannot run the legacy program: no estimator", None)),
+    ("unsupported", {"error": {"message": "two models"}}, ("cannot compare the legacy program: two models", None)),
+    ("harness_error", {"error": {"type": "KeyError", "message": "x", "traceback": "TB"}},
+     ("the parity harness failed while running the legacy program (KeyError: x); please report this", "TB")),
+])
+def test_side_failures_become_one_reason(tmp_path, status, result, expected):
+    run = SideRun("legacy", tmp_path / "p.py", "python", tmp_path, returncode=2, result={"status": status, **result})
+    assert failure(run, 600) == expected
+
+
+def test_a_side_that_died_without_a_result_shows_its_stderr(tmp_path):
+    (tmp_path / "stderr.txt").write_text("line\nSegmentation fault\n")
+    run = SideRun("migrated", tmp_path / "p.py", "python", tmp_path, returncode=-11)
+    reason, detail = failure(run, 600)
+    assert reason == "the migrated interpreter (python) exited with status -11 without a result"
+    assert detail.endswith("Segmentation fault")
+
+
+# --- CLI argument errors: one line, exit 2, no traceback ----------------------------------
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "estimator2keras", "parity", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("missing.py", str(FIXTURE / "after.py")), "e2k parity: LEGACY.py: no such file: missing.py"),
+    ((str(FIXTURE / "before.py"), "gone.py"), "e2k parity: MIGRATED.py: no such file: gone.py"),
+    ((str(FIXTURE / "before.py"), str(FIXTURE / "after.py"), "--legacy-python", "/no/python"),
+     "e2k parity: no such Python interpreter: /no/python"),
+    ((str(FIXTURE / "before.py"), str(FIXTURE / "after.py"), "--steps", "0"),
+     "e2k parity: --steps must be at least 1, got 0"),
+])
+def test_cli_user_mistakes_are_one_line_and_exit_2(args, message):
+    done = _cli(*args)
+    assert done.returncode == 2
+    assert done.stderr.strip() == message and done.stdout == ""
+
+
+# --- bootstrap helpers (plain Python, loaded by path like in the user's interpreter) -------
+
+def _raise_from(filename: str, function: str):
+    """Raise ValueError from a frame whose code claims to live in ``filename``."""
+    namespace: dict = {}
+    exec(compile(f"def {function}():\n    raise ValueError('boom')\n", filename, "exec"), namespace)
+    return namespace[function]
+
+
+def test_traceback_tail_keeps_the_program_and_drops_the_harness(tmp_path):
+    program = str(tmp_path / "prog.py")
+    harness = str(PARITY_DIR / "_keras_side.py")
+    user_fn = _raise_from(program, "model_fn")
+    wrapper = _raise_from(harness, "fit")
+    try:
+        try:
+            user_fn()
+        except ValueError:
+            wrapper()
+    except ValueError as exc:
+        tail = side_common.traceback_tail(exc, str(tmp_path))
+        assert "_keras_side.py" not in tail and tail.endswith("ValueError: boom")
+    try:
+        user_fn()
+    except ValueError as exc:
+        tail = side_common.traceback_tail(exc, str(tmp_path))
+        assert f'File "{program}", line 2, in model_fn' in tail
+        assert not side_common.crashed_in_harness(exc, str(tmp_path))
+    try:
+        _raise_from(harness, "after_run")()
+    except ValueError as exc:
+        assert side_common.crashed_in_harness(exc, str(tmp_path))
+
+
+def test_exception_summary_takes_the_real_error_of_tensorflow_messages():
+    wrapped = ValueError("in user code:\n\n    File x\n\n    ValueError: Input 0 is incompatible\n")
+    assert side_common.exception_summary(wrapped) == "ValueError: Input 0 is incompatible"
+    assert side_common.exception_summary(KeyError("k")) == "'k'"
+    assert side_common.exception_summary(RuntimeError()) == ""
+
+
+def test_to_float_handles_numpy_and_nesting():
+    assert side_common.to_float(np.float32(0.5)) == 0.5
+    assert side_common.to_float(np.array([1, 2])) == [1.0, 2.0]
+    assert side_common.to_float(b"ok") == "ok" and side_common.to_float(None) is None
+
+
+class _FakeVariable:
+    def __init__(self, uid):
+        self._unique_id = uid
+
+
+def test_keras_weights_are_ordered_by_creation_when_tensorflow_numbers_them():
+    late, early = _FakeVariable("dense_1/kernel_30"), _FakeVariable("dense/kernel_12")
+    assert keras_side._creation_order([late, early]) == [early, late]
+    unnumbered = types.SimpleNamespace()
+    assert keras_side._creation_order([late, unnumbered]) == [late, unnumbered]  # model order kept
+
+
+def test_first_batch_of_fit_data_without_losing_it():
+    x = np.arange(100, dtype=np.float32).reshape(50, 2)
+    features, same = keras_side._first_batch_features(x, 8)
+    assert features.shape == (8, 2) and same is x
+    features, _ = keras_side._first_batch_features({"a": x}, None)
+    assert features["a"].shape == (32, 2)
+
+    def batches():
+        yield (x[:4], x[:4, :1])
+        yield (x[4:8], x[4:8, :1])
+
+    features, replaced = keras_side._first_batch_features(batches(), None)
+    assert features.shape == (4, 2)
+    assert [b[0][0, 0] for b in replaced] == [0.0, 8.0]  # the peeked batch is put back
+
+
+# --- CLI wiring: exit codes, report, JSON, plot (run_parity replaced: no TensorFlow) -------
+
+@pytest.mark.parametrize(("legacy", "migrated", "code", "verdict_line"), [
+    ([3.0, 2.0], [3.0, 2.0], 0, "PARITY: 2 steps"),
+    ([3.0, 2.0], [3.0, 2.5], 1, "BROKEN: losses diverge at step 2"),
+    (None, None, 2, "ERROR: variables do not match"),
+])
+def test_cli_exit_codes_follow_the_verdict(monkeypatch, capsys, tmp_path, legacy, migrated, code, verdict_line):
+    from estimator2keras import cli
+    from estimator2keras.parity import cli as parity_cli
+
+    if legacy is None:
+        result = ParityResult(verdict="error", reason="variables do not match: 4 vs 2",
+                              detail=variable_tables_text([], [{"name": "w", "shape": [1]}]))
+    else:
+        result = _compare(legacy, migrated)
+    seen = {}
+
+    def fake_run_parity(legacy_path, migrated_path, **kwargs):
+        seen.update(kwargs, legacy=legacy_path, migrated=migrated_path)
+        return result
+
+    monkeypatch.setattr(parity_cli, "run_parity", fake_run_parity)
+    json_path, plot_path = tmp_path / "r.json", tmp_path / "r.png"
+    argv = ["parity", str(FIXTURE / "before.py"), str(FIXTURE / "after.py"), "--replicas", "3", "--steps", "7",
+            "--rtol", "0.01", "--keep-shuffle", "--json", str(json_path), "--plot", str(plot_path)]
+    assert cli.main(argv) == code
+    out, err = capsys.readouterr()
+    assert verdict_line in " ".join(out.split())
+    assert "Traceback" not in out + err
+    assert seen["replicas"] == 3 and seen["steps"] == 7 and seen["rtol"] == 0.01 and seen["atol"] is None
+    assert seen["keep_shuffle"] is True and seen["keep_dropout"] is False and seen["op_determinism"] is True
+    assert json.loads(json_path.read_text())["exit_code"] == code
+    assert plot_path.exists() == (legacy is not None)
+    if legacy is None:
+        assert "no training step to plot" in err
