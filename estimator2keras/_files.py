@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,20 +113,24 @@ def discover(paths: Iterable[str | Path], excludes: Sequence[str] = ()) -> list[
     return found
 
 
-def atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes, follow_symlinks: bool = True) -> None:
     """Replace ``path`` with ``data`` in one step, keeping its permission bits.
 
     The new content goes to a temporary file in the same directory, flushed to disk, then
     renamed over the original: a reader (or an interruption) sees the old file or the new
-    one, never a truncated one.
+    one, never a truncated one. A symlink is written through to its target, unless
+    ``follow_symlinks`` is false: then the link itself is replaced by a file. A new file gets
+    the mode ``open()`` would give it.
     """
     path = Path(path)
-    target = path.resolve() if path.is_symlink() else path
+    target = path.resolve() if follow_symlinks and path.is_symlink() else path
     mode = None
     try:
-        mode = target.stat().st_mode & 0o7777
+        mode = (target.stat() if follow_symlinks else target.lstat()).st_mode & 0o7777
     except FileNotFoundError:
         pass
+    if mode is not None and not follow_symlinks and stat.S_ISLNK(target.lstat().st_mode):
+        mode = None  # the link goes; what it pointed to is not ours
     if mode is not None and not mode & 0o222:
         # Even where the process could (root), a read-only file is a request not to touch it.
         raise PermissionError(f"{path} is read-only")
@@ -135,8 +140,7 @@ def atomic_write(path: Path, data: bytes) -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
+        os.chmod(tmp, mode if mode is not None else 0o666 & ~_umask())
         os.replace(tmp, target)
     except BaseException:
         try:
@@ -144,3 +148,10 @@ def atomic_write(path: Path, data: bytes) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def _umask() -> int:
+    # Read by setting it: there is no other portable way. Writes happen in the main thread.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -306,7 +306,12 @@ def _write(result: FileResult, source: SourceFile, options: RewriteOptions, summ
         return
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(target, data)
+        if options.out_dir is not None:
+            # The mirror tree is written as a tree: never through a link out of it.
+            out = os.path.realpath(options.out_dir)
+            if os.path.commonpath([out, os.path.realpath(target.parent)]) != out:
+                raise PermissionError(f"{target.parent} leads out of {options.out_dir} through a symlink")
+        atomic_write(target, data, follow_symlinks=options.out_dir is None)
     except OSError as exc:
         summary.write_errors += 1
         reason = exc.strerror or str(exc)
