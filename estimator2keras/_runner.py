@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import os
 import signal
@@ -74,11 +75,18 @@ class RunSummary:
 
 # -- workers -----------------------------------------------------------------------------
 def _init_worker() -> None:
-    # The parent handles Ctrl-C: it stops handing out work and reports what was done. A
-    # worker writes nothing, so SIGTERM may end it as usual (not through the parent's
-    # handler, which a forked worker inherits).
+    # The parent handles Ctrl-C and SIGTERM (sent to the whole process group, say): it stops
+    # handing out work, reports what was done and shuts the workers down. A worker that died
+    # of the signal would break the pool under it (and Python 3.11's pool then prints a
+    # traceback for the futures it had cancelled).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, functools.partial(_worker_sigterm, os.getppid()))
+
+
+def _worker_sigterm(parent: int, signum, frame) -> None:
+    if os.getppid() != parent:  # orphaned (the parent was killed): go, as SIGTERM asks
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
 
 
 def _process(path: str, settings: RuleSettings) -> FileResult:
