@@ -84,10 +84,7 @@ class RewriteContext:
         self.suppressed: list[Finding] = []
         self._imports_before_pass: dict = {}
         self._pass_count = 0
-        # libcst.codemod imports libcst.matchers (~0.3 s): only for files that get this far.
-        from libcst.codemod import CodemodContext
-
-        self._codemod = CodemodContext(filename=path)
+        self._codemod_context = None  # made on first use: see _codemod
         self._wrapper: MetadataWrapper | None = None
         self._before: cst.Module | None = None
         self._metadata: dict = {}
@@ -96,6 +93,15 @@ class RewriteContext:
         #: The unit conversion being planned, if any: leftovers go to it, and are dropped
         #: with it when the unit is not converted.
         self.active_plan = None
+
+    @property
+    def _codemod(self):
+        # libcst.codemod imports libcst.matchers (~0.4 s): only for a file that queues imports.
+        if self._codemod_context is None:
+            from libcst.codemod import CodemodContext
+
+            self._codemod_context = CodemodContext(filename=self.path)
+        return self._codemod_context
 
     # -- passes ---------------------------------------------------------------------------
     def begin_pass(self, module: cst.Module, rule_code: str) -> cst.Module:
@@ -243,6 +249,8 @@ class RewriteContext:
 
     def apply_imports(self, module: cst.Module) -> cst.Module:
         """Apply queued import edits once, after all passes."""
+        if self._codemod_context is None:
+            return module  # none queued
         from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 
         scratch = self._codemod.scratch
