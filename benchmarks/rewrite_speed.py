@@ -1,6 +1,6 @@
 """How fast is `e2k rewrite` on large real trees, against `tf_upgrade_v2` and a bare libcst parse?
 
-    python benchmarks/rewrite_speed.py            # both trees, e2k with all cores
+    python benchmarks/rewrite_speed.py            # all three trees, e2k with all cores
     python benchmarks/rewrite_speed.py --trees tensorflow_estimator --repeat 3 --json out.json
 
 The trees are the sources of the installed ``tensorflow_estimator`` and ``keras`` packages
@@ -18,6 +18,10 @@ It prints files, lines, wall time, lines/s and peak RSS of each, and the ratios 
 RSS is of the whole process tree (the parent and its workers): the larger of the sum of the
 tree's RSS sampled every 10 ms and the largest single process's own peak (``ru_maxrss``).
 With ``--repeat N`` each command runs N times and the median wall time is reported.
+
+A third tree, ``estimator_programs`` (``--copies`` copies of every ``fixtures/*/before.py``),
+is the opposite case: every file is an Estimator program that e2k converts. It has no
+target; it shows what one conversion costs.
 
 The targets (issue 8), checked at the end: on ``tensorflow_estimator``, e2k at least 4x
 faster than tf_upgrade_v2 with a lower peak RSS; on ``keras``, e2k completes (tf_upgrade_v2
@@ -44,7 +48,8 @@ try:
 except ImportError:  # the dev extra installs it; without it only ru_maxrss is measured
     psutil = None
 
-TREES = ("tensorflow_estimator", "keras")
+TREES = ("tensorflow_estimator", "keras", "estimator_programs")
+REPO = Path(__file__).resolve().parent.parent
 # Runs a command and prints its children's peak RSS (ru_maxrss of the largest descendant, KiB).
 _RUSAGE_WRAPPER = (
     "import resource, subprocess, sys\n"
@@ -89,6 +94,19 @@ def package_dir(name: str) -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise SystemExit(f"benchmark: the package {name!r} is not installed (pip install -e '.[dev]')")
     return Path(list(spec.submodule_search_locations)[0])
+
+
+def programs_tree(tree: Path, copies: int) -> None:
+    """The worst case for e2k: every file an Estimator program that it converts (copies of
+    the fixtures' before.py), where the two large trees have almost none."""
+    programs = sorted((REPO / "fixtures").glob("*/before.py"))
+    if not programs:
+        raise SystemExit("benchmark: no fixtures/*/before.py (run from a checkout)")
+    for i in range(copies):
+        for program in programs:
+            target = tree / f"copy{i:03d}" / f"{program.parent.name}.py"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(program, target)
 
 
 def count(tree: Path) -> tuple[int, int]:
@@ -153,7 +171,10 @@ def median_of(runs: list[Measure]) -> Measure:
 
 def bench_tree(name: str, work: Path, args) -> TreeResult:
     tree = work / name
-    shutil.copytree(package_dir(name), tree, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    if name == "estimator_programs":
+        programs_tree(tree, args.copies)
+    else:
+        shutil.copytree(package_dir(name), tree, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     files, lines = count(tree)
     e2k = shlex.split(args.e2k) if args.e2k else [sys.executable, "-m", "estimator2keras"]
     e2k_argv = [*e2k, "rewrite", "--check", str(tree), "--report", str(work / f"{name}.e2k.json")]
@@ -165,16 +186,16 @@ def bench_tree(name: str, work: Path, args) -> TreeResult:
                           "--reportfile", str(work / f"{name}.tf2.txt")],
         "bare parse": [sys.executable, "-c", _BARE_PARSE, str(tree)],
     }
-    measures = {}
-    for tool, argv in commands.items():
-        if tool == "tf_upgrade_v2" and not args.tf_upgrade_v2:
-            continue
-        runs = []
-        for _ in range(args.repeat):
+    if not args.tf_upgrade_v2:
+        del commands["tf_upgrade_v2"]
+    runs: dict[str, list[Measure]] = {tool: [] for tool in commands}
+    # Round-robin, so that a busy spell on a shared machine weighs on every tool alike.
+    for round_ in range(args.repeat):
+        for tool, argv in commands.items():
             shutil.rmtree(work / f"{name}.tf2", ignore_errors=True)
-            runs.append(measure(tool, argv, work))
-        measures[tool] = median_of(runs)
-        print(f"  {name}: {tool} {measures[tool].seconds:.2f}s", file=sys.stderr, flush=True)
+            runs[tool].append(measure(tool, argv, work))
+            print(f"  {name} [{round_ + 1}/{args.repeat}]: {tool} {runs[tool][-1].seconds:.2f}s", file=sys.stderr, flush=True)
+    measures = {tool: median_of(found) for tool, found in runs.items()}
     return TreeResult(name, files, lines, measures)
 
 
@@ -200,9 +221,10 @@ def report(results: list[TreeResult], jobs: int) -> list[str]:
             if tf2.failure:
                 out.append(f"{result.tree}: tf_upgrade_v2 crashed after {tf2.seconds:.1f}s ({tf2.failure}); e2k completed")
             else:
+                speed = tf2.seconds / e2k.seconds
+                words = f"{speed:.1f}x faster than" if speed >= 1 else f"{1 / speed:.1f}x slower than"
                 out.append(
-                    f"{result.tree}: e2k is {tf2.seconds / e2k.seconds:.1f}x faster than tf_upgrade_v2 "
-                    f"(e2k/tf_upgrade_v2 wall = {e2k.seconds / tf2.seconds:.3f}), "
+                    f"{result.tree}: e2k/tf_upgrade_v2 wall = {e2k.seconds / tf2.seconds:.3f} (e2k {words} tf_upgrade_v2), "
                     f"peak RSS e2k/tf_upgrade_v2 = {e2k.peak_rss_mb / tf2.peak_rss_mb:.2f}"
                 )
         if bare is not None:
@@ -231,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trees", nargs="+", choices=TREES, default=list(TREES))
     parser.add_argument("-j", "--jobs", type=int, default=0, help="e2k workers (default: e2k's own default, all cores)")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each command; the median is reported")
+    parser.add_argument("--copies", type=int, default=20, help="copies of each fixture in the estimator_programs tree")
     parser.add_argument("--e2k", help="the e2k command to time (default: this Python's `-m estimator2keras`)")
     parser.add_argument("--tf-upgrade-v2", default=shutil.which("tf_upgrade_v2", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"),
                         help="tf_upgrade_v2 to compare with (default: next to this Python, or on PATH)")
