@@ -17,7 +17,7 @@ from conftest import FIXTURES
 
 CANONICAL = (FIXTURES / "seed_mirrored_linear" / "before.py").read_bytes()
 CONVERTED = (FIXTURES / "seed_mirrored_linear" / "after.py").read_bytes()
-FILES = 40
+FILES = 24
 
 pytestmark = pytest.mark.slow
 
