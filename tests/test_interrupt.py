@@ -34,6 +34,13 @@ def _big_tree(root: Path) -> list[Path]:
     return paths
 
 
+def _default_signals() -> None:
+    # A signal ignored by whoever started the tests (pytest-xdist's workers ignore SIGINT) is
+    # inherited as ignored, and e2k then rightly stays deaf to it, as Python itself does.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _converted(paths: list[Path]) -> int:
     return sum(1 for p in paths if p.read_bytes() == CONVERTED)
 
@@ -55,6 +62,7 @@ def test_interrupted_run_leaves_every_file_whole_and_says_what_it_did(signum, wh
         [sys.executable, "-m", "estimator2keras", "rewrite", str(tree), "-j", jobs, "--report", str(report)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,  # its own process group, as a shell job has
+        preexec_fn=_default_signals,
     )
     deadline = time.monotonic() + 120
     while _converted(paths) == 0 and proc.poll() is None and time.monotonic() < deadline:
