@@ -22,7 +22,10 @@ from __future__ import annotations
 import fnmatch
 import functools
 import sys
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser, from PyPI
+    import tomli as tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence

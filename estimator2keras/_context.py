@@ -257,12 +257,25 @@ class RewriteContext:
         if scratch.get(AddImportsVisitor.CONTEXT_KEY):
             module = AddImportsVisitor(self._codemod).transform_module(module)
         if scratch.get(RemoveImportsVisitor.CONTEXT_KEY):
+            before = module
             module = RemoveImportsVisitor(self._codemod).transform_module(module)
+            # Only when the first statement itself went (libcst rebuilds every node).
+            if module.body and before.body and not module.body[0].deep_equals(before.body[0]):
+                module = _strip_top_blank_lines(module)
         return module
 
     # -- rules ----------------------------------------------------------------------------
     def enabled(self, code: str) -> bool:
         return self.rules.enabled(code)
+
+
+def _strip_top_blank_lines(module: cst.Module) -> cst.Module:
+    """A removed first import must not leave the file starting with a blank line."""
+    first = module.body[0]
+    lines = list(first.leading_lines)
+    while lines and lines[0].comment is None and not any(line.comment for line in module.header):
+        lines.pop(0)
+    return module.with_changes(body=[first.with_changes(leading_lines=lines), *module.body[1:]])
 
 
 def statements_of(body: cst.CSTNode) -> Sequence[cst.BaseStatement]:

@@ -25,11 +25,6 @@ def statement(template: str, **nodes: cst.BaseExpression | str) -> cst.BaseState
     return cst.parse_statement(_fill(textwrap.dedent(template).strip() + "\n", nodes))
 
 
-def statements(template: str, **nodes: cst.BaseExpression | str) -> list[cst.BaseStatement]:
-    module = cst.parse_module(_fill(textwrap.dedent(template).strip() + "\n", nodes))
-    return list(module.body)
-
-
 def _fill(template: str, nodes: dict) -> str:
     values = {k: (code(v) if isinstance(v, cst.CSTNode) else v) for k, v in nodes.items()}
     return template.format(**values) if values else template
@@ -89,6 +84,7 @@ def builder_name(model_fn_name: str) -> str:
     lead = re.match(r"_*", model_fn_name).group(0)
     core = model_fn_name[len(lead):]
     core = re.sub(r"_?(fn|func|function)$", "", core) or "model"
+    core = re.sub(r"^(make|create|get|build)_", "", core) or "model"  # a factory's name
     if not core.endswith("model"):
         core = f"{core}_model"
     return f"{lead}build_{core}"

@@ -132,7 +132,8 @@ class MetricConversion:
 class ModelConversion:
     builder_name: str
     statements: list[cst.BaseStatement]
-    takes_params: bool
+    #: The builder's parameters, in order (``params`` and names bound by partial/closures).
+    arguments: list[str]
 
 
 # ---------------------------------------------------------------------------------------
@@ -164,12 +165,16 @@ class _LayerApp:
 
 
 class _Converter:
-    def __init__(self, fn: cst.FunctionDef, ctx: RewriteContext, tf: str, plan):
+    def __init__(self, fn: cst.FunctionDef, ctx: RewriteContext, tf: str, plan, extra: tuple[str, ...] = ()):
         self.fn = fn
         self.ctx = ctx
         self.tf = tf
         self.plan = plan
         self.params = [p.name.value for p in fn.params.params]
+        #: Names the model reads that are neither features nor labels: the Estimator's
+        #: `params`, and names bound by functools.partial or by a factory's closure. They
+        #: become arguments of the builder and of the model class.
+        self.arguments: tuple[str, ...] = ("params", *extra)
         self.modes: ModeAnalysis | None = None
         self.defs: list[_Def] = []
         self.def_of_small: dict[cst.BaseSmallStatement, _Def] = {}
@@ -178,7 +183,6 @@ class _Converter:
         self.layer_objects: dict[str, _Def] = {}
         self.layer_apps: dict[cst.Call, _LayerApp] = {}
         self.layer_attr_of_object: dict[str, str] = {}
-        self.used_update_ops = False
         #: The mode whose statements name lookups see (TRAIN for the model, EVAL for
         #: metrics, PREDICT for predictions).
         self.mode = TRAIN
@@ -263,7 +267,7 @@ class _Converter:
         ):
             self.refuse(fn, "a model_fn with *args, **kwargs or keyword-only parameters is not converted")
         for name in self.params:
-            if name not in MODEL_FN_PARAMS:
+            if name not in MODEL_FN_PARAMS and name not in self.arguments:
                 self.refuse(fn, f"model_fn parameter `{name}` is not one the Estimator passes")
         if "features" not in self.params:
             self.refuse(fn, "the model_fn has no `features` parameter")
@@ -311,6 +315,12 @@ class _Converter:
                 values = [e.value for e in small.value.elements]
                 if len(names) == len(values) and all(isinstance(n, cst.Name) for n in names) and all(_is_none(v) for v in values):
                     return [(n.value, v) for n, v in zip(names, values)]
+            if len(targets) == 1 and isinstance(targets[0], (cst.Tuple, cst.List)):
+                names = [e.value for e in targets[0].elements]
+                if all(isinstance(n, cst.Name) for n in names):
+                    # `a, b = f(...)`: each name is bound by the whole call; readers of the
+                    # gradient idioms look at which position a name takes (see _unpacked).
+                    return [(n.value, small.value) for n in names if n.value != "_"]
             self.refuse(small, "an assignment to several names is not converted yet")
         self.refuse(small, f"a `{type(small).__name__}` statement in the model_fn is not converted")
 
@@ -398,7 +408,7 @@ class _Converter:
         pending = [(name, at) for name in self.names_read(output)]
         while pending:
             name, before = pending.pop()
-            if name.value in ("features", "params", "mode", "tf", self.tf) or name.value in self.modes.flags:
+            if name.value in ("features", "mode", "tf", self.tf) or name.value in self.arguments or name.value in self.modes.flags:
                 continue  # a mode flag is not computed by the model: it becomes `training`
             if name.value == "labels":
                 self.refuse(name, "the model's output depends on the labels")
@@ -475,7 +485,7 @@ class _Converter:
             if name.value in targets:
                 self.refuse(name, "the loop variable feeds a layer's input, which e2k does not convert")
         for name in self.names_read(loop.iter):
-            if name.value not in ("params",) and not self._is_module_name(name):
+            if name.value not in self.arguments and not self._is_module_name(name):
                 self.refuse(loop.iter, "the loop runs over a value computed in the model_fn; e2k builds its layers in __init__")
         item = app.attr
         self.attrs_taken.discard(app.attr)
@@ -567,11 +577,11 @@ class _Converter:
         return fallback or "layer"
 
     def _attr(self, hint: str) -> str:
-        if hint in KERAS_MODEL_ATTRIBUTES or hint == "params":
+        if hint in KERAS_MODEL_ATTRIBUTES or hint in self.arguments:
             hint = f"{hint}_layer"  # `self.output` is Keras's own; `self.output_layer` is ours
         name = hint
         n = 1
-        while name in self.attrs_taken or name in KERAS_MODEL_ATTRIBUTES or name == "params":
+        while name in self.attrs_taken or name in KERAS_MODEL_ATTRIBUTES or name in self.arguments:
             name = f"{hint}_{n}"
             n += 1
         self.attrs_taken.add(name)
@@ -588,8 +598,10 @@ class _Converter:
                 self.refuse(train_op, "the train_op is not computed in the model_fn")
             self.consumed.add(d.small)
             minimize, at = d.value, d.index
+        if isinstance(minimize, cst.Call) and isinstance(minimize.func, cst.Attribute) and minimize.func.attr.value == "apply_gradients":
+            return self.read_apply_gradients(minimize, loss_expr, at)
         if not (isinstance(minimize, cst.Call) and isinstance(minimize.func, cst.Attribute) and minimize.func.attr.value == "minimize"):
-            self.refuse(minimize, "the train_op is not `optimizer.minimize(loss)` (gradient code is not converted yet)")
+            self.refuse(minimize, "the train_op is not `optimizer.minimize(loss)` nor a clipped `apply_gradients`")
         from estimator2keras._units import bind_arguments
 
         args = {k: a.value for k, a in bind_arguments(minimize, ("loss", "global_step", "var_list")).items()}
@@ -611,6 +623,103 @@ class _Converter:
             self.refuse(receiver, "the optimizer is not a tf.train optimizer e2k converts")
         self.check_momentum_schedule(receiver, at)
         return self.translate("optimizer", receiver), self.builder_slice([], at, extra=[receiver])
+
+    # -- gradient clipping ---------------------------------------------------------------------
+    def read_apply_gradients(self, apply: cst.Call, loss_expr: cst.BaseExpression, at: int):
+        """``optimizer.apply_gradients(<clipped compute_gradients(loss)>, global_step)``: the
+        Keras optimizer with ``global_clipnorm`` / ``clipnorm`` / ``clipvalue``."""
+        from estimator2keras._units import bind_arguments
+
+        if not self.ctx.enabled("E2K103"):
+            self.refuse(apply, "gradient clipping is converted by E2K103, which is disabled")
+        args = {k: a.value for k, a in bind_arguments(apply, ("grads_and_vars", "global_step", "name")).items()}
+        step = args.get("global_step")
+        if step is not None and not self.is_global_step(step, at):
+            self.refuse(step, "`apply_gradients(global_step=...)` is not the global step")
+        receiver = apply.func.value
+        if not isinstance(receiver, cst.Name):
+            self.refuse(apply, "apply_gradients is not called on an optimizer variable")
+        clip_keyword, clip_value, computed = self.read_clipping(args.get("grads_and_vars"), at)
+        compute = computed.value
+        if not (isinstance(compute, cst.Call) and isinstance(compute.func, cst.Attribute)
+                and compute.func.attr.value == "compute_gradients"
+                and isinstance(compute.func.value, cst.Name) and compute.func.value.value == receiver.value):
+            self.refuse(compute, "the gradients do not come from this optimizer's compute_gradients")
+        loss_args = bind_arguments(compute, ("loss", "var_list"))
+        loss = loss_args.get("loss")
+        if set(loss_args) != {"loss"} or not (isinstance(loss.value, cst.Name) and isinstance(loss_expr, cst.Name) and loss.value.value == loss_expr.value):
+            self.refuse(compute, "compute_gradients is not called on the loss alone")
+        d = self.latest_def(receiver.value, computed.index)
+        if d is None or self.role(d.value) != "optimizer":
+            self.refuse(receiver, "the optimizer is not a tf.train optimizer e2k converts")
+        self.clipping = (clip_keyword, clip_value)
+        if self.plan is not None and self.plan.unit.config_value("train_distribute") is not None:
+            self.leftover(
+                apply,
+                "TF1 clipped each replica's gradients before summing them; Keras clips the summed gradient: on "
+                "several replicas the steps differ whenever clipping triggers; check with e2k parity",
+                "E2K103",
+            )
+        elif self.plan is not None:
+            self.plan.fixed(apply, "E2K103", f"gradient clipping -> {clip_keyword}=")
+        return cst.Name(receiver.value), self.builder_slice([d], at)
+
+    def read_clipping(self, grads_and_vars, at: int):
+        """(Keras keyword, threshold, the compute_gradients assignment) of a clipping idiom."""
+        if grads_and_vars is None:
+            self.refuse(self.fn, "apply_gradients has no gradients")
+        # A: gradients, variables = zip(*opt.compute_gradients(loss))
+        #    gradients, _ = tf.clip_by_global_norm(gradients, c)
+        #    opt.apply_gradients(zip(gradients, variables))
+        if isinstance(grads_and_vars, cst.Call) and _emit.code(grads_and_vars.func) == "zip" and len(grads_and_vars.args) == 2:
+            grads, variables = (a.value for a in grads_and_vars.args)
+            clipped = self.latest_def(grads.value, at) if isinstance(grads, cst.Name) else None
+            if clipped is None or self.ctx.call_api_path(clipped.value) != "clip_by_global_norm" or _unpacked(clipped, grads.value) != 0:
+                self.refuse(grads_and_vars, "these gradients are not clipped with tf.clip_by_global_norm")
+            raw = clipped.value.args[0].value
+            computed = self.latest_def(raw.value, clipped.index) if isinstance(raw, cst.Name) else None
+            if computed is None or not _is_zip_star(computed.value) or _unpacked(computed, raw.value) != 0:
+                self.refuse(raw, "the clipped gradients do not come from zip(*optimizer.compute_gradients(loss))")
+            if not (isinstance(variables, cst.Name) and _unpacked(self.latest_def(variables.value, at), variables.value) == 1):
+                self.refuse(variables, "the variables are not those compute_gradients returned")
+            self.consumed.update({clipped.small, computed.small})
+            inner = computed.value.args[0].value
+            return "global_clipnorm", clipped.value.args[1].value, _Def(computed.index, "", computed.small, inner, computed.line)
+        # B: capped = [(tf.clip_by_norm(g, c), v) for g, v in opt.compute_gradients(loss)]
+        if isinstance(grads_and_vars, cst.Name):
+            d = self.latest_def(grads_and_vars.value, at)
+            if d is not None and isinstance(d.value, cst.ListComp):
+                keyword, value, source = self._clipped_comprehension(d.value)
+                self.consumed.add(d.small)
+                if isinstance(source, cst.Name):
+                    computed = self.latest_def(source.value, d.index)
+                    if computed is None:
+                        self.refuse(source, "the gradients are not computed in the model_fn")
+                    self.consumed.add(computed.small)
+                    return keyword, value, computed
+                return keyword, value, _Def(d.index, "", d.small, source, d.line)
+        self.refuse(grads_and_vars, "these gradients are not a clipping idiom e2k converts")
+
+    def _clipped_comprehension(self, comp: cst.ListComp):
+        element, loop = comp.elt, comp.for_in
+        if loop.inner_for_in is not None or not isinstance(element, cst.Tuple) or len(element.elements) != 2:
+            self.refuse(comp, "this gradient comprehension is not a clipping idiom e2k converts")
+        for condition in loop.ifs:
+            if not _emit.code(condition.test).endswith("is not None"):
+                self.refuse(condition, "this gradient filter is not converted")
+        names = [e.value.value for e in loop.target.elements] if isinstance(loop.target, cst.Tuple) else []
+        clip, var = (e.value for e in element.elements)
+        path = self.ctx.call_api_path(clip) if isinstance(clip, cst.Call) else None
+        if len(names) != 2 or not (isinstance(var, cst.Name) and var.value == names[1]) or path is None:
+            self.refuse(comp, "this gradient comprehension is not a clipping idiom e2k converts")
+        args = [a.value for a in clip.args]
+        if not (args and isinstance(args[0], cst.Name) and args[0].value == names[0]):
+            self.refuse(clip, "the clip is not applied to the gradient")
+        if path == "clip_by_norm" and len(args) == 2:
+            return "clipnorm", args[1], loop.iter
+        if path == "clip_by_value" and len(args) == 3 and _emit.code(args[1]) == "-" + _emit.code(args[2]).lstrip("+"):
+            return "clipvalue", args[2], loop.iter
+        self.refuse(clip, "only clip_by_norm(g, c) and clip_by_value(g, -c, c) are converted")
 
     def is_global_step(self, node: cst.BaseExpression, at: int) -> bool:
         if isinstance(node, cst.Call):
@@ -657,7 +766,7 @@ class _Converter:
         pending = [(name, at) for root in roots for name in self.names_read(root)]
         while pending:
             name, before = pending.pop()
-            if name.value in ("features", "params", "tf", self.tf) or name.value == self.output_name:
+            if name.value in ("features", "tf", self.tf) or name.value in self.arguments or name.value == self.output_name:
                 continue
             if name.value == "labels":
                 self.refuse(name, "the predictions depend on the labels")
@@ -867,9 +976,6 @@ class _Converter:
         self.forward_smalls = {d.small for d in forward}
         self.check_beyond_catalogue([d for d in self.defs if d.small not in self.forward_smalls])
         self.read_layers(forward)
-        for d in forward:
-            if d.name in self.layer_objects and d.value is self.layer_objects[d.name].value:
-                pass
         optimizer, builder_defs = self.read_train_op(train["train_op"], train["loss"])
         self.kept.update(d.small for d in builder_defs)
         self.mode = EVAL
@@ -889,17 +995,15 @@ class _Converter:
             if self.fit(model, 1) is not model:
                 layers = _emit.vertical_list([e.value for e in sequential.elements])
                 model = _emit.statement("model = {tf}.keras.Sequential({layers})", tf=self.tf, layers=layers)
-            takes_params_model = False
         else:
-            klass, takes_params_model = self.model_class(class_name, forward, output, prediction)
+            klass, class_arguments = self.model_class(class_name, forward, output, prediction)
             statements.append(klass)
-            args = "params" if takes_params_model else ""
-            model = _emit.statement(f"model = {class_name}({args})")
-        builder, takes_params = self.builder(name, model, builder_defs, optimizer, loss, metrics)
+            model = _emit.statement(f"model = {class_name}({', '.join(class_arguments)})")
+        builder, arguments = self.builder(name, model, builder_defs, optimizer, loss, metrics)
         statements.append(builder)
         statements[:0] = self.definitions
         statements = self.carry_comments(statements, forward if sequential is not None else [])
-        return ModelConversion(name, statements, takes_params or takes_params_model)
+        return ModelConversion(name, statements, arguments)
 
     def carry_comments(self, statements: list[cst.BaseStatement], folded: list[_Def]) -> list[cst.BaseStatement]:
         """Comments of the model_fn that no emitted statement carries move along: those of
@@ -950,20 +1054,22 @@ class _Converter:
             previous = d.name
         if not (isinstance(output, cst.Name) and output.value == previous) or not layers:
             return None
-        if self._reads_params(forward):
+        if self._call_arguments(forward):
             return None
         return cst.List(_comma_separated(layers))
 
-    def _reads_params(self, defs: list[_Def]) -> bool:
-        """Does the forward pass itself (not a layer's constructor, nor a layer loop's
-        iterable, both in __init__) read ``params``?"""
+    def _call_arguments(self, defs: list[_Def], extra: list[cst.CSTNode] = ()) -> list[str]:
+        """The argument names (``params``...) the forward pass itself reads (not a layer's
+        constructor, nor a layer loop's iterable: both are in __init__)."""
         in_init = {id(n) for app in self.layer_apps.values() if app.loop is not None for n in _walk(app.loop.iter)}
-        return any(
-            n.value == "params"
+        read = {
+            n.value
             for d in defs
             for n in self.names_read(d.value)
             if not self._inside_constructor(n) and id(n) not in in_init
-        )
+        }
+        read |= {n.value for node in extra for n in self.names_read(node)}
+        return [name for name in self.arguments if name in read]
 
     def _inside_constructor(self, node: cst.CSTNode) -> bool:
         current = self.ctx.parent(node)
@@ -1036,12 +1142,14 @@ class _Converter:
             new = self.rewrite(d.small)
             body.append(_line(new, d.line, d.small))
         body.append(_emit.statement("return {o}", o=self.rewrite(output)))
-        call_reads_params = self._reads_params(forward)
-
-        init_params = "self, params" if self._constructors_read_params() or call_reads_params else "self"
+        post = prediction[0] if prediction is not None else []
+        call_arguments = self._call_arguments([*forward, *post], [output] + ([prediction[1]] if prediction else []))
+        init_reads = self._init_arguments()
+        class_arguments = [name for name in self.arguments if name in init_reads or name in call_arguments]
+        self.call_arguments = call_arguments
         init = [_emit.statement("super().__init__()")]
-        if call_reads_params:
-            init.append(_emit.statement("self.params = params"))
+        for name in call_arguments:
+            init.append(_emit.statement(f"self.{name} = {name}"))
         for d in init_defs:
             init.append(_line(self.rewrite_init(d.small), d.line, d.small))
         created = set()
@@ -1060,7 +1168,7 @@ class _Converter:
             line = _emit.statement("self.{attr} = {ctor}", attr=app.attr, ctor=constructor)
             init.append(self.fit(line, 2))
         methods = [
-            _function("__init__", init_params, init),
+            _function("__init__", ", ".join(["self", *class_arguments]), init),
             _function("call", "self, features, training=False", body, blank_before=True),
         ]
         if prediction is not None:
@@ -1074,7 +1182,7 @@ class _Converter:
             lines.append(_emit.statement("return {v}", v=self.rewrite(value)))
             methods.append(_function("predict_step", "self, data", lines, blank_before=True))
         klass = _emit.statement(f"class {class_name}({self.tf}.keras.Model):\n    pass")
-        return klass.with_changes(body=cst.IndentedBlock(body=methods)), "params" in init_params
+        return klass.with_changes(body=cst.IndentedBlock(body=methods)), class_arguments
 
     def rewrite_loop(self, loop: cst.For) -> cst.For:
         """``for units in params[...]: net = dense(net, units)`` -> ``for dense in self.dense_layers: net = dense(net)``."""
@@ -1121,15 +1229,15 @@ class _Converter:
         call = [d for d in forward if d.index not in init or d.name in call_reads]
         return [init[i] for i in sorted(init)], call
 
-    def _constructors_read_params(self) -> bool:
-        init_defs = getattr(self, "_init_defs", [])
-        return any(
-            isinstance(n, cst.Name) and n.value == "params"
+    def _init_arguments(self) -> set[str]:
+        """The argument names the layers' constructors (and the values they read) need."""
+        nodes = [
+            part
             for app in self.layer_apps.values()
             if not app.drop
             for part in ((app.constructor, app.loop.iter) if app.loop is not None else (app.constructor,))
-            for n in _walk(part)
-        ) or any(isinstance(n, cst.Name) and n.value == "params" for d in init_defs for n in _walk(d.value))
+        ] + [d.value for d in getattr(self, "_init_defs", [])]
+        return {n.value for node in nodes for n in _walk(node) if isinstance(n, cst.Name) and n.value in self.arguments}
 
     def rewrite_init(self, node: cst.CSTNode) -> cst.CSTNode:
         """Code for __init__ (a loop's iterable): TF2 names; `params` is the argument there."""
@@ -1153,12 +1261,10 @@ class _Converter:
         compile_call = cst.Call(cst.Attribute(cst.Name("model"), cst.Name("compile")), args=_emit.call_args(compile_args))
         body.append(self.fit(_emit.statement("{c}", c=compile_call), 1))
         body.append(_emit.statement("return model"))
-        reads_params = any(
-            isinstance(n, cst.Name) and n.value == "params" for stmt in body for n in _walk(stmt)
-        )
-        params = "params" if reads_params else ""
-        fn = _emit.statement(f"def {name}({params}):\n    pass")
-        return fn.with_changes(body=cst.IndentedBlock(body=body)), reads_params
+        read = {n.value for stmt in body for n in _walk(stmt) if isinstance(n, cst.Name)}
+        arguments = [a for a in self.arguments if a in read]
+        fn = _emit.statement(f"def {name}({', '.join(arguments)}):\n    pass")
+        return fn.with_changes(body=cst.IndentedBlock(body=body)), arguments
 
     def fit(self, statement: cst.SimpleStatementLine, depth: int) -> cst.SimpleStatementLine:
         """Wrap a long emitted line, counting the depth of the model_fn itself."""
@@ -1193,7 +1299,11 @@ class _Converter:
         role = self.role(value) if isinstance(value, cst.Call) else None
         if role == "optimizer":
             self.check_momentum_schedule(value, d.index)
-            return d.small.with_changes(value=self.translate("optimizer", value))
+            optimizer = self.translate("optimizer", value)
+            if getattr(self, "clipping", None) is not None:
+                keyword, threshold = self.clipping
+                optimizer = optimizer.with_changes(args=_emit.call_args([*optimizer.args, _emit.keyword_arg(keyword, threshold)]))
+            return d.small.with_changes(value=optimizer)
         if role == "schedule":
             schedule: ScheduleConversion = self.translate("schedule", value)
             if schedule.global_step is not None and not self.is_global_step(schedule.global_step, d.index):
@@ -1235,8 +1345,8 @@ class _ForwardRewriter(cst.CSTTransformer):
             layer = app.item if app.loop is not None else f"self.{app.attr}"
             return cst.Call(_emit.expr(layer), args=_emit.call_args(args))
         if isinstance(original, cst.Name) and conv._is_read(original):
-            if original.value == "params":
-                return _emit.expr("self.params")
+            if original.value in getattr(conv, "call_arguments", ()):
+                return _emit.expr(f"self.{original.value}")
             if original.value == "mode":
                 conv.refuse(original, "the forward pass reads `mode` in a way e2k does not translate")
             if original.value in conv.modes.flags:
@@ -1268,6 +1378,26 @@ def _assign_target(small) -> str | None:
 def _is_compile(small) -> bool:
     value = getattr(small, "value", None)
     return isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "compile"
+
+
+def _unpacked(d: "_Def | None", name: str) -> int | None:
+    """The position ``name`` takes in ``a, b = ...`` (None: not a tuple assignment)."""
+    if d is None or not isinstance(d.small, cst.Assign):
+        return None
+    target = d.small.targets[0].target
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return None
+    for i, element in enumerate(target.elements):
+        if isinstance(element.value, cst.Name) and element.value.value == name:
+            return i
+    return None
+
+
+def _is_zip_star(node: cst.BaseExpression) -> bool:
+    """``zip(*x)``."""
+    return (
+        isinstance(node, cst.Call) and _emit.code(node.func) == "zip" and len(node.args) == 1 and node.args[0].star == "*"
+    )
 
 
 def _is_none(node: cst.BaseExpression) -> bool:
@@ -1319,17 +1449,26 @@ def class_name_for(model_fn_name: str) -> str:
     """``_model_fn`` -> ``_Model``; ``cnn_model_fn`` -> ``CnnModel``."""
     lead = re.match(r"_*", model_fn_name).group(0)
     core = re.sub(r"_?(fn|func|function)$", "", model_fn_name[len(lead):]) or "model"
+    core = re.sub(r"^(make|create|get|build)_", "", core) or "model"  # a factory's name
     if not core.endswith("model"):
         core = f"{core}_model"
     return lead + "".join(part[:1].upper() + part[1:] for part in core.split("_") if part)
 
 
-def convert_model_fn(fn: cst.FunctionDef, ctx: RewriteContext, tf: str, taken: set[str], plan=None) -> ModelConversion:
-    """Convert ``fn`` (a model_fn definition) into Keras definitions, or raise Unsupported."""
-    taken = taken - {fn.name.value}
-    name = _emit.unique_name(_emit.builder_name(fn.name.value), taken)
-    class_name = _emit.unique_name(class_name_for(fn.name.value), taken | {name})
-    return _Converter(fn, ctx, tf, plan).convert(name, class_name)
+def convert_model_fn(
+    fn: cst.FunctionDef, ctx: RewriteContext, tf: str, taken: set[str], plan=None, extra: tuple[str, ...] = (), stem: str | None = None
+) -> ModelConversion:
+    """Convert ``fn`` (a model_fn definition) into Keras definitions, or raise Unsupported.
+
+    ``extra``: names besides ``params`` that the model_fn reads and the caller binds
+    (``functools.partial`` keywords, a factory's parameters). ``stem``: the name the
+    emitted builder and class are derived from (default: the model_fn's).
+    """
+    stem = stem or fn.name.value
+    taken = taken - {fn.name.value, stem}
+    name = _emit.unique_name(_emit.builder_name(stem), taken)
+    class_name = _emit.unique_name(class_name_for(stem), taken | {name})
+    return _Converter(fn, ctx, tf, plan, extra).convert(name, class_name)
 
 
 def _snake(name: str) -> str:

@@ -4,7 +4,10 @@ on the newest TensorFlow. Settings a fixture needs live in its parity.toml."""
 from __future__ import annotations
 
 import os
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser, from PyPI
+    import tomli as tomllib
 
 import pytest
 

@@ -364,17 +364,12 @@ def main(request_path: str) -> int:
         _save(state, result, out_dir)
         return 0 if status == "ok" else 2
     except BaseException as exc:  # noqa: BLE001 - a bug of ours: report it, never hang
-        result["status"] = "harness_error"
-        result["error"] = {"type": type(exc).__name__, "message": str(exc),
-                           "traceback": common.traceback_tail(exc)}
-        return 2
+        return common.harness_error(result, exc)
     finally:
         common.write_json(os.path.join(out_dir, "result.json"), result)
 
 
 def _save(state: State, result: dict, out_dir: str) -> None:
-    import numpy as np
-
     evaluations = list(state.evaluations)
     result.update(
         losses=state.losses,
@@ -391,12 +386,7 @@ def _save(state: State, result: dict, out_dir: str) -> None:
         notes=state.info.get("notes", []),
         user_strategy_devices=state.info.get("user_strategy_devices", []),
     )
-    arrays = {}
-    for prefix, values in (("initial", state.initial), ("final", state.final)):
-        for i, value in enumerate(values or []):
-            arrays[f"{prefix}_{i}"] = np.asarray(value)
-    np.savez(os.path.join(out_dir, "weights.npz"), **arrays)
-    result["weights_file"] = "weights.npz"
+    common.save_weights(out_dir, result, state.initial, state.final)
 
 
 if __name__ == "__main__":

@@ -348,17 +348,12 @@ def main(request_path: str) -> int:
         _save(rec, result, out_dir)
         return 0 if status == "ok" else 2
     except BaseException as exc:  # noqa: BLE001 - a bug of ours: report it, never hang
-        result["status"] = "harness_error"
-        result["error"] = {"type": type(exc).__name__, "message": str(exc),
-                           "traceback": common.traceback_tail(exc)}
-        return 2
+        return common.harness_error(result, exc)
     finally:
         common.write_json(os.path.join(out_dir, "result.json"), result)
 
 
 def _save(rec: Recorder, result: dict, out_dir: str) -> None:
-    import numpy as np
-
     result.update(
         losses=rec.losses,
         loss_reduction=rec.loss_reduction,
@@ -373,12 +368,7 @@ def _save(rec: Recorder, result: dict, out_dir: str) -> None:
         notes=rec.info.get("notes", []),
         user_strategy_devices=rec.info.get("user_strategy_devices", []),
     )
-    arrays = {}
-    for prefix, values in (("initial", rec.initial), ("final", rec.final)):
-        for i, value in enumerate(values or []):
-            arrays[f"{prefix}_{i}"] = np.asarray(value)
-    np.savez(os.path.join(out_dir, "weights.npz"), **arrays)
-    result["weights_file"] = "weights.npz"
+    common.save_weights(out_dir, result, rec.initial, rec.final)
 
 
 if __name__ == "__main__":

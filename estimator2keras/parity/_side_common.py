@@ -268,6 +268,25 @@ def run_program(path: str) -> tuple[str, dict | None]:
     return "ok", None
 
 
+def save_weights(out_dir: str, result: dict, initial, final) -> None:
+    """Write the initial and final weights to ``weights.npz`` and name the file in ``result``."""
+    import numpy as np
+
+    arrays = {}
+    for prefix, values in (("initial", initial), ("final", final)):
+        for i, value in enumerate(values or []):
+            arrays[f"{prefix}_{i}"] = np.asarray(value)
+    np.savez(os.path.join(out_dir, "weights.npz"), **arrays)
+    result["weights_file"] = "weights.npz"
+
+
+def harness_error(result: dict, exc: BaseException) -> int:
+    """Record a failure of the harness itself (a bug of ours: reported, never a hang)."""
+    result["status"] = "harness_error"
+    result["error"] = {"type": type(exc).__name__, "message": str(exc), "traceback": traceback_tail(exc)}
+    return 2
+
+
 def write_json(path: str, data: dict) -> None:
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
