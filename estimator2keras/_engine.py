@@ -39,10 +39,20 @@ class FileResult:
     original: bytes
     new: bytes
     findings: list[Finding] = field(default_factory=list)
+    #: Set by ``release``: whether the file changed, once its bytes are gone.
+    _changed: bool | None = field(default=None, repr=False)
 
     @property
     def changed(self) -> bool:
+        if self._changed is not None:
+            return self._changed
         return self.new != self.original
+
+    def release(self) -> None:
+        """Forget the file's bytes (written already), keeping what the report needs: a run
+        over a large tree must not hold every file in memory."""
+        self._changed = self.changed
+        self.original = self.new = b""
 
     @property
     def manual(self) -> list[Finding]:

@@ -196,6 +196,7 @@ def run(
         with interrupts.deferred():
             if options.write or options.out_dir is not None:
                 _write(result, source, options, summary)
+                result.release()  # written: only --diff and --check show the bytes later
             summary.results.append(result)
             if on_result is not None:
                 on_result(result)
