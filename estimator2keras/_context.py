@@ -5,8 +5,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import (
     MetadataWrapper,
     ParentNodeProvider,
@@ -86,8 +84,9 @@ class RewriteContext:
         self.suppressed: list[Finding] = []
         self._imports_before_pass: dict = {}
         self._pass_count = 0
-        self._codemod = CodemodContext(filename=path)
+        self._codemod_context = None  # made on first use: see _codemod
         self._wrapper: MetadataWrapper | None = None
+        self._before: cst.Module | None = None
         self._metadata: dict = {}
         self.edits: Edits | None = None
         self._rule_code: str | None = None
@@ -95,10 +94,20 @@ class RewriteContext:
         #: with it when the unit is not converted.
         self.active_plan = None
 
+    @property
+    def _codemod(self):
+        # libcst.codemod imports libcst.matchers (~0.4 s): only for a file that queues imports.
+        if self._codemod_context is None:
+            from libcst.codemod import CodemodContext
+
+            self._codemod_context = CodemodContext(filename=self.path)
+        return self._codemod_context
+
     # -- passes ---------------------------------------------------------------------------
     def begin_pass(self, module: cst.Module, rule_code: str) -> cst.Module:
         """Prepare metadata and an empty edit list for a pass; returns the tree to analyse."""
         self._wrapper = MetadataWrapper(module)
+        self._before = module
         self._metadata = self._wrapper.resolve_many(self.METADATA)
         self.edits = Edits()
         self._rule_code = rule_code
@@ -118,8 +127,10 @@ class RewriteContext:
             if self.edits:
                 raise RuntimeError("a rule returned a new module and also queued edits")
             out = result
+        elif self.edits:
+            out = self.edits.apply(module)
         else:
-            out = self.edits.apply(module) if self.edits else module
+            out = self._before  # unchanged: the caller's tree, so that it can tell
         self._wrapper, self._metadata, self.edits = None, {}, None
         return out
 
@@ -227,13 +238,21 @@ class RewriteContext:
         if self.active_plan is not None:
             self.active_plan.imports.append((module, obj, asname))
             return
+        from libcst.codemod.visitors import AddImportsVisitor
+
         AddImportsVisitor.add_needed_import(self._codemod, module, obj, asname)
 
     def remove_import_if_unused(self, module: str, obj: str | None = None, asname: str | None = None) -> None:
+        from libcst.codemod.visitors import RemoveImportsVisitor
+
         RemoveImportsVisitor.remove_unused_import(self._codemod, module, obj, asname)
 
     def apply_imports(self, module: cst.Module) -> cst.Module:
         """Apply queued import edits once, after all passes."""
+        if self._codemod_context is None:
+            return module  # none queued
+        from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+
         scratch = self._codemod.scratch
         if scratch.get(AddImportsVisitor.CONTEXT_KEY):
             module = AddImportsVisitor(self._codemod).transform_module(module)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from estimator2keras._context import Finding, RewriteContext
+from estimator2keras._prefilter import screen
 from estimator2keras._registry import RuleSet
 from estimator2keras._rule import Unsupported
 from estimator2keras._suppress import Suppressions
@@ -38,10 +39,20 @@ class FileResult:
     original: bytes
     new: bytes
     findings: list[Finding] = field(default_factory=list)
+    #: Set by ``release``: whether the file changed, once its bytes are gone.
+    _changed: bool | None = field(default=None, repr=False)
 
     @property
     def changed(self) -> bool:
+        if self._changed is not None:
+            return self._changed
         return self.new != self.original
+
+    def release(self) -> None:
+        """Forget the file's bytes (written already), keeping what the report needs: a run
+        over a large tree must not hold every file in memory."""
+        self._changed = self.changed
+        self.original = self.new = b""
 
     @property
     def manual(self) -> list[Finding]:
@@ -62,6 +73,13 @@ def rewrite_source(source: bytes, path: str, rules: RuleSet, keywords: tuple[byt
         keywords = rules.keywords()
     if keywords is not None and not any(word in source for word in keywords):
         return FileResult(path, "unchanged", source, source)
+    module_rules = rules.module_rules()
+    # The syntactic pre-filter: most files that mention "estimator" build none (_prefilter).
+    screening = screen(source, rules.constructor_names(), bool(module_rules))
+    if screening.error:
+        return _error(path, source, screening.line, 1, UNREADABLE, screening.error)
+    if not screening.parse:
+        return FileResult(path, "unchanged", source, source)
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
@@ -73,9 +91,12 @@ def rewrite_source(source: bytes, path: str, rules: RuleSet, keywords: tuple[byt
         return _error(path, source, 1, 1, UNREADABLE, f"cannot parse: {type(exc).__name__}: {exc}")
 
     ctx = RewriteContext(path, rules, Suppressions.from_source(source))
-    passes = [(rule.order, rule.code, rule) for rule in rules.module_rules()]
+    passes = [(rule.order, rule.code, rule) for rule in module_rules]
     passes.append((UNIT_PASS_ORDER, "E2K001", None))
+    parsed = module
     for _, code, rule in sorted(passes, key=lambda p: (p[0], p[1])):
+        if rule is None and not screening.units and module is parsed:
+            continue  # no call in the file can build a unit (and no earlier pass changed it)
         try:
             tree = ctx.begin_pass(module, code)
             result = rule().transform(tree, ctx) if rule is not None else convert_units(ctx)
@@ -93,8 +114,11 @@ def rewrite_source(source: bytes, path: str, rules: RuleSet, keywords: tuple[byt
             return _error(path, source, 1, 1, RULE_FAILED, message)
     try:
         module = ctx.apply_imports(module)
-        new = module.bytes
-        cst.parse_module(new)  # every output parses, or the file is left alone
+        if module is parsed:
+            new = source  # nothing changed: the input itself, byte for byte
+        else:
+            new = module.bytes
+            cst.parse_module(new)  # every output parses, or the file is left alone
     except Exception as exc:
         return _error(path, source, 1, 1, RULE_FAILED, f"the rewritten file would not parse: {exc}")
 

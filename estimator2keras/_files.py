@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,7 +95,8 @@ def discover(paths: Iterable[str | Path], excludes: Sequence[str] = ()) -> list[
                 if _excluded(relative, excludes):
                     continue
                 if path.is_symlink():
-                    target = path.resolve()
+                    # realpath, not resolve(): a symlink loop is skipped, not a RuntimeError.
+                    target = Path(os.path.realpath(path))
                     if not target.is_file() or real_root not in target.parents:
                         continue
                 if _is_generated(path):
@@ -102,29 +104,33 @@ def discover(paths: Iterable[str | Path], excludes: Sequence[str] = ()) -> list[
                 add(path, relative)
     # Real files first: a link is only processed when its target is not reached otherwise.
     found: list[SourceFile] = []
-    seen: set[Path] = set()
+    seen: set[str] = set()
     for source in [*candidates, *links]:
-        real = source.path.resolve()
+        real = os.path.realpath(source.path)
         if real not in seen:
             seen.add(real)
             found.append(source)
     return found
 
 
-def atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes, follow_symlinks: bool = True) -> None:
     """Replace ``path`` with ``data`` in one step, keeping its permission bits.
 
     The new content goes to a temporary file in the same directory, flushed to disk, then
     renamed over the original: a reader (or an interruption) sees the old file or the new
-    one, never a truncated one.
+    one, never a truncated one. A symlink is written through to its target, unless
+    ``follow_symlinks`` is false: then the link itself is replaced by a file. A new file gets
+    the mode ``open()`` would give it.
     """
     path = Path(path)
-    target = path.resolve() if path.is_symlink() else path
+    target = path.resolve() if follow_symlinks and path.is_symlink() else path
     mode = None
     try:
-        mode = target.stat().st_mode & 0o7777
+        mode = (target.stat() if follow_symlinks else target.lstat()).st_mode & 0o7777
     except FileNotFoundError:
         pass
+    if mode is not None and not follow_symlinks and stat.S_ISLNK(target.lstat().st_mode):
+        mode = None  # the link goes; what it pointed to is not ours
     if mode is not None and not mode & 0o222:
         # Even where the process could (root), a read-only file is a request not to touch it.
         raise PermissionError(f"{path} is read-only")
@@ -134,8 +140,7 @@ def atomic_write(path: Path, data: bytes) -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
+        os.chmod(tmp, mode if mode is not None else 0o666 & ~_umask())
         os.replace(tmp, target)
     except BaseException:
         try:
@@ -143,3 +148,10 @@ def atomic_write(path: Path, data: bytes) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def _umask() -> int:
+    # Read by setting it: there is no other portable way. Writes happen in the main thread.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import os
 import signal
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
@@ -14,7 +18,7 @@ from typing import Callable, Iterable, Sequence
 from estimator2keras import __version__
 from estimator2keras._config import CommandLine, Resolver, RuleSettings
 from estimator2keras._context import Finding
-from estimator2keras._engine import UNREADABLE, FileResult, rewrite_source
+from estimator2keras._engine import RULE_FAILED, UNREADABLE, FileResult, rewrite_source
 from estimator2keras._files import SourceFile, atomic_write, discover
 from estimator2keras._notebook import notebook_diff, rewrite_notebook
 from estimator2keras._registry import RuleSet
@@ -71,8 +75,18 @@ class RunSummary:
 
 # -- workers -----------------------------------------------------------------------------
 def _init_worker() -> None:
-    # The parent handles Ctrl-C: it stops handing out work and reports what was done.
+    # The parent handles Ctrl-C and SIGTERM (sent to the whole process group, say): it stops
+    # handing out work, reports what was done and shuts the workers down. A worker that died
+    # of the signal would break the pool under it (and Python 3.11's pool then prints a
+    # traceback for the futures it had cancelled).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, functools.partial(_worker_sigterm, os.getppid()))
+
+
+def _worker_sigterm(parent: int, signum, frame) -> None:
+    if os.getppid() != parent:  # orphaned (the parent was killed): go, as SIGTERM asks
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
 
 
 def _process(path: str, settings: RuleSettings) -> FileResult:
@@ -90,6 +104,61 @@ def process_file(path: Path, rules: RuleSet) -> FileResult:
     if path.suffix == ".ipynb":
         return rewrite_notebook(data, str(path), rules)
     return rewrite_source(data, str(path), rules)
+
+
+def _without_worker(path: Path, keywords: tuple[bytes, ...] | None) -> FileResult | None:
+    """The byte pre-filter, in the parent: a file that no rule can match never costs a round
+    trip to a worker. None when the file needs a worker (or cannot be read: it says why)."""
+    if keywords is None:
+        return None
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if any(word in data for word in keywords):
+        return None
+    return FileResult(str(path), "unchanged", data, data)
+
+
+class _Interrupts:
+    """Ctrl-C (SIGINT) and SIGTERM stop a run between two files, never while one is being
+    written and recorded: each file is left as it was or replaced whole, and the summary
+    lists every file that was written."""
+
+    def __init__(self) -> None:
+        self._previous: dict = {}
+        self._deferring = 0
+        self._pending = False
+
+    def __enter__(self) -> "_Interrupts":
+        if threading.current_thread() is threading.main_thread():  # signal handlers live there
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                previous = signal.getsignal(signum)
+                if previous is not signal.SIG_IGN:  # e.g. started with nohup: stay deaf to it
+                    self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+
+    def _handle(self, signum, frame) -> None:
+        if self._deferring:
+            self._pending = True
+        else:
+            raise KeyboardInterrupt
+
+    @contextmanager
+    def deferred(self):
+        """Hold an interruption until the end of the block."""
+        self._deferring += 1
+        try:
+            yield
+        finally:
+            self._deferring -= 1
+            if not self._deferring and self._pending:
+                self._pending = False
+                raise KeyboardInterrupt
 
 
 # -- the run -----------------------------------------------------------------------------
@@ -120,46 +189,97 @@ def run(
         on_start(len(files))
     start = time.perf_counter()
     by_path = {str(f.path): f for f in files}
+    interrupts = _Interrupts()
 
     def finish(result: FileResult) -> None:
         source = by_path[result.path]
-        if options.write or options.out_dir is not None:
-            _write(result, source, options, summary)
-        summary.results.append(result)
-        if on_result is not None:
-            on_result(result)
+        with interrupts.deferred():
+            if options.write or options.out_dir is not None:
+                _write(result, source, options, summary)
+                result.release()  # written: only --diff and --check show the bytes later
+            summary.results.append(result)
+            if on_result is not None:
+                on_result(result)
 
-    jobs = max(1, min(options.jobs, len(files)))
-    try:
-        if jobs == 1:
+    with interrupts:
+        try:
+            todo = []
             for source in files:
-                finish(process_file(source.path, settings[str(source.path)].load()))
-        else:
-            _run_pool(files, jobs, settings, finish, summary)
-    except KeyboardInterrupt:
-        summary.interrupted = True
+                result = _without_worker(source.path, settings[str(source.path)].load().keywords())
+                if result is None:
+                    todo.append(source)
+                else:
+                    finish(result)
+            jobs = max(1, min(options.jobs, len(todo)))
+            if jobs == 1:
+                for source in todo:
+                    finish(process_file(source.path, settings[str(source.path)].load()))
+            else:
+                _run_pool(todo, jobs, settings, finish, summary)
+        except KeyboardInterrupt:
+            summary.interrupted = True
     summary.seconds = time.perf_counter() - start
     return summary
 
 
 def _run_pool(files, jobs, settings, finish, summary) -> None:
-    pool = ProcessPoolExecutor(jobs, initializer=_init_worker)
-    pending: set[Future] = set()
+    """Rewrite ``files`` in ``jobs`` worker processes; the parent writes the results.
+
+    A worker that dies (a crash in native code, the out-of-memory killer) breaks the pool: the
+    files it had in flight are tried again one at a time in a fresh pool, so that only a file
+    that kills a worker on its own is reported (E2K903), and the run goes on.
+    """
+
+    def submit(source: SourceFile) -> Future:
+        path = str(source.path)
+        return pool.submit(_process, path, settings[path])
+
     queue = list(reversed(files))
+    retry: list[SourceFile] = []  # in flight when a worker died
+    pending: dict[Future, SourceFile] = {}
+    alone = False  # the one pending file is a retry
+    pool = ProcessPoolExecutor(jobs, initializer=_init_worker)
     try:
-        while queue or pending:
-            while queue and len(pending) < jobs * 4:
-                path = str(queue.pop().path)
-                pending.add(pool.submit(_process, path, settings[path]))
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                finish(future.result())
+        while queue or retry or pending:
+            broken = False
+            try:
+                if retry:
+                    if not pending:
+                        source, alone = retry.pop(), True
+                        pending[submit(source)] = source
+                else:
+                    alone = False
+                    while queue and len(pending) < jobs * 4:
+                        source = queue.pop()
+                        pending[submit(source)] = source
+            except BrokenProcessPool:  # broken before this file ran: it goes back where it was
+                (retry if alone else queue).append(source)
+                broken = True
+            if pending and not broken:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    source = pending.pop(future)
+                    try:
+                        result = future.result()
+                    except BrokenProcessPool:
+                        broken = True
+                        if alone:
+                            finish(_worker_died(source))
+                        else:
+                            retry.append(source)
+                        continue
+                    finish(result)
+            if broken:
+                retry.extend(pending.values())  # they failed with the pool
+                pending.clear()
+                pool.shutdown(wait=True, cancel_futures=True)
+                pool = ProcessPoolExecutor(jobs, initializer=_init_worker)
     except KeyboardInterrupt:
         for future in pending:
             future.cancel()
         summary.interrupted = True
         # Finish what the workers already did, so that the report says what was written.
-        for future in pending:
+        for future, source in pending.items():
             if not future.cancelled():
                 try:
                     finish(future.result())
@@ -167,6 +287,19 @@ def _run_pool(files, jobs, settings, finish, summary) -> None:
                     pass
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _worker_died(source: SourceFile) -> FileResult:
+    path = str(source.path)
+    message = (
+        "e2k's worker process died converting this file (a crash in native code, or killed by the "
+        "system for its memory); the file was left as it was"
+    )
+    try:
+        data = source.path.read_bytes()
+    except OSError:
+        data = b""
+    return FileResult(path, "error", data, data, [Finding(path, 1, 1, RULE_FAILED, message, "error")])
 
 
 def _write(result: FileResult, source: SourceFile, options: RewriteOptions, summary: RunSummary) -> None:
@@ -182,7 +315,12 @@ def _write(result: FileResult, source: SourceFile, options: RewriteOptions, summ
         return
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(target, data)
+        if options.out_dir is not None:
+            # The mirror tree is written as a tree: never through a link out of it.
+            out = os.path.realpath(options.out_dir)
+            if os.path.commonpath([out, os.path.realpath(target.parent)]) != out:
+                raise PermissionError(f"{target.parent} leads out of {options.out_dir} through a symlink")
+        atomic_write(target, data, follow_symlinks=options.out_dir is None)
     except OSError as exc:
         summary.write_errors += 1
         reason = exc.strerror or str(exc)

@@ -166,3 +166,14 @@ def test_console_script_runs(tree):
     assert proc.returncode == 1, proc.stderr
     proc = subprocess.run([sys.executable, "-m", "estimator2keras", "--version"], capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.startswith("e2k ")
+
+
+def test_a_written_run_does_not_keep_the_files_in_memory(tree):
+    from estimator2keras._runner import RewriteOptions, run
+
+    summary = run([tree], RewriteOptions(write=True, jobs=1))
+    train = next(r for r in summary.results if r.path.endswith("/train.py"))
+    assert train.changed and train.status == "converted"
+    assert all(r.original == b"" and r.new == b"" for r in summary.results)
+    checked = run([tree], RewriteOptions(write=False, jobs=1))
+    assert all(r.original for r in checked.results), "--check / --diff keep the bytes they show"

@@ -1,0 +1,158 @@
+"""The syntactic pre-filter: a file in which no call can build a unit skips libcst entirely,
+and the result is the same as running every pass on it."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import libcst as cst
+import pytest
+
+from conftest import FIXTURES
+from estimator2keras import _engine
+from estimator2keras._engine import rewrite_source
+from estimator2keras._prefilter import MAX_PARSE_BYTES, Screening, may_build_unit
+from estimator2keras._registry import RuleSet
+from estimator2keras._rule import ModuleRule, UnitRule
+
+CANONICAL = (FIXTURES / "seed_mirrored_linear" / "before.py").read_bytes()
+# Everything of the canonical program but the Estimator itself.
+HEADER = "import tensorflow as tf\nimport tensorflow.compat.v1 as tf1\n\n"
+
+
+def rewrite_without_prefilter(source: bytes, rules: RuleSet, monkeypatch) -> _engine.FileResult:
+    """What the engine did before the pre-filter: libcst and every pass on every file."""
+    with monkeypatch.context() as patch:
+        patch.setattr(_engine, "screen", lambda *args: Screening(parse=True, units=True))
+        return rewrite_source(source, "a.py", rules)
+
+
+SPELLINGS = [
+    pytest.param("est = tf.estimator.Estimator(model_fn=f)", True, id="tf.estimator"),
+    pytest.param("est = tf1.estimator.Estimator(f)", True, id="compat.v1"),
+    pytest.param("from tensorflow.estimator import Estimator\nest = Estimator(f)", True, id="from-import"),
+    pytest.param("from tensorflow.estimator import Estimator as E\nest = E(model_fn=f)", True, id="import-alias"),
+    pytest.param("def g():\n    import tensorflow_estimator as te\n    return te.estimator.Estimator(f)", True, id="in-function"),
+    pytest.param("est = tf.estimator.Estimator\n", False, id="named-not-called"),
+    pytest.param('"""est = tf.estimator.Estimator(model_fn=f)"""', False, id="in-docstring"),
+    pytest.param("# est = tf.estimator.Estimator(model_fn=f)\nx = 1", False, id="in-comment"),
+    pytest.param("cls = tf.estimator.Estimator\nest = cls(f)", False, id="through-assignment"),
+    pytest.param("import functools\nmake = functools.partial(tf.estimator.Estimator, model_fn=f)", False, id="partial"),
+    pytest.param("class Mine(tf.estimator.Estimator):\n    pass", False, id="subclass"),
+    pytest.param("config = tf.estimator.RunConfig()\ntf.estimator.train_and_evaluate(e, t, v)", False, id="other-estimator-apis"),
+    pytest.param("from tensorflow.estimator import Estimator as E\nE.mro()", False, id="alias-attribute"),
+]
+
+
+@pytest.mark.parametrize("snippet,builds", SPELLINGS)
+def test_which_calls_may_build_a_unit(snippet, builds):
+    assert may_build_unit((HEADER + snippet + "\n").encode(), {"Estimator"}) is builds
+
+
+@pytest.mark.parametrize("snippet,builds", SPELLINGS)
+def test_same_result_as_without_the_prefilter(snippet, builds, rules, monkeypatch):
+    source = (HEADER + "def f(features, labels, mode):\n    pass\n\n" + snippet + "\n").encode()
+    fast = rewrite_source(source, "a.py", rules)
+    full = rewrite_without_prefilter(source, rules, monkeypatch)
+    assert (fast.status, fast.new, fast.findings) == (full.status, full.new, full.findings)
+
+
+def test_files_ruled_out_are_never_parsed_by_libcst(rules, monkeypatch):
+    def no_parse(*args, **kwargs):
+        raise AssertionError("the syntactic pre-filter should have ruled this file out")
+
+    monkeypatch.setattr(cst, "parse_module", no_parse)
+    source = b"import tensorflow as tf\nMODE = tf.estimator.ModeKeys.TRAIN  # estimator\n"
+    result = rewrite_source(source, "modes.py", rules)
+    assert result.status == "unchanged" and result.new is source
+
+
+def test_syntax_errors_are_still_reported_where_cpython_cannot_decide(rules):
+    # CPython rejects it, so the file goes to libcst, which reports where and why.
+    result = rewrite_source(b"# estimator\ndef f(:\n", "bad.py", rules)
+    assert result.status == "error" and result.findings[0].code == "E2K900"
+
+
+def test_constructor_names_follow_the_enabled_unit_rules():
+    assert RuleSet.load().constructor_names() == {"Estimator"}
+    assert RuleSet.load(ignore=["E2K001"]).constructor_names() == frozenset()
+
+    class CannedRule(UnitRule):
+        code = "E2K998"
+        summary = "test"
+        constructors = ("estimator.DNNClassifier", "estimator.LinearRegressor")
+
+    rules = RuleSet({**RuleSet.load().rules, "E2K998": CannedRule})
+    assert rules.constructor_names() == {"Estimator", "DNNClassifier", "LinearRegressor"}
+
+
+class _Marker(ModuleRule):
+    """Adds a comment to every file it sees.
+
+    ## What it does
+    Appends a comment.
+
+    ## Why
+    To show that module rules run on files without any Estimator.
+
+    ## Fix safety
+    Safe.
+    """
+
+    code = "E2K997"
+    summary = "test rule"
+
+    def transform(self, module, ctx):
+        return module.with_changes(footer=[*module.footer, cst.EmptyLine(comment=cst.Comment("# seen"))])
+
+
+def test_module_rules_still_run_on_files_without_a_unit():
+    rules = RuleSet({**RuleSet.load().rules, "E2K997": _Marker})
+    result = rewrite_source(b"# estimator\nx = 1\n", "a.py", rules)
+    assert result.new == b"# estimator\nx = 1\n# seen\n"
+
+
+@pytest.mark.parametrize(
+    "nesting",
+    [
+        pytest.param("(" * 300 + "1" + ")" * 300, id="parentheses"),
+        pytest.param("[" * 10000 + "1" + "]" * 10000, id="brackets"),
+        pytest.param("-" * 10000 + "1", id="unary-minus"),
+        pytest.param("a" + ".b" * 10000, id="attributes"),
+    ],
+)
+def test_code_nested_too_deeply_is_reported_not_crashed_on(nesting, tmp_path):
+    # libcst's parser segfaults or runs for minutes on such files: run e2k in a subprocess so
+    # that a regression fails this test instead of killing the test run.
+    (tmp_path / "deep.py").write_bytes(CANONICAL + f"y = {nesting}\n".encode())
+    (tmp_path / "other.py").write_bytes(b"import tensorflow as tf  # estimator\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "estimator2keras", "rewrite", "--check", "-j", "1", str(tmp_path)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert f"{tmp_path / 'deep.py'}:" in proc.stdout and "E2K900 cannot parse:" in proc.stdout
+    assert "1 unchanged, 1 error" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _ten_megabytes(with_unit: bool) -> bytes:
+    line = b"TABLE_%07d = [1.0, 2.0, 3.0, 4.0]  # estimator weights, generated\n"
+    body = b"".join(line % i for i in range(10 * 2**20 // len(line % 0)))
+    return (CANONICAL if with_unit else b"import tensorflow as tf\n") + body
+
+
+def test_a_ten_megabyte_file_without_a_unit_is_left_alone_unparsed(rules, monkeypatch):
+    monkeypatch.setattr(cst, "parse_module", lambda *a, **k: pytest.fail("a 10 MB file reached libcst"))
+    source = _ten_megabytes(with_unit=False)
+    assert len(source) >= 10 * 2**20 - 100
+    result = rewrite_source(source, "tables.py", rules)
+    assert result.status == "unchanged" and result.new is source
+
+
+def test_a_ten_megabyte_file_with_a_unit_is_reported_not_parsed(rules, monkeypatch):
+    monkeypatch.setattr(cst, "parse_module", lambda *a, **k: pytest.fail("a 10 MB file reached libcst"))
+    source = _ten_megabytes(with_unit=True)
+    result = rewrite_source(source, "tables.py", rules)
+    assert result.status == "error" and result.new is source
+    (finding,) = result.findings
+    assert finding.code == "E2K900" and f"more than e2k parses ({MAX_PARSE_BYTES >> 20} MB)" in finding.message
