@@ -136,6 +136,8 @@ class InputFn:
     helpers: list[cst.FunctionDef] = field(default_factory=list)
     #: ``make_input_fn(x, y)``: the call that returns ``function`` (a nested def).
     factory_call: cst.Call | None = None
+    #: A function to map over the dataset (``model.preprocess``), set by the plan.
+    dataset_map: str | None = None
 
     def definitions(self) -> list[cst.FunctionDef]:
         """Functions whose code builds the dataset (the input_fn itself, or what a lambda calls)."""
@@ -156,18 +158,26 @@ class InputFn:
         return False
 
     def call_expression(self, params: cst.BaseExpression | None) -> cst.BaseExpression:
-        """The expression that gives the dataset, as the Estimator would have called it."""
+        """The expression that gives the dataset, as the Estimator would have called it (and
+        mapped through ``dataset_map``, when the model preprocesses its features in tf.data)."""
         if self.lambda_ is not None:
-            return self.lambda_.body
-        assert self.function is not None
-        args = []
-        for param in self.function.params.params:
-            if param.name.value == "params":
-                if params is None:
-                    raise Unsupported("the input_fn takes `params`, but the Estimator has none", self.function)
-                args.append(_emit.keyword_arg("params", params))
-        func = self.factory_call if self.factory_call is not None else cst.Name(self.function.name.value)
-        return cst.Call(func=func, args=_emit.call_args(args))
+            dataset = self.lambda_.body
+        else:
+            assert self.function is not None
+            args = []
+            for param in self.function.params.params:
+                if param.name.value == "params":
+                    if params is None:
+                        raise Unsupported("the input_fn takes `params`, but the Estimator has none", self.function)
+                    args.append(_emit.keyword_arg("params", params))
+            func = self.factory_call if self.factory_call is not None else cst.Name(self.function.name.value)
+            dataset = cst.Call(func=func, args=_emit.call_args(args))
+        if self.dataset_map is None:
+            return dataset
+        if not isinstance(dataset, (cst.Call, cst.Name, cst.Attribute, cst.Subscript)):
+            dataset = dataset.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        return cst.Call(
+            func=cst.Attribute(dataset, cst.Name("map")), args=[cst.Arg(_emit.expr(self.dataset_map))])
 
 
 def resolve_input_fn(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn:
@@ -357,6 +367,8 @@ class ConversionPlan:
         self.claimed_config: set[str] = set()
         #: input_fns the Keras program now calls, registered by the rules that call them.
         self.input_fns: list[InputFn] = []
+        #: Mapped over every dataset the Keras program feeds the model (``model.preprocess``).
+        self.dataset_map: str | None = None
         self._subst: dict[cst.CSTNode, cst.CSTNode] = {}
         self._statements: dict[cst.BaseStatement, list[cst.BaseStatement]] = {}
         self._comments: list[tuple[cst.BaseStatement, str]] = []
@@ -400,6 +412,7 @@ class ConversionPlan:
         self._leftovers.append((node, code, message))
 
     def register_input_fn(self, input_fn: InputFn) -> None:
+        input_fn.dataset_map = self.dataset_map
         self.input_fns.append(input_fn)
 
     def input_definitions(self) -> list[cst.FunctionDef]:

@@ -152,11 +152,32 @@ def test_identical_runs_hold_parity():
 
 def test_sum_reported_losses_are_compared_as_reported_with_a_note():
     legacy = _side([4.0, 2.0], reduction="sum")
-    result = _compare(None, [4.0, 2.0], legacy=legacy)
+    migrated = _side([4.0, 2.0], reduction=None, evaluations=[{"loss": 1.0}])
+    result = _compare(None, None, legacy=legacy, migrated=migrated)
     assert result.passed
     assert any("SUM over its 2 replicas" in note for note in result.notes)
     # a mean where the Estimator summed is a real difference, never rescaled away
     assert _compare(None, [2.0, 1.0], legacy=_side([4.0, 2.0], reduction="sum")).first_divergent_step == 1
+
+
+def test_sum_reduced_eval_loss_is_compared_on_the_global_batch_scale():
+    # The Estimator averages its per-replica batches' summed losses; Keras sums over a global
+    # batch of N of them: the legacy number is N times smaller for the same examples.
+    legacy = _side([4.0, 2.0], replicas=2, reduction="sum", evaluations=[{"loss": 3.0, "accuracy": 0.5}])
+    keras_sum = _side([4.0, 2.0], reduction=None, evaluations=[{"loss": 6.0, "accuracy": 0.5}])
+    result = _compare(None, None, legacy=legacy, migrated=keras_sum)
+    assert result.passed, result.report()
+    assert {row.name: row.legacy for row in result.metrics} == {"loss": 6.0, "accuracy": 0.5}
+    assert any("legacy eval loss compared x 2" in note for note in result.notes)
+    # an eval loss on the Estimator's own scale is not what a faithful migration reports
+    same_number = _side([4.0, 2.0], reduction=None, evaluations=[{"loss": 3.0, "accuracy": 0.5}])
+    assert "eval metric 'loss' differs" in _compare(None, None, legacy=legacy, migrated=same_number).reason
+    # a mean loss, or one replica, is compared unscaled and without the note
+    for plain in (_side([4.0, 2.0], replicas=2, reduction="mean", evaluations=[{"loss": 3.0}]),
+                  _side([4.0, 2.0], replicas=1, reduction="sum", evaluations=[{"loss": 3.0}])):
+        result = _compare(None, None, legacy=plain, migrated=_side([4.0, 2.0], reduction=None,
+                                                                   evaluations=[{"loss": 3.0}]))
+        assert result.metrics[0].passed and not any("compared x" in note for note in result.notes)
 
 
 def test_batch_not_scaled_is_explained_by_the_step_count():

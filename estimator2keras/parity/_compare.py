@@ -128,6 +128,30 @@ def final_evaluation(side: Mapping[str, Any]) -> dict[str, float] | None:
     return dict(validation) if validation else None
 
 
+def comparable_evaluation(legacy: Mapping[str, Any]) -> tuple[dict[str, float] | None, str | None]:
+    """The Estimator's last evaluation, with its loss on Keras's scale; and a note when rescaled.
+
+    With a SUM loss reduction (TF1 canned Estimators), the Estimator's eval ``loss`` is the
+    mean over its *per-replica* batches of each batch's summed loss. The migrated program
+    batches N times as many examples (one global batch per N per-replica ones), and Keras
+    reports a summed loss over the global batch: N times the Estimator's number for the
+    same examples. The training losses need no such care (both report the sum over the
+    replicas); a migration that averages where the Estimator summed is caught at step 1.
+    """
+    evaluation = final_evaluation(legacy)
+    replicas = int(legacy.get("replicas") or 1)
+    if not evaluation or legacy.get("loss_reduction") != "sum" or replicas < 2 or _scalar(evaluation.get("loss")) is None:
+        return evaluation, None
+    if legacy.get("loss_divided_by_replicas"):
+        return evaluation, None  # a mean loss (TF2 canned heads): its eval loss is the mean already
+    evaluation = dict(evaluation)
+    evaluation["loss"] = float(evaluation["loss"]) * replicas
+    return evaluation, (
+        f"the Estimator's eval loss (a SUM loss) is its mean over per-replica batches; the migrated program's "
+        f"batches hold {replicas} of them and Keras sums over the global batch: legacy eval loss compared "
+        f"x {replicas}")
+
+
 def compare_metrics(legacy: Mapping[str, Any] | None, migrated: Mapping[str, Any] | None,
                     rtol: float, atol: float) -> list[MetricRow]:
     """Metrics of the last evaluation, by name; names on one side only are listed, not compared."""
@@ -236,9 +260,12 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
     paired = sum(1 for i in range(len(legacy_table)) if f"initial_{i}" in migrated_weights)
     weights = compare_weights(legacy_table[:paired], migrated_table[:paired],
                               legacy_weights, migrated_weights, final_rtol, final_atol)
-    metrics = compare_metrics(final_evaluation(legacy), final_evaluation(migrated), final_rtol, final_atol)
+    legacy_evaluation, scale_note = comparable_evaluation(legacy)
+    metrics = compare_metrics(legacy_evaluation, final_evaluation(migrated), final_rtol, final_atol)
 
     notes = [reduction_note] if reduction_note else []
+    if scale_note and any(row.name == "loss" for row in metrics):
+        notes.append(scale_note)
     asked = int(settings.get("replicas") or 1)
     for label, info in (("legacy", legacy_info), ("migrated", migrated_info)):
         if asked > 1 and (info.replicas or 1) == 1:

@@ -155,7 +155,10 @@ def _prepare_model(tf, state: State, model, x, batch_size):
             model(features, training=False)
 
     trainable = _creation_order(list(model.trainable_weights))
-    non_trainable = _creation_order(list(model.non_trainable_weights))
+    # A metric's variables (Keras 2 lists those of metrics held as model attributes among the
+    # model's weights) are bookkeeping, never model state.
+    metric_variables = {id(v) for m in (getattr(model, "metrics", None) or []) for v in getattr(m, "variables", [])}
+    non_trainable = _creation_order([w for w in model.non_trainable_weights if id(w) not in metric_variables])
     state.variables = _describe(trainable, True) + _describe(non_trainable, False)
 
     legacy = state.legacy_variables

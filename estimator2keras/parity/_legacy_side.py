@@ -323,7 +323,8 @@ def main(request_path: str) -> int:
         result["harness_devices"] = devices
         tf.random.set_seed(request["seed"])
         tf.compat.v1.set_random_seed(request["seed"])
-        common.patch_mirrored_strategy(tf, devices, rec.info)
+        common.patch_mirrored_strategy(
+            tf, devices, rec.info, tf.distribute.ReductionToOneDevice if kind == "CPU" else None)
         common.patch_logical_device_configuration(tf, rec.info)
         if request["neutralize_shuffle"]:
             common.patch_shuffle(tf)

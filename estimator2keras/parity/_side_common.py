@@ -74,18 +74,32 @@ def harness_devices(tf, replicas: int) -> tuple[list[str], str]:
     return [f"/cpu:{i}" for i in range(replicas)], "CPU"
 
 
-def patch_mirrored_strategy(tf, harness: list[str], record: dict) -> None:
+def patch_mirrored_strategy(tf, harness: list[str], record: dict, cpu_cross_device_ops=None) -> None:
     """Make every MirroredStrategy (V1 and V2) run on the harness's devices.
 
     The user's own device list (or the default, which on a CPU-only machine is CPU:0
     alone) is replaced so that both sides run the same number of replicas.
+
+    ``cpu_cross_device_ops`` (a class), when given, replaces the default cross-device
+    reduction of a strategy on several harness CPUs that the program did not choose one for.
+    The legacy side passes ``ReductionToOneDevice``: a TF1 graph under MirroredStrategy's
+    default collective ops on virtual CPUs cannot all-gather sparse gradients (embedding
+    lookups, a linear model's weights) whose sizes differ between replicas, and crashes;
+    on GPUs, NCCL reduces sparse gradients to one device anyway.
     """
     from tensorflow.python.distribute import mirrored_strategy as ms
 
     for cls in (ms.MirroredStrategy, ms.MirroredStrategyV1):
-        def __init__(self, devices=None, *args, _original=cls.__init__, **kwargs):
+        def __init__(self, devices=None, cross_device_ops=None, *args, _original=cls.__init__, **kwargs):
             record.setdefault("user_strategy_devices", []).append(list(devices) if devices else None)
-            _original(self, list(harness), *args, **kwargs)
+            if cross_device_ops is None and cpu_cross_device_ops is not None and len(harness) > 1:
+                cross_device_ops = cpu_cross_device_ops()
+                note = (f"the Estimator's MirroredStrategy reduces gradients with {cpu_cross_device_ops.__name__} "
+                        "on the harness's CPUs (its default collective ops cannot gather sparse gradients of "
+                        "different sizes there; on GPUs NCCL reduces them to one device too)")
+                if note not in record.setdefault("notes", []):
+                    record["notes"].append(note)
+            _original(self, list(harness), cross_device_ops, *args, **kwargs)
 
         cls.__init__ = __init__
 

@@ -1,0 +1,1050 @@
+"""Canned Estimators (DNN, linear, wide & deep) as Keras models with the same math.
+
+The conversion reads the Estimator's arguments and its feature columns (``_feature_columns``)
+and emits one ``tf.keras.Model`` subclass:
+
+- ``preprocess(features, labels=None)`` does what the feature columns did to the raw
+  features (lookups, hashing, crossing, bucketing, normalizer functions) and is mapped over
+  every dataset the program feeds the model (``input_fn().map(model.preprocess)``): Keras 3
+  cannot distribute a dataset of strings under ``MirroredStrategy``, and preprocessing in
+  ``tf.data`` is what TensorFlow's guide recommends anyway;
+- ``call(inputs, training=False)`` is the network: one-hot and embedded categorical
+  columns, the hidden layers (dropout, batch normalization), the logits, and a linear
+  model with one weight matrix per column. Called on a dict of raw features (a served
+  model), it preprocesses them first;
+- the head becomes ``compile``'s loss and metrics: TF1 (``tf.compat.v1.estimator.*``) canned
+  heads *sum* the loss over the batch (``reduction="sum"``), TF2 ones average it.
+
+Variables are created in the Estimator's order (DNN inputs sorted by column name, hidden
+layers, logits, then the linear model's weights sorted by column name and its bias), so
+that ``e2k parity`` pairs them one to one.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst.metadata import GlobalScope, QualifiedNameProvider
+
+from estimator2keras import _emit
+from estimator2keras._feature_columns import (
+    Column,
+    ColumnReader,
+    all_columns,
+    assign_names,
+    identifier,
+    respelled,
+)
+from estimator2keras._rule import Unsupported
+from estimator2keras._units import Binding, bind_arguments, resolve
+
+CLASSIFIERS = ("DNNClassifier", "LinearClassifier", "DNNLinearCombinedClassifier")
+#: Each canned class's parameters, in order, as tensorflow_estimator 2.15 declares them.
+SIGNATURES = {
+    ("DNNClassifier", True): (
+        "hidden_units", "feature_columns", "model_dir", "n_classes", "weight_column", "label_vocabulary",
+        "optimizer", "activation_fn", "dropout", "input_layer_partitioner", "config", "warm_start_from",
+        "loss_reduction", "batch_norm"),
+    ("DNNClassifier", False): (
+        "hidden_units", "feature_columns", "model_dir", "n_classes", "weight_column", "label_vocabulary",
+        "optimizer", "activation_fn", "dropout", "config", "warm_start_from", "loss_reduction", "batch_norm"),
+    ("DNNRegressor", True): (
+        "hidden_units", "feature_columns", "model_dir", "label_dimension", "weight_column", "optimizer",
+        "activation_fn", "dropout", "input_layer_partitioner", "config", "warm_start_from", "loss_reduction",
+        "batch_norm"),
+    ("DNNRegressor", False): (
+        "hidden_units", "feature_columns", "model_dir", "label_dimension", "weight_column", "optimizer",
+        "activation_fn", "dropout", "config", "warm_start_from", "loss_reduction", "batch_norm"),
+    ("LinearClassifier", True): (
+        "feature_columns", "model_dir", "n_classes", "weight_column", "label_vocabulary", "optimizer", "config",
+        "partitioner", "warm_start_from", "loss_reduction", "sparse_combiner"),
+    ("LinearClassifier", False): (
+        "feature_columns", "model_dir", "n_classes", "weight_column", "label_vocabulary", "optimizer", "config",
+        "warm_start_from", "loss_reduction", "sparse_combiner"),
+    ("LinearRegressor", True): (
+        "feature_columns", "model_dir", "label_dimension", "weight_column", "optimizer", "config", "partitioner",
+        "warm_start_from", "loss_reduction", "sparse_combiner"),
+    ("LinearRegressor", False): (
+        "feature_columns", "model_dir", "label_dimension", "weight_column", "optimizer", "config",
+        "warm_start_from", "loss_reduction", "sparse_combiner"),
+    ("DNNLinearCombinedClassifier", True): (
+        "model_dir", "linear_feature_columns", "linear_optimizer", "dnn_feature_columns", "dnn_optimizer",
+        "dnn_hidden_units", "dnn_activation_fn", "dnn_dropout", "n_classes", "weight_column", "label_vocabulary",
+        "input_layer_partitioner", "config", "warm_start_from", "loss_reduction", "batch_norm",
+        "linear_sparse_combiner"),
+    ("DNNLinearCombinedClassifier", False): (
+        "model_dir", "linear_feature_columns", "linear_optimizer", "dnn_feature_columns", "dnn_optimizer",
+        "dnn_hidden_units", "dnn_activation_fn", "dnn_dropout", "n_classes", "weight_column", "label_vocabulary",
+        "config", "warm_start_from", "loss_reduction", "batch_norm", "linear_sparse_combiner"),
+    ("DNNLinearCombinedRegressor", True): (
+        "model_dir", "linear_feature_columns", "linear_optimizer", "dnn_feature_columns", "dnn_optimizer",
+        "dnn_hidden_units", "dnn_activation_fn", "dnn_dropout", "label_dimension", "weight_column",
+        "input_layer_partitioner", "config", "warm_start_from", "loss_reduction", "batch_norm",
+        "linear_sparse_combiner"),
+    ("DNNLinearCombinedRegressor", False): (
+        "model_dir", "linear_feature_columns", "linear_optimizer", "dnn_feature_columns", "dnn_optimizer",
+        "dnn_hidden_units", "dnn_activation_fn", "dnn_dropout", "label_dimension", "weight_column", "config",
+        "warm_start_from", "loss_reduction", "batch_norm", "linear_sparse_combiner"),
+}
+#: Arguments a Keras program has no use for, reported as E2K400 by the plan (not claimed).
+NOT_CARRIED = frozenset({"model_dir", "warm_start_from"})
+
+# Optimizers a canned Estimator accepts by name. TF1 classes take the Estimator's learning
+# rate; TF2 (Keras legacy) classes take it too, except where the Estimator passes none.
+TF1_BY_NAME = {
+    "Adagrad": "Adagrad({lr})",
+    "Adam": "Adam({lr}, epsilon=1e-08)",
+    "Ftrl": "Ftrl({lr})",
+    "RMSProp": "RMSprop({lr}, epsilon=1e-10)",
+    "SGD": "SGD({lr})",
+}
+KERAS_BY_NAME = {"Adagrad": "Adagrad", "Adam": "Adam", "Ftrl": "Ftrl", "RMSProp": "RMSprop", "SGD": "SGD"}
+KERAS_DEFAULT_LR = 0.001
+#: TF activation functions that Keras names (the same functions): written as the name.
+KERAS_ACTIVATIONS = frozenset({"relu", "relu6", "elu", "selu", "tanh", "sigmoid", "softplus", "softsign", "swish",
+                               "gelu", "exponential", "hard_sigmoid"})
+#: Emitted lines longer than this are wrapped.
+MAX_LINE = 99
+#: Reductions of tf.losses.Reduction / tf.compat.v1.losses.Reduction, by attribute.
+REDUCTIONS = {"SUM": "sum", "SUM_OVER_BATCH_SIZE": "sum_over_batch_size"}
+
+
+@dataclass
+class Tower:
+    columns: list[Column]
+    hidden_units: list[cst.BaseExpression] = field(default_factory=list)
+    activation: str = '"relu"'
+    dropout: cst.BaseExpression | None = None
+    batch_norm: bool = False
+    optimizer: cst.BaseExpression | None = None
+
+
+@dataclass
+class Canned:
+    """What a canned Estimator computes, read from its constructor."""
+
+    cls: str  # DNNClassifier, ...
+    v1: bool
+    head: str  # "binary" | "multi" | "regression"
+    units: str  # the logits' width, as code
+    dnn: Tower | None
+    linear: Tower | None
+    reduction: str  # "sum" | "sum_over_batch_size"
+    weight_key: str | None = None
+    weight_normalizer: cst.BaseExpression | None = None
+    label_vocabulary: cst.BaseExpression | None = None
+    sparse_combiner: str = "sum"
+
+
+def is_v1(ctx, call: cst.Call) -> bool:
+    """``tf.compat.v1.estimator.DNNClassifier`` (TF1 semantics) rather than ``tf.estimator.DNNClassifier``."""
+    names = ctx.get_metadata(QualifiedNameProvider, call.func, set())
+    return any(n.name.startswith(("tensorflow.compat.v1.", "tensorflow_estimator.compat.v1.")) for n in names)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the constructor
+# ---------------------------------------------------------------------------------------------
+class CannedReader:
+    def __init__(self, unit, plan, ctx, code: str):
+        self.unit, self.plan, self.ctx, self.code = unit, plan, ctx, code
+        self.tf = plan.tf
+        self.cls = unit.api_path.rsplit(".", 1)[-1]
+        self.v1 = is_v1(ctx, unit.call)
+        self.args = bind_arguments(unit.call, SIGNATURES[(self.cls, self.v1)])
+        self.columns = ColumnReader(ctx)
+
+    def value(self, name: str) -> cst.BaseExpression | None:
+        arg = self.args.get(name)
+        if arg is None or _emit.code(arg.value) == "None":
+            return None
+        return arg.value
+
+    def refuse(self, node, reason: str):
+        raise Unsupported(reason, node, self.code)
+
+    def read(self) -> Canned:
+        for name in ("input_layer_partitioner", "partitioner"):
+            if self.value(name) is not None:
+                self.refuse(self.args[name], f"{name}= shards variables across parameter servers; not converted")
+        head, units = self.read_head()
+        dnn = linear = None
+        if self.cls.startswith("DNNLinearCombined"):
+            dnn_columns = self.value("dnn_feature_columns")
+            linear_columns = self.value("linear_feature_columns")
+            if dnn_columns is not None:
+                dnn = self.read_dnn(dnn_columns, "dnn_hidden_units", "dnn_activation_fn", "dnn_dropout", "dnn_optimizer")
+            if linear_columns is not None:
+                linear = self.read_linear(linear_columns, "linear_optimizer")
+            if dnn is None and linear is None:
+                self.refuse(self.unit.call, "neither linear_feature_columns nor dnn_feature_columns is given")
+        elif self.cls.startswith("DNN"):
+            dnn = self.read_dnn(self.value("feature_columns"), "hidden_units", "activation_fn", "dropout", "optimizer")
+        else:
+            linear = self.read_linear(self.value("feature_columns"), "optimizer")
+        canned = Canned(self.cls, self.v1, head, units, dnn, linear, self.read_reduction())
+        if dnn is not None:
+            dnn.batch_norm = self.read_flag("batch_norm")
+        combiner_arg = "linear_sparse_combiner" if dnn is not None or self.cls.startswith("DNNLinear") else "sparse_combiner"
+        combiner = self.value(combiner_arg)
+        if combiner is not None:
+            text = self.columns.string(combiner)
+            if text not in ("sum", "mean", "sqrtn"):
+                self.refuse(combiner, "the sparse combiner is not a literal 'sum', 'mean' or 'sqrtn'")
+            canned.sparse_combiner = text
+        self.read_weight(canned)
+        canned.label_vocabulary = self.value("label_vocabulary")
+        if canned.label_vocabulary is not None and head == "regression":
+            self.refuse(canned.label_vocabulary, "label_vocabulary on a regressor")
+        if head == "regression" and canned.reduction == "sum" and units != "1":
+            self.refuse(self.args.get("label_dimension"), "a summed loss over several label dimensions: Keras's "
+                        "MeanSquaredError averages over them first; not converted yet")
+        return canned
+
+    def read_head(self) -> tuple[str, str]:
+        if self.cls in CLASSIFIERS:
+            n = self.value("n_classes")
+            count = 2 if n is None else self.columns.integer(n)
+            if count is None:
+                self.refuse(n, "n_classes is not an int literal")
+            return ("binary", "1") if count == 2 else ("multi", str(count))
+        dimension = self.value("label_dimension")
+        if dimension is None:
+            return "regression", "1"
+        count = self.columns.integer(dimension)
+        if count is None:
+            self.refuse(dimension, "label_dimension is not an int literal")
+        return "regression", str(count)
+
+    def read_reduction(self) -> str:
+        given = self.value("loss_reduction")
+        if given is None:
+            return "sum" if self.v1 else "sum_over_batch_size"
+        path = self.ctx.api_path(given) or ""
+        name = path.rsplit(".", 1)[-1]
+        if path.startswith(("losses.Reduction.", "keras.losses.Reduction.")) and name in REDUCTIONS:
+            return REDUCTIONS[name]
+        text = self.columns.string(given)
+        if text in REDUCTIONS.values():
+            return text
+        self.refuse(given, "this loss_reduction is not converted (SUM and SUM_OVER_BATCH_SIZE are)")
+
+    def read_flag(self, name: str) -> bool:
+        value = self.value(name)
+        if value is None:
+            return False
+        if isinstance(value, cst.Name) and value.value in ("True", "False"):
+            return value.value == "True"
+        self.refuse(value, f"{name}= is not True or False")
+
+    def read_dnn(self, columns_expr, hidden_arg, activation_arg, dropout_arg, optimizer_arg) -> Tower:
+        if columns_expr is None:
+            self.refuse(self.unit.call, "no feature columns")
+        columns = self.columns.read_list(columns_expr)
+        for column in columns:
+            if column.kind not in ("numeric", "bucketized", "indicator", "embedding"):
+                self.refuse(column.call, f"a {column.kind} column cannot feed a DNN (wrap it in indicator_column "
+                            "or embedding_column); the Estimator would refuse it too")
+        hidden = self.value(hidden_arg)
+        units = self.columns.literal_sequence(hidden) if hidden is not None else None
+        if not units:
+            self.refuse(hidden or self.unit.call, "the hidden units are not a literal list e2k can read")
+        tower = Tower(columns, hidden_units=[respelled(self.ctx, u, self.tf) for u in units])
+        activation = self.value(activation_arg)
+        if activation is not None:
+            path = self.ctx.api_path(activation) or ""
+            name = path.rsplit(".", 1)[-1]
+            if path in (f"nn.{name}", f"math.{name}", f"keras.activations.{name}") and name in KERAS_ACTIVATIONS:
+                tower.activation = f'"{name}"'
+            else:
+                tower.activation = _emit.code(respelled(self.ctx, activation, self.tf))
+        dropout = self.value(dropout_arg)
+        tower.dropout = respelled(self.ctx, dropout, self.tf) if dropout is not None else None
+        tower.optimizer = self.read_optimizer(optimizer_arg, "Adagrad", self.dnn_learning_rate())
+        return tower
+
+    def read_linear(self, columns_expr, optimizer_arg) -> Tower:
+        if columns_expr is None:
+            self.refuse(self.unit.call, "no feature columns")
+        columns = self.columns.read_list(columns_expr)
+        for column in columns:
+            if column.kind == "embedding":
+                self.refuse(column.call, "an embedding column in a linear model is not converted yet")
+        tower = Tower(columns)
+        tower.optimizer = self.read_optimizer(optimizer_arg, "Ftrl", self.linear_learning_rate(len(columns)))
+        return tower
+
+    # -- optimizers ---------------------------------------------------------------------------
+    def dnn_learning_rate(self) -> str | None:
+        """The learning rate the Estimator gives an optimizer named by a string (None: the
+        Keras class's own default)."""
+        if self.cls.startswith("DNNLinearCombined"):
+            return "0.001"
+        return "0.05" if self.v1 else None
+
+    def linear_learning_rate(self, n_columns: int) -> str:
+        if self.cls.startswith("DNNLinearCombined"):
+            return _float(min(0.005, 1.0 / math.sqrt(n_columns)))
+        return "0.2"
+
+    def read_optimizer(self, name: str, default: str, learning_rate: str | None) -> cst.BaseExpression:
+        given = self.value(name)
+        if given is None and name in self.args:
+            # `optimizer=None`: the linear Estimators' own default, Ftrl(min(0.2, 1/sqrt(n)))
+            if name == "optimizer" and self.cls.startswith("Linear"):
+                n = len(self.columns.read_list(self.value("feature_columns")))
+                return self.named_optimizer("Ftrl", _float(min(0.2, 1.0 / math.sqrt(n))))
+            self.refuse(self.args[name], f"{name}=None")
+        if given is None:
+            return self.named_optimizer(default, learning_rate)
+        text = self.columns.string(given)
+        if text is not None:
+            if text not in TF1_BY_NAME:
+                self.refuse(given, f"unknown optimizer name {text!r}")
+            return self.named_optimizer(text, learning_rate)
+        return self.optimizer_instance(given)
+
+    def named_optimizer(self, name: str, learning_rate: str | None) -> cst.BaseExpression:
+        if self.v1:
+            return _emit.expr(f"{self.tf}.keras.optimizers." + TF1_BY_NAME[name].format(lr=learning_rate))
+        lr = learning_rate or _float(KERAS_DEFAULT_LR)
+        return _emit.expr(f"{self.tf}.keras.optimizers.{KERAS_BY_NAME[name]}(learning_rate={lr})")
+
+    def optimizer_instance(self, given: cst.BaseExpression) -> cst.BaseExpression:
+        expr = given
+        if isinstance(expr, cst.Lambda) and not expr.params.params:
+            expr = expr.body
+        binding = None
+        if isinstance(expr, cst.Name):
+            bound = resolve(self.ctx, expr)
+            if isinstance(bound, Binding):
+                binding, expr = bound, bound.value
+        if not isinstance(expr, cst.Call):
+            self.refuse(given, "the optimizer is not a call e2k can follow")
+        path = self.ctx.call_api_path(expr) or ""
+        new = None
+        if path.startswith("train.") and path.endswith("Optimizer"):
+            rule = self.ctx.rules.expression_rule("optimizer", path)
+            if rule is None:
+                self.refuse(expr, f"`{_emit.code(expr.func)}` has no enabled optimizer rule")
+            new = rule().convert(expr, self.ctx, self.tf)
+            self.plan.fixed(expr, rule.code, f"`{_emit.code(expr.func)}` -> Keras ({rule.name})")
+        elif path.startswith(("keras.optimizers.legacy.", "keras.optimizers.")) and path.count(".") in (2, 3):
+            cls = path.rsplit(".", 1)[-1]
+            if any(a.keyword and a.keyword.value == "decay" for a in expr.args):
+                self.refuse(expr, "the Keras legacy optimizer's decay= has no counterpart in the new optimizers")
+            new = _emit.expr(f"{self.tf}.keras.optimizers.{cls}").deep_clone()
+            new = expr.with_changes(func=new, args=[a.with_changes(value=respelled(self.ctx, a.value, self.tf))
+                                                    for a in expr.args])
+        if new is None:
+            self.refuse(expr, "this optimizer is not one e2k converts (tf.compat.v1.train.*Optimizer or "
+                              "tf.keras.optimizers.*)")
+        for arg in expr.args:
+            if any(isinstance(n, cst.Call) for n in _walk(arg.value)):
+                self.refuse(arg, "a computed optimizer argument (a learning-rate decay?) is not converted here")
+        if binding is not None:
+            self.plan.remove_binding_if_only_here(binding, given)
+        return new
+
+    def read_weight(self, canned: Canned) -> None:
+        weight = self.value("weight_column")
+        if weight is None:
+            return
+        key = self.columns.string(weight)
+        if key is not None:
+            canned.weight_key = key
+            return
+        column = self.columns.read_column(weight)
+        if column.kind != "numeric" or self.columns.numeric_width(column) != 1:
+            self.refuse(weight, "weight_column is not a string or a numeric_column")
+        canned.weight_key = column.key
+        canned.weight_normalizer = column.value("normalizer_fn")
+
+
+def _float(value: float) -> str:
+    return repr(round(value, 12))
+
+
+def _walk(node: cst.CSTNode):
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(current.children)
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing the Keras model
+# ---------------------------------------------------------------------------------------------
+class ModelWriter:
+    """Source text of the Keras model class (and the linear-model layer it may need)."""
+
+    def __init__(self, canned: Canned, reader: CannedReader, class_name: str, linear_class: str):
+        self.c = canned
+        self.reader = reader
+        self.ctx = reader.ctx
+        self.tf = reader.tf
+        self.class_name = class_name
+        self.linear_class = linear_class
+        towers = [t for t in (canned.dnn, canned.linear) if t is not None]
+        self.top = [col for t in towers for col in t.columns]
+        self.columns = all_columns(self.top)
+        self.values_vars: dict[str, str] = {}
+        self.inputs: list[str] = []
+
+    # -- small pieces ---------------------------------------------------------------------------
+    def code(self, node: cst.BaseExpression) -> str:
+        return _emit.code(respelled(self.ctx, node, self.tf))
+
+    def size(self, column: Column) -> str:
+        """The number of ids of a categorical column (its one-hot width), as code."""
+        kind = column.kind
+        if kind == "weighted":
+            return self.size(column.parent)
+        if kind == "bucketized":
+            return str(len(self.reader.columns.literal_sequence(column.value("boundaries"))) + 1)
+        if kind == "vocabulary":
+            return _plus(self.vocabulary_size(column), self.oov(column))
+        if kind == "vocabulary_file":
+            return _plus(self.vocabulary_size(column), self.oov(column))
+        if kind == "hash" or kind == "crossed":
+            return self.code(column.value("hash_bucket_size"))
+        if kind == "identity":
+            return self.code(column.value("num_buckets"))
+        raise AssertionError(kind)
+
+    def vocabulary_size(self, column: Column) -> str:
+        if column.kind == "vocabulary_file":
+            size = column.value("vocabulary_size")
+            return self.code(size) if size is not None else f"self.{column.var}_size"
+        vocabulary = column.value("vocabulary_list")
+        literal = self.reader.columns.literal_sequence(vocabulary)
+        if isinstance(vocabulary, (cst.List, cst.Tuple)) or (literal is not None and not isinstance(vocabulary, cst.Name)):
+            return str(len(literal))
+        return f"len({self.code(vocabulary)})"
+
+    def oov(self, column: Column) -> int:
+        return self.reader.columns.integer(column.value("num_oov_buckets"), 0)
+
+    def dtype(self, column: Column) -> str:
+        if column.kind in ("vocabulary",):
+            given = self.reader.columns.dtype(column.value("dtype"))
+            if given:
+                return given
+            literal = self.reader.columns.literal_sequence(column.value("vocabulary_list")) or []
+            return "int64" if literal and all(isinstance(v, cst.Integer) for v in literal) else "string"
+        if column.kind in ("vocabulary_file", "hash"):
+            return self.reader.columns.dtype(column.value("dtype")) or "string"
+        return "int64"
+
+    def missing(self, column: Column) -> str:
+        """The raw value feature columns ignore for this column's feature."""
+        return '""' if self.dtype(column) == "string" else "-1"
+
+    def raw_values(self, key: str, lines: list[str]) -> str:
+        var = self.values_vars.get(key)
+        if var is None:
+            var = _emit.unique_name(f"{identifier(key)}_values", self.taken())
+            self.values_vars[key] = var
+            lines.append(f'{var} = {self.tf}.reshape(features[{key!r}], [-1])'.replace("'", '"') if '"' not in key
+                         else f"{var} = {self.tf}.reshape(features[{key!r}], [-1])")
+        return var
+
+    def taken(self) -> set[str]:
+        return {c.var for c in self.columns} | set(self.values_vars.values()) | {
+            "features", "labels", "weights", "inputs", "net", "logits", "self", "training"}
+
+    # -- the class ------------------------------------------------------------------------------
+    def init_lines(self) -> list[str]:
+        tf = self.tf
+        lines = []
+        for column in self.columns:
+            var = column.var
+            if column.kind == "bucketized":
+                lines.append(f"self.{var} = {tf}.keras.layers.Discretization("
+                             f"bin_boundaries={self.code(column.value('boundaries'))})")
+            elif column.kind in ("vocabulary", "vocabulary_file"):
+                lookup = "StringLookup" if self.dtype(column) == "string" else "IntegerLookup"
+                source = column.value("vocabulary_list" if column.kind == "vocabulary" else "vocabulary_file")
+                lines.append(f"self.{var}_lookup = {tf}.keras.layers.{lookup}(vocabulary={self.code(source)})")
+                if column.kind == "vocabulary_file" and column.value("vocabulary_size") is None:
+                    lines.append(f"self.{var}_size = self.{var}_lookup.vocabulary_size() - 1  # the file's lines")
+                if self.oov(column):
+                    lines.append(f"self.{var}_oov = {tf}.keras.layers.Hashing(num_bins={self.oov(column)})")
+            elif column.kind == "hash":
+                lines.append(f"self.{var}_hashing = {tf}.keras.layers.Hashing("
+                             f"num_bins={self.code(column.value('hash_bucket_size'))})")
+            elif column.kind == "crossed":
+                lines.append(f"self.{var} = {tf}.keras.layers.HashedCrossing("
+                             f"num_bins={self.code(column.value('hash_bucket_size'))})")
+        if self.c.label_vocabulary is not None:
+            lines.append(f"self.label_lookup = {tf}.keras.layers.StringLookup("
+                         f"vocabulary={self.code(self.c.label_vocabulary)}, num_oov_indices=0)")
+        dnn, linear = self.c.dnn, self.c.linear
+        if dnn is not None:
+            for column in sorted(dnn.columns, key=lambda c: c.name):
+                if column.kind == "embedding":
+                    dimension = self.code(column.value("dimension"))
+                    extra = ", trainable=False" if _emit.code(column.value("trainable") or cst.Name("True")) == "False" else ""
+                    lines.append(
+                        f"self.{column.var} = {tf}.keras.layers.Dense({dimension}, use_bias=False, "
+                        f"kernel_initializer={tf}.keras.initializers.TruncatedNormal(stddev={_power(dimension)}){extra})")
+            for i, units in enumerate(dnn.hidden_units):
+                lines.append(f"self.hiddenlayer_{i} = {tf}.keras.layers.Dense({_emit.code(units)}, "
+                             f"activation={dnn.activation})")
+                if dnn.batch_norm:
+                    lines.append(f"self.batchnorm_{i} = {tf}.keras.layers.BatchNormalization(momentum=0.999)")
+            if dnn.dropout is not None:
+                lines.append(f"self.dropout = {tf}.keras.layers.Dropout({_emit.code(dnn.dropout)})")
+            lines.append(f"self.logits = {tf}.keras.layers.Dense({self.c.units})")
+        if linear is not None:
+            names = ", ".join(f'"{c.name}"' for c in sorted(linear.columns, key=lambda c: c.name))
+            lines.append(f"self.linear = {self.linear_class}({self.c.units}, [{names}])")
+        return lines
+
+    def preprocess_lines(self) -> list[str]:
+        tf = self.tf
+        lines: list[str] = []
+        needed = self.needed_inputs()
+        for column in self.columns:
+            var, kind = column.var, column.kind
+            if kind == "numeric":
+                if column not in needed and not any(c.parent is column for c in self.columns):
+                    continue
+                value = self.normalized(column)
+                width = self.reader.columns.numeric_width(column)
+                lines.append(f"{var} = {tf}.reshape({tf}.cast({value}, {tf}.float32), [-1, {width}])")
+            elif kind == "bucketized":
+                lines.append(f"{var} = {tf}.reshape(self.{var}({column.parent.var}), [-1])")
+            elif kind in ("vocabulary", "vocabulary_file"):
+                values = self.raw_values(column.key, lines)
+                oov = self.oov(column)
+                missing = '""' if self.dtype(column) == "string" else "-1"
+                if oov:
+                    lines.append(f"# The Estimator's ids: the vocabulary's, then {oov} out-of-vocabulary "
+                                 f"bucket{'s' if oov > 1 else ''}; {missing} has no id (-1).")
+                else:
+                    lines.append("# The Estimator's ids: the vocabulary's; anything else has no id (-1).")
+                lines.append(f"{var} = self.{var}_lookup({values}) - 1")
+                if column.kind == "vocabulary_file" and column.value("vocabulary_size") is not None:
+                    size = self.vocabulary_size(column)
+                    lines.append(f"# Lines after the first {size} are out of the vocabulary, as for the Estimator.")
+                    lines.append(f"{var} = {tf}.where({var} >= {size}, {tf}.constant(-1, {tf}.int64), {var})")
+                if oov:
+                    lines.append(f"{var} = {tf}.where({var} < 0, {self.vocabulary_size(column)} + "
+                                 f"self.{var}_oov({values}), {var})")
+                    lines.append(f"{var} = {tf}.where({values} == {missing}, {tf}.constant(-1, {tf}.int64), {var})")
+            elif kind == "hash":
+                values = self.raw_values(column.key, lines)
+                missing = '""' if self.dtype(column) == "string" else "-1"
+                lines.append(f"{var} = self.{var}_hashing({values})")
+                lines.append(f"# Feature columns ignore {missing}: no id (-1).")
+                lines.append(f"{var} = {tf}.where({values} == {missing}, {tf}.constant(-1, {tf}.int64), {var})")
+            elif kind == "identity":
+                values = self.raw_values(column.key, lines)
+                lines.append(f"{var} = {tf}.cast({values}, {tf}.int64)")
+            elif kind == "crossed":
+                ids = [k for k in column.keys if isinstance(k, Column)]
+                raws = [self.raw_values(k, lines) for k in column.keys if isinstance(k, str)]
+                # The Estimator crosses its categorical keys' ids first, then the raw features.
+                crossed = ", ".join([k.var for k in ids] + raws)
+                lines.append(f"{var} = self.{var}(({crossed}))")
+                # An ignored value ("" or -1) of a key leaves nothing to cross (an out-of-vocabulary
+                # value is crossed, with its id -1, as the Estimator does).
+                ignored = [f"({self.raw_values(k.key, lines)} == {self.missing(k)})" for k in ids
+                           if k.kind in ("vocabulary", "vocabulary_file", "identity")]
+                if ignored:
+                    condition = " | ".join(ignored)
+                    lines.append(f"{var} = {tf}.where({condition}, {tf}.constant(-1, {tf}.int64), {var})")
+            elif kind == "weighted":
+                lines.append(f'{var} = {tf}.reshape({tf}.cast(features["{column.key}"], {tf}.float32), [-1])')
+        self.inputs = [c.var for c in self.columns if c in needed]
+        lines += _packed("inputs = (", self.inputs, ")")
+        lines.append("if labels is None:")
+        lines.append("    return inputs")
+        if self.c.label_vocabulary is not None:
+            lines.append("labels = self.label_lookup(labels)")
+        if self.c.head in ("binary", "regression"):
+            lines.append(f"labels = {tf}.reshape(labels, [-1, {self.c.units}])")
+        if self.c.weight_key is not None:
+            weight = f'features["{self.c.weight_key}"]'
+            if self.c.weight_normalizer is not None:
+                weight = self.apply(self.c.weight_normalizer, weight)
+            lines.append(f"weights = {tf}.reshape({tf}.cast({weight}, {tf}.float32), [-1])")
+            lines.append("return inputs, labels, weights")
+        else:
+            lines.append("return inputs, labels")
+        return lines
+
+    def needed_inputs(self) -> list[Column]:
+        """The tensors ``call`` reads: numeric values, ids, weights."""
+        needed: list[Column] = []
+
+        def need(column: Column) -> None:
+            if all(column is not c for c in needed):
+                needed.append(column)
+
+        for column in self.top:
+            if column.kind == "numeric":
+                need(column)
+            elif column.kind in ("indicator", "embedding"):
+                need(column.parent.base)
+                if column.parent.kind == "weighted":
+                    need(column.parent)
+            elif column.kind == "weighted":
+                need(column.base)
+                need(column)
+            else:
+                need(column)
+        return needed
+
+    def normalized(self, column: Column) -> str:
+        value = f'features["{column.key}"]'
+        normalizer = column.value("normalizer_fn")
+        return self.apply(normalizer, value) if normalizer is not None else value
+
+    def apply(self, function: cst.BaseExpression, argument: str) -> str:
+        """``function(argument)`` as code; a one-parameter lambda is inlined."""
+        params = function.params if isinstance(function, cst.Lambda) else None
+        if params is not None and len(params.params) == 1 and not isinstance(params.star_arg, (cst.Param, cst.ParamStar)) \
+                and not params.kwonly_params and params.star_kwarg is None:
+            name = function.params.params[0].name.value
+            body = respelled(self.ctx, function.body, self.tf)
+            return _emit.code(body.visit(_Inline(name, cst.parse_expression(argument))))
+        return f"{_emit.code(_parenthesized(respelled(self.ctx, function, self.tf)))}({argument})"
+
+    def one_hot(self, column: Column, combiner: str) -> str:
+        """A categorical column as the Estimator's sparse lookups see it: one-hot of its id,
+        times its weight for a weighted column (normalized as the combiner divides)."""
+        tf = self.tf
+        base = column.base
+        text = f"{tf}.one_hot({base.var}, {self.size(base)})"
+        if column.kind == "weighted":
+            w = column.var
+            scale = {"sum": w, "mean": f"{tf}.math.divide_no_nan({w}, {w})",
+                     "sqrtn": f"{tf}.math.divide_no_nan({w}, {tf}.abs({w}))"}[combiner]
+            text = f"{text} * {scale}[:, None]"
+        return text
+
+    def dense_input(self, column: Column) -> str:
+        """A DNN input column's dense tensor, as feature columns' input layer computes it."""
+        if column.kind == "numeric":
+            return column.var
+        if column.kind == "bucketized":
+            return f"{self.tf}.one_hot({column.var}, {self.size(column)})"
+        if column.kind == "indicator":
+            return self.one_hot(column.parent, "sum")
+        if column.kind == "embedding":
+            combiner = self.reader.columns.string(column.value("combiner")) if column.value("combiner") is not None else "mean"
+            return f"self.{column.var}({self.one_hot(column.parent, combiner)})"
+        raise AssertionError(column.kind)
+
+    def linear_input(self, column: Column) -> str:
+        if column.kind == "numeric":
+            return column.var
+        if column.kind == "indicator":
+            return self.one_hot(column.parent, "sum")
+        return self.one_hot(column, self.c.sparse_combiner)
+
+    def call_lines(self) -> list[str]:
+        lines = [
+            "if isinstance(inputs, dict):  # raw features, as a served model gets them",
+            "    inputs = self.preprocess(inputs)",
+        ]
+        unpack = f"{', '.join(self.inputs)}{',' if len(self.inputs) == 1 else ''} = inputs"
+        lines += [unpack] if len(unpack) + 8 <= MAX_LINE else _packed("(", self.inputs, ") = inputs")
+        ids = [c.var for c in self.needed_inputs() if c.is_categorical and c.kind != "weighted"]
+        if ids:
+            names = ", ".join(ids)
+            lines.append("# Ids come as floats when Keras 3 first traces the model (on the replicas' mean batch).")
+            cast = f"{names} = ({self.tf}.cast(ids, {self.tf}.int64) for ids in ({names}))"
+            if len(ids) > 2 and len(cast) + 8 <= MAX_LINE:
+                lines.append(cast)
+            else:
+                lines += [f"{v} = {self.tf}.cast({v}, {self.tf}.int64)" for v in ids]
+        dnn, linear = self.c.dnn, self.c.linear
+        outputs = []
+        if dnn is not None:
+            dense = [self.dense_input(c) for c in sorted(dnn.columns, key=lambda c: c.name)]
+            if len(dense) == 1:
+                lines.append(f"net = {dense[0]}")
+            else:
+                lines.append(f"net = {self.tf}.concat([")
+                lines += [f"    {d}," for d in dense]
+                lines.append("], axis=1)")
+            for i in range(len(dnn.hidden_units)):
+                lines.append(f"net = self.hiddenlayer_{i}(net)")
+                if dnn.dropout is not None:
+                    lines.append("net = self.dropout(net, training=training)")
+                if dnn.batch_norm:
+                    lines.append(f"net = self.batchnorm_{i}(net, training=training)")
+            outputs.append("self.logits(net)")
+        if linear is not None:
+            parts = [self.linear_input(c) for c in sorted(linear.columns, key=lambda c: c.name)]
+            outputs.append(f"self.linear(({', '.join(parts)}{',' if len(parts) == 1 else ''}))")
+            if len(outputs[-1]) + 30 > MAX_LINE:
+                outputs[-1] = "\n".join(["self.linear((", *[f"    {p}," for p in parts], "))"])
+        if len(outputs) == 1:
+            lines += f"return {outputs[0]}".split("\n")
+        else:
+            lines += f"dnn_logits = {outputs[0]}".split("\n")
+            lines += f"linear_logits = {outputs[1]}".split("\n")
+            lines.append("return dnn_logits + linear_logits")
+        return lines
+
+    # -- compile ------------------------------------------------------------------------------
+    def loss(self, reduction: str | None = None) -> str:
+        tf = self.tf
+        reduction = reduction or self.c.reduction
+        suffix = ', reduction="sum"' if reduction == "sum" else ""
+        if self.c.head == "binary":
+            return f"{tf}.keras.losses.BinaryCrossentropy(from_logits=True{suffix})"
+        if self.c.head == "multi":
+            return f"{tf}.keras.losses.SparseCategoricalCrossentropy(from_logits=True{suffix})"
+        return f"{tf}.keras.losses.MeanSquaredError({suffix[2:]})"
+
+    def metrics(self) -> list[str]:
+        tf = self.tf
+        if self.c.head == "binary":
+            return [f'{tf}.keras.metrics.BinaryAccuracy(name="accuracy", threshold=0.0)',
+                    f'{tf}.keras.metrics.BinaryCrossentropy(name="average_loss", from_logits=True)']
+        if self.c.head == "multi":
+            return [f'{tf}.keras.metrics.SparseCategoricalAccuracy(name="accuracy")',
+                    f'{tf}.keras.metrics.SparseCategoricalCrossentropy(name="average_loss", from_logits=True)']
+        return [f'{tf}.keras.metrics.MeanSquaredError(name="average_loss")']
+
+    # -- wide & deep: a linear model trained by its own optimizer --------------------------------
+    def two_optimizers(self) -> bool:
+        return self.c.dnn is not None and self.c.linear is not None
+
+    def eager_build_lines(self) -> list[str]:
+        """Build the layers in __init__, in the Estimator's order, so that the linear model's
+        optimizer can be built before training (Keras 3 builds only compile's optimizer)."""
+        dnn, linear = self.c.dnn, self.c.linear
+        lines = ["# Built here, in the Estimator's order (the DNN, then the linear model), so that the",
+                 "# linear model's own optimizer can be built before training."]
+        widths = []
+        for column in sorted(dnn.columns, key=lambda c: c.name):
+            if column.kind == "numeric":
+                widths.append(str(self.reader.columns.numeric_width(column)))
+            elif column.kind == "bucketized":
+                widths.append(self.size(column))
+            elif column.kind == "indicator":
+                widths.append(self.size(column.parent))
+            else:
+                lines.append(f"self.{column.var}.build((None, {self.size(column.parent)}))")
+                widths.append(self.code(column.value("dimension")))
+        previous = _sum(widths)
+        for i, units in enumerate(dnn.hidden_units):
+            lines.append(f"self.hiddenlayer_{i}.build((None, {previous}))")
+            if dnn.batch_norm:
+                lines.append(f"self.batchnorm_{i}.build((None, {_emit.code(units)}))")
+            previous = _emit.code(units)
+        lines.append(f"self.logits.build((None, {previous}))")
+        shapes = []
+        for column in sorted(linear.columns, key=lambda c: c.name):
+            if column.kind == "numeric":
+                shapes.append(f"(None, {self.reader.columns.numeric_width(column)})")
+            elif column.kind == "indicator":
+                shapes.append(f"(None, {self.size(column.parent)})")
+            else:
+                shapes.append(f"(None, {self.size(column)})")
+        lines.append(f"self.linear.build([{', '.join(shapes)}])")
+        lines.append("self.linear_optimizer = linear_optimizer")
+        lines.append("self.linear_optimizer.build(self.linear.trainable_weights)")
+        return lines
+
+    def head_lines(self) -> list[str]:
+        tf = self.tf
+        names = ["accuracy", "average_loss"] if self.c.head != "regression" else ["average_loss"]
+        lines = [f"self.head_loss = {self.loss('sum')}", f'self.loss_tracker = {tf}.keras.metrics.Mean(name="loss")']
+        lines += [f"self.{name} = {metric}" for name, metric in zip(names, self.metrics())]
+        return lines
+
+    def wide_deep_methods(self) -> list[str]:
+        tf = self.tf
+        names = ["accuracy", "average_loss"] if self.c.head != "regression" else ["average_loss"]
+        weighted = self.c.weight_key is not None
+        unpack = "inputs, labels, weights = data" if weighted else "inputs, labels = data"
+        weights = "weights" if weighted else "None"
+        mean = self.c.reduction != "sum"
+        loss_lines = [f"loss = self.head_loss(labels, logits{', sample_weight=weights' if weighted else ''})"]
+        if mean:
+            loss_lines.append("# The mean over the global batch, as the Estimator's optimizers applied it.")
+            loss_lines.append(f"loss /= {tf}.cast({tf}.shape(logits)[0] * replicas, loss.dtype)")
+        metric_names = ", ".join(f"self.{n}" for n in ["loss_tracker", *names])
+        return [
+            "@property",
+            "def metrics(self):",
+            f"    return [{metric_names}]",
+            "",
+            "def train_step(self, data):",
+            f"    {unpack}",
+            f"    replicas = {tf}.distribute.get_strategy().num_replicas_in_sync",
+            f"    with {tf}.GradientTape() as tape:",
+            "        logits = self(inputs, training=True)",
+            *[f"        {line}" for line in loss_lines],
+            "    linear_vars = self.linear.trainable_variables",
+            "    dnn_vars = [v for v in self.trainable_variables if all(v is not w for w in linear_vars)]",
+            "    gradients = tape.gradient(loss, dnn_vars + linear_vars)",
+            "    self.optimizer.apply_gradients(zip(gradients[:len(dnn_vars)], dnn_vars))",
+            "    self.linear_optimizer.apply_gradients(zip(gradients[len(dnn_vars):], linear_vars))",
+            f"    return self.update_metrics(loss * replicas, labels, logits, {weights})",
+            "",
+            "def test_step(self, data):",
+            f"    {unpack}",
+            f"    replicas = {tf}.distribute.get_strategy().num_replicas_in_sync",
+            "    logits = self(inputs, training=False)",
+            *[f"    {line}" for line in loss_lines],
+            f"    return self.update_metrics(loss * replicas, labels, logits, {weights})",
+            "",
+            "def update_metrics(self, loss, labels, logits, weights):",
+            "    # Like Keras's own: the loss over the global batch (a mean tracker counts each replica).",
+            f"    self.loss_tracker.update_state(loss, sample_weight={tf}.shape(logits)[0])",
+            *[f"    self.{n}.update_state(labels, logits, sample_weight=weights)" for n in names],
+            "    return {m.name: m.result() for m in self.metrics}",
+        ]
+
+    def model_class(self, indent: str = "    ") -> str:
+        preprocess = self.preprocess_lines()
+        call = self.call_lines()
+        init = ["super().__init__()", *self.init_lines()]
+        init_params = "self"
+        if self.two_optimizers():
+            init_params = "self, linear_optimizer"
+            init += self.head_lines()
+            init += self.eager_build_lines()
+        summary = self.summary()
+        out = [f"class {self.class_name}({self.tf}.keras.Model):",
+               f'    """{summary[0]}',
+               "",
+               *[f"    {line}" for line in summary[1]],
+               '    """',
+               "",
+               f"    def __init__({init_params}):"]
+        out += [f"        {line}" if line else "" for line in init]
+        out += ["", "    def preprocess(self, features, labels=None):",
+                '        """Raw features -> the model\'s inputs, as the Estimator\'s feature columns computed them."""']
+        out += [f"        {line}" for line in preprocess]
+        out += ["", "    def call(self, inputs, training=False):"]
+        out += [f"        {line}" for line in call]
+        if self.two_optimizers():
+            out.append("")
+            out += [f"    {line}" if line else "" for line in self.wide_deep_methods()]
+        return _reindent("\n".join(out) + "\n", indent)
+
+    def summary(self) -> tuple[str, list[str]]:
+        """The docstring's title and body lines."""
+        version = "tf.compat.v1.estimator" if self.c.v1 else "tf.estimator"
+        parts = []
+        if self.c.dnn is not None:
+            parts.append(f"hidden units [{', '.join(_emit.code(u) for u in self.c.dnn.hidden_units)}]")
+        if self.c.head == "multi":
+            parts.append(f"{self.c.units} classes")
+        parts.append("loss summed over the batch" if self.c.reduction == "sum" else "loss averaged over the batch")
+        body = [f"{parts[0][:1].upper()}{parts[0][1:]}{''.join(', ' + p for p in parts[1:])}. `preprocess` computes",
+                "what the feature columns did, in tf.data; `call` is the network."]
+        return f"The canned {self.c.cls} ({version}) as a Keras model.", body
+
+    def compile_args(self) -> tuple[str, list[str]]:
+        """(optimizer code, extra constructor arguments) for building the model."""
+        dnn, linear = self.c.dnn, self.c.linear
+        optimizer = (dnn or linear).optimizer
+        return _emit.code(optimizer), ([_emit.code(linear.optimizer)] if self.two_optimizers() else [])
+
+
+class _Inline(cst.CSTTransformer):
+    def __init__(self, name: str, value: cst.BaseExpression):
+        super().__init__()
+        self.name, self.value = name, value
+
+    def leave_Name(self, original, updated):
+        return self.value if original.value == self.name else updated
+
+    def leave_Attribute(self, original, updated):
+        # `x.shape`: only the value side of an attribute is the parameter
+        return updated.with_changes(attr=original.attr)
+
+
+def _parenthesized(node: cst.BaseExpression) -> cst.BaseExpression:
+    if isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float, cst.SimpleString)):
+        return node
+    if node.lpar:
+        return node
+    return node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+
+def _packed(opening: str, names: list[str], closing: str, width: int = MAX_LINE - 8) -> list[str]:
+    """``opening a, b, c closing`` on one line, or the names packed on indented lines."""
+    one_line = f"{opening}{', '.join(names)}{',' if len(names) == 1 and opening.endswith('(') else ''}{closing}"
+    if len(one_line) <= width:
+        return [one_line]
+    lines, current = [opening], "   "
+    for name in names:
+        if len(current) + len(name) + 2 > width:
+            lines.append(current)
+            current = "   "
+        current += f" {name},"
+    lines.append(current)
+    lines.append(closing)
+    return lines
+
+
+def _reindent(text: str, indent: str) -> str:
+    """Text written with 4-space indents, in the module's indentation."""
+    if indent == "    ":
+        return text
+    out = []
+    for line in text.splitlines():
+        stripped = line.lstrip(" ")
+        out.append(indent * ((len(line) - len(stripped)) // 4) + stripped)
+    return "\n".join(out) + "\n"
+
+
+def _plus(size: str, oov: int) -> str:
+    if not oov:
+        return size
+    if size.isdigit():
+        return str(int(size) + oov)
+    return f"{size} + {oov}"
+
+
+def _sum(parts: list[str]) -> str:
+    if all(p.isdigit() for p in parts):
+        return str(sum(int(p) for p in parts))
+    return " + ".join(parts)
+
+
+def _power(dimension: str) -> str:
+    return f"{dimension} ** -0.5" if dimension.isdigit() or dimension.isidentifier() else f"({dimension}) ** -0.5"
+
+
+LINEAR_MODEL = '''\
+class {name}({tf}.keras.layers.Layer):
+    """A canned Estimator's linear model: a weight matrix per feature column, created in the
+    columns' name order, then the bias; all start at zero. Categorical columns come as
+    one-hot rows, so a column adds the rows of its ids."""
+
+    def __init__(self, units, column_names, **kwargs):
+        super().__init__(**kwargs)
+        self.units = units
+        self.column_names = column_names
+
+    def build(self, input_shape):
+        self.column_weights = [
+            self.add_weight(name=f"{{name}}_weights", shape=(shape[-1], self.units), initializer="zeros")
+            for name, shape in zip(self.column_names, input_shape)]
+        self.bias = self.add_weight(name="bias_weights", shape=(self.units,), initializer="zeros")
+        super().build(input_shape)
+
+    def call(self, inputs):
+        weighted_sums = [{tf}.matmul(x, w) for x, w in zip(inputs, self.column_weights)]
+        return {tf}.nn.bias_add({tf}.add_n(weighted_sums), self.bias)
+'''
+
+
+# ---------------------------------------------------------------------------------------------
+# The conversion of one unit
+# ---------------------------------------------------------------------------------------------
+def convert(unit, plan, ctx, code: str) -> None:
+    """Plan the conversion of a canned Estimator unit (raises Unsupported)."""
+    reader = CannedReader(unit, plan, ctx, code)
+    canned = reader.read()
+    scope = ctx.scope(unit.target)
+    taken = {a.name for a in scope.assignments} | {a.node.value for a in scope.accesses}
+    module_scope = ctx.scope(ctx.module.body[0]) if ctx.module.body else None
+    if module_scope is not None:
+        taken |= {a.name for a in module_scope.assignments}
+    removable = reader.columns.removable([unit.call])
+    removed_names = {b.name for b in removable}
+    taken -= removed_names
+    class_name = _emit.unique_name(f"{canned.cls}Model", taken)
+    linear_class = _emit.unique_name("LinearModel", taken | {class_name})
+    writer = ModelWriter(canned, reader, class_name, linear_class)
+    assign_names(writer.columns, taken - {b.name for b in removable} | {class_name, linear_class}
+                 - {b.name for b in removable})
+    for column in writer.columns:
+        plan.fixed(column.call, "E2K504", f"feature column `{column.name}` -> Keras preprocessing")
+
+    indent = ctx.module.default_indent
+    definitions = [_fit_lines(cst.parse_statement(writer.model_class(indent)), indent)]
+    if canned.linear is not None:
+        definitions.insert(0, cst.parse_statement(_reindent(LINEAR_MODEL.format(name=linear_class, tf=plan.tf), indent)))
+
+    optimizer, extra = writer.compile_args()
+    var = plan.model_var
+    args = ", ".join(f"linear_optimizer={e}" for e in extra)
+    plan.build.append(_emit.statement(f"{var} = {class_name}({args})"))
+    compile_args = [f"optimizer={optimizer}"]
+    # The Estimator's metrics are weighted by weight_column; Keras weights only `weighted_metrics`.
+    keyword = "weighted_metrics" if canned.weight_key is not None else "metrics"
+    metrics = f"{keyword}=[{', '.join(writer.metrics())}]"
+    if not writer.two_optimizers():
+        compile_args += [f"loss={writer.loss()}", metrics]
+    compile_statement = _emit.statement(f"{var}.compile({', '.join(compile_args)})")
+    depth = _depth(ctx, unit.statement) + (1 if unit.config_value("train_distribute") is not None else 0)
+    wrapped = _emit.fit_line(compile_statement, depth, indent)
+    too_long = len(indent) * (depth + 1) + len(f"    {metrics})") > MAX_LINE
+    if wrapped is not compile_statement and not writer.two_optimizers() and too_long:
+        call = wrapped.body[0].value
+        args = list(call.args)
+        args[-1] = args[-1].with_changes(value=_argument_list([cst.parse_expression(m) for m in writer.metrics()]))
+        wrapped = wrapped.with_changes(body=[wrapped.body[0].with_changes(value=call.with_changes(args=args))])
+    plan.build.append(wrapped)
+
+    _place_definitions(plan, ctx, unit, removable, definitions)
+    plan.dataset_map = f"{var}.preprocess"
+    plan.claimed_args.update(name for name in reader.args if name not in NOT_CARRIED)
+
+
+def _argument_list(values: list[cst.BaseExpression]) -> cst.List:
+    """A list given as a wrapped call's argument: one element per line, one level deeper."""
+    def hanging(text: str) -> cst.ParenthesizedWhitespace:
+        return cst.ParenthesizedWhitespace(first_line=cst.TrailingWhitespace(), indent=True,
+                                           last_line=cst.SimpleWhitespace(text))
+    elements = [cst.Element(v, comma=cst.Comma(whitespace_after=hanging(" " * 8 if i < len(values) - 1 else " " * 4)))
+                for i, v in enumerate(values)]
+    return cst.List(elements, lbracket=cst.LeftSquareBracket(whitespace_after=hanging(" " * 8)))
+
+
+def _fit_lines(klass: cst.ClassDef, indent: str) -> cst.ClassDef:
+    """Wrap the long `self.x = Layer(...)` lines of __init__, one argument per line."""
+    methods = []
+    for method in klass.body.body:
+        if isinstance(method, cst.FunctionDef) and method.name.value == "__init__":
+            body = [_emit.fit_line(line, 2, indent) if isinstance(line, cst.SimpleStatementLine) else line
+                    for line in method.body.body]
+            method = method.with_changes(body=method.body.with_changes(body=body))
+        methods.append(method)
+    return klass.with_changes(body=klass.body.with_changes(body=methods))
+
+
+def _depth(ctx, statement) -> int:
+    depth, node = 0, ctx.parent(statement)
+    while node is not None:
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.With, cst.If, cst.For, cst.While, cst.Try)):
+            depth += 1
+        node = ctx.parent(node)
+    return depth
+
+
+def _place_definitions(plan, ctx, unit, removable: list[Binding], definitions: list[cst.BaseStatement]) -> None:
+    """The classes go where the feature columns were defined (at module level), else just
+    before the Estimator was built; the columns' statements go."""
+    module_level = [b for b in removable if isinstance(ctx.scope(b.statement), GlobalScope)
+                    and ctx.parent(b.statement) is ctx.module]
+    statements = sorted({id(b.statement): b.statement for b in removable}.values(),
+                        key=lambda s: ctx.position(s))
+    first = None
+    if module_level:
+        first = min((b.statement for b in module_level), key=lambda s: ctx.position(s))
+    for statement in statements:
+        if statement is first:
+            # Two blank lines above each class (the removed statement's own blank lines give way).
+            spaced = [d.with_changes(leading_lines=[_emit.blank_line()] * 2) for d in definitions]
+            plan.replace_statement(statement, spaced)
+        else:
+            plan.remove_statement(statement)
+    if first is None:
+        plan.before_build.extend(definitions)

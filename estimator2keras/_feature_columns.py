@@ -1,0 +1,498 @@
+"""Feature columns, read from the source, and the Keras preprocessing that computes the same.
+
+A canned Estimator's ``feature_columns`` are read statically into :class:`Column` objects
+(followed through names bound once, list literals, ``+`` of lists and comprehensions over
+literal lists). Each column then says how its values are computed, as code of the model that
+replaces the Estimator:
+
+- ``preprocess`` (runs in ``tf.data``): raw features -> floats (numeric columns) and *ids* in
+  the Estimator's own id space (vocabulary ids first, then out-of-vocabulary buckets; ``-1``
+  for "no id", which feature columns give to out-of-vocabulary values without OOV buckets and
+  to the ``""`` / ``-1`` values they ignore);
+- ``call`` (inside the model): ids -> one-hot vectors (indicator and bucketized columns) or
+  a ``Dense(dimension, use_bias=False)`` of them (embedding columns: the rows of the same
+  [buckets, dimension] table a feature column looks up, trained with dense gradients).
+
+Names follow TF1 (``age_bucketized``, ``a_X_b``, ``city_embedding``): canned Estimators order
+their inputs and create their variables sorted by those names, and the Keras model must do
+the same for its weights to line up with the Estimator's.
+"""
+from __future__ import annotations
+
+import keyword
+import re
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from estimator2keras import _emit
+from estimator2keras._context import RewriteContext
+from estimator2keras._rule import Unsupported
+from estimator2keras._symbols import tf2_respellings
+from estimator2keras._units import Binding, accesses_of, bind_arguments, resolve
+
+CODE = "E2K504"
+
+SIGNATURES = {
+    "numeric_column": ("key", "shape", "default_value", "dtype", "normalizer_fn"),
+    "bucketized_column": ("source_column", "boundaries"),
+    "categorical_column_with_vocabulary_list": ("key", "vocabulary_list", "dtype", "default_value", "num_oov_buckets"),
+    "categorical_column_with_vocabulary_file": (
+        "key", "vocabulary_file", "vocabulary_size", "num_oov_buckets", "default_value", "dtype",
+    ),
+    "categorical_column_with_hash_bucket": ("key", "hash_bucket_size", "dtype"),
+    "categorical_column_with_identity": ("key", "num_buckets", "default_value"),
+    "crossed_column": ("keys", "hash_bucket_size", "hash_key"),
+    "indicator_column": ("categorical_column",),
+    "embedding_column": (
+        "categorical_column", "dimension", "combiner", "initializer", "ckpt_to_load_from",
+        "tensor_name_in_ckpt", "max_norm", "trainable", "use_safe_embedding_lookup",
+    ),
+    "weighted_categorical_column": ("categorical_column", "weight_feature_key", "dtype"),
+}
+KINDS = {
+    "numeric_column": "numeric",
+    "bucketized_column": "bucketized",
+    "categorical_column_with_vocabulary_list": "vocabulary",
+    "categorical_column_with_vocabulary_file": "vocabulary_file",
+    "categorical_column_with_hash_bucket": "hash",
+    "categorical_column_with_identity": "identity",
+    "crossed_column": "crossed",
+    "indicator_column": "indicator",
+    "embedding_column": "embedding",
+    "weighted_categorical_column": "weighted",
+}
+CATEGORICAL = frozenset({"bucketized", "vocabulary", "vocabulary_file", "hash", "identity", "crossed", "weighted"})
+#: Columns whose ids can be -1 ("no id"): their consumers must not hash or look up -1.
+STRING_DTYPES = frozenset({"string"})
+INT_DTYPES = frozenset({"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"})
+
+
+@dataclass(eq=False)
+class Column:
+    """One feature column as the source builds it."""
+
+    kind: str
+    call: cst.Call
+    args: dict[str, cst.Arg]
+    name: str  # the column's TF1 name: canned Estimators sort their inputs by it
+    binding: Binding | None = None
+    parent: "Column | None" = None  # source (bucketized) or categorical column (indicator, embedding, weighted)
+    keys: list = field(default_factory=list)  # crossed: str (a raw feature) or Column, as given
+    var: str = ""  # the Python name the emitted code gives it
+    key: str | None = None  # the raw feature it reads (numeric and base categorical columns)
+    env: dict = field(default_factory=dict)  # comprehension variable -> its literal value
+
+    def value(self, name: str) -> cst.BaseExpression | None:
+        arg = self.args.get(name)
+        return arg.value if arg is not None else None
+
+    @property
+    def is_categorical(self) -> bool:
+        return self.kind in CATEGORICAL
+
+    @property
+    def base(self) -> "Column":
+        """The categorical column whose ids this one uses (itself, unless weighted)."""
+        return self.parent if self.kind == "weighted" else self
+
+
+class ColumnReader:
+    """Reads the feature columns an Estimator argument builds, resolving names."""
+
+    def __init__(self, ctx: RewriteContext):
+        self.ctx = ctx
+        self.columns: dict[int, Column] = {}  # id(call) -> Column: one object per column built
+        self.bindings: list[Binding] = []  # statements that only build columns for the Estimator
+        self.list_bindings: list[Binding] = []
+        self.extended_bindings: list[Binding] = []  # `columns = [...]` and its `columns += [...]`
+        self.alias_bindings: list[Binding] = []  # `fc = tf.feature_column`
+
+    # -- lists of columns -----------------------------------------------------------------------
+    def read_list(self, expr: cst.BaseExpression) -> list[Column]:
+        if isinstance(expr, (cst.List, cst.Tuple)):
+            out = []
+            for element in expr.elements:
+                if isinstance(element, cst.StarredElement):
+                    out += self.read_list(element.value)
+                else:
+                    out.append(self.read_column(element.value))
+            return out
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+            return self.read_list(expr.left) + self.read_list(expr.right)
+        if isinstance(expr, cst.ListComp):
+            return self._comprehension(expr)
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("list", "tuple") \
+                and len(expr.args) == 1 and not expr.args[0].keyword:
+            return self.read_list(expr.args[0].value)
+        if isinstance(expr, cst.Call) and (self.ctx.call_api_path(expr) or "").startswith(
+                ("feature_column.shared_embedding", "feature_column.sequence_")):
+            raise Unsupported(f"`{_emit.code(expr.func)}` is not converted yet", expr, CODE)
+        if isinstance(expr, cst.Name):
+            bound = resolve(self.ctx, expr)
+            if isinstance(bound, Binding):
+                self._use_binding(bound, self.list_bindings)
+                return self.read_list(bound.value)
+            extended = self._extended_list(expr)
+            if extended is not None:
+                return [column for part in extended for column in self.read_list(part.value)]
+        raise Unsupported("these feature columns are not a list e2k can read (a list literal, names bound once, "
+                          "`+` or `+=` of lists, a comprehension over a literal list)", expr, CODE)
+
+    def _extended_list(self, name: cst.Name) -> list[Binding] | None:
+        """``columns = [...]`` then ``columns += [...]`` (and nothing else binds the name): the parts,
+        in order."""
+        scope = self.ctx.scope(name)
+        if scope is None:
+            return None
+        parts = []
+        for assignment in scope.assignments[name.value]:
+            target = getattr(assignment, "node", None)
+            statement = self.ctx.enclosing_statement(target) if isinstance(target, cst.Name) else None
+            small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
+            if isinstance(small, cst.Assign) and len(small.targets) == 1 and small.targets[0].target is target:
+                parts.append((self.ctx.position(statement), "=", Binding(name.value, statement, target, small.value)))
+            elif isinstance(small, cst.AugAssign) and small.target is target and isinstance(small.operator, cst.AddAssign):
+                parts.append((self.ctx.position(statement), "+=", Binding(name.value, statement, target, small.value)))
+            else:
+                return None
+        parts.sort(key=lambda part: part[0])
+        if not parts or parts[0][1] != "=" or any(kind != "+=" for _, kind, _ in parts[1:]):
+            return None
+        if any(self.ctx.parent(b.statement) is not self.ctx.parent(parts[0][2].statement) for _, _, b in parts):
+            return None
+        if self.ctx.position(name) < parts[-1][0]:
+            return None
+        for _, _, binding in parts:
+            self._use_binding(binding, self.extended_bindings)
+        return [binding for _, _, binding in parts]
+
+    def _comprehension(self, comp: cst.ListComp) -> list[Column]:
+        loop = comp.for_in
+        if loop.inner_for_in is not None or loop.ifs or not isinstance(loop.target, cst.Name) or loop.asynchronous:
+            raise Unsupported("only a comprehension with one `for name in <literal list>` is read", comp, CODE)
+        values = self.literal_sequence(loop.iter)
+        if values is None:
+            raise Unsupported("the comprehension does not loop over a literal list", loop.iter, CODE)
+        name = loop.target.value
+        if not isinstance(comp.elt, cst.Call):
+            raise Unsupported("the comprehension does not build a feature column call", comp.elt, CODE)
+        for arg in comp.elt.args[1:]:
+            if any(isinstance(n, cst.Name) and n.value == name for n in _walk(arg)):
+                raise Unsupported(f"only the first argument of the column may read `{name}`", arg, CODE)
+        return [self._column_call(comp.elt, None, env={name: value}) for value in values]
+
+    def literal_sequence(self, expr: cst.BaseExpression) -> list[cst.BaseExpression] | None:
+        if isinstance(expr, cst.Name):
+            bound = resolve(self.ctx, expr)
+            if isinstance(bound, Binding):
+                expr = bound.value
+        if isinstance(expr, (cst.List, cst.Tuple)) and all(not isinstance(e, cst.StarredElement) for e in expr.elements):
+            return [e.value for e in expr.elements]
+        return None
+
+    # -- one column -----------------------------------------------------------------------------
+    def read_column(self, expr: cst.BaseExpression) -> Column:
+        if isinstance(expr, cst.Name):
+            bound = resolve(self.ctx, expr)
+            if isinstance(bound, Binding) and isinstance(bound.value, cst.Call):
+                known = self.columns.get(id(bound.value))
+                if known is not None:
+                    return known
+                self._use_binding(bound, self.bindings)
+                return self._column_call(bound.value, bound)
+        if isinstance(expr, cst.Call):
+            known = self.columns.get(id(expr))
+            return known if known is not None else self._column_call(expr, None)
+        raise Unsupported("this feature column is not a feature_column call e2k can follow", expr, CODE)
+
+    def _use_binding(self, binding: Binding, into: list[Binding]) -> None:
+        if all(b.statement is not binding.statement for b in into):
+            into.append(binding)
+
+    def _column_call(self, call: cst.BaseExpression, binding: Binding | None, env: dict | None = None) -> Column:
+        if not isinstance(call, cst.Call):
+            raise Unsupported("this feature column is not a feature_column call e2k can follow", call, CODE)
+        path = self.ctx.call_api_path(call) or self._aliased_path(call)
+        function = path.split(".", 1)[1] if path and path.startswith("feature_column.") else None
+        if function not in SIGNATURES:
+            what = _emit.code(call.func)
+            raise Unsupported(f"`{what}` is not a feature column e2k converts", call, CODE)
+        args = bind_arguments(call, SIGNATURES[function])
+        kind = KINDS[function]
+        column = Column(kind, call, args, name="", binding=binding, env=env or {})
+        if env is None:
+            self.columns[id(call)] = column
+        getattr(self, f"_read_{kind}")(column)
+        return column
+
+    def _aliased_path(self, call: cst.Call) -> str | None:
+        """``fc.numeric_column(...)`` after ``fc = tf.feature_column`` (a module bound to a name)."""
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
+            return None
+        bound = resolve(self.ctx, func.value)
+        if not isinstance(bound, Binding) or self.ctx.api_path(bound.value) != "feature_column":
+            return None
+        self._use_binding(bound, self.alias_bindings)
+        return f"feature_column.{func.attr.value}"
+
+    def _key(self, column: Column) -> str:
+        key = self.string(column.value("key"), column.env)
+        if key is None:
+            raise Unsupported("the feature column's key is not a string literal", column.call, CODE)
+        return key
+
+    def string(self, expr: cst.BaseExpression | None, env: dict | None = None) -> str | None:
+        if isinstance(expr, cst.Name) and env and expr.value in env:
+            expr = env[expr.value]
+        if isinstance(expr, cst.Name):
+            bound = resolve(self.ctx, expr)
+            expr = bound.value if isinstance(bound, Binding) else expr
+        if isinstance(expr, cst.SimpleString):
+            value = expr.evaluated_value
+            return value if isinstance(value, str) else None
+        return None
+
+    def integer(self, expr: cst.BaseExpression | None, default: int | None = None) -> int | None:
+        if expr is None:
+            return default
+        if isinstance(expr, cst.Name):
+            bound = resolve(self.ctx, expr)
+            expr = bound.value if isinstance(bound, Binding) else expr
+        if isinstance(expr, cst.Integer):
+            return int(expr.evaluated_value)
+        return None
+
+    def dtype(self, expr: cst.BaseExpression | None) -> str | None:
+        """``"string"``, ``"int64"``, ``"float32"``..., from ``tf.string`` / ``tf.int64``."""
+        if expr is None:
+            return None
+        path = self.ctx.api_path(expr) or ""
+        name = path.rsplit(".", 1)[-1]
+        if path in (name, f"dtypes.{name}") and name in INT_DTYPES | STRING_DTYPES | {"float16", "float32", "float64"}:
+            return name
+        raise Unsupported("this dtype is not one e2k reads (tf.string, tf.int64, tf.float32...)", expr, CODE)
+
+    # -- each kind ------------------------------------------------------------------------------
+    def _read_numeric(self, column: Column) -> None:
+        column.key = column.name = self._key(column)
+        shape = column.value("shape")
+        if shape is not None and _dimension(shape) is None:
+            raise Unsupported("numeric_column(shape=...) must be a literal int or a 1-d tuple", shape, CODE)
+        if self.dtype(column.value("dtype")) in STRING_DTYPES:
+            raise Unsupported("a numeric column of strings", column.call, CODE)
+
+    def _read_bucketized(self, column: Column) -> None:
+        source = self.read_column(column.value("source_column"))
+        if source.kind != "numeric":
+            raise Unsupported("bucketized_column of something other than a numeric_column", column.call, CODE)
+        if self.numeric_width(source) != 1:
+            raise Unsupported("bucketized_column of a numeric column with shape > 1 is not converted yet", column.call, CODE)
+        if self.literal_sequence(column.value("boundaries")) is None:
+            raise Unsupported("the bucket boundaries are not a literal list e2k can count", column.value("boundaries"), CODE)
+        column.parent = source
+        column.name = f"{source.name}_bucketized"
+
+    def _read_vocabulary(self, column: Column) -> None:
+        column.key = column.name = self._key(column)
+        vocabulary = column.value("vocabulary_list")
+        literal = self.literal_sequence(vocabulary)
+        dtype = self.dtype(column.value("dtype"))
+        if dtype is None and literal:
+            dtype = "string" if all(isinstance(v, (cst.SimpleString, cst.ConcatenatedString)) for v in literal) else (
+                "int64" if all(isinstance(v, cst.Integer) for v in literal) else None)
+        if dtype is None or dtype not in STRING_DTYPES | INT_DTYPES:
+            raise Unsupported("the vocabulary's type is not known: write its values as literals or pass dtype=",
+                              vocabulary, CODE)
+        self._check_oov(column)
+
+    def _read_vocabulary_file(self, column: Column) -> None:
+        column.key = column.name = self._key(column)
+        dtype = self.dtype(column.value("dtype")) or "string"
+        if dtype not in STRING_DTYPES | INT_DTYPES:
+            raise Unsupported("a vocabulary file of this dtype", column.call, CODE)
+        if column.value("vocabulary_size") is not None and self.integer(column.value("vocabulary_size")) is None:
+            raise Unsupported("vocabulary_size= is not an int literal", column.value("vocabulary_size"), CODE)
+        self._check_oov(column)
+
+    def _check_oov(self, column: Column) -> None:
+        if self.integer(column.value("num_oov_buckets"), 0) is None:
+            raise Unsupported("num_oov_buckets= is not an int literal", column.value("num_oov_buckets"), CODE)
+        default = column.value("default_value")
+        if default is not None and _emit.code(default) not in ("-1", "None"):
+            raise Unsupported("a default_value other than -1 is not converted yet", default, CODE)
+
+    def _read_hash(self, column: Column) -> None:
+        column.key = column.name = self._key(column)
+        dtype = self.dtype(column.value("dtype")) or "string"
+        if dtype not in STRING_DTYPES | INT_DTYPES:
+            raise Unsupported("a hashed column of this dtype", column.call, CODE)
+
+    def _read_identity(self, column: Column) -> None:
+        column.key = column.name = self._key(column)
+        default = column.value("default_value")
+        if default is not None and _emit.code(default) != "None":
+            raise Unsupported("categorical_column_with_identity(default_value=...) is not converted yet", default, CODE)
+
+    def _read_crossed(self, column: Column) -> None:
+        if column.value("hash_key") is not None and _emit.code(column.value("hash_key")) != "None":
+            raise Unsupported("crossed_column(hash_key=...): Keras's HashedCrossing has no hash key", column.call, CODE)
+        keys = self.literal_sequence(column.value("keys"))
+        if not keys or len(keys) < 2:
+            raise Unsupported("the crossed keys are not a literal list of two or more", column.value("keys"), CODE)
+        names = []
+        for key in keys:
+            text = self.string(key)
+            if text is not None:
+                column.keys.append(text)
+                names.append(text)
+                continue
+            inner = self.read_column(key)
+            if inner.kind == "hash":
+                raise Unsupported("a hashed column cannot be crossed (the Estimator refuses it too): cross the "
+                                  "feature's name", key, CODE)
+            if inner.kind not in ("bucketized", "vocabulary", "vocabulary_file", "identity"):
+                raise Unsupported(f"crossing a {inner.kind} column is not converted yet", key, CODE)
+            column.keys.append(inner)
+            names.append(inner.name)
+        column.name = "_X_".join(sorted(names))
+
+    def _read_indicator(self, column: Column) -> None:
+        column.parent = self._categorical(column)
+        column.name = f"{column.parent.name}_indicator"
+
+    def _read_embedding(self, column: Column) -> None:
+        column.parent = self._categorical(column)
+        column.name = f"{column.parent.name}_embedding"
+        if self.integer(column.value("dimension")) is None and column.value("dimension") is None:
+            raise Unsupported("embedding_column without a dimension", column.call, CODE)
+        combiner = self.string(column.value("combiner")) if column.value("combiner") is not None else "mean"
+        if combiner not in ("mean", "sum", "sqrtn"):
+            raise Unsupported("this embedding combiner is not a literal 'mean', 'sum' or 'sqrtn'", column.call, CODE)
+        for name in ("ckpt_to_load_from", "tensor_name_in_ckpt", "max_norm", "initializer"):
+            value = column.value(name)
+            if value is not None and _emit.code(value) != "None":
+                raise Unsupported(f"embedding_column({name}=...) is not converted yet", value, CODE)
+
+    def _read_weighted(self, column: Column) -> None:
+        column.parent = self._categorical(column)
+        if column.parent.kind == "weighted":
+            raise Unsupported("a weighted column of a weighted column", column.call, CODE)
+        weight_key = self.string(column.value("weight_feature_key"))
+        if weight_key is None:
+            raise Unsupported("the weight feature key is not a string literal", column.call, CODE)
+        column.key = weight_key
+        column.name = f"{column.parent.name}_weighted_by_{weight_key}"
+
+    def _categorical(self, column: Column) -> Column:
+        inner = self.read_column(column.value("categorical_column"))
+        if not inner.is_categorical:
+            raise Unsupported("this column wraps a column that is not categorical", column.call, CODE)
+        return inner
+
+    def numeric_width(self, column: Column) -> int:
+        shape = column.value("shape")
+        return 1 if shape is None else _dimension(shape)
+
+    # -- what the conversion removes ------------------------------------------------------------
+    def removable(self, consumers: list[cst.CSTNode]) -> list[Binding]:
+        """The statements that bound columns (or lists of them), all of which must be read only
+        by the Estimator call or by each other: they go with the Estimator."""
+        bindings = self.list_bindings + self.extended_bindings + self.bindings
+        inside = [b.statement for b in bindings] + list(consumers)
+        for binding in bindings:
+            if any(binding is b for b in self.extended_bindings):
+                scope = self.ctx.scope(binding.target)
+                reads = [a.node for a in scope.accesses[binding.name]]
+            else:
+                reads = accesses_of(self.ctx, binding.target) or [None]
+            for read in reads:
+                if read is None or not any(_contains(self.ctx, owner, read) for owner in inside):
+                    raise Unsupported(
+                        f"`{binding.name}` is used elsewhere too; e2k converts feature columns that only "
+                        "feed the Estimator", read or binding.target, CODE)
+        # `fc = tf.feature_column` goes too when nothing else reads it.
+        inside += [b.statement for b in self.alias_bindings]
+        for alias in self.alias_bindings:
+            reads = accesses_of(self.ctx, alias.target) or [None]
+            if all(read is not None and any(_contains(self.ctx, owner, read) for owner in inside) for read in reads):
+                bindings.append(alias)
+        return bindings
+
+
+def _contains(ctx: RewriteContext, owner: cst.CSTNode, node: cst.CSTNode) -> bool:
+    current = node
+    while current is not None:
+        if current is owner:
+            return True
+        current = ctx.parent(current)
+    return False
+
+
+def _dimension(shape: cst.BaseExpression) -> int | None:
+    if isinstance(shape, cst.Integer):
+        return int(shape.evaluated_value)
+    if isinstance(shape, (cst.Tuple, cst.List)) and len(shape.elements) == 1 and isinstance(shape.elements[0].value, cst.Integer):
+        return int(shape.elements[0].value.evaluated_value)
+    return None
+
+
+def _walk(node: cst.CSTNode):
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(current.children)
+
+
+# ---------------------------------------------------------------------------------------------
+# Naming
+# ---------------------------------------------------------------------------------------------
+def identifier(text: str) -> str:
+    """A Python identifier for a TF1 column name (``age_bucketized_X_city`` -> ``age_bucketized_x_city``)."""
+    ident = re.sub(r"\W+", "_", text).strip("_").lower() or "feature"
+    if ident[0].isdigit() or keyword.iskeyword(ident):
+        ident = f"f_{ident}"
+    return ident
+
+
+def assign_names(columns: list[Column], taken: set[str]) -> None:
+    """Give every column a variable name: the name it was bound to in the source, if any."""
+    used = set(taken)
+    for column in columns:
+        if column.var:
+            continue
+        if column.binding is not None:
+            preferred = column.binding.name
+        elif column.kind == "weighted":
+            preferred = identifier(column.key)  # the weights themselves
+        elif column.kind in ("indicator", "embedding") and column.parent.var:
+            preferred = f"{column.parent.var}_{column.kind}"
+        else:
+            preferred = identifier(column.name)
+        column.var = _emit.unique_name(preferred, used)
+        used.add(column.var)
+
+
+def all_columns(columns: list[Column]) -> list[Column]:
+    """``columns`` and every column they wrap or cross, each once, inner ones first."""
+    out: list[Column] = []
+
+    def visit(column: Column) -> None:
+        if any(column is c for c in out):
+            return
+        if column.parent is not None:
+            visit(column.parent)
+        for key in column.keys:
+            if isinstance(key, Column):
+                visit(key)
+        out.append(column)
+
+    for column in columns:
+        visit(column)
+    return out
+
+
+def respelled(ctx: RewriteContext, node: cst.BaseExpression, tf: str) -> cst.BaseExpression:
+    return _emit.replace_in(node, dict(tf2_respellings(ctx, node, tf)))

@@ -1,0 +1,200 @@
+from __future__ import annotations
+
+from estimator2keras import _canned
+from estimator2keras._rule import Case, Safety, UnitRule
+
+
+class CannedWideDeepToKerasModel(UnitRule):
+    """DNNLinearCombinedClassifier / Regressor become a two-tower Keras model with an optimizer per tower.
+
+    ## What it does
+    Replaces `tf.estimator.DNNLinearCombinedClassifier`, `DNNLinearCombinedRegressor` (and
+    their `tf.compat.v1` versions) with a `tf.keras.Model` subclass holding both towers of
+    the Estimator: the DNN (as E2K501 builds it) and the linear model (as E2K502 builds
+    it), whose logits are added. Like the Estimator, each tower has its own optimizer:
+    `compile` gets the DNN's (`Adagrad(0.001)` by default) and the model is built with the
+    linear one (`Ftrl(min(0.005, 1/sqrt(n_linear_columns)))` by default); a `train_step`
+    computes the loss once and applies each optimizer to its tower's variables, and
+    `test_step` evaluates. The loss is summed over the batch for TF1 classes, averaged over
+    the global batch for TF2 ones, and reported like Keras reports its own.
+
+    ## Why
+    Keras's `compile` takes one optimizer; TensorFlow's `WideDeepModel` (which takes two) is
+    Keras 2 only. The Estimator's defaults (Ftrl for the linear part, Adagrad for the DNN,
+    with different learning rates) matter for how the model trains.
+
+    ## Fix safety
+    Safe: the fixture `canned_wide_deep` trains like the Estimator on 2 replicas, on
+    TensorFlow 2.15 and the newest TensorFlow (`e2k parity`). The layers are built in the
+    model's `__init__` (in the Estimator's order) so that the linear optimizer can be built
+    before training, which Keras 3 requires of an optimizer it does not own.
+
+    ## Limitations
+    As E2K501 and E2K502. A model with only one of the two towers is converted with the
+    Estimator's learning rates for that tower.
+
+    ## References
+    - https://www.tensorflow.org/guide/migrate/canned_estimators
+    - https://keras.io/guides/custom_train_step_in_tensorflow/
+    - docs/canned-estimators.md
+    """
+
+    code = "E2K503"
+    summary = "DNNLinearCombinedClassifier/Regressor -> a wide & deep Keras model with an optimizer per tower"
+    safety = Safety.SAFE
+    order = 10
+    constructors = ("estimator.DNNLinearCombinedClassifier", "estimator.DNNLinearCombinedRegressor")
+    signature = ("model_dir", "linear_feature_columns", "linear_optimizer", "dnn_feature_columns", "dnn_optimizer",
+                 "dnn_hidden_units", "dnn_activation_fn", "dnn_dropout")
+
+    cases = [
+        Case(
+            id='tf1-regressor',
+            before='''\
+import tensorflow.compat.v1 as tf1
+
+age = tf1.feature_column.numeric_column("age")
+city = tf1.feature_column.categorical_column_with_vocabulary_list("city", ["paris", "rome"])
+
+
+def input_fn():
+    features = {"age": [30.0, 40.0], "city": ["paris", "rome"]}
+    return tf1.data.Dataset.from_tensor_slices((features, [1.0, 2.0])).batch(2)
+
+
+regressor = tf1.estimator.DNNLinearCombinedRegressor(
+    linear_feature_columns=[city],
+    dnn_feature_columns=[age, tf1.feature_column.embedding_column(city, 2)],
+    dnn_hidden_units=[3])
+regressor.train(input_fn)
+''',
+            after='''\
+import tensorflow as tf
+
+
+class LinearModel(tf.keras.layers.Layer):
+    """A canned Estimator's linear model: a weight matrix per feature column, created in the
+    columns' name order, then the bias; all start at zero. Categorical columns come as
+    one-hot rows, so a column adds the rows of its ids."""
+
+    def __init__(self, units, column_names, **kwargs):
+        super().__init__(**kwargs)
+        self.units = units
+        self.column_names = column_names
+
+    def build(self, input_shape):
+        self.column_weights = [
+            self.add_weight(name=f"{name}_weights", shape=(shape[-1], self.units), initializer="zeros")
+            for name, shape in zip(self.column_names, input_shape)]
+        self.bias = self.add_weight(name="bias_weights", shape=(self.units,), initializer="zeros")
+        super().build(input_shape)
+
+    def call(self, inputs):
+        weighted_sums = [tf.matmul(x, w) for x, w in zip(inputs, self.column_weights)]
+        return tf.nn.bias_add(tf.add_n(weighted_sums), self.bias)
+
+
+class DNNLinearCombinedRegressorModel(tf.keras.Model):
+    """The canned DNNLinearCombinedRegressor (tf.compat.v1.estimator) as a Keras model.
+
+    Hidden units [3], loss summed over the batch. `preprocess` computes
+    what the feature columns did, in tf.data; `call` is the network.
+    """
+
+    def __init__(self, linear_optimizer):
+        super().__init__()
+        self.city_lookup = tf.keras.layers.StringLookup(vocabulary=["paris", "rome"])
+        self.city_embedding = tf.keras.layers.Dense(
+            2,
+            use_bias=False,
+            kernel_initializer=tf.keras.initializers.TruncatedNormal(stddev=2 ** -0.5))
+        self.hiddenlayer_0 = tf.keras.layers.Dense(3, activation="relu")
+        self.logits = tf.keras.layers.Dense(1)
+        self.linear = LinearModel(1, ["city"])
+        self.head_loss = tf.keras.losses.MeanSquaredError(reduction="sum")
+        self.loss_tracker = tf.keras.metrics.Mean(name="loss")
+        self.average_loss = tf.keras.metrics.MeanSquaredError(name="average_loss")
+        # Built here, in the Estimator's order (the DNN, then the linear model), so that the
+        # linear model's own optimizer can be built before training.
+        self.city_embedding.build((None, 2))
+        self.hiddenlayer_0.build((None, 3))
+        self.logits.build((None, 3))
+        self.linear.build([(None, 2)])
+        self.linear_optimizer = linear_optimizer
+        self.linear_optimizer.build(self.linear.trainable_weights)
+
+    def preprocess(self, features, labels=None):
+        """Raw features -> the model's inputs, as the Estimator's feature columns computed them."""
+        age = tf.reshape(tf.cast(features["age"], tf.float32), [-1, 1])
+        city_values = tf.reshape(features["city"], [-1])
+        # The Estimator's ids: the vocabulary's; anything else has no id (-1).
+        city = self.city_lookup(city_values) - 1
+        inputs = (age, city)
+        if labels is None:
+            return inputs
+        labels = tf.reshape(labels, [-1, 1])
+        return inputs, labels
+
+    def call(self, inputs, training=False):
+        if isinstance(inputs, dict):  # raw features, as a served model gets them
+            inputs = self.preprocess(inputs)
+        age, city = inputs
+        # Ids come as floats when Keras 3 first traces the model (on the replicas' mean batch).
+        city = tf.cast(city, tf.int64)
+        net = tf.concat([
+            age,
+            self.city_embedding(tf.one_hot(city, 2)),
+        ], axis=1)
+        net = self.hiddenlayer_0(net)
+        dnn_logits = self.logits(net)
+        linear_logits = self.linear((tf.one_hot(city, 2),))
+        return dnn_logits + linear_logits
+
+    @property
+    def metrics(self):
+        return [self.loss_tracker, self.average_loss]
+
+    def train_step(self, data):
+        inputs, labels = data
+        replicas = tf.distribute.get_strategy().num_replicas_in_sync
+        with tf.GradientTape() as tape:
+            logits = self(inputs, training=True)
+            loss = self.head_loss(labels, logits)
+        linear_vars = self.linear.trainable_variables
+        dnn_vars = [v for v in self.trainable_variables if all(v is not w for w in linear_vars)]
+        gradients = tape.gradient(loss, dnn_vars + linear_vars)
+        self.optimizer.apply_gradients(zip(gradients[:len(dnn_vars)], dnn_vars))
+        self.linear_optimizer.apply_gradients(zip(gradients[len(dnn_vars):], linear_vars))
+        return self.update_metrics(loss * replicas, labels, logits, None)
+
+    def test_step(self, data):
+        inputs, labels = data
+        replicas = tf.distribute.get_strategy().num_replicas_in_sync
+        logits = self(inputs, training=False)
+        loss = self.head_loss(labels, logits)
+        return self.update_metrics(loss * replicas, labels, logits, None)
+
+    def update_metrics(self, loss, labels, logits, weights):
+        # Like Keras's own: the loss over the global batch (a mean tracker counts each replica).
+        self.loss_tracker.update_state(loss, sample_weight=tf.shape(logits)[0])
+        self.average_loss.update_state(labels, logits, sample_weight=weights)
+        return {m.name: m.result() for m in self.metrics}
+
+
+def input_fn():
+    features = {"age": [30.0, 40.0], "city": ["paris", "rome"]}
+    return tf.data.Dataset.from_tensor_slices((features, [1.0, 2.0])).batch(2)
+
+
+model = DNNLinearCombinedRegressorModel(linear_optimizer=tf.keras.optimizers.Ftrl(0.005))
+model.compile(optimizer=tf.keras.optimizers.Adagrad(0.001))
+model.fit(input_fn().map(model.preprocess))
+''',
+        ),
+    ]
+
+    def plan(self, unit, plan, ctx) -> None:
+        if unit.owner is not type(self):
+            return
+        _canned.convert(unit, plan, ctx, self.code)
+        plan.fixed(unit.call, self.code, "canned wide & deep Estimator -> Keras model")

@@ -1,0 +1,107 @@
+"""e2k parity on the canned-Estimator fixtures: each after.py (the exact output of
+`e2k rewrite`) trains like its before.py on 2 replicas, on TF 2.15 and, with
+E2K_TARGET_PYTHON, on the newest TensorFlow; wrong migrations of the DNN classifier are caught.
+
+One legacy run per fixture serves every candidate (run_parity_many).
+"""
+from __future__ import annotations
+
+import pytest
+
+from conftest import FIXTURES
+from estimator2keras._engine import rewrite_source
+from estimator2keras.parity._runner import run_parity_many
+from parity_programs import support
+
+pytestmark = [pytest.mark.slow, support.requires_legacy]
+
+CASES = ["canned_dnn_classifier", "canned_dnn_regressor", "canned_linear_classifier", "canned_linear_regressor",
+         "canned_wide_deep"]
+#: Training steps on 2 replicas: 64 examples, per-replica batches of 8.
+STEPS = 4
+#: Eval metrics each fixture must have compared (the Estimator's names; `loss` on Keras's scale).
+METRICS = {
+    "canned_dnn_classifier": {"accuracy", "average_loss", "loss"},
+    "canned_dnn_regressor": {"average_loss", "loss"},
+    "canned_linear_classifier": {"accuracy", "average_loss", "loss"},
+    "canned_linear_regressor": {"average_loss", "loss"},
+    "canned_wide_deep": {"accuracy", "average_loss", "loss"},
+}
+WRONG = support.Program.load(FIXTURES / "canned_dnn_classifier" / "wrong" / "expected.toml")
+
+
+@pytest.fixture(scope="module")
+def results():
+    """{(case, "legacy"|"newest"|wrong file): ParityResult}: one legacy run per fixture."""
+    out = {}
+    newest = support.target_python()
+    for case in CASES:
+        after = FIXTURES / case / "after.py"
+        candidates = [after]
+        if newest is not None:
+            candidates.append((after, newest))
+        if case == "canned_dnn_classifier":
+            candidates += [wrong.path for wrong in WRONG.cases]
+        found = run_parity_many(FIXTURES / case / "before.py", candidates, replicas=2,
+                                legacy_python=support.legacy_python())
+        for candidate, result in zip(candidates, found):
+            key = "newest" if isinstance(candidate, tuple) else ("tf215" if candidate == after else candidate.name)
+            out[(case, key)] = result
+    return out
+
+
+def _check_parity(result, case):
+    support.assert_parity(result, STEPS)
+    assert result.legacy.replicas == result.migrated.replicas == 2
+    compared = {row.name for row in result.metrics if row.passed is not None}
+    assert compared == METRICS[case] and all(row.passed for row in result.metrics if row.passed is not None)
+    # every variable paired: feature-column weights, hidden layers, logits, linear weights
+    assert not any("not paired" in note for note in result.notes + result.migrated.notes), result.report()
+    # the default, tight tolerance: nothing was loosened for canned Estimators
+    assert result.settings["tolerance_values"]["tight_rtol"] == 1e-6
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_after_py_trains_like_the_estimator(results, case):
+    result = results[(case, "tf215")]
+    _check_parity(result, case)
+    assert max(row.abs_diff for row in result.steps) <= 1e-5 * max(1.0, max(r.legacy_loss for r in result.steps))
+
+
+@support.requires_target
+@pytest.mark.parametrize("case", CASES)
+def test_after_py_trains_like_the_estimator_on_newest_tensorflow(results, case):
+    result = results[(case, "newest")]
+    _check_parity(result, case)
+    assert result.migrated.versions["keras"].startswith("3.")
+
+
+def test_tf1_heads_sum_and_tf2_heads_average(results):
+    summed = results[("canned_dnn_classifier", "tf215")]
+    assert summed.legacy.loss_reduction == "sum"
+    assert any("legacy eval loss compared x 2" in note for note in summed.notes)
+    assert summed.legacy.loss_scale == 1.0
+    # a TF2 head divides by the replicas before applying, and the Estimator reports the sum
+    averaged = results[("canned_dnn_regressor", "tf215")]
+    assert averaged.legacy.loss_scale == 0.5
+    assert any("legacy losses are shown divided by 2" in note for note in averaged.notes)
+    # its eval loss is a mean already: not rescaled
+    assert not any("legacy eval loss compared" in note for note in averaged.notes)
+
+
+@pytest.mark.parametrize("wrong", WRONG.cases, ids=lambda case: case.id)
+def test_wrong_canned_migration_is_caught(results, wrong):
+    support.assert_caught(results[("canned_dnn_classifier", wrong.path.name)], wrong)
+
+
+def test_batch_norm_dropout_and_activation_convert_faithfully(tmp_path, rules):
+    legacy = support.REPO / "tests" / "canned_programs" / "dnn_batch_norm.py"
+    converted = rewrite_source(legacy.read_bytes(), "dnn_batch_norm.py", rules)
+    assert converted.status == "converted", [f.format() for f in converted.findings]
+    migrated = tmp_path / "dnn_batch_norm_keras.py"
+    migrated.write_bytes(converted.new)
+    result = run_parity_many(legacy, [migrated], replicas=1, legacy_python=support.legacy_python())[0]
+    support.assert_parity(result, 8)
+    # gamma, beta and the moving statistics of both batch normalizations are paired and agree
+    state = [row for row in result.weights if not row.trainable]
+    assert len(state) == 4 and all(row.passed for row in state), result.report()
