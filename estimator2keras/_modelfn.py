@@ -37,6 +37,8 @@ SPEC_SIGNATURE = (
     "training_chief_hooks", "training_hooks", "scaffold", "evaluation_hooks", "prediction_hooks",
 )
 REGULARIZATION_LOSS = frozenset({"losses.get_regularization_loss"})
+#: EstimatorSpec hook arguments, and the mode whose calls run them.
+SPEC_HOOKS = {"training_hooks": TRAIN, "training_chief_hooks": TRAIN, "evaluation_hooks": EVAL, "prediction_hooks": PREDICT}
 SUMMARIES = ("summary.",)
 #: Graph-era constructs that a Keras model cannot hold as they are: the model_fn is left whole.
 BEYOND_CATALOGUE = frozenset({
@@ -95,6 +97,8 @@ class ModelConversion:
     builder_name: str
     statements: list[cst.BaseStatement]
     takes_params: bool
+    #: What PREDICT's ``predictions`` are: "dict", "output" (the model output), "tensor", or None.
+    predictions_kind: str | None = None
 
 
 # ---------------------------------------------------------------------------------------
@@ -246,16 +250,39 @@ class _Converter:
         from estimator2keras._units import bind_arguments
 
         args = {k: a.value for k, a in bind_arguments(value, SPEC_SIGNATURE).items()}
-        for key in ("training_chief_hooks", "training_hooks", "evaluation_hooks", "prediction_hooks"):
+        # Hooks and export signatures belong to the calls that run the mode: handed to the
+        # unit's plan, which turns them into callbacks and the exported signature.
+        takes = self.plan is not None and hasattr(self.plan, "spec_hooks")
+        for key, phase in SPEC_HOOKS.items():
             if key in args:
-                self.refuse(args[key], f"EstimatorSpec({key}=...) is not converted yet (hooks become callbacks)")
-        for key in ("scaffold", "export_outputs"):
-            if key in args:
-                self.refuse(args[key], f"EstimatorSpec({key}=...) is not converted yet")
+                if not takes:
+                    self.refuse(args[key], f"EstimatorSpec({key}=...) is not converted here (hooks become callbacks)")
+                if phase == path.mode and all(args[key] is not seen for seen, _ in self.plan.spec_hooks[phase]):
+                    self.plan.spec_hooks[phase].append((args[key], self.follow))
+        if takes and path.mode == TRAIN:
+            self.plan.spec_loss = args.get("loss")
+        if "export_outputs" in args:
+            if not takes:
+                self.refuse(args["export_outputs"], "EstimatorSpec(export_outputs=...) is not converted here")
+            if path.mode == PREDICT:
+                self.plan.spec_export_outputs = (args["export_outputs"], self.follow)
+        if "scaffold" in args:
+            self.refuse(args["scaffold"], "EstimatorSpec(scaffold=...) is not converted yet")
         mode = args.get("mode")
         if mode is not None and not (isinstance(mode, cst.Name) and mode.value == "mode") and self.modes.mode_value(mode) is None:
             self.refuse(mode, "EstimatorSpec(mode=...) is not the model_fn's mode")
         return args
+
+    def follow(self, node: cst.BaseExpression) -> cst.BaseExpression:
+        """A name's value in the model_fn (its last assignment), that assignment consumed."""
+        at = len(self.order)
+        while isinstance(node, cst.Name):
+            d = self.latest_def(node.value, at)
+            if d is None or not isinstance(d.small, cst.Assign):
+                return node
+            self.consumed.add(d.small)
+            node, at = d.value, d.index
+        return node
 
     def index_of(self, node: cst.CSTNode) -> int:
         current = node
@@ -771,7 +798,10 @@ class _Converter:
             model = _emit.statement(f"model = {class_name}({args})")
         builder, takes_params = self.builder(name, model, builder_defs, optimizer, loss, metrics)
         statements.append(builder)
-        return ModelConversion(name, statements, takes_params or takes_params_model)
+        kind = None
+        if predict.get("predictions") is not None:
+            kind = "output" if prediction is None else ("dict" if isinstance(prediction[1], cst.Dict) else "tensor")
+        return ModelConversion(name, statements, takes_params or takes_params_model, kind)
 
     def check_regularizers(self, regularized: bool) -> None:
         if regularized:

@@ -4,10 +4,15 @@ import libcst as cst
 
 from estimator2keras import _emit
 from estimator2keras._rule import Case, Safety, UnitRule, Unsupported
+from estimator2keras._training import (
+    Hooks, HookSite, callbacks_arg, convert_hooks, guarded_fit, method_call, min_of, module_resolver,
+    needs_step_guard, per_example,
+)
 from estimator2keras._units import bind_arguments, resolve_input_fn
 
 TRAIN_SIGNATURE = ("input_fn", "hooks", "steps", "max_steps", "saving_listeners")
 EVALUATE_SIGNATURE = ("input_fn", "steps", "hooks", "checkpoint_path", "name")
+PREDICT_SIGNATURE = ("input_fn", "predict_keys", "hooks", "checkpoint_path", "yield_single_examples")
 
 
 class EstimatorTrainEvaluateToFitEvaluate(UnitRule):
@@ -88,42 +93,145 @@ print(metrics["loss"])
 
     def plan(self, unit, plan, ctx) -> None:
         params = unit.arg_value("params")
-        trains = plan.uses("method", "train")
-        for use in trains:
-            args = bind_arguments(use.call, TRAIN_SIGNATURE)
-            for name in ("hooks", "saving_listeners"):
-                if name in args:
-                    raise Unsupported(f"train({name}=...) is not converted yet", args[name])
-            if "max_steps" in args and len(trains) > 1:
-                raise Unsupported("several train(max_steps=...) calls: Keras has no global step to stop at", use.call)
-            if "steps" in args and "max_steps" in args:
-                raise Unsupported("train() with both steps and max_steps", use.call)
-            input_fn = resolve_input_fn(ctx, args["input_fn"].value)
-            plan.register_input_fn(input_fn)
-            new_args = [cst.Arg(input_fn.call_expression(params))]
-            steps = args.get("steps") or args.get("max_steps")
-            if steps is not None:
-                new_args.append(_emit.keyword_arg("steps_per_epoch", steps.value))
-            plan.replace(use.call, _method_call(plan.model_var, "fit", new_args))
-            plan.claim_use(use)
-            plan.fixed(use.call, self.code, "estimator.train -> model.fit")
-
+        resolve = module_resolver(ctx, plan)
+        for use in plan.uses("method", "train"):
+            self._train(use, plan, ctx, params, resolve)
         for use in plan.uses("method", "evaluate"):
-            args = bind_arguments(use.call, EVALUATE_SIGNATURE)
-            for name in ("hooks", "checkpoint_path"):
-                if name in args:
-                    raise Unsupported(f"evaluate({name}=...) is not converted yet", args[name])
-            input_fn = resolve_input_fn(ctx, args["input_fn"].value)
-            plan.register_input_fn(input_fn)
-            new_args = [cst.Arg(input_fn.call_expression(params))]
-            if "steps" in args:
-                new_args.append(_emit.keyword_arg("steps", args["steps"].value))
-            if not isinstance(ctx.parent(use.call), cst.Expr):
-                new_args.append(_emit.keyword_arg("return_dict", cst.Name("True")))
-            plan.replace(use.call, _method_call(plan.model_var, "evaluate", new_args))
-            plan.claim_use(use)
-            plan.fixed(use.call, self.code, "estimator.evaluate -> model.evaluate")
+            self._evaluate(use, plan, ctx, params, resolve)
+        for use in plan.uses("method", "predict"):
+            self._predict(use, plan, ctx, params, resolve)
+
+    def _train(self, use, plan, ctx, params, resolve) -> None:
+        args = bind_arguments(use.call, TRAIN_SIGNATURE)
+        if "saving_listeners" in args and not _is_none(args["saving_listeners"].value):
+            raise Unsupported("train(saving_listeners=...) is not converted yet", args["saving_listeners"])
+        hooks = call_hooks(plan, ctx, "train", args.get("hooks"), resolve)
+        if hooks.early_stops:
+            raise Unsupported(
+                "an early-stopping hook in train(): e2k converts it in train_and_evaluate, where Keras can "
+                "evaluate during fit", hooks.early_stops[0].node)
+        steps = min_of([v for v in [_value(args, "steps")] if v is not None] + hooks.num_steps, use.call, "steps")
+        max_steps = min_of([v for v in [_value(args, "max_steps")] if v is not None] + hooks.last_step, use.call, "max_steps")
+        if steps is not None and max_steps is not None:
+            raise Unsupported("train() with both steps and max_steps (or a StopAtStepHook mixing them)", use.call)
+        input_fn = resolve_input_fn(ctx, args["input_fn"].value)
+        if steps is None and max_steps is None and input_fn.may_repeat():
+            raise Unsupported(
+                "train() without steps on an input that repeats forever: the Estimator trained until a hook "
+                "stopped it, Keras fit (TF 2.15) needs steps_per_epoch; give train() steps", use.call)
+        plan.register_input_fn(input_fn)
+        dataset = [cst.Arg(input_fn.call_expression(params, "train"))]
+        more = [a for a in [callbacks_arg(plan, hooks, training=True)] if a is not None] + list(plan.fit_keywords)
+        if max_steps is not None and needs_step_guard(plan, ctx, use.call):
+            statement = _expression_statement(ctx, use.call)
+            if statement is None:
+                raise Unsupported("train(max_steps=...) is used inside an expression; e2k rewrites it as statements", use.call)
+            plan.replace_statement(statement, guarded_fit(plan, max_steps, dataset, more))
+        else:
+            limit = steps if steps is not None else max_steps
+            steps_arg = [_emit.keyword_arg("steps_per_epoch", limit)] if limit is not None else []
+            plan.replace(use.call, method_call(plan.model_var, "fit", [*dataset, *steps_arg, *more]))
+        plan.claim_use(use)
+        plan.fixed(use.call, self.code, "estimator.train -> model.fit")
+
+    def _evaluate(self, use, plan, ctx, params, resolve) -> None:
+        args = bind_arguments(use.call, EVALUATE_SIGNATURE)
+        hooks = call_hooks(plan, ctx, "eval", args.get("hooks"), resolve)
+        if hooks.num_steps or hooks.last_step or hooks.early_stops:
+            raise Unsupported("a training hook (StopAtStepHook, early stopping) passed to evaluate()", use.call)
+        input_fn = resolve_input_fn(ctx, args["input_fn"].value)
+        plan.register_input_fn(input_fn)
+        new_args = [cst.Arg(input_fn.call_expression(params, "eval"))]
+        if "steps" in args and not _is_none(args["steps"].value):
+            new_args.append(_emit.keyword_arg("steps", args["steps"].value))
+        callbacks = callbacks_arg(plan, hooks, training=False)
+        if callbacks is not None:
+            new_args.append(callbacks)
+        if not isinstance(ctx.parent(use.call), cst.Expr):
+            new_args.append(_emit.keyword_arg("return_dict", cst.Name("True")))
+        plan.replace(use.call, method_call(plan.model_var, "evaluate", new_args))
+        self._checkpoint_path(use, args, plan, ctx)
+        plan.claim_use(use)
+        plan.fixed(use.call, self.code, "estimator.evaluate -> model.evaluate")
+
+    def _predict(self, use, plan, ctx, params, resolve) -> None:
+        args = bind_arguments(use.call, PREDICT_SIGNATURE)
+        single = args.get("yield_single_examples")
+        if single is not None and _emit.code(single.value) != "True":
+            raise Unsupported(
+                "predict(yield_single_examples=False) is not converted: Keras predict gives all batches at once",
+                single)
+        hooks = call_hooks(plan, ctx, "predict", args.get("hooks"), resolve)
+        if hooks.num_steps or hooks.last_step or hooks.early_stops:
+            raise Unsupported("a training hook (StopAtStepHook, early stopping) passed to predict()", use.call)
+        input_fn = resolve_input_fn(ctx, args["input_fn"].value)
+        if input_fn.may_repeat():
+            raise Unsupported(
+                "this predict input_fn may repeat forever: the Estimator yielded predictions lazily, Keras "
+                "predict reads the whole dataset", args["input_fn"])
+        plan.register_input_fn(input_fn)
+        new_args = [cst.Arg(input_fn.call_expression(params, "infer"))]
+        callbacks = callbacks_arg(plan, hooks, training=False)
+        if callbacks is not None:
+            new_args.append(callbacks)
+        predictions: cst.BaseExpression = method_call(plan.model_var, "predict", new_args)
+        keys = args.get("predict_keys")
+        if keys is not None and not _is_none(keys.value):
+            if plan.predictions_kind != "dict":
+                raise Unsupported("predict_keys= needs predictions that are a dict", keys)
+            wanted = keys.value if not isinstance(keys.value, cst.SimpleString) else cst.List([cst.Element(keys.value)])
+            predictions = _emit.expr(
+                "{{key: value for key, value in {p}.items() if key in {k}}}", p=predictions, k=wanted)
+        plan.replace(use.call, per_example(predictions, plan.tf))
+        self._checkpoint_path(use, args, plan, ctx)
+        plan.claim_use(use)
+        plan.fixed(use.call, self.code, "estimator.predict -> model.predict, one example at a time")
+
+    def _checkpoint_path(self, use, args, plan, ctx) -> None:
+        """``checkpoint_path=P``: that checkpoint for this call only, as the Estimator read it."""
+        path = args.get("checkpoint_path")
+        if path is None or _is_none(path.value):
+            return
+        if plan.checkpoints is None:
+            raise Unsupported(
+                "checkpoint_path= names a checkpoint, but this Estimator has no model_dir whose checkpoints "
+                "e2k converts", path)
+        statement = ctx.enclosing_statement(use.call)
+        if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+            raise Unsupported("checkpoint_path= in a statement e2k cannot put a restore around", path)
+        checkpoint, manager = plan.checkpoints
+        before = _emit.statement("{c}.restore({p}).expect_partial()", c=checkpoint, p=path.value)
+        before = _emit.with_comment(before, "The Estimator read this checkpoint for this call only.")
+        after = _emit.statement("{c}.restore({m}.latest_checkpoint)", c=checkpoint, m=manager)
+        plan.replace_statement(statement, [before, statement, after])
 
 
-def _method_call(var: str, method: str, args: list[cst.Arg]) -> cst.Call:
-    return cst.Call(cst.Attribute(cst.Name(var), cst.Name(method)), args=_emit.call_args(args))
+def call_hooks(plan, ctx, phase: str, hooks_arg, resolve) -> Hooks:
+    """The hooks of one call: those passed to it, and those its model_fn's EstimatorSpec returns."""
+    hooks = Hooks()
+    for expr, spec_resolve in plan.spec_hooks[phase]:
+        hooks.extend(convert_hooks(HookSite(plan, phase, spec_resolve), expr, ctx))
+    if hooks_arg is not None:
+        hooks.extend(convert_hooks(HookSite(plan, phase, resolve), hooks_arg.value, ctx))
+    return hooks
+
+
+def _value(args, name):
+    arg = args.get(name)
+    return None if arg is None or _is_none(arg.value) else arg.value
+
+
+def _is_none(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
+
+
+def _expression_statement(ctx, call: cst.Call) -> cst.SimpleStatementLine | None:
+    statement = ctx.enclosing_statement(call)
+    if (
+        isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and isinstance(statement.body[0], cst.Expr)
+        and statement.body[0].value is call
+    ):
+        return statement
+    return None

@@ -103,6 +103,8 @@ model.fit(input_fn())
         scope = ctx.scope(fn)
         taken = {a.name for a in scope.assignments} | {a.node.value for a in scope.accesses}
         conversion = convert_model_fn(fn, ctx, plan.tf, taken, plan)
+        plan.predictions_kind = conversion.predictions_kind
+        plan.owned.append(fn)
         statements = list(conversion.statements)
         for i in range(1, len(statements)):
             # Definitions that replace one keep the blank lines between definitions.
