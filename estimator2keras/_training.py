@@ -180,6 +180,17 @@ def convert_hook(site: HookSite, node: cst.BaseExpression, ctx: "RewriteContext"
     return out
 
 
+def call_hooks(plan, ctx, phase: str, hooks_arg, resolve) -> Hooks:
+    """The hooks of one call: those passed to it, and those its model_fn's EstimatorSpec returns."""
+    hooks = Hooks()
+    for expr, spec_resolve in plan.spec_hooks[phase]:
+        hooks.extend(convert_hooks(HookSite(plan, phase, spec_resolve), expr, ctx))
+    if hooks_arg is not None:
+        hooks.extend(convert_hooks(HookSite(plan, phase, resolve), hooks_arg.value, ctx))
+    return hooks
+
+
+
 def _module_class(ctx: "RewriteContext", func: cst.BaseExpression) -> cst.ClassDef | None:
     if not isinstance(func, cst.Name):
         return None

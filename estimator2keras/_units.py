@@ -432,6 +432,8 @@ class ConversionPlan:
         #: Estimator reads inside hooks that a hook rule converted (early stopping's argument).
         self.claimed_hook_args: set[cst.CSTNode] = set()
         self._steps_left: str | None = None
+        #: Iterator calls in input_fns that a rule took apart (the dataset is returned instead).
+        self.iterator_calls: set[cst.Call] = set()
 
     # -- what rules call ------------------------------------------------------------------
     def replace(self, node: cst.CSTNode, new: cst.CSTNode) -> None:
@@ -661,7 +663,9 @@ class ConversionPlan:
             ctx.report(node, message, code=code, kind="manual")
         replaced = set(statements)
         for node, new in self._subst.items():
-            if not self._inside(node, replaced):
+            # A node inside another replaced node only matters in that node's new code, where
+            # `_substituted` already put it.
+            if not self._inside(node, replaced) and not self._inside(ctx.parent(node), self._subst):
                 ctx.edits.replace(node, self._substituted(new))
         for original, new in statements.items():
             ctx.edits.replace_statement(original, new)

@@ -5,7 +5,7 @@ import libcst as cst
 from estimator2keras import _emit
 from estimator2keras._rule import Case, Safety, UnitRule, Unsupported
 from estimator2keras._training import (
-    Hooks, HookSite, callbacks_arg, convert_hooks, guarded_fit, method_call, min_of, module_resolver,
+    call_hooks, callbacks_arg, guarded_fit, method_call, min_of, module_resolver,
     needs_step_guard, per_example,
 )
 from estimator2keras._units import bind_arguments, resolve_input_fn
@@ -16,26 +16,42 @@ PREDICT_SIGNATURE = ("input_fn", "predict_keys", "hooks", "checkpoint_path", "yi
 
 
 class EstimatorTrainEvaluateToFitEvaluate(UnitRule):
-    """estimator.train / estimator.evaluate become model.fit / model.evaluate.
+    """estimator.train / evaluate / predict become model.fit / evaluate / predict.
 
     ## What it does
-    `estimator.train(input_fn, steps=N)` (or `max_steps=N`) becomes
-    `model.fit(input_fn(), steps_per_epoch=N)`, and `estimator.evaluate(input_fn, steps=N)`
-    becomes `model.evaluate(input_fn(), steps=N)`. When the result of `evaluate` is used,
-    `return_dict=True` keeps it a dict of metric names to values, as the Estimator's was.
+    - `estimator.train(input_fn, steps=N)` becomes `model.fit(input_fn(), steps_per_epoch=N)`:
+      N more steps. `train(input_fn, max_steps=N)` trains until the global step
+      (`model.optimizer.iterations`) is N: `steps_per_epoch=N` on a new model, and
+      `steps_left = N - int(model.optimizer.iterations)` / `if steps_left > 0: model.fit(...)`
+      when the model may be past step 0 (restored from `model_dir`, trained by an earlier
+      call, or trained in a loop).
+    - `estimator.evaluate(input_fn, steps=N)` becomes `model.evaluate(input_fn(), steps=N)`;
+      when its result is used, `return_dict=True` keeps it a dict of metric names to values.
+    - `estimator.predict(input_fn)` becomes
+      `tf.data.Dataset.from_tensor_slices(model.predict(input_fn())).as_numpy_iterator()`:
+      Keras predicts all batches at once, and this iterates over one example at a time (a
+      dict of arrays per example, or an array), as the Estimator yielded them.
+      `predict_keys` keeps only those keys.
+    - `hooks=` become callbacks (E2K406-E2K408); the model_fn's `training_hooks`,
+      `evaluation_hooks` and `prediction_hooks` go to every `fit`, `evaluate`, `predict`.
+    - `checkpoint_path=P` (with a converted `model_dir`, E2K402) restores P for that call
+      only, then the latest checkpoint again.
+    - An input_fn taking `mode` is called with the mode's string (`"train"`, `"eval"`,
+      `"infer"`: the values of `ModeKeys`), one taking `params` with the Estimator's params.
 
     ## Why
-    A Keras model trains and evaluates itself; the input_fn is called once to give the
-    dataset that `fit` and `evaluate` read.
+    A Keras model trains, evaluates and predicts itself; the input_fn is called once to give
+    the dataset that `fit`, `evaluate` and `predict` read.
 
     ## Fix safety
-    Safe for one `train` call on a new model: `steps` (more steps) and `max_steps` (up to a
-    global step) both train N steps then. Several `train(max_steps=...)` calls on the same
-    Estimator are reported, since `fit` has no global step to stop at.
+    Safe: the step counts mean what they meant (`steps` more steps, `max_steps` up to a global
+    step). The Estimator's evaluation dict also held `global_step`; the Keras one does not.
+    `predict` runs the whole input before the first example is seen, so a predict input that
+    repeats forever is not converted.
 
     ## Limitations
-    Hooks, saving listeners and `checkpoint_path` are reported (E2K902). The Estimator's
-    evaluation dict also held `global_step`; the Keras one does not.
+    Saving listeners, `predict(yield_single_examples=False)` and a `train()` without steps on
+    an input that repeats forever are reported (E2K902).
 
     ## References
     - https://www.tensorflow.org/guide/migrate/migrating_estimator
@@ -87,6 +103,74 @@ model = build_model()
 model.fit(input_fn(), steps_per_epoch=5)
 metrics = model.evaluate(input_fn(), return_dict=True)
 print(metrics["loss"])
+''',
+        ),
+        Case(
+            id="max-steps-and-predict",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": [[1.0]] * 4}, [[2.0]] * 4)).batch(2)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features["x"])
+    predictions = {"logits": logits, "doubled": logits * 2.0}
+    if mode == tf.estimator.ModeKeys.PREDICT:
+        return tf.estimator.EstimatorSpec(mode, predictions=predictions)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+estimator = tf.estimator.Estimator(model_fn)
+estimator.train(input_fn, max_steps=5)
+estimator.train(input_fn, max_steps=10)
+for prediction in estimator.predict(input_fn):
+    print(prediction["doubled"])
+''',
+            after='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": [[1.0]] * 4}, [[2.0]] * 4)).batch(2)
+
+
+class Model(tf.keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.logits = tf.keras.layers.Dense(1)
+
+    def call(self, features, training=False):
+        logits = self.logits(features["x"])
+        return logits
+
+    def predict_step(self, data):
+        features, _, _ = tf.keras.utils.unpack_x_y_sample_weight(data)
+        logits = self(features, training=False)
+        return {"logits": logits, "doubled": logits * 2.0}
+
+
+def build_model():
+    model = Model()
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+model = build_model()
+# max_steps counts from global step 0, as in the Estimator: train only the steps left.
+steps_left = 5 - int(model.optimizer.iterations)
+if steps_left > 0:
+    model.fit(input_fn(), steps_per_epoch=steps_left)
+# max_steps counts from global step 0, as in the Estimator: train only the steps left.
+steps_left = 10 - int(model.optimizer.iterations)
+if steps_left > 0:
+    model.fit(input_fn(), steps_per_epoch=steps_left)
+for prediction in tf.data.Dataset.from_tensor_slices(model.predict(input_fn())).as_numpy_iterator():
+    print(prediction["doubled"])
 ''',
         ),
     ]
@@ -204,16 +288,6 @@ print(metrics["loss"])
         before = _emit.with_comment(before, "The Estimator read this checkpoint for this call only.")
         after = _emit.statement("{c}.restore({m}.latest_checkpoint)", c=checkpoint, m=manager)
         plan.replace_statement(statement, [before, statement, after])
-
-
-def call_hooks(plan, ctx, phase: str, hooks_arg, resolve) -> Hooks:
-    """The hooks of one call: those passed to it, and those its model_fn's EstimatorSpec returns."""
-    hooks = Hooks()
-    for expr, spec_resolve in plan.spec_hooks[phase]:
-        hooks.extend(convert_hooks(HookSite(plan, phase, spec_resolve), expr, ctx))
-    if hooks_arg is not None:
-        hooks.extend(convert_hooks(HookSite(plan, phase, resolve), hooks_arg.value, ctx))
-    return hooks
 
 
 def _value(args, name):
