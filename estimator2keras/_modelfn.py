@@ -266,6 +266,8 @@ class _Converter:
                 self.refuse(args["export_outputs"], "EstimatorSpec(export_outputs=...) is not converted here")
             if path.mode == PREDICT:
                 self.plan.spec_export_outputs = (args["export_outputs"], self.follow)
+        if takes and path.mode == PREDICT:
+            self.plan.spec_predictions = args.get("predictions")
         if "scaffold" in args:
             self.refuse(args["scaffold"], "EstimatorSpec(scaffold=...) is not converted yet")
         mode = args.get("mode")

@@ -418,6 +418,8 @@ class ConversionPlan:
         self.predictions_kind: str | None = None
         #: TRAIN's ``EstimatorSpec(loss=...)`` as written in the model_fn (hooks may log it).
         self.spec_loss: cst.BaseExpression | None = None
+        #: PREDICT's ``EstimatorSpec(predictions=...)`` as written in the model_fn.
+        self.spec_predictions: cst.BaseExpression | None = None
         #: PREDICT's ``EstimatorSpec(export_outputs=...)`` and a resolver of names in the model_fn.
         self.spec_export_outputs: tuple[cst.BaseExpression, Callable] | None = None
         #: Uses of the Estimator other than its methods that a rule converted (a hook's argument).
@@ -561,7 +563,9 @@ class ConversionPlan:
         self.claimed_uses.add(use.name)
 
     def uses(self, kind: str, *methods: str) -> list[Use]:
-        return [u for u in self.unit.uses if u.kind == kind and (not methods or u.method in methods)]
+        """The unit's uses of that kind (and method), in the order they appear in the file."""
+        found = [u for u in self.unit.uses if u.kind == kind and (not methods or u.method in methods)]
+        return sorted(found, key=lambda u: self.ctx.position(u.name))
 
     def remove_binding_if_only_here(self, binding: Binding | None, used_at: cst.CSTNode) -> None:
         """Drop ``name = value`` when ``used_at`` is the name's only read; else refuse."""
