@@ -39,7 +39,7 @@ class SummaryStepsToTensorBoard(UnitRule):
     - https://www.tensorflow.org/guide/migrate/tensorboard
     """
 
-    code = "E2K404"
+    code = "E2K409"
     summary = "RunConfig(save_summary_steps=N) with a model_dir -> tf.keras.callbacks.TensorBoard(model_dir, update_freq=N)"
     safety = Safety.REVIEW
     order = 34
