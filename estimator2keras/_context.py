@@ -19,6 +19,7 @@ from libcst._metadata_dependent import LazyValue  # not re-exported; see get_met
 
 from estimator2keras import _names
 from estimator2keras._edits import Edits
+from estimator2keras._suppress import Suppressions
 
 if TYPE_CHECKING:
     from estimator2keras._registry import RuleSet
@@ -31,7 +32,9 @@ class Finding:
     """Something a rule did or could not do, at a place in a file.
 
     ``kind`` is ``"fixed"`` (converted), ``"manual"`` (left for a human, marked in the file)
-    or ``"error"`` (the file could not be processed).
+    or ``"error"`` (the file could not be processed). In a notebook, ``cell`` is the 1-based
+    index of the cell (every cell counts, markdown too), ``line`` the line in that cell, and
+    ``file_line`` the line of the .ipynb file that holds it, where known.
     """
 
     path: str
@@ -40,18 +43,28 @@ class Finding:
     code: str
     message: str
     kind: str = "manual"
+    cell: int | None = None
+    file_line: int | None = None
+
+    @property
+    def location(self) -> str:
+        cell = f"cell {self.cell}:" if self.cell is not None else ""
+        return f"{self.path}:{cell}{self.line}:{self.col}"
 
     def format(self) -> str:
-        return f"{self.path}:{self.line}:{self.col}: {self.code} {self.message}"
+        return f"{self.location}: {self.code} {self.message}"
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "line": self.line,
             "col": self.col,
             "code": self.code,
             "message": self.message,
             "kind": self.kind,
         }
+        if self.cell is not None:
+            out["cell"] = self.cell
+        return out
 
 
 class RewriteContext:
@@ -64,10 +77,15 @@ class RewriteContext:
 
     METADATA = (PositionProvider, ScopeProvider, QualifiedNameProvider, ParentNodeProvider)
 
-    def __init__(self, path: str, rules: "RuleSet"):
+    def __init__(self, path: str, rules: "RuleSet", suppressions: Suppressions | None = None):
         self.path = path
         self.rules = rules
         self.findings: list[Finding] = []
+        #: ``# e2k: ignore`` lines of the file; findings there are dropped (kept here instead).
+        self.suppressions = suppressions or Suppressions()
+        self.suppressed: list[Finding] = []
+        self._imports_before_pass: dict = {}
+        self._pass_count = 0
         self._codemod = CodemodContext(filename=path)
         self._wrapper: MetadataWrapper | None = None
         self._metadata: dict = {}
@@ -84,6 +102,12 @@ class RewriteContext:
         self._metadata = self._wrapper.resolve_many(self.METADATA)
         self.edits = Edits()
         self._rule_code = rule_code
+        if self.suppressions:
+            self._imports_before_pass = {k: list(v) for k, v in self._codemod.scratch.items() if isinstance(v, list)}
+            if self._pass_count:
+                # An earlier pass may have moved lines: read the comments where they are now.
+                self.suppressions = Suppressions.from_source(module.bytes)
+        self._pass_count += 1
         return self._wrapper.module
 
     def finish_pass(self, result: cst.Module | None) -> cst.Module:
@@ -98,6 +122,10 @@ class RewriteContext:
             out = self.edits.apply(module) if self.edits else module
         self._wrapper, self._metadata, self.edits = None, {}, None
         return out
+
+    def abandon_pass(self) -> None:
+        """Drop the current pass's edits (a rule refused the file); the tree stays as it was."""
+        self._wrapper, self._metadata, self.edits = None, {}, None
 
     @property
     def module(self) -> cst.Module:
@@ -146,15 +174,41 @@ class RewriteContext:
 
     # -- findings -------------------------------------------------------------------------
     def report(self, node: cst.CSTNode, message: str, code: str | None = None, kind: str = "fixed"):
-        """Record a finding at ``node`` without touching the file."""
+        """Record a finding at ``node`` without touching the file (dropped on a line marked
+        ``# e2k: ignore``)."""
         line, col = self.position(node)
-        self.findings.append(Finding(self.path, line, col, code or self._rule_code or "E2K000", message, kind))
+        finding = Finding(self.path, line, col, code or self._rule_code or "E2K000", message, kind)
+        if self.suppressions.covers(line, finding.code):
+            self.suppressed.append(finding)
+        else:
+            self.findings.append(finding)
+
+    def is_suppressed(self, node: cst.CSTNode, code: str | None = None) -> bool:
+        """Whether ``node`` starts on a line marked ``# e2k: ignore`` for ``code`` (default:
+        the running rule's). Rules that return a new module instead of queueing edits must
+        check this themselves."""
+        return self.suppressions.covers(self.position(node)[0], code or self._rule_code)
+
+    def discard_suppressed_edits(self) -> None:
+        """Drop the queued edits of code that starts on a suppressed line; when that leaves
+        the pass with nothing to do, drop its queued imports too."""
+        if not self.suppressions or not self.edits:
+            return
+        dropped = self.edits.discard(lambda node: self.is_suppressed(node))
+        if dropped and not self.edits:
+            scratch = self._codemod.scratch
+            for key, value in self._imports_before_pass.items():
+                scratch[key] = list(value)
+            for key in [k for k, v in scratch.items() if isinstance(v, list) and k not in self._imports_before_pass]:
+                del scratch[key]
 
     def mark(self, node: cst.CSTNode, message: str, code: str | None = None) -> None:
         """Leave ``node`` for a human: a ``# e2k: CODE message`` line above its statement, and a
-        finding in the report."""
+        finding in the report (neither on a line marked ``# e2k: ignore``)."""
         code = code or self._rule_code or "E2K000"
         self.report(node, message, code=code, kind="manual")
+        if self.suppressions.covers(self.position(node)[0], code):
+            return
         statement = self.enclosing_statement(node) or node
         assert self.edits is not None
         self.edits.mark(statement, f"{MARK_PREFIX}{code} {message}")
@@ -184,12 +238,25 @@ class RewriteContext:
         if scratch.get(AddImportsVisitor.CONTEXT_KEY):
             module = AddImportsVisitor(self._codemod).transform_module(module)
         if scratch.get(RemoveImportsVisitor.CONTEXT_KEY):
+            before = module
             module = RemoveImportsVisitor(self._codemod).transform_module(module)
+            # Only when the first statement itself went (libcst rebuilds every node).
+            if module.body and before.body and not module.body[0].deep_equals(before.body[0]):
+                module = _strip_top_blank_lines(module)
         return module
 
     # -- rules ----------------------------------------------------------------------------
     def enabled(self, code: str) -> bool:
         return self.rules.enabled(code)
+
+
+def _strip_top_blank_lines(module: cst.Module) -> cst.Module:
+    """A removed first import must not leave the file starting with a blank line."""
+    first = module.body[0]
+    lines = list(first.leading_lines)
+    while lines and lines[0].comment is None and not any(line.comment for line in module.header):
+        lines.pop(0)
+    return module.with_changes(body=[first.with_changes(leading_lines=lines), *module.body[1:]])
 
 
 def statements_of(body: cst.CSTNode) -> Sequence[cst.BaseStatement]:

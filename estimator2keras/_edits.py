@@ -43,6 +43,25 @@ class Edits:
     def remove_statement(self, statement: cst.BaseStatement) -> None:
         self.replace_statement(statement, [])
 
+    def replaces(self, node: cst.CSTNode) -> bool:
+        """Is there already a replacement queued for exactly this node?"""
+        return node in self._nodes
+
+    def replaced_statements(self):
+        """The statements replaced or removed so far."""
+        return self._statements.keys()
+
+    def discard(self, drop) -> int:
+        """Forget the replacements of the nodes and statements for which ``drop(node)`` is
+        true (code marked ``# e2k: ignore``); returns how many were dropped."""
+        nodes = [n for n in self._nodes if drop(n)]
+        statements = [s for s in self._statements if drop(s)]
+        for node in nodes:
+            del self._nodes[node]
+        for statement in statements:
+            del self._statements[statement]
+        return len(nodes) + len(statements)
+
     def is_replaced(self, statement: cst.BaseStatement) -> bool:
         return statement in self._statements
 
@@ -104,13 +123,13 @@ class _Applier(cst.CSTTransformer):
                 first = replacement[0]
                 # A replacement made with `orig.with_changes(...)` already has orig's lines.
                 own = [] if first.leading_lines is orig.leading_lines else list(first.leading_lines)
-                replacement = [_with_leading(first, carried + own), *replacement[1:]]
+                replacement = [_with_leading(first, _merge(carried, own)), *replacement[1:]]
                 new_body.extend(replacement)
                 continue
             if orig in edits._marks:
                 upd = _add_marks(upd, edits._marks[orig])
             if pending:
-                upd = _with_leading(upd, pending + list(upd.leading_lines))
+                upd = _with_leading(upd, _merge(pending, list(upd.leading_lines)))
                 pending = []
             new_body.append(upd)
 
@@ -131,6 +150,14 @@ class _Applier(cst.CSTTransformer):
             new_body = [cst.SimpleStatementLine([cst.Pass()], leading_lines=pending)]
             pending = []
         return updated.with_changes(body=new_body, footer=list(pending) + list(updated.footer))
+
+
+def _merge(carried: list[cst.EmptyLine], own: list[cst.EmptyLine]) -> list[cst.EmptyLine]:
+    """Lines of removed statements above a statement's own: comments always move along, but
+    blank lines only where the statement has none (two separations must not add up)."""
+    if own and own[0].comment is None:
+        carried = [line for line in carried if line.comment is not None]
+    return carried + own
 
 
 def _with_leading(statement: cst.BaseStatement, lines: list[cst.EmptyLine]) -> cst.BaseStatement:
@@ -161,8 +188,34 @@ def _is_docstring(statement: cst.BaseStatement) -> bool:
 
 
 def _after_import_block(body: Sequence[cst.BaseStatement]) -> int:
-    """Index just past the first run of imports (after a docstring), or after the docstring."""
+    """Where module-level set-up goes: right after the statement that imports TensorFlow
+    (it must run after that import and before any TensorFlow op); without one, after the
+    first run of imports (where an added ``import tensorflow`` goes), after a docstring."""
+    for index, statement in enumerate(body):
+        if _is_import(statement) and _imports_tensorflow(statement):
+            while index + 1 < len(body) and _is_import(body[index + 1]):
+                index += 1  # keep the import block together
+            return index + 1
     index = 1 if body and _is_docstring(body[0]) else 0
     while index < len(body) and _is_import(body[index]):
         index += 1
     return index
+
+
+def _imports_tensorflow(statement: cst.SimpleStatementLine) -> bool:
+    for small in statement.body:
+        if isinstance(small, cst.Import):
+            if any(_dotted(a.name).split(".")[0] == "tensorflow" for a in small.names):
+                return True
+        elif isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative:
+            if _dotted(small.module).split(".")[0] == "tensorflow":
+                return True
+    return False
+
+
+def _dotted(node: cst.BaseExpression) -> str:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return f"{_dotted(node.value)}.{node.attr.value}"
+    return ""

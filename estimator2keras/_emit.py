@@ -89,6 +89,7 @@ def builder_name(model_fn_name: str) -> str:
     lead = re.match(r"_*", model_fn_name).group(0)
     core = model_fn_name[len(lead):]
     core = re.sub(r"_?(fn|func|function)$", "", core) or "model"
+    core = re.sub(r"^(make|create|get|build)_", "", core) or "model"  # a factory's name
     if not core.endswith("model"):
         core = f"{core}_model"
     return f"{lead}build_{core}"
@@ -132,6 +133,13 @@ def fit_line(statement: cst.SimpleStatementLine, depth: int, module_indent: str)
         return statement
     small = statement.body[0]
     value = getattr(small, "value", None)
+    if isinstance(value, cst.ListComp):
+        wrapped = value.with_changes(
+            lbracket=cst.LeftSquareBracket(whitespace_after=_hanging("    ")),
+            for_in=value.for_in.with_changes(whitespace_before=_hanging("    ")),
+            rbracket=cst.RightSquareBracket(whitespace_before=_hanging("")),
+        )
+        return statement.with_changes(body=[small.with_changes(value=wrapped), *statement.body[1:]])
     if not isinstance(value, cst.Call) or len(value.args) < 1:
         return statement
     args = []
@@ -143,10 +151,12 @@ def fit_line(statement: cst.SimpleStatementLine, depth: int, module_indent: str)
     return statement.with_changes(body=[small.with_changes(value=wrapped), *statement.body[1:]])
 
 
-def vertical_list(values: list[cst.BaseExpression]) -> cst.List:
-    """``[\n    a,\n    b,\n]``: one element per line, with a trailing comma."""
+def vertical_list(values: list[cst.BaseExpression], indent: str = "    ") -> cst.List:
+    """``[\n    a,\n    b,\n]``: one element per line, with a trailing comma. ``indent`` is
+    relative to the statement (deeper when the list is itself a wrapped argument)."""
+    closing = indent[:-4]
     elements = [
-        cst.Element(v, comma=cst.Comma(whitespace_after=_hanging("    " if i < len(values) - 1 else "")))
+        cst.Element(v, comma=cst.Comma(whitespace_after=_hanging(indent if i < len(values) - 1 else closing)))
         for i, v in enumerate(values)
     ]
-    return cst.List(elements, lbracket=cst.LeftSquareBracket(whitespace_after=_hanging("    ")))
+    return cst.List(elements, lbracket=cst.LeftSquareBracket(whitespace_after=_hanging(indent)))

@@ -14,6 +14,8 @@ import libcst as cst
 
 from estimator2keras._context import Finding, RewriteContext
 from estimator2keras._registry import RuleSet
+from estimator2keras._rule import Unsupported
+from estimator2keras._suppress import Suppressions
 from estimator2keras._units import convert_units
 
 UNREADABLE = "E2K900"
@@ -70,17 +72,24 @@ def rewrite_source(source: bytes, path: str, rules: RuleSet, keywords: tuple[byt
     except Exception as exc:  # libcst rejects some inputs with other exceptions; never a traceback
         return _error(path, source, 1, 1, UNREADABLE, f"cannot parse: {type(exc).__name__}: {exc}")
 
-    ctx = RewriteContext(path, rules)
+    ctx = RewriteContext(path, rules, Suppressions.from_source(source))
     passes = [(rule.order, rule.code, rule) for rule in rules.module_rules()]
     passes.append((UNIT_PASS_ORDER, "E2K001", None))
     for _, code, rule in sorted(passes, key=lambda p: (p[0], p[1])):
         try:
             tree = ctx.begin_pass(module, code)
             result = rule().transform(tree, ctx) if rule is not None else convert_units(ctx)
+            if rule is not None:
+                ctx.discard_suppressed_edits()
             module = ctx.finish_pass(result)
-        except Exception as exc:
+        except Unsupported as exc:
+            # A module rule's whole-file refusal: its pass changes nothing, the rest goes on.
+            line, col = ctx.position(exc.node) if exc.node is not None else (1, 1)
+            ctx.abandon_pass()
+            ctx.findings.append(Finding(path, line, col, exc.code or code, exc.reason, "manual"))
+        except (Exception, SystemExit) as exc:  # a user's rule may even call sys.exit()
             where = traceback.extract_tb(exc.__traceback__)[-1]
-            message = f"{code} raised {type(exc).__name__}: {exc} ({where.filename}:{where.lineno})"
+            message = f"{_blame(exc, code)} raised {type(exc).__name__}: {exc} ({where.filename}:{where.lineno})"
             return _error(path, source, 1, 1, RULE_FAILED, message)
     try:
         module = ctx.apply_imports(module)
@@ -92,6 +101,24 @@ def rewrite_source(source: bytes, path: str, rules: RuleSet, keywords: tuple[byt
     manual = any(f.kind == "manual" for f in ctx.findings)
     status = "partial" if manual else ("converted" if new != source else "unchanged")
     return FileResult(path, status, source, new, ctx.findings)
+
+
+def _blame(exc: BaseException, default: str) -> str:
+    """The code of the rule whose method raised (the innermost one on the traceback): the
+    unit pass runs many rules, users' among them, and the report must name the right one."""
+    from estimator2keras._rule import Rule
+
+    tb = exc.__traceback__
+    frames = []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    for frame in reversed(frames):
+        owner = frame.f_locals.get("self", frame.f_locals.get("cls"))
+        rule = owner if isinstance(owner, type) else type(owner)
+        if isinstance(rule, type) and issubclass(rule, Rule) and getattr(rule, "code", None):
+            return rule.code
+    return default
 
 
 def _syntax_error(source: bytes, exc: cst.ParserSyntaxError) -> tuple[int, int, str]:

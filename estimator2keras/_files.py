@@ -47,7 +47,8 @@ def _is_generated(path: Path) -> bool:
 
 
 def discover(paths: Iterable[str | Path], excludes: Sequence[str] = ()) -> list[SourceFile]:
-    """Python files under ``paths``: explicit files as given; directories recursively.
+    """Python files and notebooks (.ipynb) under ``paths``: explicit files as given;
+    directories recursively.
 
     Skips hidden directories, virtual environments, build and cache directories, files
     matching ``excludes`` (globs on the path relative to the root, or on the name), and
@@ -86,7 +87,7 @@ def discover(paths: Iterable[str | Path], excludes: Sequence[str] = ()) -> list[
                 kept.append(name)
             dirnames[:] = kept
             for name in sorted(filenames):
-                if not name.endswith(".py"):
+                if not name.endswith((".py", ".ipynb")):
                     continue
                 path = current / name
                 relative = path.relative_to(root)

@@ -49,6 +49,35 @@ BEYOND_CATALOGUE = frozenset({
 })
 UNSUPPORTED = "E2K901"
 MODEL_FN = "E2K001"
+#: Public attributes of tf.keras.Model in Keras 2.15 and Keras 3 (dir() of both): a layer
+#: attribute must not shadow them (`self.output = Dense(1)` breaks the model).
+KERAS_MODEL_ATTRIBUTES = frozenset({
+    "activity_regularizer", "add_loss", "add_metric", "add_update", "add_variable",
+    "add_weight", "autotune_steps_per_execution", "build", "build_from_config", "call",
+    "compile", "compile_from_config", "compiled_loss", "compiled_metrics", "compute_dtype",
+    "compute_loss", "compute_mask", "compute_metrics", "compute_output_shape",
+    "compute_output_signature", "compute_output_spec", "count_params",
+    "distribute_reduction_method", "distribute_strategy", "dtype", "dtype_policy", "dynamic",
+    "evaluate", "evaluate_generator", "export", "finalize_state", "fit", "fit_generator",
+    "from_config", "get_build_config", "get_compile_config", "get_config", "get_input_at",
+    "get_input_mask_at", "get_input_shape_at", "get_layer", "get_metrics_result",
+    "get_output_at", "get_output_mask_at", "get_output_shape_at",
+    "get_quantization_layer_structure", "get_state_tree", "get_weight_paths", "get_weights",
+    "inbound_nodes", "input", "input_dtype", "input_mask", "input_shape", "input_spec",
+    "jit_compile", "layers", "load_own_variables", "load_weights", "loss", "losses",
+    "make_predict_function", "make_test_function", "make_train_function", "metrics",
+    "metrics_names", "metrics_variables", "name", "name_scope", "non_trainable_variables",
+    "non_trainable_weights", "outbound_nodes", "output", "output_mask", "output_shape", "path",
+    "predict", "predict_generator", "predict_on_batch", "predict_step", "quantization_mode",
+    "quantize", "quantized_build", "quantized_call", "rematerialized_call", "reset_metrics",
+    "reset_states", "run_eagerly", "save", "save_own_variables", "save_spec", "save_weights",
+    "set_state_tree", "set_weights", "state_updates", "stateful", "stateless_call",
+    "stateless_compute_loss", "steps_per_execution", "submodules", "summary",
+    "supports_masking", "symbolic_call", "test_on_batch", "test_step", "to_json", "to_yaml",
+    "train_on_batch", "train_step", "trainable", "trainable_variables", "trainable_weights",
+    "updates", "variable_dtype", "variables", "weights", "with_name_scope",
+})
+
 
 
 # ---------------------------------------------------------------------------------------
@@ -87,16 +116,26 @@ class ScheduleConversion:
 class Derived:
     """How a metric's ``predictions`` relate to the model output: ``"output"`` itself,
     ``"argmax"`` (class ids), ``"sigmoid"`` / ``"softmax"`` (probabilities), ``"positive"``
-    (``sigmoid(output) > 0.5``, that is ``output > 0``)."""
+    (``sigmoid(output) > 0.5``, that is ``output > 0``: the output is logits), ``"rounded"``
+    (``round(output)`` or ``output > 0.5``: the output is a probability)."""
 
     kind: str
+
+
+@dataclass
+class MetricConversion:
+    """A Keras metric, and module-level definitions it needs (a small metric class)."""
+
+    metric: cst.BaseExpression
+    definitions: list[cst.BaseStatement] = field(default_factory=list)
 
 
 @dataclass
 class ModelConversion:
     builder_name: str
     statements: list[cst.BaseStatement]
-    takes_params: bool
+    #: The builder's parameters, in order (``params`` and names bound by partial/closures).
+    arguments: list[str]
     #: What PREDICT's ``predictions`` are: "dict", "output" (the model output), "tensor", or None.
     predictions_kind: str | None = None
 
@@ -123,15 +162,23 @@ class _LayerApp:
     inputs: cst.BaseExpression
     training: str | None  # None: not passed; "training"; "False"; "True"
     drop: bool = False
+    #: The loop that applies this layer once per iteration (a list of layers in Keras).
+    loop: cst.For | None = None
+    #: Inside the loop in `call`, the name one layer of the list goes by.
+    item: str | None = None
 
 
 class _Converter:
-    def __init__(self, fn: cst.FunctionDef, ctx: RewriteContext, tf: str, plan):
+    def __init__(self, fn: cst.FunctionDef, ctx: RewriteContext, tf: str, plan, extra: tuple[str, ...] = ()):
         self.fn = fn
         self.ctx = ctx
         self.tf = tf
         self.plan = plan
         self.params = [p.name.value for p in fn.params.params]
+        #: Names the model reads that are neither features nor labels: the Estimator's
+        #: `params`, and names bound by functools.partial or by a factory's closure. They
+        #: become arguments of the builder and of the model class.
+        self.arguments: tuple[str, ...] = ("params", *extra)
         self.modes: ModeAnalysis | None = None
         self.defs: list[_Def] = []
         self.def_of_small: dict[cst.BaseSmallStatement, _Def] = {}
@@ -141,7 +188,12 @@ class _Converter:
         self.layer_apps: dict[cst.Call, _LayerApp] = {}
         self.layer_attr_of_object: dict[str, str] = {}
         self.used_update_ops = False
-        self.dropped_comments: list[cst.EmptyLine] = []
+        #: The mode whose statements name lookups see (TRAIN for the model, EVAL for
+        #: metrics, PREDICT for predictions).
+        self.mode = TRAIN
+        self.mode_smalls: dict[str, set] = {}
+        #: Module-level definitions the Keras code needs (metric classes), in order.
+        self.definitions: list[cst.BaseStatement] = []
 
     # -- helpers ----------------------------------------------------------------------------
     def refuse(self, node: cst.CSTNode, reason: str):
@@ -161,7 +213,7 @@ class _Converter:
             exc.code = exc.code or rule.code
             exc.node = exc.node or call
             raise
-        if self.plan is not None:
+        if self.plan is not None and not (isinstance(result, cst.CSTNode) and result.deep_equals(call)):
             self.plan.fixed(call, rule.code, f"`{_emit.code(call.func)}` -> Keras ({rule.name})")
         return result
 
@@ -170,20 +222,25 @@ class _Converter:
         return self.ctx.rules.expression_role(path) if path else None
 
     def latest_def(self, name: str, before: int) -> _Def | None:
+        """The last assignment of ``name`` before ``before`` that the current mode runs."""
+        runs = self.mode_smalls.get(self.mode)
         found = None
         for d in self.defs:
             if d.index >= before:
                 break
-            if d.name == name:
+            if d.name == name and (runs is None or d.small in runs):
                 found = d
         return found
 
     def names_read(self, node: cst.CSTNode) -> list[cst.Name]:
+        loop_targets = set()  # names a loop or a comprehension binds for itself
+        for loop in (n for n in _walk(node) if isinstance(n, (cst.For, cst.CompFor))):
+            loop_targets.update(n.value for n in _walk(loop.target) if isinstance(n, cst.Name))
         reads = []
         stack = [node]
         while stack:
             current = stack.pop()
-            if isinstance(current, cst.Name) and self._is_read(current):
+            if isinstance(current, cst.Name) and self._is_read(current) and current.value not in loop_targets:
                 reads.append(current)
             if isinstance(current, cst.Lambda):
                 continue  # a lambda's own parameters are not the model_fn's names
@@ -197,6 +254,8 @@ class _Converter:
         if isinstance(parent, cst.Arg) and parent.keyword is name:
             return False
         if isinstance(parent, cst.AssignTarget):
+            return False
+        if isinstance(parent, (cst.For, cst.CompFor)) and parent.target is name:
             return False
         return True
 
@@ -213,7 +272,7 @@ class _Converter:
         ):
             self.refuse(fn, "a model_fn with *args, **kwargs or keyword-only parameters is not converted")
         for name in self.params:
-            if name not in MODEL_FN_PARAMS:
+            if name not in MODEL_FN_PARAMS and name not in self.arguments:
                 self.refuse(fn, f"model_fn parameter `{name}` is not one the Estimator passes")
         if "features" not in self.params:
             self.refuse(fn, "the model_fn has no `features` parameter")
@@ -225,22 +284,50 @@ class _Converter:
         for path in self.modes.paths.values():
             for small, line in zip(path.statements, path.lines):
                 seen.setdefault(small, line)
+        self.mode_smalls = {mode: set(path.statements) for mode, path in self.modes.paths.items()}
         ordered = sorted(seen, key=lambda s: self.ctx.position(s))
         for index, small in enumerate(ordered):
             self.order[small] = index
             line = seen[small]
-            if isinstance(small, cst.Assign):
-                if len(small.targets) != 1 or not isinstance(small.targets[0].target, cst.Name):
-                    self.refuse(small, "an assignment to several names is not converted yet")
-                d = _Def(index, small.targets[0].target.value, small, small.value, line)
-            elif isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
-                d = _Def(index, small.target.value, small, small.value, line)
-            elif isinstance(small, cst.Expr):
+            if isinstance(small, cst.Expr):
                 continue
-            else:
-                self.refuse(small, f"a `{type(small).__name__}` statement in the model_fn is not converted")
-            self.defs.append(d)
-            self.def_of_small[small] = d
+            for name, value in self._assigned(small):
+                d = _Def(index, name, small, value, line)
+                self.defs.append(d)
+                self.def_of_small.setdefault(small, d)
+
+    def _assigned(self, small: cst.BaseSmallStatement) -> list[tuple[str, cst.BaseExpression]]:
+        """(name, value) pairs a statement assigns: ``a = x``, ``a = b = None``, ``a, b = None, None``;
+        a loop assigns what its body assigns (its value is the loop itself)."""
+        if isinstance(small, cst.For):
+            names = []
+            for line in small.body.body:
+                for inner in line.body:
+                    if isinstance(inner, cst.Expr):
+                        continue
+                    for name, _ in self._assigned(inner):
+                        if name not in names:
+                            names.append(name)
+            return [(name, small) for name in names]
+        if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
+            return [(small.target.value, small.value)]
+        if isinstance(small, cst.Assign):
+            targets = [t.target for t in small.targets]
+            if all(isinstance(t, cst.Name) for t in targets):
+                return [(t.value, small.value) for t in targets]
+            if len(targets) == 1 and isinstance(targets[0], (cst.Tuple, cst.List)) and isinstance(small.value, (cst.Tuple, cst.List)):
+                names = [e.value for e in targets[0].elements]
+                values = [e.value for e in small.value.elements]
+                if len(names) == len(values) and all(isinstance(n, cst.Name) for n in names) and all(_is_none(v) for v in values):
+                    return [(n.value, v) for n, v in zip(names, values)]
+            if len(targets) == 1 and isinstance(targets[0], (cst.Tuple, cst.List)):
+                names = [e.value for e in targets[0].elements]
+                if all(isinstance(n, cst.Name) for n in names):
+                    # `a, b = f(...)`: each name is bound by the whole call; readers of the
+                    # gradient idioms look at which position a name takes (see _unpacked).
+                    return [(n.value, small.value) for n in names if n.value != "_"]
+            self.refuse(small, "an assignment to several names is not converted yet")
+        self.refuse(small, f"a `{type(small).__name__}` statement in the model_fn is not converted")
 
     def spec(self, path: ModePath) -> dict[str, cst.BaseExpression]:
         ret = path.ret
@@ -351,7 +438,7 @@ class _Converter:
         pending = [(name, at) for name in self.names_read(output)]
         while pending:
             name, before = pending.pop()
-            if name.value in ("features", "params", "mode", "tf", self.tf) or name.value in self.modes.flags:
+            if name.value in ("features", "mode", "tf", self.tf) or name.value in self.arguments or name.value in self.modes.flags:
                 continue  # a mode flag is not computed by the model: it becomes `training`
             if name.value == "labels":
                 self.refuse(name, "the model's output depends on the labels")
@@ -393,24 +480,48 @@ class _Converter:
                 continue
             for call in iter_calls(d.value):
                 path = self.ctx.call_api_path(call)
-                if path in BEYOND_CATALOGUE or (path or "").startswith("contrib."):
+                contrib_without_rule = (path or "").startswith("contrib.") and self.ctx.rules.expression_role(path) is None
+                if path in BEYOND_CATALOGUE or contrib_without_rule:
                     self.refuse(call, f"`{_emit.code(call.func)}` in the model_fn is beyond what e2k converts")
 
     def read_layers(self, forward: list[_Def]) -> None:
         """Find every layer applied in the forward statements and give it an attribute."""
         self.check_beyond_catalogue(forward)
-        # `conv1 = tf.layers.conv2d(...)`: the layer is called `self.conv1`, as the user named it.
+        # `conv1 = tf.layers.conv2d(...)`: the layer is called `self.conv1`, as the user named
+        # it, when that name holds this layer's output only (not `net = ...` three times).
+        assigned = [d.name for d in forward]
         self.preferred_attr = {
-            d.value: d.name for d in forward if isinstance(d.small, cst.Assign) and isinstance(d.value, cst.Call)
+            d.value: d.name
+            for d in forward
+            if isinstance(d.small, cst.Assign) and isinstance(d.value, cst.Call) and assigned.count(d.name) == 1
         }
         for d in forward:
             if isinstance(d.value, cst.Call) and self.role(d.value) in ("layer", "keras_layer") and not self._applied_inline(d.value):
                 self.layer_objects[d.name] = d  # `layer = tf.layers.Dense(3)`, applied later
         for d in forward:
             for call in iter_calls(d.value):
+                if call in self.layer_apps:
+                    continue  # a loop defines several names: its layers are read once
                 app = self.layer_app(call)
                 if app is not None:
+                    if isinstance(d.value, cst.For):
+                        self._in_loop(app, d.value)
                     self.layer_apps[call] = app
+
+    def _in_loop(self, app: _LayerApp, loop: cst.For) -> None:
+        """A layer applied in a loop: one layer per iteration, kept in a list."""
+        targets = {n.value for n in _walk(loop.target) if isinstance(n, cst.Name)}
+        for name in self.names_read(app.inputs):
+            if name.value in targets:
+                self.refuse(name, "the loop variable feeds a layer's input, which e2k does not convert")
+        for name in self.names_read(loop.iter):
+            if name.value not in self.arguments and not self._is_module_name(name):
+                self.refuse(loop.iter, "the loop runs over a value computed in the model_fn; e2k builds its layers in __init__")
+        item = app.attr
+        self.attrs_taken.discard(app.attr)
+        app.attr = self._attr(f"{item}_layers")
+        app.item = item
+        app.loop = loop
 
     def _applied_inline(self, call: cst.Call) -> bool:
         parent = self.ctx.parent(call)
@@ -496,9 +607,11 @@ class _Converter:
         return fallback or "layer"
 
     def _attr(self, hint: str) -> str:
+        if hint in KERAS_MODEL_ATTRIBUTES or hint in self.arguments:
+            hint = f"{hint}_layer"  # `self.output` is Keras's own; `self.output_layer` is ours
         name = hint
         n = 1
-        while name in self.attrs_taken or name in ("call", "build", "compile", "fit", "params", "predict_step"):
+        while name in self.attrs_taken or name in KERAS_MODEL_ATTRIBUTES or name in self.arguments:
             name = f"{hint}_{n}"
             n += 1
         self.attrs_taken.add(name)
@@ -515,8 +628,10 @@ class _Converter:
                 self.refuse(train_op, "the train_op is not computed in the model_fn")
             self.consumed.add(d.small)
             minimize, at = d.value, d.index
+        if isinstance(minimize, cst.Call) and isinstance(minimize.func, cst.Attribute) and minimize.func.attr.value == "apply_gradients":
+            return self.read_apply_gradients(minimize, loss_expr, at)
         if not (isinstance(minimize, cst.Call) and isinstance(minimize.func, cst.Attribute) and minimize.func.attr.value == "minimize"):
-            self.refuse(minimize, "the train_op is not `optimizer.minimize(loss)` (gradient code is not converted yet)")
+            self.refuse(minimize, "the train_op is not `optimizer.minimize(loss)` nor a clipped `apply_gradients`")
         from estimator2keras._units import bind_arguments
 
         args = {k: a.value for k, a in bind_arguments(minimize, ("loss", "global_step", "var_list")).items()}
@@ -536,7 +651,105 @@ class _Converter:
             return cst.Name(receiver.value), self.builder_slice([d], at)
         if self.role(receiver) != "optimizer":
             self.refuse(receiver, "the optimizer is not a tf.train optimizer e2k converts")
+        self.check_momentum_schedule(receiver, at)
         return self.translate("optimizer", receiver), self.builder_slice([], at, extra=[receiver])
+
+    # -- gradient clipping ---------------------------------------------------------------------
+    def read_apply_gradients(self, apply: cst.Call, loss_expr: cst.BaseExpression, at: int):
+        """``optimizer.apply_gradients(<clipped compute_gradients(loss)>, global_step)``: the
+        Keras optimizer with ``global_clipnorm`` / ``clipnorm`` / ``clipvalue``."""
+        from estimator2keras._units import bind_arguments
+
+        if not self.ctx.enabled("E2K103"):
+            self.refuse(apply, "gradient clipping is converted by E2K103, which is disabled")
+        args = {k: a.value for k, a in bind_arguments(apply, ("grads_and_vars", "global_step", "name")).items()}
+        step = args.get("global_step")
+        if step is not None and not self.is_global_step(step, at):
+            self.refuse(step, "`apply_gradients(global_step=...)` is not the global step")
+        receiver = apply.func.value
+        if not isinstance(receiver, cst.Name):
+            self.refuse(apply, "apply_gradients is not called on an optimizer variable")
+        clip_keyword, clip_value, computed = self.read_clipping(args.get("grads_and_vars"), at)
+        compute = computed.value
+        if not (isinstance(compute, cst.Call) and isinstance(compute.func, cst.Attribute)
+                and compute.func.attr.value == "compute_gradients"
+                and isinstance(compute.func.value, cst.Name) and compute.func.value.value == receiver.value):
+            self.refuse(compute, "the gradients do not come from this optimizer's compute_gradients")
+        loss_args = bind_arguments(compute, ("loss", "var_list"))
+        loss = loss_args.get("loss")
+        if set(loss_args) != {"loss"} or not (isinstance(loss.value, cst.Name) and isinstance(loss_expr, cst.Name) and loss.value.value == loss_expr.value):
+            self.refuse(compute, "compute_gradients is not called on the loss alone")
+        d = self.latest_def(receiver.value, computed.index)
+        if d is None or self.role(d.value) != "optimizer":
+            self.refuse(receiver, "the optimizer is not a tf.train optimizer e2k converts")
+        self.clipping = (clip_keyword, clip_value)
+        if self.plan is not None and self.plan.unit.config_value("train_distribute") is not None:
+            self.leftover(
+                apply,
+                "TF1 clipped each replica's gradients before summing them; Keras clips the summed gradient: on "
+                "several replicas the steps differ whenever clipping triggers; check with e2k parity",
+                "E2K103",
+            )
+        elif self.plan is not None:
+            self.plan.fixed(apply, "E2K103", f"gradient clipping -> {clip_keyword}=")
+        return cst.Name(receiver.value), self.builder_slice([d], at)
+
+    def read_clipping(self, grads_and_vars, at: int):
+        """(Keras keyword, threshold, the compute_gradients assignment) of a clipping idiom."""
+        if grads_and_vars is None:
+            self.refuse(self.fn, "apply_gradients has no gradients")
+        # A: gradients, variables = zip(*opt.compute_gradients(loss))
+        #    gradients, _ = tf.clip_by_global_norm(gradients, c)
+        #    opt.apply_gradients(zip(gradients, variables))
+        if isinstance(grads_and_vars, cst.Call) and _emit.code(grads_and_vars.func) == "zip" and len(grads_and_vars.args) == 2:
+            grads, variables = (a.value for a in grads_and_vars.args)
+            clipped = self.latest_def(grads.value, at) if isinstance(grads, cst.Name) else None
+            if clipped is None or self.ctx.call_api_path(clipped.value) != "clip_by_global_norm" or _unpacked(clipped, grads.value) != 0:
+                self.refuse(grads_and_vars, "these gradients are not clipped with tf.clip_by_global_norm")
+            raw = clipped.value.args[0].value
+            computed = self.latest_def(raw.value, clipped.index) if isinstance(raw, cst.Name) else None
+            if computed is None or not _is_zip_star(computed.value) or _unpacked(computed, raw.value) != 0:
+                self.refuse(raw, "the clipped gradients do not come from zip(*optimizer.compute_gradients(loss))")
+            if not (isinstance(variables, cst.Name) and _unpacked(self.latest_def(variables.value, at), variables.value) == 1):
+                self.refuse(variables, "the variables are not those compute_gradients returned")
+            self.consumed.update({clipped.small, computed.small})
+            inner = computed.value.args[0].value
+            return "global_clipnorm", clipped.value.args[1].value, _Def(computed.index, "", computed.small, inner, computed.line)
+        # B: capped = [(tf.clip_by_norm(g, c), v) for g, v in opt.compute_gradients(loss)]
+        if isinstance(grads_and_vars, cst.Name):
+            d = self.latest_def(grads_and_vars.value, at)
+            if d is not None and isinstance(d.value, cst.ListComp):
+                keyword, value, source = self._clipped_comprehension(d.value)
+                self.consumed.add(d.small)
+                if isinstance(source, cst.Name):
+                    computed = self.latest_def(source.value, d.index)
+                    if computed is None:
+                        self.refuse(source, "the gradients are not computed in the model_fn")
+                    self.consumed.add(computed.small)
+                    return keyword, value, computed
+                return keyword, value, _Def(d.index, "", d.small, source, d.line)
+        self.refuse(grads_and_vars, "these gradients are not a clipping idiom e2k converts")
+
+    def _clipped_comprehension(self, comp: cst.ListComp):
+        element, loop = comp.elt, comp.for_in
+        if loop.inner_for_in is not None or not isinstance(element, cst.Tuple) or len(element.elements) != 2:
+            self.refuse(comp, "this gradient comprehension is not a clipping idiom e2k converts")
+        for condition in loop.ifs:
+            if not _emit.code(condition.test).endswith("is not None"):
+                self.refuse(condition, "this gradient filter is not converted")
+        names = [e.value.value for e in loop.target.elements] if isinstance(loop.target, cst.Tuple) else []
+        clip, var = (e.value for e in element.elements)
+        path = self.ctx.call_api_path(clip) if isinstance(clip, cst.Call) else None
+        if len(names) != 2 or not (isinstance(var, cst.Name) and var.value == names[1]) or path is None:
+            self.refuse(comp, "this gradient comprehension is not a clipping idiom e2k converts")
+        args = [a.value for a in clip.args]
+        if not (args and isinstance(args[0], cst.Name) and args[0].value == names[0]):
+            self.refuse(clip, "the clip is not applied to the gradient")
+        if path == "clip_by_norm" and len(args) == 2:
+            return "clipnorm", args[1], loop.iter
+        if path == "clip_by_value" and len(args) == 3 and _emit.code(args[1]) == "-" + _emit.code(args[2]).lstrip("+"):
+            return "clipvalue", args[2], loop.iter
+        self.refuse(clip, "only clip_by_norm(g, c) and clip_by_value(g, -c, c) are converted")
 
     def is_global_step(self, node: cst.BaseExpression, at: int) -> bool:
         if isinstance(node, cst.Call):
@@ -583,7 +796,7 @@ class _Converter:
         pending = [(name, at) for root in roots for name in self.names_read(root)]
         while pending:
             name, before = pending.pop()
-            if name.value in ("features", "params", "tf", self.tf) or name.value == self.output_name:
+            if name.value in ("features", "tf", self.tf) or name.value in self.arguments or name.value == self.output_name:
                 continue
             if name.value == "labels":
                 self.refuse(name, "the predictions depend on the labels")
@@ -629,6 +842,8 @@ class _Converter:
                     return Derived("softmax")
                 if path in ("round", "math.round") and inner == Derived("sigmoid"):
                     return Derived("positive")
+                if path in ("round", "math.round") and inner == Derived("output"):
+                    return Derived("rounded")
                 if path in ("greater", "math.greater") and len(expr.args) == 2:
                     return self._threshold(inner, expr.args[1].value)
                 return None
@@ -664,6 +879,8 @@ class _Converter:
         number = float(value.value) if isinstance(value, (cst.Integer, cst.Float)) else None
         if inner == Derived("output") and number == 0.0 or inner == Derived("sigmoid") and number == 0.5:
             return Derived("positive")
+        if inner == Derived("output") and number == 0.5:
+            return Derived("rounded")  # the model outputs probabilities
         return None
 
     def _axis_is_last(self, call: cst.Call) -> bool:
@@ -703,7 +920,13 @@ class _Converter:
                 self.leftover(element, f"eval metric {key!r} is not a tf.metrics call e2k converts; add it to compile(metrics=...) by hand", "E2K202")
                 continue
             try:
-                metrics.append(self.translate("metric", value, key, lambda e, _at=value_at: self.derive(e, _at)))
+                metric = self.translate("metric", value, key, lambda e, _at=value_at: self.derive(e, _at))
+                if isinstance(metric, MetricConversion):
+                    for definition in metric.definitions:
+                        if not any(definition.deep_equals(known) for known in self.definitions):
+                            self.definitions.append(definition)
+                    metric = metric.metric
+                metrics.append(metric)
             except Unsupported as exc:
                 self.leftover(element, f"eval metric {key!r} is not converted: {exc.reason}", exc.code or "E2K202")
         return metrics
@@ -733,7 +956,7 @@ class _Converter:
                     call = small.value
                     what = self.ctx.call_api_path(call) if isinstance(call, cst.Call) else None
                     if what and what.startswith(SUMMARIES):
-                        self.leftover(small, "summaries in the model_fn are not carried over; Keras logs metrics with the TensorBoard callback", "E2K404")
+                        self.summary_dropped(small)
                     else:
                         self.leftover(small, "this statement ran when the Estimator built its graph; it is not carried over")
                     self.consumed.add(small)
@@ -750,6 +973,16 @@ class _Converter:
                         if self.role(call) in ("layer", "layer_function", "keras_layer"):
                             self.refuse(small, "a layer that does not lead to the loss is not converted")
                     self.consumed.add(small)  # a value nothing converted reads: no longer computed
+
+    def summary_dropped(self, small: cst.BaseSmallStatement) -> None:
+        """A summary only reaches a human through the Estimator's model_dir: without one it
+        went to a temporary directory, and leaving it out loses nothing one could see."""
+        unit = self.plan.unit if self.plan is not None else None
+        has_dir = unit is not None and (unit.arg_value("model_dir") is not None or unit.config_value("model_dir") is not None)
+        if has_dir:
+            self.leftover(small, "summaries in the model_fn are not carried over; Keras logs metrics with the TensorBoard callback", "E2K404")
+        elif self.plan is not None:
+            self.plan.fixed(small, "E2K404", "summary left out: without a model_dir it went to a temporary directory")
 
     # -- writing Keras ------------------------------------------------------------------------
     def convert(self, name: str, class_name: str) -> ModelConversion:
@@ -778,8 +1011,11 @@ class _Converter:
                 pass
         optimizer, builder_defs = self.read_train_op(train["train_op"], train["loss"])
         self.kept.update(d.small for d in builder_defs)
+        self.mode = EVAL
         metrics = self.read_metrics(evaluation.get("eval_metric_ops"))
+        self.mode = PREDICT
         prediction = self.read_predictions(predict.get("predictions"))
+        self.mode = TRAIN
         if prediction is not None:
             self.kept.update(d.small for d in prediction[0])
         self.check_rest(paths)
@@ -792,18 +1028,42 @@ class _Converter:
             if self.fit(model, 1) is not model:
                 layers = _emit.vertical_list([e.value for e in sequential.elements])
                 model = _emit.statement("model = {tf}.keras.Sequential({layers})", tf=self.tf, layers=layers)
-            takes_params_model = False
         else:
-            klass, takes_params_model = self.model_class(class_name, forward, output, prediction)
+            klass, class_arguments = self.model_class(class_name, forward, output, prediction)
             statements.append(klass)
-            args = "params" if takes_params_model else ""
-            model = _emit.statement(f"model = {class_name}({args})")
-        builder, takes_params = self.builder(name, model, builder_defs, optimizer, loss, metrics)
+            model = _emit.statement(f"model = {class_name}({', '.join(class_arguments)})")
+        builder, arguments = self.builder(name, model, builder_defs, optimizer, loss, metrics)
         statements.append(builder)
+        statements[:0] = self.definitions
+        statements = self.carry_comments(statements, forward if sequential is not None else [])
         kind = None
         if predict.get("predictions") is not None:
             kind = "output" if prediction is None else ("dict" if isinstance(prediction[1], cst.Dict) else "tensor")
-        return ModelConversion(name, statements, takes_params or takes_params_model, kind)
+        return ModelConversion(name, statements, arguments, kind)
+
+    def carry_comments(self, statements: list[cst.BaseStatement], folded: list[_Def]) -> list[cst.BaseStatement]:
+        """Comments of the model_fn that no emitted statement carries move along: those of
+        forward statements folded into a Sequential above the model, the rest above compile."""
+        emitted = {line.comment.value for stmt in statements for line in _walk(stmt) if isinstance(line, cst.EmptyLine) and line.comment}
+        folded_lines = {id(d.line) for d in folded}
+        to_model, to_compile = [], []
+        for node in _walk_in_order(self.fn.body):
+            for line in getattr(node, "leading_lines", ()):
+                if line.comment is not None and line.comment.value not in emitted:
+                    (to_model if id(node) in folded_lines else to_compile).append(line.with_changes(indent=True))
+                    emitted.add(line.comment.value)
+        if not (to_model or to_compile):
+            return statements
+        builder = statements[-1]
+        body = list(builder.body.body)
+        for i, stmt in enumerate(body):
+            small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) else None
+            target = _assign_target(small)
+            if target == "model" and to_model:
+                body[i] = stmt.with_changes(leading_lines=[*stmt.leading_lines, *to_model])
+            if _is_compile(small) and to_compile:
+                body[i] = stmt.with_changes(leading_lines=[*stmt.leading_lines, *to_compile])
+        return [*statements[:-1], builder.with_changes(body=builder.body.with_changes(body=body))]
 
     def check_regularizers(self, regularized: bool) -> None:
         if regularized:
@@ -830,14 +1090,22 @@ class _Converter:
             previous = d.name
         if not (isinstance(output, cst.Name) and output.value == previous) or not layers:
             return None
-        if self._reads_params(forward):
+        if self._call_arguments(forward):
             return None
         return cst.List(_comma_separated(layers))
 
-    def _reads_params(self, defs: list[_Def]) -> bool:
-        return any(
-            n.value == "params" for d in defs for n in self.names_read(d.value) if not self._inside_constructor(n)
-        )
+    def _call_arguments(self, defs: list[_Def], extra: list[cst.CSTNode] = ()) -> list[str]:
+        """The argument names (``params``...) the forward pass itself reads (not a layer's
+        constructor, nor a layer loop's iterable: both are in __init__)."""
+        in_init = {id(n) for app in self.layer_apps.values() if app.loop is not None for n in _walk(app.loop.iter)}
+        read = {
+            n.value
+            for d in defs
+            for n in self.names_read(d.value)
+            if not self._inside_constructor(n) and id(n) not in in_init
+        }
+        read |= {n.value for node in extra for n in self.names_read(node)}
+        return [name for name in self.arguments if name in read]
 
     def _inside_constructor(self, node: cst.CSTNode) -> bool:
         current = self.ctx.parent(node)
@@ -858,8 +1126,35 @@ class _Converter:
         return False
 
     def constructor(self, app: _LayerApp) -> cst.BaseExpression:
-        respelled = dict(tf2_respellings(self.ctx, app.call, self.tf))
-        return _emit.replace_in(app.constructor, respelled)
+        """The layer's Keras constructor: TF2 names, and TF1 initializers/regularizers in its
+        arguments translated by their rules."""
+        replacements = dict(tf2_respellings(self.ctx, app.call, self.tf))
+        if isinstance(app.constructor, cst.Call):
+            for arg in app.constructor.args:
+                value = arg.value
+                role = self.role(value) if isinstance(value, cst.Call) else None
+                if role in ("initializer", "regularizer"):
+                    replacements[value] = self.translate(role, value)
+                if arg.keyword is not None and arg.keyword.value.endswith("_regularizer") and not _is_none(value):
+                    self.regularizer_under_strategy(arg)
+        return _emit.replace_in(app.constructor, replacements)
+
+    def regularizer_under_strategy(self, arg: cst.Arg) -> None:
+        """TF1 builds a layer's penalty once, in replica 0: under MirroredStrategy only that
+        replica's gradient carries it, so on N replicas it acted N times weaker than written
+        (verified: the other replicas' gradient of the penalty is None). Keras applies it as
+        written; say so where the Estimator trained under a strategy."""
+        unit = self.plan.unit if self.plan is not None else None
+        if unit is None or unit.config_value("train_distribute") is None or getattr(self, "_told_regularizer", False):
+            return
+        self._told_regularizer = True
+        self.leftover(
+            arg.value,  # an original node: the reported position is the user's
+            "under MirroredStrategy the Estimator applied layer penalties' gradients on one replica only "
+            "(N times weaker on N replicas, while its reported loss held them in full); Keras applies them as "
+            "written: compare with e2k parity and divide the penalty by the replica count if you need the old training",
+            "E2K305",
+        )
 
     def rewrite(self, node: cst.CSTNode) -> cst.CSTNode:
         """A forward or post-model node, as it reads inside the Keras model's methods."""
@@ -867,28 +1162,49 @@ class _Converter:
         return node.visit(_ForwardRewriter(self, respelled))
 
     def model_class(self, class_name: str, forward: list[_Def], output, prediction):
+        self._output_node = output
+        init_defs, forward = self.split_init(forward)
+        self._init_defs = init_defs
         body: list[cst.BaseStatement] = []
+        emitted_loops = set()
         for d in forward:
             if d.name in self.layer_objects and d.value is self.layer_objects[d.name].value:
                 continue  # the layer object itself lives in __init__
+            if isinstance(d.small, cst.For):
+                if id(d.small) not in emitted_loops:
+                    emitted_loops.add(id(d.small))
+                    body.append(self.rewrite_loop(d.small))
+                continue
             new = self.rewrite(d.small)
             body.append(_line(new, d.line, d.small))
         body.append(_emit.statement("return {o}", o=self.rewrite(output)))
-        call_reads_params = self._reads_params(forward)
-
-        init_params = "self, params" if self._constructors_read_params() or call_reads_params else "self"
+        post = prediction[0] if prediction is not None else []
+        call_arguments = self._call_arguments([*forward, *post], [output] + ([prediction[1]] if prediction else []))
+        init_reads = self._init_arguments()
+        class_arguments = [name for name in self.arguments if name in init_reads or name in call_arguments]
+        self.call_arguments = call_arguments
         init = [_emit.statement("super().__init__()")]
-        if call_reads_params:
-            init.append(_emit.statement("self.params = params"))
+        for name in call_arguments:
+            init.append(_emit.statement(f"self.{name} = {name}"))
+        for d in init_defs:
+            init.append(_line(self.rewrite_init(d.small), d.line, d.small))
         created = set()
         for app in self.layer_apps.values():
             if app.drop or app.attr in created:
                 continue
             created.add(app.attr)
-            line = _emit.statement("self.{attr} = {ctor}", attr=app.attr, ctor=self.constructor(app))
+            constructor = self.constructor(app)
+            if app.loop is not None:
+                constructor = _emit.expr(
+                    "[{ctor} for {target} in {iterable}]",
+                    ctor=constructor,
+                    target=app.loop.target,
+                    iterable=self.rewrite_init(app.loop.iter),
+                )
+            line = _emit.statement("self.{attr} = {ctor}", attr=app.attr, ctor=constructor)
             init.append(self.fit(line, 2))
         methods = [
-            _function("__init__", init_params, init),
+            _function("__init__", ", ".join(["self", *class_arguments]), init),
             _function("call", "self, features, training=False", body, blank_before=True),
         ]
         if prediction is not None:
@@ -902,15 +1218,66 @@ class _Converter:
             lines.append(_emit.statement("return {v}", v=self.rewrite(value)))
             methods.append(_function("predict_step", "self, data", lines, blank_before=True))
         klass = _emit.statement(f"class {class_name}({self.tf}.keras.Model):\n    pass")
-        return klass.with_changes(body=cst.IndentedBlock(body=methods)), "params" in init_params
+        return klass.with_changes(body=cst.IndentedBlock(body=methods)), class_arguments
 
-    def _constructors_read_params(self) -> bool:
-        return any(
-            isinstance(n, cst.Name) and n.value == "params"
+    def rewrite_loop(self, loop: cst.For) -> cst.For:
+        """``for units in params[...]: net = dense(net, units)`` -> ``for dense in self.dense_layers: net = dense(net)``."""
+        apps = [app for app in self.layer_apps.values() if app.loop is loop and not app.drop]
+        if not apps:
+            self.refuse(loop, "this loop applies no layer; e2k converts loops that build layers")
+        targets = {n.value for n in _walk(loop.target) if isinstance(n, cst.Name)}
+        inside = {id(n) for app in apps for n in _walk(app.call)} - {id(n) for app in apps for n in _walk(app.inputs)}
+        for node in _walk(loop.body):
+            if isinstance(node, cst.Name) and node.value in targets and id(node) not in inside and self._is_read(node):
+                self.refuse(node, "the loop variable is used outside the layers' arguments, which e2k does not convert")
+        body = self.rewrite(loop.body)
+        if len(apps) == 1:
+            header = _emit.expr("{item}", item=apps[0].item)
+            iterable = _emit.expr(f"self.{apps[0].attr}")
+        else:
+            header = cst.Tuple([cst.Element(cst.Name(app.item)) for app in apps], lpar=[], rpar=[])
+            iterable = _emit.expr("zip({attrs})", attrs=", ".join(f"self.{app.attr}" for app in apps))
+        return loop.with_changes(target=header, iter=iterable, body=body)
+
+    def split_init(self, forward: list[_Def]) -> tuple[list[_Def], list[_Def]]:
+        """Values the layers' constructors read (``l2 = tf.keras.regularizers.l2(...)`` then
+        ``kernel_regularizer=l2``) belong in __init__; the rest of the forward pass in call."""
+        ctor_reads = [n for app in self.layer_apps.values() if not app.drop for n in self.names_read(app.constructor)]
+        init: dict[int, _Def] = {}
+        pending = [(n, len(self.order)) for n in ctor_reads]
+        while pending:
+            name, before = pending.pop()
+            d = self.latest_def(name.value, before)
+            if d is None or d.index in init or name.value in self.layer_objects:
+                continue
+            init[d.index] = d
+            pending.extend((n, d.index) for n in self.names_read(d.value))
+        for d in init.values():
+            if isinstance(d.small, cst.For):
+                self.refuse(d.small, "a loop computes a value the layers' constructors read")
+            for n in self.names_read(d.value):
+                if n.value in ("features", "labels", "mode"):
+                    self.refuse(n, "a layer's constructor reads a value computed from the inputs")
+        call_reads = {
+            n.value for d in forward if d.index not in init for n in self.names_read(d.value) if not self._inside_constructor(n)
+        }
+        call_reads |= {n.value for n in self.names_read(self._output_node)} if self._output_node is not None else set()
+        call = [d for d in forward if d.index not in init or d.name in call_reads]
+        return [init[i] for i in sorted(init)], call
+
+    def _init_arguments(self) -> set[str]:
+        """The argument names the layers' constructors (and the values they read) need."""
+        nodes = [
+            part
             for app in self.layer_apps.values()
             if not app.drop
-            for n in _walk(app.constructor)
-        )
+            for part in ((app.constructor, app.loop.iter) if app.loop is not None else (app.constructor,))
+        ] + [d.value for d in getattr(self, "_init_defs", [])]
+        return {n.value for node in nodes for n in _walk(node) if isinstance(n, cst.Name) and n.value in self.arguments}
+
+    def rewrite_init(self, node: cst.CSTNode) -> cst.CSTNode:
+        """Code for __init__ (a loop's iterable): TF2 names; `params` is the argument there."""
+        return _emit.replace_in(node, dict(tf2_respellings(self.ctx, node, self.tf)))
 
     def builder(self, name, model, builder_defs, optimizer, loss: LossConversion, metrics):
         body: list[cst.BaseStatement] = []
@@ -920,19 +1287,20 @@ class _Converter:
         body.append(model)
         for d in builder_defs:
             new = self.translate_builder_def(d)
-            body.append(_line(new, d.line, d.small))
+            body.append(self.fit(_line(new, d.line, d.small), 1))
         compile_args = [_emit.keyword_arg("optimizer", optimizer), _emit.keyword_arg("loss", loss.keras_loss)]
         if metrics:
-            compile_args.append(_emit.keyword_arg("metrics", cst.List(_comma_separated([cst.Element(m) for m in metrics]))))
+            listed = cst.List(_comma_separated([cst.Element(m) for m in metrics]))
+            if len(metrics) > 1 and len(_emit.code(listed)) > 60:
+                listed = _emit.vertical_list(metrics, indent="        ")
+            compile_args.append(_emit.keyword_arg("metrics", listed))
         compile_call = cst.Call(cst.Attribute(cst.Name("model"), cst.Name("compile")), args=_emit.call_args(compile_args))
         body.append(self.fit(_emit.statement("{c}", c=compile_call), 1))
         body.append(_emit.statement("return model"))
-        reads_params = any(
-            isinstance(n, cst.Name) and n.value == "params" for stmt in body for n in _walk(stmt)
-        )
-        params = "params" if reads_params else ""
-        fn = _emit.statement(f"def {name}({params}):\n    pass")
-        return fn.with_changes(body=cst.IndentedBlock(body=body)), reads_params
+        read = {n.value for stmt in body for n in _walk(stmt) if isinstance(n, cst.Name)}
+        arguments = [a for a in self.arguments if a in read]
+        fn = _emit.statement(f"def {name}({', '.join(arguments)}):\n    pass")
+        return fn.with_changes(body=cst.IndentedBlock(body=body)), arguments
 
     def fit(self, statement: cst.SimpleStatementLine, depth: int) -> cst.SimpleStatementLine:
         """Wrap a long emitted line, counting the depth of the model_fn itself."""
@@ -944,11 +1312,34 @@ class _Converter:
             node = self.ctx.parent(node)
         return _emit.fit_line(statement, depth + base, self.ctx.module.default_indent)
 
+    def check_momentum_schedule(self, optimizer: cst.Call, at: int) -> None:
+        """TF1 Momentum multiplies the whole accumulator by the current rate, Keras SGD only
+        each new gradient: with a rate that changes, the steps after a change differ."""
+        if self.ctx.call_api_path(optimizer) != "train.MomentumOptimizer" or not optimizer.args:
+            return
+        rate = optimizer.args[0].value
+        for arg in optimizer.args:
+            if arg.keyword is not None and arg.keyword.value == "learning_rate":
+                rate = arg.value
+        resolved = self.resolve(rate, at)
+        if isinstance(resolved, cst.Call) and self.role(resolved) == "schedule":
+            self.leftover(
+                optimizer,
+                "with a decaying learning rate, TF1 Momentum scales the whole accumulated step by the current "
+                "rate while Keras SGD scales each new gradient: the steps after each change differ; check with e2k parity",
+                "E2K101",
+            )
+
     def translate_builder_def(self, d: _Def) -> cst.BaseSmallStatement:
         value = d.value
         role = self.role(value) if isinstance(value, cst.Call) else None
         if role == "optimizer":
-            return d.small.with_changes(value=self.translate("optimizer", value))
+            self.check_momentum_schedule(value, d.index)
+            optimizer = self.translate("optimizer", value)
+            if getattr(self, "clipping", None) is not None:
+                keyword, threshold = self.clipping
+                optimizer = optimizer.with_changes(args=_emit.call_args([*optimizer.args, _emit.keyword_arg(keyword, threshold)]))
+            return d.small.with_changes(value=optimizer)
         if role == "schedule":
             schedule: ScheduleConversion = self.translate("schedule", value)
             if schedule.global_step is not None and not self.is_global_step(schedule.global_step, d.index):
@@ -987,10 +1378,11 @@ class _ForwardRewriter(cst.CSTTransformer):
             args = [cst.Arg(inputs)]
             if app.training is not None:
                 args.append(_emit.keyword_arg("training", cst.Name(app.training)))
-            return cst.Call(_emit.expr(f"self.{app.attr}"), args=_emit.call_args(args))
+            layer = app.item if app.loop is not None else f"self.{app.attr}"
+            return cst.Call(_emit.expr(layer), args=_emit.call_args(args))
         if isinstance(original, cst.Name) and conv._is_read(original):
-            if original.value == "params":
-                return _emit.expr("self.params")
+            if original.value in getattr(conv, "call_arguments", ()):
+                return _emit.expr(f"self.{original.value}")
             if original.value == "mode":
                 conv.refuse(original, "the forward pass reads `mode` in a way e2k does not translate")
             if original.value in conv.modes.flags:
@@ -1004,6 +1396,48 @@ class _ForwardRewriter(cst.CSTTransformer):
                 conv.refuse(original, "this test of the mode has no Keras equivalent inside the model")
             return cst.Name("training")
         return updated
+
+
+def _walk_in_order(node: cst.CSTNode):
+    """Nodes in source order (depth first)."""
+    yield node
+    for child in node.children:
+        yield from _walk_in_order(child)
+
+
+def _assign_target(small) -> str | None:
+    if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+        return small.targets[0].target.value
+    return None
+
+
+def _is_compile(small) -> bool:
+    value = getattr(small, "value", None)
+    return isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "compile"
+
+
+def _unpacked(d: "_Def | None", name: str) -> int | None:
+    """The position ``name`` takes in ``a, b = ...`` (None: not a tuple assignment)."""
+    if d is None or not isinstance(d.small, cst.Assign):
+        return None
+    target = d.small.targets[0].target
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return None
+    for i, element in enumerate(target.elements):
+        if isinstance(element.value, cst.Name) and element.value.value == name:
+            return i
+    return None
+
+
+def _is_zip_star(node: cst.BaseExpression) -> bool:
+    """``zip(*x)``."""
+    return (
+        isinstance(node, cst.Call) and _emit.code(node.func) == "zip" and len(node.args) == 1 and node.args[0].star == "*"
+    )
+
+
+def _is_none(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
 
 
 def _line(small: cst.BaseSmallStatement, line: cst.BaseStatement, original_small, comments: bool = True) -> cst.SimpleStatementLine:
@@ -1051,17 +1485,26 @@ def class_name_for(model_fn_name: str) -> str:
     """``_model_fn`` -> ``_Model``; ``cnn_model_fn`` -> ``CnnModel``."""
     lead = re.match(r"_*", model_fn_name).group(0)
     core = re.sub(r"_?(fn|func|function)$", "", model_fn_name[len(lead):]) or "model"
+    core = re.sub(r"^(make|create|get|build)_", "", core) or "model"  # a factory's name
     if not core.endswith("model"):
         core = f"{core}_model"
     return lead + "".join(part[:1].upper() + part[1:] for part in core.split("_") if part)
 
 
-def convert_model_fn(fn: cst.FunctionDef, ctx: RewriteContext, tf: str, taken: set[str], plan=None) -> ModelConversion:
-    """Convert ``fn`` (a model_fn definition) into Keras definitions, or raise Unsupported."""
-    taken = taken - {fn.name.value}
-    name = _emit.unique_name(_emit.builder_name(fn.name.value), taken)
-    class_name = _emit.unique_name(class_name_for(fn.name.value), taken | {name})
-    return _Converter(fn, ctx, tf, plan).convert(name, class_name)
+def convert_model_fn(
+    fn: cst.FunctionDef, ctx: RewriteContext, tf: str, taken: set[str], plan=None, extra: tuple[str, ...] = (), stem: str | None = None
+) -> ModelConversion:
+    """Convert ``fn`` (a model_fn definition) into Keras definitions, or raise Unsupported.
+
+    ``extra``: names besides ``params`` that the model_fn reads and the caller binds
+    (``functools.partial`` keywords, a factory's parameters). ``stem``: the name the
+    emitted builder and class are derived from (default: the model_fn's).
+    """
+    stem = stem or fn.name.value
+    taken = taken - {fn.name.value, stem}
+    name = _emit.unique_name(_emit.builder_name(stem), taken)
+    class_name = _emit.unique_name(class_name_for(stem), taken | {name})
+    return _Converter(fn, ctx, tf, plan, extra).convert(name, class_name)
 
 
 def _snake(name: str) -> str:
@@ -1069,4 +1512,7 @@ def _snake(name: str) -> str:
     return re.sub(r"(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower().replace("2_d", "2d").replace("1_d", "1d").replace("3_d", "3d")
 
 
-__all__ = ["Derived", "LayerCall", "LossConversion", "ModelConversion", "ScheduleConversion", "convert_model_fn"]
+__all__ = [
+    "Derived", "LayerCall", "LossConversion", "MetricConversion", "ModelConversion", "ScheduleConversion",
+    "convert_model_fn",
+]

@@ -46,6 +46,17 @@ class ModePath:
     under_control_dependencies: set[cst.BaseSmallStatement] = field(default_factory=set)
 
 
+def _simple_loop(stmt: cst.For) -> bool:
+    if stmt.orelse is not None or stmt.asynchronous is not None or not isinstance(stmt.body, cst.IndentedBlock):
+        return False
+    for inner in stmt.body.body:
+        if not isinstance(inner, cst.SimpleStatementLine):
+            return False
+        if any(isinstance(s, (cst.Return, cst.Break, cst.Continue)) for s in inner.body):
+            return False
+    return True
+
+
 class ModeAnalysis:
     """Mode facts of one model_fn: which names hold a mode test, and each mode's path."""
 
@@ -151,10 +162,14 @@ class ModeAnalysis:
                 inner = under_dependencies or kind == "control_dependencies"
                 if self._walk_block(stmt.body.body, path, inner):
                     return True
+            elif isinstance(stmt, cst.For) and _simple_loop(stmt):
+                # A loop of simple statements (layers built in a loop) is one step of the path.
+                path.statements.append(stmt)
+                path.lines.append(stmt)
             else:
                 what = type(stmt).__name__.lower()
                 if isinstance(stmt, (cst.For, cst.While)):
-                    reason = f"a `{what}` loop in the model_fn is not converted yet"
+                    reason = f"this `{what}` loop in the model_fn is not converted (e2k converts loops of simple statements)"
                 else:
                     reason = f"a `{what}` statement in the model_fn is not converted"
                 raise Unsupported(reason, stmt, UNSUPPORTED)

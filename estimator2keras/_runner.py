@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from estimator2keras import __version__
+from estimator2keras._config import CommandLine, Resolver, RuleSettings
 from estimator2keras._context import Finding
 from estimator2keras._engine import UNREADABLE, FileResult, rewrite_source
 from estimator2keras._files import SourceFile, atomic_write, discover
+from estimator2keras._notebook import notebook_diff, rewrite_notebook
 from estimator2keras._registry import RuleSet
 
 
@@ -27,6 +29,8 @@ class RewriteOptions:
     select: Sequence[str] = ()
     ignore: Sequence[str] = ()
     excludes: Sequence[str] = ()
+    #: Ignore pyproject.toml configuration ([tool.e2k]).
+    isolated: bool = False
 
 
 @dataclass
@@ -35,6 +39,10 @@ class RunSummary:
     seconds: float = 0.0
     interrupted: bool = False
     write_errors: int = 0
+    #: Files found but excluded by configuration.
+    excluded: int = 0
+    #: Every rule known to the run (all configurations), by code: for reports.
+    rules: dict = field(default_factory=dict)
 
     def count(self, status: str) -> int:
         return sum(1 for r in self.results if r.status == status)
@@ -53,6 +61,7 @@ class RunSummary:
                 "partial": self.count("partial"),
                 "unchanged": self.count("unchanged"),
                 "error": self.count("error"),
+                "excluded": self.excluded,
                 "interrupted": self.interrupted,
                 "seconds": round(self.seconds, 3),
             },
@@ -61,19 +70,14 @@ class RunSummary:
 
 
 # -- workers -----------------------------------------------------------------------------
-_WORKER_RULES: RuleSet | None = None
-
-
-def _init_worker(extra, select, ignore) -> None:
-    global _WORKER_RULES
+def _init_worker() -> None:
     # The parent handles Ctrl-C: it stops handing out work and reports what was done.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _WORKER_RULES = RuleSet.load(extra, select, ignore)
 
 
-def _process(path: str) -> FileResult:
-    assert _WORKER_RULES is not None
-    return process_file(Path(path), _WORKER_RULES)
+def _process(path: str, settings: RuleSettings) -> FileResult:
+    # Each worker builds the RuleSet of each distinct configuration once (cached).
+    return process_file(Path(path), settings.load())
 
 
 def process_file(path: Path, rules: RuleSet) -> FileResult:
@@ -83,6 +87,8 @@ def process_file(path: Path, rules: RuleSet) -> FileResult:
     except OSError as exc:
         reason = exc.strerror or str(exc)
         return FileResult(str(path), "error", b"", b"", [Finding(str(path), 1, 1, UNREADABLE, f"cannot read: {reason}", "error")])
+    if path.suffix == ".ipynb":
+        return rewrite_notebook(data, str(path), rules)
     return rewrite_source(data, str(path), rules)
 
 
@@ -91,12 +97,27 @@ def run(
     paths: Iterable[str | Path],
     options: RewriteOptions,
     on_result: Callable[[FileResult], None] | None = None,
+    on_start: Callable[[int], None] | None = None,
 ) -> RunSummary:
     """Rewrite every Python file under ``paths``; write results unless ``options.write`` is
-    false. ``on_result`` sees each file's result as soon as it is done (for progress)."""
-    rules = RuleSet.load(options.extra_rules, options.select, options.ignore)
-    files = discover(paths, options.excludes)
-    summary = RunSummary()
+    false. Each file's rules come from its nearest ``[tool.e2k]`` configuration and the
+    options. ``on_start`` gets the number of files, ``on_result`` each file's result as soon
+    as it is done (for progress)."""
+    resolver = Resolver(CommandLine(options.extra_rules, options.select, options.ignore), options.isolated)
+    found = discover(paths, options.excludes)
+    settings: dict[str, RuleSettings] = {}
+    files = []
+    for source in found:
+        chosen = resolver.settings_for(source.path)
+        if chosen is not None:
+            settings[str(source.path)] = chosen
+            files.append(source)
+    summary = RunSummary(excluded=len(found) - len(files))
+    for distinct in set(settings.values()):
+        # A bad rule module or code stops the run here, before any file is touched.
+        summary.rules.update(distinct.load().rules)
+    if on_start is not None:
+        on_start(len(files))
     start = time.perf_counter()
     by_path = {str(f.path): f for f in files}
 
@@ -112,23 +133,24 @@ def run(
     try:
         if jobs == 1:
             for source in files:
-                finish(process_file(source.path, rules))
+                finish(process_file(source.path, settings[str(source.path)].load()))
         else:
-            _run_pool(files, jobs, options, finish, summary)
+            _run_pool(files, jobs, settings, finish, summary)
     except KeyboardInterrupt:
         summary.interrupted = True
     summary.seconds = time.perf_counter() - start
     return summary
 
 
-def _run_pool(files, jobs, options, finish, summary) -> None:
-    pool = ProcessPoolExecutor(jobs, initializer=_init_worker, initargs=(tuple(options.extra_rules), tuple(options.select), tuple(options.ignore)))
+def _run_pool(files, jobs, settings, finish, summary) -> None:
+    pool = ProcessPoolExecutor(jobs, initializer=_init_worker)
     pending: set[Future] = set()
     queue = list(reversed(files))
     try:
         while queue or pending:
             while queue and len(pending) < jobs * 4:
-                pending.add(pool.submit(_process, str(queue.pop().path)))
+                path = str(queue.pop().path)
+                pending.add(pool.submit(_process, path, settings[path]))
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
                 finish(future.result())
@@ -171,6 +193,8 @@ def _write(result: FileResult, source: SourceFile, options: RewriteOptions, summ
 
 # -- output ------------------------------------------------------------------------------
 def unified_diff(result: FileResult) -> str:
+    if result.path.endswith(".ipynb"):
+        return notebook_diff(result)
     old = result.original.decode("utf-8", errors="replace").splitlines(keepends=True)
     new = result.new.decode("utf-8", errors="replace").splitlines(keepends=True)
     return "".join(difflib.unified_diff(old, new, f"a/{result.path}", f"b/{result.path}"))

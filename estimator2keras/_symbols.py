@@ -138,8 +138,11 @@ def _choose(ctx, chain, prefix, path, spelling, compat):
         return spelling.target, ()
     # A signature-compatible namesake: only for a direct call that fits both signatures.
     call = ctx.parent(chain)
-    if prefix is not chain or not (isinstance(call, cst.Call) and call.func is chain):
+    if prefix is not chain:
         return (None, ()) if compat else (COMPAT + path, ())
+    if not (isinstance(call, cst.Call) and call.func is chain):
+        # Passed as a value (`activation=tf.nn.tanh`): the same function in TF2.
+        return (spelling.target, ()) if compat else (None, ())
     positional = [a for a in call.args if a.keyword is None]
     keywords = [a.keyword for a in call.args if a.keyword is not None]
     renames = dict(spelling.renames)
@@ -156,3 +159,18 @@ def _walk(node: cst.CSTNode):
         current = stack.pop()
         yield current
         stack.extend(current.children)
+
+
+def respell_or_compat(ctx: RewriteContext, name: cst.Name, tf: str) -> list[tuple[cst.CSTNode, cst.CSTNode]]:
+    """For a reference through a ``compat.v1`` alias that is about to mean TensorFlow 2:
+    its TF2 spelling when it has one, else ``tf.compat.v1.<name>`` (same meaning)."""
+    chain = name
+    parent = ctx.parent(chain)
+    while isinstance(parent, cst.Attribute) and parent.value is chain:
+        chain, parent = parent, ctx.parent(parent)
+    if chain is name:
+        return [(name, _emit.expr("{tf}.compat.v1", tf=tf))]  # the module itself, passed around
+    found = _respell_chain(ctx, chain, table(), tf)
+    if found:
+        return found
+    return [(name, _emit.expr("{tf}.compat.v1", tf=tf))]

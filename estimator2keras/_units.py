@@ -18,6 +18,7 @@ from libcst.metadata import Assignment, GlobalScope
 from estimator2keras import _emit
 from estimator2keras._context import RewriteContext, iter_calls
 from estimator2keras._rule import Unsupported, UnitRule
+from estimator2keras._suppress import check_unit
 
 if TYPE_CHECKING:
     pass
@@ -125,8 +126,8 @@ INPUT_FN_PARAMS = ("mode", "params", "config", "input_context")
 MODE_STRINGS = {"train": "train", "eval": "eval", "predict": "infer"}
 
 
-#: Estimator input_fn factories that build their batches from in-memory arrays.
-INPUT_FACTORIES = frozenset({"estimator.inputs.numpy_input_fn", "estimator.inputs.pandas_input_fn"})
+#: Estimator input_fns that build their batches from in-memory arrays.
+ARRAY_INPUT_FNS = frozenset({"estimator.inputs.numpy_input_fn", "estimator.inputs.pandas_input_fn"})
 
 
 @dataclass
@@ -138,8 +139,11 @@ class InputFn:
     function: cst.FunctionDef | None = None
     lambda_: cst.Lambda | None = None
     helpers: list[cst.FunctionDef] = field(default_factory=list)
-    factory: cst.Call | None = None
-    binding: Binding | None = None
+    #: ``make_input_fn(x, y)``: the call that returns ``function`` (a nested def).
+    factory_call: cst.Call | None = None
+    #: ``numpy_input_fn(...)`` / ``pandas_input_fn(...)``, and the binding when it is named.
+    array_call: cst.Call | None = None
+    array_binding: Binding | None = None
 
     def definitions(self) -> list[cst.FunctionDef]:
         """Functions whose code builds the dataset (the input_fn itself, or what a lambda calls)."""
@@ -154,8 +158,8 @@ class InputFn:
     def may_repeat(self) -> bool:
         """True unless the dataset is visibly finite: no ``.repeat()`` without a literal count
         anywhere in its code."""
-        if self.factory is not None:
-            epochs = _keyword_or_position(self.factory, "num_epochs", 3)
+        if self.array_call is not None:
+            epochs = _keyword_or_position(self.array_call, "num_epochs", 3)
             return epochs is not None and not isinstance(epochs, cst.Integer)
         for body in self.bodies():
             for call in iter_calls(body):
@@ -168,10 +172,10 @@ class InputFn:
     def call_expression(self, params: cst.BaseExpression | None, mode: str | None = None) -> cst.BaseExpression:
         """The expression that gives the dataset, as the Estimator would have called it in
         ``mode`` ("train", "eval" or "infer": what ``ModeKeys`` hold)."""
-        if self.factory is not None:
-            if self.binding is not None:
-                return cst.Call(func=cst.Name(self.binding.name))
-            return self.factory  # the input rule replaces the call with its dataset
+        if self.array_call is not None:
+            if self.array_binding is not None:
+                return cst.Call(func=cst.Name(self.array_binding.name))
+            return self.array_call  # the input rule replaces the call with its dataset
         if self.lambda_ is not None:
             return self.lambda_.body
         assert self.function is not None
@@ -188,13 +192,14 @@ class InputFn:
                 args.append(_emit.keyword_arg("mode", cst.SimpleString(f'"{mode}"')))
             elif name == "config" and param.default is None:
                 args.append(_emit.keyword_arg("config", cst.Name("None")))
-        return cst.Call(func=cst.Name(self.function.name.value), args=_emit.call_args(args))
+        func = self.factory_call if self.factory_call is not None else cst.Name(self.function.name.value)
+        return cst.Call(func=func, args=_emit.call_args(args))
 
 
 def resolve_input_fn(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn:
-    factory, binding = resolve_call(ctx, node, INPUT_FACTORIES)
-    if factory is not None:
-        return InputFn(node, factory=factory, binding=binding)
+    array_call, binding = resolve_call(ctx, node, ARRAY_INPUT_FNS)
+    if array_call is not None:
+        return InputFn(node, array_call=array_call, array_binding=binding)
     bound = resolve(ctx, node)
     if isinstance(bound, cst.FunctionDef):
         _check_input_fn_params(ctx, bound)
@@ -209,7 +214,25 @@ def resolve_input_fn(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn:
             if isinstance(target, cst.FunctionDef):
                 helpers.append(target)
         return InputFn(node, lambda_=node, helpers=helpers)
-    raise Unsupported("this input_fn is not a function or a lambda that e2k can follow", node)
+    if isinstance(node, cst.Call):
+        factory = resolve(ctx, node.func) if isinstance(node.func, cst.Name) else None
+        inner = _returned_function(factory) if isinstance(factory, cst.FunctionDef) else None
+        if inner is not None:
+            _check_input_fn_params(ctx, inner)
+            return InputFn(node, function=inner, factory_call=node)
+    raise Unsupported("this input_fn is not a function, a lambda or an input_fn factory that e2k can follow", node)
+
+
+def _returned_function(factory: cst.FunctionDef) -> cst.FunctionDef | None:
+    """The nested function a factory returns (``def make(): def input_fn(): ...; return input_fn``)."""
+    body = factory.body.body if isinstance(factory.body, cst.IndentedBlock) else []
+    nested = {s.name.value: s for s in body if isinstance(s, cst.FunctionDef)}
+    last = body[-1] if body else None
+    if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 and isinstance(last.body[0], cst.Return):
+        value = last.body[0].value
+        if isinstance(value, cst.Name) and value.value in nested:
+            return nested[value.value]
+    return None
 
 
 def _check_input_fn_params(ctx: RewriteContext, fn: cst.FunctionDef) -> None:
@@ -466,6 +489,8 @@ class ConversionPlan:
 
     def leftover(self, node: cst.CSTNode, code: str, message: str) -> None:
         """Converted around, but this part needs a human: marked in the file and reported."""
+        if self.ctx.is_suppressed(node, code):
+            return  # `# e2k: ignore`: the human has looked
         self._leftovers.append((node, code, message))
 
     def leftover_marked_in_new_code(self, node: cst.CSTNode, code: str, message: str) -> None:
@@ -552,10 +577,12 @@ class ConversionPlan:
         return seen
 
     def input_code(self) -> list[cst.CSTNode]:
-        """Every piece of code that builds a dataset for this unit, once."""
+        """Every piece of code that builds a dataset for this unit, once: the input
+        functions' bodies, and the bodies of lambdas that build it themselves (a lambda
+        that calls a helper function is covered by the helper's body)."""
         nodes: list[cst.CSTNode] = [d.body for d in self.input_definitions()]
         for input_fn in self.input_fns:
-            if input_fn.lambda_ is not None and all(input_fn.lambda_.body is not n for n in nodes):
+            if input_fn.lambda_ is not None and not input_fn.helpers and all(input_fn.lambda_.body is not n for n in nodes):
                 nodes.append(input_fn.lambda_.body)
         return nodes
 
@@ -577,6 +604,14 @@ class ConversionPlan:
         self.remove_statement(binding.statement)
 
     # -- the engine's side ----------------------------------------------------------------
+    def changes(self) -> list[tuple[cst.CSTNode, str | None]]:
+        """What committing would change: (node, code) for each conversion reported, and
+        (node, None) for each original node or statement replaced or removed."""
+        replaced: list[cst.CSTNode] = [self.unit.statement, *self._subst, *self._statements]
+        if self.unit.config_binding is not None:
+            replaced.append(self.unit.config_binding.statement)
+        return [(node, code) for node, code, _ in self._fixed] + [(node, None) for node in replaced]
+
     def _model_var_name(self) -> str:
         unit = self.unit
         if unit.var == "model":
@@ -720,6 +755,10 @@ def tf_alias(ctx: RewriteContext) -> tuple[str, bool]:
                 for alias in node.names:
                     if _emit.code(alias.name) == "tensorflow":
                         return (alias.asname.name.value if alias.asname else "tensorflow"), False
+        from estimator2keras._imports import compat_alias
+
+        if compat_alias(ctx) is not None:
+            return "tf", False  # `tf` is rebound to TensorFlow 2 once the units convert
         if module_scope.assignments["tf"]:
             raise Unsupported(
                 "`tf` is bound to something other than `import tensorflow as tf` "
@@ -744,6 +783,8 @@ def convert_units(ctx: RewriteContext) -> None:
         if isinstance(found, Unsupported):
             ctx.mark(found.node, found.reason, found.code)
             continue
+        if ctx.is_suppressed(found.call, found.owner.code):
+            continue  # `# e2k: ignore` on the Estimator: the whole unit stays as it is
         reported = len(ctx.findings)
         try:
             plan = ConversionPlan(found, ctx)
@@ -760,6 +801,7 @@ def convert_units(ctx: RewriteContext) -> None:
                     exc.code = exc.code or rule.code
                     raise
             plan.finish()
+            check_unit(plan, ctx)
             plan.commit()
         except Unsupported as exc:
             del ctx.findings[reported:]
@@ -769,6 +811,13 @@ def convert_units(ctx: RewriteContext) -> None:
             ctx.active_plan = None
         converted = True
     if converted:
+        from estimator2keras._imports import CODE, compat_alias, rebind_tf, v2_switches
+
+        if ctx.enabled(CODE):
+            v2_switches(ctx, set(ctx.edits.replaced_statements()))
+            alias = compat_alias(ctx)
+            if alias is not None:
+                rebind_tf(ctx, alias[0], set(ctx.edits.replaced_statements()))
         remove_unused_tf1_imports(ctx)
 
 

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import libcst as cst
-from libcst.metadata import GlobalScope
+from libcst.metadata import GlobalScope, QualifiedNameProvider
 
 from estimator2keras import _emit
 from estimator2keras._rule import Case, Safety, UnitRule, Unsupported
@@ -116,7 +116,9 @@ model.fit(input_fn())
         plan.has_strategy = True
         tf2_class = _emit.expr("{tf}.distribute.{cls}", tf=plan.tf, cls=STRATEGIES[ctx.call_api_path(call)])
         if binding is not None:
-            if not call.func.deep_equals(tf2_class):
+            names = {q.name for q in ctx.get_metadata(QualifiedNameProvider, call.func, set())}
+            through_v1 = any(n.startswith("tensorflow.compat.v1.") for n in names)
+            if through_v1 or not call.func.deep_equals(tf2_class):
                 plan.replace(call.func, tf2_class)
             for arg in call.args:
                 for node, new in tf2_respellings(ctx, arg, plan.tf):

@@ -3,9 +3,13 @@ from __future__ import annotations
 import libcst as cst
 
 from estimator2keras import _emit
-from estimator2keras._modelfn import convert_model_fn
+from dataclasses import dataclass, field
+
+from libcst.metadata import QualifiedNameProvider
+
+from estimator2keras._modelfn import MODEL_FN_PARAMS, convert_model_fn
 from estimator2keras._rule import Case, Safety, UnitRule, Unsupported
-from estimator2keras._units import accesses_of, resolve
+from estimator2keras._units import _returned_function, accesses_of, bind_arguments, resolve
 
 
 class EstimatorToKerasModel(UnitRule):
@@ -14,30 +18,53 @@ class EstimatorToKerasModel(UnitRule):
     ## What it does
     Finds `tf.estimator.Estimator(model_fn=...)` (any import style: `tf.estimator`,
     `tf.compat.v1.estimator`, `import tensorflow.compat.v1 as tf1`, `from tensorflow import
-    estimator`) and replaces the model_fn with a function that builds the Keras model,
+    estimator`) and replaces the model_fn with a Keras model and a function that builds it,
     creates the optimizer and calls `compile`. The Estimator variable becomes the model
-    (named `model`), built by that function. The model_fn's layers, loss and optimizer are
-    translated by the layer, loss and optimizer rules (E2K3xx, E2K2xx, E2K1xx). A forward
-    pass that is one chain of layers from `features` becomes `tf.keras.Sequential`.
+    (named `model`). The model_fn is read mode by mode, back from what each EstimatorSpec
+    returns:
+
+    - TRAIN's loss gives `compile(loss=...)` and the *model output*; the statements that
+      compute it from `features` are the forward pass.
+    - TRAIN's `train_op` (`optimizer.minimize(loss)`) gives `compile(optimizer=...)`, with
+      its learning-rate schedule.
+    - EVAL's `eval_metric_ops` give `compile(metrics=[...])`, under the same names.
+    - PREDICT's `predictions` dict gives the model a `predict_step`.
+
+    A forward pass that is one chain of layers from `features` becomes
+    `tf.keras.Sequential([...])`. Anything else becomes a `tf.keras.Model` subclass whose
+    `__init__` creates the layers (named after the user's variables: `conv1 = ...` becomes
+    `self.conv1`) and whose `call(features, training=False)` runs the forward statements,
+    comments included; `mode == ModeKeys.TRAIN` tests become the `training` flag, `params`
+    becomes a constructor argument, layers built in a loop become a list of layers. A
+    model_fn given as `functools.partial(model_fn, k=v)`, or returned by a factory
+    (`make_model_fn(units)` defining and returning it), becomes a builder taking those
+    names as arguments (`build_model(k=v)`). Layers,
+    losses, optimizers, schedules and metrics are translated by their own rules (E2K3xx,
+    E2K2xx, E2K1xx).
 
     ## Why
     `tf.estimator` was removed in TensorFlow 2.16. In Keras, the model_fn's parts have
-    separate homes: the layers make the model, the loss and the optimizer go to `compile`,
-    and the train op disappears because `fit` applies the gradients.
+    separate homes: the layers make the model, the loss, optimizer and metrics go to
+    `compile`, predictions to `predict_step`, and the train op disappears because `fit`
+    applies the gradients.
 
     ## Fix safety
-    Safe: the fixture `seed_mirrored_linear` trains to bit-identical weights (TF 2.15 and
-    the newest TF). The model_fn is converted entirely or not at all: any statement the
-    converter cannot place leaves the model_fn and its Estimator untouched, marked E2K901.
+    Safe: the fixtures (TensorFlow's own MNIST CNN and iris custom-Estimator tutorials among
+    them) train to the same losses, weights and metrics under `e2k parity` with 2 replicas,
+    on TF 2.15 and on the newest TensorFlow. The model_fn is converted entirely or not at
+    all: any statement the converter cannot place leaves the model_fn and its Estimator
+    untouched, marked E2K901.
 
     ## Limitations
-    Not yet converted (marked E2K901, left as they were): `mode` branches, eval metrics,
-    predictions, `params`-driven architecture is fine but `config` is not read, forward
-    passes that are not a single chain of layers. `model_dir` and `warm_start_from` are
-    reported as E2K400.
+    Not converted (E2K901, the model_fn left as it was): `tf.get_variable`, `tf.Variable`,
+    `tf.while_loop`, `variable_scope(reuse=...)`, `Scaffold`, gradient code other than
+    `minimize`, EstimatorSpec hooks and `export_outputs`, `if` statements that do not test
+    the mode, a model output that depends on the labels. `model_dir` and
+    `warm_start_from` are reported as E2K400.
 
     ## References
     - https://www.tensorflow.org/guide/migrate/migrating_estimator
+    - https://www.tensorflow.org/guide/migrate/model_mapping
     """
 
     code = "E2K001"
@@ -86,6 +113,114 @@ model = build_model()
 model.fit(input_fn())
 ''',
         ),
+        Case(
+            id="functools-partial",
+            before='''\
+import functools
+
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0, 2.0]], [[0.5]])).batch(1)
+
+
+def model_fn(features, labels, mode, hidden_units, learning_rate=0.1):
+    net = features
+    for units in hidden_units:
+        net = tf.layers.dense(net, units, activation=tf.nn.relu)
+    logits = tf.layers.dense(net, 1)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(learning_rate).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+estimator = tf.estimator.Estimator(model_fn=functools.partial(model_fn, hidden_units=[8, 4]))
+estimator.train(input_fn)
+''',
+            after='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0, 2.0]], [[0.5]])).batch(1)
+
+
+class Model(tf.keras.Model):
+    def __init__(self, hidden_units):
+        super().__init__()
+        self.dense_layers = [
+            tf.keras.layers.Dense(units, activation=tf.nn.relu)
+            for units in hidden_units
+        ]
+        self.logits = tf.keras.layers.Dense(1)
+
+    def call(self, features, training=False):
+        net = features
+        for dense in self.dense_layers:
+            net = dense(net)
+        logits = self.logits(net)
+        return logits
+
+
+def build_model(hidden_units, learning_rate):
+    model = Model(hidden_units)
+    model.compile(
+        optimizer=tf.keras.optimizers.SGD(learning_rate),
+        loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+model = build_model(hidden_units=[8, 4], learning_rate=0.1)
+model.fit(input_fn())
+''',
+        ),
+        Case(
+            id="model-fn-factory",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0, 2.0]], [[0.5]])).batch(1)
+
+
+def make_model_fn(units, learning_rate=0.1):
+    def model_fn(features, labels, mode):
+        hidden = tf.layers.dense(features, units, activation=tf.nn.relu)
+        logits = tf.layers.dense(hidden, 1)
+        loss = tf.losses.mean_squared_error(labels, logits)
+        train_op = tf.train.AdamOptimizer(learning_rate).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+    return model_fn
+
+
+estimator = tf.estimator.Estimator(model_fn=make_model_fn(16))
+estimator.train(input_fn)
+''',
+            after='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0, 2.0]], [[0.5]])).batch(1)
+
+
+def build_model(units, learning_rate):
+    model = tf.keras.Sequential([
+        tf.keras.layers.Dense(units, activation=tf.nn.relu),
+        tf.keras.layers.Dense(1),
+    ])
+    model.compile(
+        optimizer=tf.keras.optimizers.Adam(learning_rate, epsilon=1e-08),
+        loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+model = build_model(units=16, learning_rate=0.1)
+model.fit(input_fn())
+''',
+        ),
     ]
 
     def plan(self, unit, plan, ctx) -> None:
@@ -94,30 +229,95 @@ model.fit(input_fn())
         model_fn = unit.arg_value("model_fn")
         if model_fn is None:
             raise Unsupported("the Estimator has no model_fn", unit.call)
-        fn = resolve(ctx, model_fn)
-        if not isinstance(fn, cst.FunctionDef):
-            raise Unsupported("the model_fn is not a function defined in this file", model_fn)
-        reads = accesses_of(ctx, fn.name) or []
-        if any(read is not model_fn for read in reads):
-            raise Unsupported(f"`{fn.name.value}` is used elsewhere too; e2k replaces it", fn.name)
-        scope = ctx.scope(fn)
+        source = _model_fn_source(ctx, model_fn)
+        fn, replaced = source.function, source.replaced
+        reads = accesses_of(ctx, replaced.name) or []
+        if any(read is not source.reference for read in reads):
+            raise Unsupported(f"`{replaced.name.value}` is used elsewhere too; e2k replaces it", replaced.name)
+        scope = ctx.scope(replaced)
         taken = {a.name for a in scope.assignments} | {a.node.value for a in scope.accesses}
-        conversion = convert_model_fn(fn, ctx, plan.tf, taken, plan)
+        conversion = convert_model_fn(
+            fn, ctx, plan.tf, taken, plan, tuple(source.bound), stem=replaced.name.value
+        )
         plan.predictions_kind = conversion.predictions_kind
         plan.owned.append(fn)
         statements = list(conversion.statements)
         for i in range(1, len(statements)):
             # Definitions that replace one keep the blank lines between definitions.
-            blank = [_emit.blank_line()] * (2 if ctx.parent(fn) is ctx.module else 1)
+            blank = [_emit.blank_line()] * (2 if ctx.parent(replaced) is ctx.module else 1)
             statements[i] = statements[i].with_changes(leading_lines=blank)
-        plan.replace_statement(fn, statements)
-        params = unit.arg_value("params")
-        if conversion.takes_params:
-            if params is None:
-                raise Unsupported("the model_fn reads `params`, but the Estimator passes none", fn)
-            build = _emit.statement("{var} = {name}({params})", var=plan.model_var, name=conversion.builder_name, params=params)
-        else:
-            build = _emit.statement("{var} = {name}()", var=plan.model_var, name=conversion.builder_name)
-        plan.build.append(build)
+        plan.replace_statement(replaced, statements)
+        args = []
+        for name in conversion.arguments:
+            if name == "params":
+                params = unit.arg_value("params")
+                if params is None:
+                    raise Unsupported("the model_fn reads `params`, but the Estimator passes none", fn)
+                args.append(cst.Arg(params))
+            else:
+                args.append(_emit.keyword_arg(name, source.bound[name]))
+        call = cst.Call(cst.Name(conversion.builder_name), args=_emit.call_args(args))
+        plan.build.append(_emit.statement("{var} = {call}", var=plan.model_var, call=call))
         plan.claimed_args.update({"model_fn", "config", "params"})
+        if source.partial:
+            ctx.remove_import_if_unused("functools")
         plan.fixed(unit.call, self.code, f"Estimator -> Keras model built by `{conversion.builder_name}()`")
+
+
+@dataclass
+class _ModelFnSource:
+    """Where the model_fn comes from, and what must be replaced to convert it."""
+
+    function: cst.FunctionDef  # the model_fn's definition
+    replaced: cst.FunctionDef  # the definition the Keras code replaces (a factory, or the model_fn)
+    reference: cst.Name  # the name the Estimator's argument reads
+    bound: dict[str, cst.BaseExpression] = field(default_factory=dict)  # extra names -> values
+    partial: bool = False
+
+
+def _model_fn_source(ctx, node: cst.BaseExpression) -> _ModelFnSource:
+    """The model_fn passed as a name, `functools.partial(model_fn, k=v)`, or `make_model_fn(...)`."""
+    if isinstance(node, cst.Name):
+        fn = resolve(ctx, node)
+        if isinstance(fn, cst.FunctionDef):
+            return _ModelFnSource(fn, fn, node, _defaults(fn))
+    if isinstance(node, cst.Call) and isinstance(node.func, (cst.Name, cst.Attribute)):
+        names = {q.name for q in ctx.get_metadata(QualifiedNameProvider, node.func, set())}
+        if "functools.partial" in names and node.args and isinstance(node.args[0].value, cst.Name):
+            fn = resolve(ctx, node.args[0].value)
+            if isinstance(fn, cst.FunctionDef):
+                bound = _defaults(fn)
+                for arg in node.args[1:]:
+                    if arg.keyword is None or arg.star:
+                        raise Unsupported("functools.partial with positional arguments is not converted", arg)
+                    bound[arg.keyword.value] = arg.value
+                return _ModelFnSource(fn, fn, node.args[0].value, _in_order(bound, fn), partial=True)
+        factory = resolve(ctx, node.func) if isinstance(node.func, cst.Name) else None
+        if isinstance(factory, cst.FunctionDef):
+            inner = _returned_function(factory)
+            body = factory.body.body if isinstance(factory.body, cst.IndentedBlock) else ()
+            if inner is not None and len(body) == 2:
+                bound = bind_arguments(node, tuple(p.name.value for p in factory.params.params))
+                values = {k: a.value for k, a in bound.items()}
+                for param in factory.params.params:
+                    if param.name.value not in values:
+                        if param.default is None:
+                            raise Unsupported(f"the factory's `{param.name.value}` is not given", node)
+                        values[param.name.value] = param.default
+                return _ModelFnSource(inner, factory, node.func, _in_order(values, factory))
+    raise Unsupported("the model_fn is not a function defined in this file (or a partial / factory of one)", node)
+
+
+def _in_order(bound: dict, fn: cst.FunctionDef) -> dict:
+    """``bound`` ordered as ``fn``'s parameters (the builder's arguments follow them)."""
+    order = [p.name.value for p in fn.params.params]
+    return dict(sorted(bound.items(), key=lambda item: order.index(item[0]) if item[0] in order else len(order)))
+
+
+def _defaults(fn: cst.FunctionDef) -> dict[str, cst.BaseExpression]:
+    """Extra model_fn parameters with defaults: bound to those defaults."""
+    return {
+        p.name.value: p.default
+        for p in fn.params.params
+        if p.name.value not in MODEL_FN_PARAMS and p.default is not None
+    }

@@ -117,7 +117,7 @@ model.evaluate(tf.data.Dataset.from_tensor_slices(({"x": x_train}, y_train)).bat
     def plan(self, unit, plan, ctx) -> None:
         seen: list[cst.Call] = []
         for input_fn in plan.input_fns:
-            factory = input_fn.factory
+            factory = input_fn.array_call
             if factory is None or any(factory is other for other in seen):
                 continue
             seen.append(factory)
@@ -125,7 +125,7 @@ model.evaluate(tf.data.Dataset.from_tensor_slices(({"x": x_train}, y_train)).bat
                 raise Unsupported(
                     "the Estimator refused this input_fn under a distribution strategy (it needs a Dataset)", factory)
             dataset = self._dataset(factory, ctx, plan.tf)
-            binding = input_fn.binding
+            binding = input_fn.array_binding
             if binding is None:
                 plan.replace(factory, dataset)
             else:

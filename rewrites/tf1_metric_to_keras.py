@@ -3,7 +3,7 @@ from __future__ import annotations
 import libcst as cst
 
 from estimator2keras import _emit
-from estimator2keras._modelfn import Derived
+from estimator2keras._modelfn import Derived, MetricConversion
 from estimator2keras._rule import Case, ExpressionRule, Safety, Unsupported
 from estimator2keras._translate import bind
 
@@ -23,6 +23,9 @@ TABLE = {
     ("metrics.accuracy", "argmax"): ("SparseCategoricalAccuracy", {}),
     ("metrics.accuracy", "positive"): ("BinaryAccuracy", {"threshold": "0.0"}),
     ("metrics.accuracy", "output"): ("Accuracy", {}),
+    ("metrics.accuracy", "rounded"): ("BinaryAccuracy", {}),
+    ("metrics.precision", "rounded"): ("Precision", {"thresholds": "0.5"}),
+    ("metrics.recall", "rounded"): ("Recall", {"thresholds": "0.5"}),
     ("metrics.mean_squared_error", "output"): ("MeanSquaredError", {}),
     ("metrics.root_mean_squared_error", "output"): ("RootMeanSquaredError", {}),
     ("metrics.mean_absolute_error", "output"): ("MeanAbsoluteError", {}),
@@ -45,8 +48,10 @@ class Tf1MetricToKeras(ExpressionRule):
     | `accuracy` | `tf.argmax(logits, 1)` | `SparseCategoricalAccuracy(name=...)` |
     | `accuracy` | `tf.round(tf.sigmoid(logits))`, `logits > 0` | `BinaryAccuracy(name=..., threshold=0.0)` |
     | `mean_squared_error`, `root_mean_squared_error`, `mean_absolute_error` | the output | `MeanSquaredError`, `RootMeanSquaredError`, `MeanAbsoluteError` |
-    | `auc` | `tf.sigmoid(logits)` | `AUC(name=..., from_logits=True, summation_method="trapezoidal")` |
-    | `auc` | the output (probabilities) | `AUC(name=..., summation_method="trapezoidal")` |
+    | `auc` | `tf.sigmoid(logits)` | `AUC(name=..., from_logits=True)` |
+    | `auc` | the output (probabilities) | `AUC(name=...)` |
+    | `accuracy`, `precision`, `recall` | `tf.round(probabilities)`, `probabilities > 0.5` | `BinaryAccuracy`, `Precision(thresholds=0.5)`, `Recall(thresholds=0.5)` |
+    | `precision`, `recall` | `tf.round(tf.sigmoid(logits))` | `PrecisionOfLogits`, `RecallOfLogits`: Keras's classes fed `sigmoid(y_pred)`, emitted once beside the model |
 
     ## Why
     `tf.metrics` is gone in TF2; dashboards and scripts read the Estimator's metric names,
@@ -54,13 +59,14 @@ class Tf1MetricToKeras(ExpressionRule):
 
     ## Fix safety
     Safe: each Keras metric computes the TF1 value over the whole evaluation. AUC uses the
-    same thresholds in both; TF1's default summation (`trapezoidal`) is written out since
-    Keras defaults to `interpolation`.
+    same thresholds in both, and for the ROC curve Keras's default summation
+    (`interpolation`: the mean of adjacent heights) is TF1's default `trapezoidal`; on the
+    PR curve, TF1's `careful_interpolation` is Keras's `interpolation`, while TF1's
+    `trapezoidal` PR-AUC has no Keras equivalent and is left for a human.
 
     ## Limitations
-    `weights=`, `precision` / `recall` on logits (Keras's thresholds must be probabilities),
-    `tf.metrics.mean` of arbitrary values, and metrics on transformed labels are left for a
-    human: the model converts, and the metric is marked (E2K202) with what to add.
+    `weights=`, `tf.metrics.mean` of arbitrary values, and metrics on transformed labels are
+    left for a human: the model converts, and the metric is marked (E2K202) with what to add.
 
     ## References
     - https://www.tensorflow.org/guide/migrate/metrics_optimizers
@@ -135,20 +141,73 @@ print(model.evaluate(input_fn(), return_dict=True)["accuracy"])
             raise Unsupported("the metric's labels are not the model_fn's `labels`")
         derived: Derived | None = derive(predictions.value)
         kind = derived.kind if derived else None
+        if path in ON_LOGITS and kind == "positive":
+            keras_class, definition = ON_LOGITS[path]
+            metric = _emit.expr('{cls}(name={name}, thresholds=0.5)', cls=keras_class, name=_quote(name))
+            return MetricConversion(metric, [_emit.statement(definition.format(tf=tf))])
         if (path, kind) not in TABLE:
-            if path in ("metrics.precision", "metrics.recall") and kind == "positive":
-                raise Unsupported("Keras precision/recall threshold probabilities, and this model outputs logits")
             raise Unsupported("its predictions are not computed from the model output in a way e2k maps")
         keras, extra = TABLE[(path, kind)]
         args = [_emit.keyword_arg("name", cst.SimpleString(_quote(name)))]
         args += [_emit.keyword_arg(k, cst.parse_expression(v)) for k, v in extra.items()]
         if path == "metrics.auc":
-            for key in ("num_thresholds", "curve", "summation_method"):
-                if key in bound:
-                    args.append(_emit.keyword_arg(key, bound[key].value))
-            if "summation_method" not in bound:
-                args.append(_emit.keyword_arg("summation_method", cst.SimpleString('"trapezoidal"')))
+            args += _auc_arguments(bound)
         return cst.Call(_emit.expr("{tf}.keras.metrics.{k}", tf=tf, k=keras), args=_emit.call_args(args))
+
+
+#: Precision and recall of `round(sigmoid(logits))`: Keras's classes threshold probabilities
+#: (and refuse thresholds outside [0, 1]), so they are fed the sigmoid of the logits.
+ON_LOGITS = {
+    "metrics.precision": ("PrecisionOfLogits", """
+class PrecisionOfLogits({tf}.keras.metrics.Precision):
+    \"\"\"Precision of sigmoid(logits) > 0.5, as tf.metrics.precision counted it.\"\"\"
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        return super().update_state(y_true, {tf}.sigmoid(y_pred), sample_weight)
+"""),
+    "metrics.recall": ("RecallOfLogits", """
+class RecallOfLogits({tf}.keras.metrics.Recall):
+    \"\"\"Recall of sigmoid(logits) > 0.5, as tf.metrics.recall counted it.\"\"\"
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        return super().update_state(y_true, {tf}.sigmoid(y_pred), sample_weight)
+"""),
+}
+
+#: TF1 AUC summation -> Keras's, per curve. For ROC, Keras's "interpolation" averages adjacent
+#: heights: TF1's "trapezoidal". For PR, Keras's "interpolation" is TF1's "careful_interpolation".
+AUC_SUMMATION = {
+    ("ROC", "trapezoidal"): None,  # Keras's default
+    ("ROC", "careful_interpolation"): None,
+    ("PR", "careful_interpolation"): None,
+    ("ROC", "minoring"): "minoring",
+    ("ROC", "majoring"): "majoring",
+    ("PR", "minoring"): "minoring",
+    ("PR", "majoring"): "majoring",
+}
+
+
+def _auc_arguments(bound) -> list[cst.Arg]:
+    def literal(key, default):
+        arg = bound.get(key)
+        if arg is None:
+            return default
+        if not isinstance(arg.value, cst.SimpleString):
+            raise Unsupported(f"AUC `{key}=` must be a literal for e2k to map it")
+        return arg.value.evaluated_value
+    curve = literal("curve", "ROC")
+    summation = literal("summation_method", "trapezoidal")
+    if (curve, summation) not in AUC_SUMMATION:
+        raise Unsupported(f"Keras AUC has no summation matching TF1's {summation!r} on the {curve} curve")
+    args = []
+    if "num_thresholds" in bound:
+        args.append(_emit.keyword_arg("num_thresholds", bound["num_thresholds"].value))
+    if curve != "ROC":
+        args.append(_emit.keyword_arg("curve", cst.SimpleString(_quote(curve))))
+    keras_summation = AUC_SUMMATION[(curve, summation)]
+    if keras_summation is not None:
+        args.append(_emit.keyword_arg("summation_method", cst.SimpleString(_quote(keras_summation))))
+    return args
 
 
 def _quote(text: str) -> str:

@@ -16,5 +16,12 @@ def test_generated_rule_pages_are_up_to_date():
 
 
 def test_every_user_facing_doc_exists():
-    for name in ("index.md", "cli.md", "parity.md", "rules/README.md"):
+    for name in ("index.md", "cli.md", "parity.md", "configuration.md", "pre-commit.md", "custom-rules.md", "notebooks.md", "rules/README.md"):
         assert (REPO / "docs" / name).is_file(), name
+
+
+def test_custom_rules_walkthrough_shows_the_example_package_as_it_is():
+    page = (REPO / "docs" / "custom-rules.md").read_text()
+    example = REPO / "examples" / "team-e2k-rules"
+    for part in ("team_e2k_rules/make_estimator_to_estimator.py", "demo/train.py", "demo/train_keras.py"):
+        assert (example / part).read_text().rstrip() in page, f"docs/custom-rules.md is stale: {part} changed"

@@ -148,3 +148,40 @@ def test_select_only_expression_rules_converts_nothing():
     rules = RuleSet.load(select=["E2K1"])
     result = rewrite_source(CANONICAL, "a.py", rules)
     assert result.status == "unchanged" and result.new == CANONICAL
+
+
+class _Refusing(ModuleRule):
+    """Refuses every file.
+
+    ## What it does
+    Nothing.
+
+    ## Why
+    To test that a module rule's refusal is a finding, not a failure.
+
+    ## Fix safety
+    None.
+    """
+
+    code = "E2K998"
+    summary = "test rule that refuses"
+
+    def transform(self, module, ctx):
+        from estimator2keras._rule import Unsupported
+
+        ctx.edits.insert_after_imports([cst.parse_statement("x = 1\n")])  # dropped with the refusal
+        raise Unsupported("this file is not for me", module.body[0])
+
+
+def test_module_rule_refusal_is_reported_and_the_rest_converts(rules):
+    refusing = RuleSet({**rules.rules, "E2K998": _Refusing})
+    result = rewrite_source(CANONICAL, "a.py", refusing)
+    assert result.status == "partial"
+    assert [(f.code, f.message) for f in result.manual] == [("E2K998", "this file is not for me")]
+    assert b"x = 1" not in result.new and b"model.fit(" in result.new
+
+
+def test_module_level_setup_goes_after_a_late_tensorflow_import(rules):
+    source = CANONICAL.replace(b"import tensorflow as tf\n", b"import sys\nsys.path.insert(0, '.')\nimport tensorflow as tf\n")
+    new = rewrite_source(source, "a.py", rules).new
+    assert new.index(b"import tensorflow as tf") < new.index(b"tf.config.set_logical_device_configuration")

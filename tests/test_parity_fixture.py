@@ -8,8 +8,6 @@ import sys
 
 import pytest
 
-from estimator2keras.parity import run_parity
-from estimator2keras.parity._runner import run_parity_many
 from parity_programs import support
 
 PROGRAM = support.program("canonical")
@@ -18,14 +16,11 @@ pytestmark = [pytest.mark.slow, support.requires_legacy]
 
 @pytest.fixture(scope="module")
 def two_replicas():
-    """One legacy run on 2 replicas, compared with after.py and every wrong migration."""
-    migrated = [PROGRAM.correct] + [case.path for case in PROGRAM.cases]
-    results = run_parity_many(PROGRAM.legacy, migrated, replicas=2, legacy_python=support.legacy_python())
-    return dict(zip(migrated, results))
+    return support.run_program(PROGRAM, replicas=2)
 
 
 def test_after_py_holds_parity_bit_for_bit_on_2_replicas(two_replicas):
-    result = two_replicas[PROGRAM.correct]
+    result = two_replicas["correct"]
     support.assert_parity(result, PROGRAM.correct_steps[2])
     assert result.legacy.strategy == "MirroredStrategyV1" and result.legacy.replicas == 2
     assert result.migrated.replicas == 2
@@ -38,21 +33,20 @@ def test_after_py_holds_parity_bit_for_bit_on_2_replicas(two_replicas):
 
 @pytest.mark.parametrize("case", PROGRAM.cases, ids=lambda case: case.id)
 def test_wrong_migration_is_caught(two_replicas, case):
-    support.assert_caught(two_replicas[case.path], case)
+    support.assert_caught(two_replicas[case.id], case)
 
 
 def test_after_py_holds_parity_on_1_replica():
     # after.py asks for 2 logical CPUs and a 2-device strategy: the harness's N wins
-    result = run_parity(PROGRAM.legacy, PROGRAM.correct, replicas=1, legacy_python=support.legacy_python())
+    result = support.run_program(PROGRAM, replicas=1, wrong=False, newest=False)["correct"]
     support.assert_parity(result, PROGRAM.correct_steps[1])
     assert result.legacy.replicas == result.migrated.replicas == 1
     assert any("set_logical_device_configuration" in note for note in result.migrated.notes)
 
 
 @support.requires_target
-def test_after_py_holds_parity_on_newest_tensorflow():
-    result = run_parity(PROGRAM.legacy, PROGRAM.correct, legacy_python=support.legacy_python(),
-                        target_python=support.target_python())
+def test_after_py_holds_parity_bit_for_bit_on_newest_tensorflow(two_replicas):
+    result = two_replicas["newest"]
     support.assert_parity(result, PROGRAM.correct_steps[2])
     assert result.migrated.versions["keras"].startswith("3.")
     assert all(row.max_abs_diff == 0 for row in result.weights), result.report()
@@ -65,25 +59,18 @@ def _e2k(*args: str) -> subprocess.CompletedProcess:
         capture_output=True, text=True, timeout=600)
 
 
-def test_cli_parity_exit_0_with_json_and_plot(tmp_path):
+def test_cli_parity_exit_0_with_step_limit_json_and_plot(tmp_path):
     json_path, plot_path = tmp_path / "parity.json", tmp_path / "parity.png"
-    done = _e2k(str(PROGRAM.legacy), str(PROGRAM.correct), "--json", str(json_path), "--plot", str(plot_path))
+    done = _e2k(str(PROGRAM.legacy), str(PROGRAM.correct), "--steps", "2",
+                "--json", str(json_path), "--plot", str(plot_path))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "PARITY:" in done.stdout and "Training loss per step" in done.stdout
     assert "Traceback" not in done.stderr
     data = json.loads(json_path.read_text())
     assert data["schema"] == "e2k-parity/1" and data["verdict"] == "parity" and data["exit_code"] == 0
-    assert [row["step"] for row in data["steps"]] == [1, 2, 3]
-    assert data["settings"]["replicas"] == 2
+    assert [row["step"] for row in data["steps"]] == [1, 2]
+    assert data["settings"]["replicas"] == 2 and data["settings"]["steps"] == 2
     assert plot_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-
-
-def test_cli_broken_exit_1_names_the_first_divergent_step():
-    wrong = next(case for case in PROGRAM.cases if case.id == "learning_rate")
-    done = _e2k(str(PROGRAM.legacy), str(wrong.path), "--replicas", "2")
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert "BROKEN: losses diverge at step 2" in " ".join(done.stdout.split())
-    assert "FAIL <- first divergence" in done.stdout
 
 
 def test_cli_variable_mismatch_exit_2_prints_both_tables():

@@ -26,7 +26,7 @@ from estimator2keras.parity._compare import (
     step_count_hints,
 )
 from estimator2keras.parity._report import render_text, variable_tables_text, visible_step_rows, write_json, write_plot
-from estimator2keras.parity._result import SideInfo, allclose
+from estimator2keras.parity._result import allclose
 from estimator2keras.parity._runner import SideRun, child_environment, failure, resolve_python
 
 PARITY_DIR = Path(parity.__file__).resolve().parent
@@ -49,7 +49,7 @@ keras_side = _load("_keras_side")
 
 def test_public_surface_is_small():
     assert sorted(parity.__all__) == [
-        "MetricRow", "ParityResult", "ParityUsageError", "StepRow", "Tolerance", "WeightRow", "run_parity"]
+        "MetricRow", "ParityResult", "ParityUsageError", "StepRow", "Tolerance", "WeightRow", "run_parity", "run_parity_many"]
 
 
 def test_default_tolerance_is_tight_for_ten_steps_then_relative():
@@ -171,6 +171,14 @@ def test_one_extra_step_is_explained_by_the_dropped_last_round():
     assert any("drops a last round" in hint for hint in result.hints)
 
 
+def test_a_program_without_a_strategy_is_noted():
+    result = compare(_side([1.0], replicas=1), _side([1.0], replicas=1, reduction=None), _weights(), _weights(),
+                     Tolerance(), legacy_info=side_info(_side([1.0], replicas=1), "l", "p", None),
+                     migrated_info=side_info(_side([1.0], replicas=1), "m", "p", None), settings={"replicas": 2})
+    assert result.passed
+    assert sum("ran on 1 replica although 2 were asked for" in note for note in result.notes) == 2
+
+
 def test_different_replica_counts_are_pointed_out():
     legacy = side_info(_side([1.0] * 4), "l", "p", None)
     migrated = side_info(_side([1.0] * 8, replicas=1), "m", "p", None)
@@ -199,17 +207,17 @@ def test_keras_fit_validation_stands_in_for_a_missing_evaluate():
     assert _compare([1.0], None, migrated=migrated).passed
 
 
-def test_diverged_replica_copies_are_explained():
+def test_diverged_replica_copies_are_compared_as_their_mean_with_a_warning():
     variables = [{"name": "bn/gamma", "shape": [2], "trainable": True},
                  {"name": "bn/moving_mean", "shape": [2], "trainable": False}]
     weights = {"initial_0": np.ones(2), "initial_1": np.zeros(2), "final_0": np.ones(2), "final_1": np.zeros(2)}
-    other = dict(weights, final_1=np.array([0.3, 0.0]))
     legacy = _side([1.0], variables=variables)
-    migrated = _side([1.0], reduction=None, variables=variables,
-                     diverged_replica_copies=[{"index": 1, "name": "bn/moving_mean", "max_diff": 0.6}])
-    result = _compare(None, None, legacy=legacy, migrated=migrated, legacy_weights=weights, migrated_weights=other)
-    assert result.verdict == "broken"
-    assert any("per-replica copies" in hint and "replica 0" in hint for hint in result.hints)
+    migrated = _side([1.0], reduction=None, variables=variables, diverged_replica_copies=[
+        {"index": 1, "name": "bn/moving_mean", "max_diff": 0.6, "saved_vs_mean": 0.3}])
+    result = _compare(None, None, legacy=legacy, migrated=migrated, legacy_weights=weights, migrated_weights=weights)
+    assert result.passed
+    assert len(result.warnings) == 1 and "replica 0's copy, 0.3 away" in result.warnings[0]
+    assert "warning: bn/moving_mean" in render_text(result)
 
 
 def test_weights_are_compared_per_tensor_relative_to_its_largest_value():
@@ -312,6 +320,7 @@ def test_child_environment_is_repeatable_and_single_worker(monkeypatch):
     ("no_training", {"error": {"message": "never trained"}},
      ("no training call found in the legacy program: never trained", None)),
     ("environment", {"error": {"message": "no estimator"}}, ("cannot run the legacy program: no estimator", None)),
+    ("unsupported", {"error": {"message": "two models"}}, ("cannot compare the legacy program: two models", None)),
     ("harness_error", {"error": {"type": "KeyError", "message": "x", "traceback": "TB"}},
      ("the parity harness failed while running the legacy program (KeyError: x); please report this", "TB")),
 ])
@@ -422,3 +431,41 @@ def test_first_batch_of_fit_data_without_losing_it():
     features, replaced = keras_side._first_batch_features(batches(), None)
     assert features.shape == (4, 2)
     assert [b[0][0, 0] for b in replaced] == [0.0, 8.0]  # the peeked batch is put back
+
+
+# --- CLI wiring: exit codes, report, JSON, plot (run_parity replaced: no TensorFlow) -------
+
+@pytest.mark.parametrize(("legacy", "migrated", "code", "verdict_line"), [
+    ([3.0, 2.0], [3.0, 2.0], 0, "PARITY: 2 steps"),
+    ([3.0, 2.0], [3.0, 2.5], 1, "BROKEN: losses diverge at step 2"),
+    (None, None, 2, "ERROR: variables do not match"),
+])
+def test_cli_exit_codes_follow_the_verdict(monkeypatch, capsys, tmp_path, legacy, migrated, code, verdict_line):
+    from estimator2keras import cli
+    from estimator2keras.parity import cli as parity_cli
+
+    if legacy is None:
+        result = ParityResult(verdict="error", reason="variables do not match: 4 vs 2",
+                              detail=variable_tables_text([], [{"name": "w", "shape": [1]}]))
+    else:
+        result = _compare(legacy, migrated)
+    seen = {}
+
+    def fake_run_parity(legacy_path, migrated_path, **kwargs):
+        seen.update(kwargs, legacy=legacy_path, migrated=migrated_path)
+        return result
+
+    monkeypatch.setattr(parity_cli, "run_parity", fake_run_parity)
+    json_path, plot_path = tmp_path / "r.json", tmp_path / "r.png"
+    argv = ["parity", str(FIXTURE / "before.py"), str(FIXTURE / "after.py"), "--replicas", "3", "--steps", "7",
+            "--rtol", "0.01", "--keep-shuffle", "--json", str(json_path), "--plot", str(plot_path)]
+    assert cli.main(argv) == code
+    out, err = capsys.readouterr()
+    assert verdict_line in " ".join(out.split())
+    assert "Traceback" not in out + err
+    assert seen["replicas"] == 3 and seen["steps"] == 7 and seen["rtol"] == 0.01 and seen["atol"] is None
+    assert seen["keep_shuffle"] is True and seen["keep_dropout"] is False and seen["op_determinism"] is True
+    assert json.loads(json_path.read_text())["exit_code"] == code
+    assert plot_path.exists() == (legacy is not None)
+    if legacy is None:
+        assert "no training step to plot" in err

@@ -8,7 +8,7 @@
 See docs/parity.md for what is compared, how randomness is handled and the tolerances.
 """
 from estimator2keras.parity._result import MetricRow, ParityResult, StepRow, Tolerance, WeightRow
-from estimator2keras.parity._runner import ParityUsageError, run_parity
+from estimator2keras.parity._runner import ParityUsageError, run_parity, run_parity_many
 
 __all__ = [
     "MetricRow",
@@ -18,4 +18,5 @@ __all__ = [
     "Tolerance",
     "WeightRow",
     "run_parity",
+    "run_parity_many",
 ]

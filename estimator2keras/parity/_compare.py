@@ -43,23 +43,31 @@ def side_info(side: Mapping[str, Any], program: str, python: str, seconds: float
     )
 
 
-def reduction_note(legacy: Mapping[str, Any]) -> str | None:
-    """What the Estimator's per-step loss is, from the reduction TensorFlow used to report it.
+def legacy_losses_on_keras_scale(legacy: Mapping[str, Any]) -> tuple[list[float], float, str | None]:
+    """The Estimator's per-step losses as the loss whose gradient it applied, and why.
 
-    The Estimator reduces the replicas' losses with `_get_loss_reduce_op_for_reporting`: MEAN
-    when the TF1 optimizer divided the loss by the number of replicas (a mean loss), else
-    SUM (a loss with reduction SUM: the optimizer applies the gradient of the sum). Either
-    way it is the loss whose gradient is applied — which is also what Keras reports (the
-    mean over the global batch for a mean loss; the sum for reduction="sum"). So the
-    losses are compared as reported, never rescaled; a sum/mean mix-up is a real
-    difference in training, and shows as one.
+    Keras reports the loss it differentiates (the global-batch mean for a mean loss, the sum
+    for reduction="sum"). The Estimator reports the replicas' losses reduced with the op
+    TensorFlow chose (`_get_loss_reduce_op_for_reporting`): MEAN when a TF1 optimizer divided
+    the loss by the N replicas, else SUM. That SUM is the differentiated loss, unless the
+    model_fn itself divided the loss by N before a Keras optimizer (TF2 canned heads do):
+    then it is N times it. So the legacy losses are divided by N exactly in that case — read
+    from the graph TensorFlow built, never fitted to make the numbers agree — and compared
+    as reported otherwise. Returns (losses, factor applied, note for the report).
     """
+    losses = [float(x) for x in legacy.get("losses") or []]
     replicas = int(legacy.get("replicas") or 1)
-    if legacy.get("loss_reduction") == "sum" and replicas > 1:
-        return (f"the Estimator reported each step's loss as the SUM over its {replicas} replicas (its loss "
-                f"reduction was SUM, so the TF1 optimizer did not divide by {replicas}): the loss whose "
-                "gradient it applies, as Keras reports for a loss with reduction=\"sum\"; compared as reported")
-    return None
+    if legacy.get("loss_reduction") != "sum" or replicas <= 1:
+        return losses, 1.0, None
+    if legacy.get("loss_divided_by_replicas"):
+        return [x / replicas for x in losses], 1.0 / replicas, (
+            f"the model_fn divided the loss it differentiates by the {replicas} replicas before a Keras "
+            f"optimizer (as TF2 canned heads do), but the Estimator reported the SUM of the undivided "
+            f"losses over replicas: legacy losses are shown divided by {replicas}")
+    return losses, 1.0, (
+        f"the Estimator reported each step's loss as the SUM over its {replicas} replicas (its loss "
+        f"reduction was SUM, so the TF1 optimizer did not divide by {replicas}): the loss whose "
+        "gradient it applies, as Keras reports for a loss with reduction=\"sum\"; compared as reported")
 
 
 def compare_steps(legacy: list[float], migrated: list[float], tolerance: Tolerance) -> list[StepRow]:
@@ -179,19 +187,25 @@ def step_count_hints(legacy: SideInfo, migrated: SideInfo, step_limit: int | Non
     return hints
 
 
-def semantic_hints(migrated: Mapping[str, Any], weights: list[WeightRow], failing_weights: list[WeightRow],
-                   failing_metrics: list[MetricRow], failing_step: int | None, legacy_info: SideInfo) -> list[str]:
-    """Known Estimator/Keras differences that explain a failure the losses do not show."""
+def replica_copy_warnings(migrated: Mapping[str, Any]) -> list[str]:
+    """Mirrored variables whose per-replica copies diverged in the Keras program (Keras 3's
+    BatchNorm moving statistics): compared as their mean, and said so, loudly."""
+    warnings = []
+    for item in migrated.get("diverged_replica_copies") or []:
+        warnings.append(
+            f"{item['name']}: the migrated program's per-replica copies of this mirrored variable differ by up to "
+            f"{item['max_diff']:.3g} after training (Keras 3 updates BatchNormalization moving statistics on each "
+            "replica separately under MirroredStrategy). Compared as their mean over replicas, which is what the "
+            "Estimator checkpoints (and Keras 2 saves); the model Keras 3 saves holds replica 0's copy, "
+            f"{item['saved_vs_mean']:.3g} away from that mean")
+    return warnings
+
+
+def evaluation_hints(weights: list[WeightRow], failing_metrics: list[MetricRow], failing_step: int | None,
+                     legacy_info: SideInfo) -> list[str]:
+    """Known Estimator/Keras differences that explain eval metrics differing after the same training."""
     hints = []
     replicas = legacy_info.replicas or 1
-    diverged = {d["index"]: d for d in migrated.get("diverged_replica_copies") or []}
-    for row in failing_weights:
-        if row.index in diverged:
-            hints.append(
-                f"{row.migrated_name}: the migrated program's per-replica copies of this mirrored variable "
-                f"differ by up to {diverged[row.index]['max_diff']:.3g} after training (Keras 3 updates "
-                "BatchNormalization moving statistics on each replica separately under MirroredStrategy); "
-                "its saved value is replica 0's, while the Estimator checkpoints the mean over replicas")
     if failing_metrics and failing_step is None and replicas > 1:
         if any(not row.trainable for row in weights):
             hints.append(
@@ -210,7 +224,8 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
     """The verdict on two successful runs."""
     import numpy as np
 
-    legacy_losses = [float(x) for x in legacy.get("losses") or []]
+    legacy_losses, factor, reduction_note = legacy_losses_on_keras_scale(legacy)
+    legacy_info.loss_scale = factor
     migrated_losses = [float(x) for x in migrated.get("losses") or []]
     steps = compare_steps(legacy_losses, migrated_losses, tolerance)
 
@@ -223,7 +238,13 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
                               legacy_weights, migrated_weights, final_rtol, final_atol)
     metrics = compare_metrics(final_evaluation(legacy), final_evaluation(migrated), final_rtol, final_atol)
 
-    notes = [note] if (note := reduction_note(legacy)) else []
+    notes = [reduction_note] if reduction_note else []
+    asked = int(settings.get("replicas") or 1)
+    for label, info in (("legacy", legacy_info), ("migrated", migrated_info)):
+        if asked > 1 and (info.replicas or 1) == 1:
+            # the harness never adds a strategy: it would change what an input_fn's batch means
+            notes.append(f"the {label} program ran on 1 replica although {asked} were asked for: it creates no "
+                         "MirroredStrategy (or trains outside its scope)")
     mismatched_initial = [
         i for i in range(paired)
         if not np.array_equal(np.asarray(legacy_weights.get(f"initial_{i}")),
@@ -268,8 +289,9 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
         verdict = "parity"
         reason = (f"{_count(len(steps), 'step')}, {_count(len(weights), 'final weight')} and "
                   f"{_count(len(compared_metrics), 'eval metric')} agree within tolerance")
-    hints += semantic_hints(migrated, weights, failing_weights, failing_metrics, failing_step, legacy_info)
+    hints += evaluation_hints(weights, failing_metrics, failing_step, legacy_info)
     return ParityResult(
+        warnings=replica_copy_warnings(migrated),
         verdict=verdict,
         reason=reason,
         first_divergent_step=failing_step,

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
-import itertools
 import os
 import sys
 
@@ -43,6 +42,7 @@ class State:
 
     def __init__(self, request: dict):
         self.step_limit = request.get("steps")
+        self.neutralize_shuffle = bool(request.get("neutralize_shuffle"))
         self.legacy_variables: list[dict] = request.get("legacy_variables") or []
         self.initial_weights_path = request.get("initial_weights")
         self.model = None
@@ -126,8 +126,12 @@ def _first_batch_features(x, kwargs_batch_size):
         return (element[0] if isinstance(element, (tuple, list)) else element), x
     if inspect.isgenerator(x) or hasattr(x, "__next__"):
         element = next(x)
-        x = itertools.chain([element], x)  # put the peeked batch back
-        return (element[0] if isinstance(element, (tuple, list)) else element), x
+
+        def put_back(rest=x):  # a generator again, with the peeked batch first
+            yield element
+            yield from rest
+
+        return (element[0] if isinstance(element, (tuple, list)) else element), put_back()
     size = kwargs_batch_size or 32
     if isinstance(x, dict):
         return {k: v[:size] for k, v in x.items()}, x
@@ -145,7 +149,7 @@ def _prepare_model(tf, state: State, model, x, batch_size):
         features, x = _first_batch_features(x, batch_size)
         if features is None:
             raise common.HarnessStop(
-                "crashed", "the model is not built before fit and the harness could not take a batch "
+                "unsupported", "the model is not built before fit and the harness could not take a batch "
                            f"from fit's data ({type(x).__name__}) to build it; give the model an input shape")
         with strategy.scope():
             model(features, training=False)
@@ -191,7 +195,8 @@ def _prepare_model(tf, state: State, model, x, batch_size):
             weight.assign(value.astype(np.dtype(str(getattr(weight.dtype, "name", weight.dtype)))))
     state.initial = _read(paired)
     state.replicas = int(strategy.num_replicas_in_sync)
-    state.strategy = type(strategy).__name__
+    name = type(strategy).__name__
+    state.strategy = None if name.startswith("_Default") else name  # no strategy in the program
     try:
         state.worker_devices = list(strategy.extended.worker_devices)
     except (AttributeError, RuntimeError):
@@ -201,22 +206,24 @@ def _prepare_model(tf, state: State, model, x, batch_size):
 
 def _read(weights):
     """The values the program would save: a sync-on-read variable's aggregate, a mirrored
-    variable's primary copy."""
+    variable's value."""
     import numpy as np
 
     return [np.array(w.numpy() if hasattr(w, "numpy") else w) for w in weights]
 
 
-def _diverged_replica_copies(tf, weights, descriptions) -> list[dict]:
-    """Mirrored (sync-on-write) variables whose per-replica copies differ after training.
+def _read_final(weights, descriptions):
+    """Final values, and the mirrored variables whose per-replica copies diverged.
 
     Mirroring promises equal copies; Keras 3 breaks it for BatchNormalization's moving
-    statistics under MirroredStrategy (each replica updates its own copy, aggregation
-    NONE), so the saved value is replica 0's, not the mean the Estimator checkpoints.
+    statistics under MirroredStrategy (each replica updates its own copy, aggregation NONE),
+    and reads and saves replica 0's. Such a variable is read as the mean of its copies —
+    what the Estimator checkpoints and Keras 2 saves (sync-on-read, MEAN) — and reported,
+    with how far the copies and the saved copy are from that mean.
     """
     import numpy as np
 
-    found = []
+    values, diverged = _read(weights), []
     for i, (weight, description) in enumerate(zip(weights, descriptions)):
         variable = getattr(weight, "_value", weight)
         if type(variable).__name__ != "MirroredVariable":
@@ -227,8 +234,11 @@ def _diverged_replica_copies(tf, weights, descriptions) -> list[dict]:
             continue
         spread = max((float(np.max(np.abs(c - copies[0]))) for c in copies[1:] if c.size), default=0.0)
         if spread > 0:
-            found.append({"index": i, "name": description["name"], "max_diff": spread})
-    return found
+            mean = np.mean(np.stack(copies), axis=0).astype(copies[0].dtype)
+            diverged.append({"index": i, "name": description["name"], "max_diff": spread,
+                             "saved_vs_mean": float(np.max(np.abs(values[i] - mean)))})
+            values[i] = mean
+    return values, diverged
 
 
 def instrument(tf, state: State) -> None:
@@ -264,7 +274,7 @@ def instrument(tf, state: State) -> None:
                 bound.arguments["x"] = x
         elif state.model is not self:
             raise common.HarnessStop(
-                "crashed", "the program trains more than one Keras model; the parity harness compares one")
+                "unsupported", "the program trains more than one Keras model; the parity harness compares one")
         if state.limit_reached:
             state.skipped_fit_calls += 1
             history = tf.keras.callbacks.History()
@@ -280,8 +290,7 @@ def instrument(tf, state: State) -> None:
             history = original_fit(*bound.args, **bound.kwargs)
         finally:
             state.in_fit = False
-            state.final = _read(state.paired)
-            state.diverged = _diverged_replica_copies(tf, state.paired, state.variables)
+            state.final, state.diverged = _read_final(state.paired, state.variables)
         val = {k[4:]: common.to_float(v[-1]) for k, v in (getattr(history, "history", None) or {}).items()
                if k.startswith("val_") and v}
         if val:
@@ -321,7 +330,6 @@ def main(request_path: str) -> int:
     # Like `python PROGRAM`: the program's directory first on sys.path, before TF is imported.
     sys.path[0] = os.path.dirname(os.path.abspath(request["program"]))
     state = State(request)
-    state.neutralize_shuffle = request["neutralize_shuffle"]
     result: dict = {"side": "migrated", "status": "harness_error", "program": request["program"]}
     try:
         common.seed_python_and_numpy(request["seed"])

@@ -48,6 +48,7 @@ class Recorder:
         self.initial = None
         self.final = None
         self.loss_reduction: str | None = None
+        self.loss_divided_by_replicas = False
         self.replicas: int | None = None
         self.strategy: str | None = None
         self.worker_devices: list[str] | None = None
@@ -118,6 +119,7 @@ def _make_hook(tf, rec: Recorder, loss_tensor):
             op = getattr(graph, "_e2k_reporting_reduce_op", None)
             if op is not None:
                 rec.loss_reduction = op
+            rec.loss_divided_by_replicas = bool(getattr(graph, "_e2k_loss_divided_by_replicas", False))
 
         def after_create_session(self, session, coord):
             if rec.initial is None and self._reads:
@@ -234,18 +236,18 @@ def instrument(tf, request: dict, rec: Recorder, devices: list[str], device_kind
 
     Estimator.evaluate = evaluate
 
-    _patch_optimizers_for_state_snapshot(tf)
+    _patch_optimizers(tf)
 
 
-def _patch_optimizers_for_state_snapshot(tf) -> None:
-    """Remember the graph's variables when an optimizer is first applied (see _model_variables)."""
+def _patch_optimizers(tf) -> None:
+    """Remember the graph's variables when an optimizer is first applied (see _model_variables),
+    and whether the loss a Keras optimizer differentiates was already divided by the replicas."""
     classes = []
     from tensorflow.python.training import optimizer as tf1_optimizer
     classes.append(tf1_optimizer.Optimizer)
-    try:
-        classes.append(tf.keras.optimizers.legacy.Optimizer)
-    except AttributeError:
-        pass
+    keras_optimizer = getattr(getattr(tf.keras.optimizers, "legacy", None), "Optimizer", None)
+    if keras_optimizer is not None:
+        classes.append(keras_optimizer)
     for cls in classes:
         original = cls.apply_gradients
 
@@ -256,6 +258,41 @@ def _patch_optimizers_for_state_snapshot(tf) -> None:
             return _original(self, *args, **kwargs)
 
         cls.apply_gradients = apply_gradients
+
+    if keras_optimizer is None:
+        return
+    # TF1 optimizers divide by the replicas themselves and flag it (the Estimator then reports
+    # the MEAN). Keras optimizers do not: TF2 canned heads (base_head, baseline,
+    # dnn_linear_combined) write `loss *= 1. / num_replicas` before `get_updates`, and the
+    # Estimator still reports the SUM of the undivided losses. Seen here, from the graph.
+    for name in ("get_updates", "minimize"):
+        original = getattr(keras_optimizer, name)
+
+        def method(self, loss, *args, _original=original, **kwargs):
+            if _divided_by_replicas(tf, loss):
+                tf.compat.v1.get_default_graph()._e2k_loss_divided_by_replicas = True
+            return _original(self, loss, *args, **kwargs)
+
+        setattr(keras_optimizer, name, method)
+
+
+def _divided_by_replicas(tf, loss) -> bool:
+    """Whether ``loss`` is `x * (1/N)` or `x / N`, N the replicas in sync."""
+    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    op = getattr(loss, "op", None)
+    if replicas <= 1 or op is None or op.type not in ("Mul", "RealDiv", "Div"):
+        return False
+    inputs = list(op.inputs)
+    for i, tensor in enumerate(inputs):
+        value = tf.get_static_value(tensor)
+        if value is None or getattr(value, "size", 1) != 1:
+            continue
+        value = float(value)
+        if op.type == "Mul" and abs(value * replicas - 1.0) < 1e-6:
+            return True
+        if op.type != "Mul" and i == 1 and abs(value - replicas) < 1e-6:
+            return True
+    return False
 
 
 def main(request_path: str) -> int:
@@ -325,6 +362,7 @@ def _save(rec: Recorder, result: dict, out_dir: str) -> None:
     result.update(
         losses=rec.losses,
         loss_reduction=rec.loss_reduction,
+        loss_divided_by_replicas=rec.loss_divided_by_replicas,
         replicas=rec.replicas,
         strategy=rec.strategy,
         worker_devices=rec.worker_devices,

@@ -17,6 +17,11 @@ CONTEXT_ROWS = 3
 TOP_WEIGHTS = 5
 
 
+def require_rich() -> None:
+    """Raise ParityUsageError saying what to install when rich is missing."""
+    _rich()
+
+
 def _rich():
     try:
         import rich  # noqa: F401
@@ -151,6 +156,8 @@ def build_renderables(result: ParityResult, *, max_rows: int = 40) -> list[Any]:
                           style="red" if row.passed is False else None)
         out.append(table)
 
+    for warning in result.warnings:
+        out.append(Text(f"warning: {warning}", style="bold yellow"))
     for hint in result.hints:
         out.append(Text(f"hint: {hint}", style="yellow"))
     notes = list(result.notes)

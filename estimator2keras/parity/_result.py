@@ -121,6 +121,7 @@ class SideInfo:
     strategy: str | None = None
     devices: list[str] | None = None
     loss_reduction: str | None = None  # legacy only: "sum", "mean" or "none"
+    loss_scale: float = 1.0  # legacy only: factor applied to its reported losses (1/N or 1)
     steps: int = 0
     training_calls: int = 0
     seconds: float | None = None
@@ -147,6 +148,7 @@ class ParityResult:
     settings: dict[str, Any] = field(default_factory=dict)
     hints: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
     detail: str | None = None
     variable_tables: dict[str, list[dict]] | None = None
     workdir: str | None = None

@@ -159,6 +159,8 @@ def failure(run: SideRun, timeout: float) -> tuple[str, str | None]:
         return f"variables do not match: {message}", None
     if status == "environment":
         return f"cannot run the {label} program: {message}", None
+    if status == "unsupported":
+        return f"cannot compare the {label} program: {message}", None
     return (f"the parity harness failed while running the {label} program ({error.get('type')}: {message}); "
             "please report this", error.get("traceback") or run.stderr_tail() or None)
 
@@ -208,7 +210,7 @@ def run_parity(
 
 def run_parity_many(
     legacy: str | os.PathLike[str],
-    migrated: list[str | os.PathLike[str]],
+    migrated: list[str | os.PathLike[str] | tuple[str | os.PathLike[str], str | os.PathLike[str] | None]],
     *,
     replicas: int = 2,
     steps: int | None = None,
@@ -225,7 +227,9 @@ def run_parity_many(
     workdir: str | os.PathLike[str] | None = None,
 ) -> list[ParityResult]:
     """:func:`run_parity` for several migrations of one program: the legacy program runs
-    once, each migration is compared with that run. One result per migration, in order."""
+    once, each migration is compared with that run. One result per migration, in order.
+    An item of ``migrated`` may be a ``(path, python)`` pair to run that migration in
+    another interpreter than ``target_python``."""
     from estimator2keras.parity._compare import compare, side_info
 
     if replicas < 1:
@@ -241,7 +245,9 @@ def run_parity_many(
     legacy_python = resolve_python(legacy_python)
     target_python = resolve_python(target_python)
     legacy_path = Path(legacy).resolve()
-    migrated_paths = [Path(m).resolve() for m in migrated]
+    candidates = [(Path(m[0]).resolve(), resolve_python(m[1]) if m[1] is not None else target_python)
+                  if isinstance(m, tuple) else (Path(m).resolve(), target_python) for m in migrated]
+    migrated_paths = [path for path, _ in candidates]
     settings = {
         "replicas": replicas,
         "steps": steps,
@@ -290,20 +296,20 @@ def run_parity_many(
         legacy_weights = legacy_run.weights()
 
         results = []
-        for i, migrated_path in enumerate(migrated_paths):
+        for i, (migrated_path, python) in enumerate(candidates):
             if not migrated_path.is_file():
-                results.append(error(f"migrated program not found: {migrated_path}", migrated_path, legacy_info))
+                results.append(error(f"migrated program not found: {migrated_path}", migrated_path, legacy_info,
+                                     SideInfo(program=str(migrated_path), python=python)))
                 continue
-            out_dir = root / ("migrated" if len(migrated_paths) == 1 else f"migrated_{i}_{migrated_path.stem}")
+            out_dir = root / ("migrated" if len(candidates) == 1 else f"migrated_{i}_{migrated_path.stem}")
             migrated_request = {
                 **request,
                 "legacy_variables": legacy_run.result.get("variables") or [],
                 "initial_weights": str(legacy_run.out_dir / "weights.npz"),
             }
-            migrated_run = run_side(SideRun("migrated", migrated_path, target_python, out_dir),
+            migrated_run = run_side(SideRun("migrated", migrated_path, python, out_dir),
                                     migrated_request, timeout, env)
-            migrated_info = side_info(migrated_run.result, str(migrated_path), target_python,
-                                      migrated_run.seconds)
+            migrated_info = side_info(migrated_run.result, str(migrated_path), python, migrated_run.seconds)
             migrated_info.status = migrated_run.status
             if not migrated_run.ok:
                 reason, detail = failure(migrated_run, timeout)

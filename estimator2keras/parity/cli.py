@@ -61,8 +61,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"e2k parity: {label}: no such file: {path}", file=sys.stderr)
             return EXIT_ERROR
     try:
-        from estimator2keras.parity._report import print_report, write_json, write_plot
+        from estimator2keras.parity._report import print_report, require_rich, write_json, write_plot
 
+        require_rich()  # before minutes of training, not after
         result = run_parity(
             args.legacy, args.migrated,
             replicas=args.replicas, steps=args.steps, rtol=args.rtol, atol=args.atol,

@@ -138,3 +138,24 @@ def assert_caught(result, case: WrongCase) -> None:
     if case.verdict == "error" and "variables do not match" in result.reason:
         assert result.variable_tables["legacy"] and result.variable_tables["migrated"]
         assert "first mismatch" in result.detail
+
+
+def run_program(prog: Program, replicas: int, *, wrong: bool = True, newest: bool = True,
+                extra: dict[str, Path] | None = None) -> dict:
+    """One legacy run of ``prog`` compared with its correct migration ("correct"), every wrong
+    one (by file stem), ``extra`` migrations (by key) and, when E2K_TARGET_PYTHON is set, the
+    correct one on the newest TensorFlow ("newest"). Sharing the legacy run keeps the suite fast."""
+    from estimator2keras.parity._runner import run_parity_many
+
+    keys, candidates = ["correct"], [prog.correct]
+    for key, path in (extra or {}).items():
+        keys.append(key)
+        candidates.append(path)
+    if wrong:
+        keys += [case.id for case in prog.cases]
+        candidates += [case.path for case in prog.cases]
+    if newest and target_python():
+        keys.append("newest")
+        candidates.append((prog.correct, target_python()))
+    results = run_parity_many(prog.legacy, candidates, replicas=replicas, legacy_python=legacy_python())
+    return dict(zip(keys, results))

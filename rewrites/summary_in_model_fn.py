@@ -1,0 +1,110 @@
+from __future__ import annotations
+
+from estimator2keras._rule import Case, Diagnostic
+
+
+class SummaryInModelFn(Diagnostic):
+    """`tf.summary.*` calls in a model_fn: left out when they could not be seen, reported when they could.
+
+    ## What it does
+    A `tf.summary.scalar/histogram/image(...)` in a converted model_fn is not carried into
+    the Keras model. When the Estimator had no `model_dir`, its summaries went to a
+    temporary directory that nothing read: the summary is left out and the conversion says
+    so (a `fixed` finding). When it had a `model_dir`, the summaries were something a
+    human looked at in TensorBoard: the call is reported (E2K404) and marked.
+
+    ## Why
+    Keras writes the compiled metrics (and the loss) to TensorBoard through the
+    `tf.keras.callbacks.TensorBoard` callback; arbitrary summaries of a graph have no place
+    in a Keras model's forward pass.
+
+    ## Fix safety
+    Nothing that training computes changes. With a `model_dir`, add a `TensorBoard`
+    callback to `fit` (metrics of `eval_metric_ops` are already compiled metrics).
+
+    ## References
+    - https://www.tensorflow.org/guide/migrate/tensorboard
+    """
+
+    code = "E2K404"
+    summary = "tf.summary.* in a model_fn: left out without a model_dir, reported with one"
+
+    cases = [
+        Case(
+            id="with-model-dir",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).batch(1)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.dense(features, 1)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    tf.summary.scalar("loss", loss)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+estimator = tf.estimator.Estimator(model_fn, config=tf.estimator.RunConfig(model_dir="/tmp/run"))
+estimator.train(input_fn)
+''',
+            after='''\
+import tensorflow as tf
+import time
+
+
+class CheckpointSaver(tf.keras.callbacks.Callback):
+    """Saves the model and its optimizer like an Estimator: every `save_steps` steps or
+    `save_secs` seconds, and when training ends (a tf.train.CheckpointManager keeps the
+    newest ones)."""
+
+    def __init__(self, manager, save_steps=None, save_secs=None):
+        super().__init__()
+        self.manager = manager
+        self.save_steps = save_steps
+        self.save_secs = save_secs
+
+    def on_train_begin(self, logs=None):
+        self.step = self.saved_step = int(self.model.optimizer.iterations)
+        self.saved_time = time.time()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.step += 1
+        if (self.save_steps and self.step - self.saved_step >= self.save_steps) or (
+                self.save_secs and time.time() - self.saved_time >= self.save_secs):
+            self.save()
+
+    def on_train_end(self, logs=None):
+        if self.step != self.saved_step:
+            self.save()
+
+    def save(self):
+        self.manager.save(checkpoint_number=self.step)
+        self.saved_step, self.saved_time = self.step, time.time()
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).batch(1)
+
+
+# e2k: E2K404 summaries in the model_fn are not carried over; Keras logs metrics with the TensorBoard callback
+def build_model():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+model = build_model()
+# RunConfig(model_dir=...): restore the latest checkpoint there, as the Estimator did.
+checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+checkpoint_manager = tf.train.CheckpointManager(checkpoint, "/tmp/run", max_to_keep=5)
+checkpoint_manager.restore_or_initialize()
+callbacks = [CheckpointSaver(checkpoint_manager, save_secs=600)]
+model.fit(input_fn(), callbacks=callbacks)
+''',
+            findings=("E2K404",),
+        ),
+    ]

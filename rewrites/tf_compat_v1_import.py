@@ -1,0 +1,94 @@
+from __future__ import annotations
+
+from estimator2keras._imports import compat_alias
+from estimator2keras._rule import Case, Safety, UnitRule
+
+
+class TfCompatV1FileToTf2(UnitRule):
+    """In a converted file, `import tensorflow.compat.v1 as tf` becomes `import tensorflow as tf`, and `disable_v2_behavior()` goes.
+
+    ## What it does
+    Once a file's Estimator units are converted:
+
+    - if `tf` is `tensorflow.compat.v1` (`import tensorflow.compat.v1 as tf`, or
+      `from tensorflow.compat import v1 as tf`), the import becomes `import tensorflow as tf`
+      and every other reference through `tf` keeps its meaning: its TensorFlow 2 spelling
+      where TF2 has the same API (`tf.log` -> `tf.math.log`, `tf.data.Dataset` stays),
+      `tf.compat.v1.<name>` otherwise (`tf.logging` -> `tf.compat.v1.logging`);
+    - `tf.disable_v2_behavior()` and `tf.compat.v1.disable_eager_execution()` are removed,
+      unless the file still runs TF1 graph code (sessions, placeholders), in which case the
+      call stays and is reported.
+
+    ## Why
+    The converted code is TensorFlow 2 Keras: it needs `tf` to be TensorFlow 2, and eager
+    execution (Keras 3 has no graph mode).
+
+    ## Fix safety
+    Safe: each reference is respelled to a name of the same object, or to its `compat.v1`
+    name (the TF2 spellings come from a table generated from TensorFlow itself; see
+    `tools/gen_tf2_symbols.py`).
+
+    ## References
+    - https://www.tensorflow.org/guide/migrate/upgrade
+    """
+
+    code = "E2K005"
+    summary = "converted file: `tensorflow.compat.v1 as tf` -> `tensorflow as tf` (other names keep their meaning), disable_v2_behavior() removed"
+    safety = Safety.SAFE
+    order = 95
+
+    cases = [
+        Case(
+            id="compat-v1-as-tf",
+            before='''\
+import tensorflow.compat.v1 as tf
+
+tf.disable_v2_behavior()
+tf.logging.set_verbosity(tf.logging.INFO)
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).batch(1)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.dense(features, 1)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+estimator = tf.estimator.Estimator(model_fn)
+estimator.train(input_fn)
+print(tf.log(2.0))
+''',
+            after='''\
+import tensorflow as tf
+
+tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).batch(1)
+
+
+def build_model():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+model = build_model()
+model.fit(input_fn())
+print(tf.math.log(2.0))
+''',
+        ),
+    ]
+
+    def required(self, unit, plan, ctx):
+        if compat_alias(ctx) is not None:
+            return "`tf` is tensorflow.compat.v1 here, and the Keras code needs TensorFlow 2's `tf`"
+        return None
+
+    def plan(self, unit, plan, ctx) -> None:
+        """Nothing per unit: the file-level step runs once the file's units are converted."""

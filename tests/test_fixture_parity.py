@@ -1,0 +1,48 @@
+"""Every whole-program fixture passes `e2k parity`: after.py trains like before.py, under
+MirroredStrategy with 2 replicas, on TF 2.15 and (when E2K_TARGET_PYTHON points at one)
+on the newest TensorFlow. Settings a fixture needs live in its parity.toml."""
+from __future__ import annotations
+
+import os
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser, from PyPI
+    import tomli as tomllib
+
+import pytest
+
+from conftest import FIXTURES
+from estimator2keras.parity import run_parity_many
+
+#: Covered with its deliberately wrong migrations by tests/test_parity_fixture.py.
+COVERED_ELSEWHERE = {"seed_mirrored_linear"}
+CASES = sorted(
+    p.name for p in FIXTURES.iterdir() if (p / "before.py").is_file() and p.name not in COVERED_ELSEWHERE
+)
+
+
+def _settings(case: str) -> dict:
+    path = FIXTURES / case / "parity.toml"
+    return tomllib.loads(path.read_text()) if path.is_file() else {}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CASES)
+def test_fixture_trains_like_its_estimator(case):
+    settings = _settings(case)
+    after = FIXTURES / case / "after.py"
+    targets = [after]
+    newest = os.environ.get("E2K_TARGET_PYTHON")
+    if newest:
+        targets.append((after, newest))
+    results = run_parity_many(
+        FIXTURES / case / "before.py",
+        targets,
+        replicas=settings.get("replicas", 2),
+        steps=settings.get("steps"),
+        rtol=settings.get("rtol"),
+        atol=settings.get("atol"),
+    )
+    for result in results:
+        assert result.passed, result.report()
+        assert result.migrated.replicas == settings.get("replicas", 2), result.report()
