@@ -238,9 +238,7 @@ def convert_hook_classes(plan: "ConversionPlan", ctx: "RewriteContext") -> None:
 # ---------------------------------------------------------------------------------------
 CHECKPOINT_SAVER = '''
 class {name}({tf}.keras.callbacks.Callback):
-    """Saves the model and its optimizer like an Estimator: every `save_steps` steps or
-    `save_secs` seconds, and when training ends (a tf.train.CheckpointManager keeps the
-    newest ones)."""
+    """Saves like an Estimator: every `save_steps` steps or `save_secs` seconds, and at the end."""
 
     def __init__(self, manager, save_steps=None, save_secs=None):
         super().__init__()
@@ -249,13 +247,14 @@ class {name}({tf}.keras.callbacks.Callback):
         self.save_secs = save_secs
 
     def on_train_begin(self, logs=None):
-        self.step = self.saved_step = int(self.model.optimizer.iterations)
+        self.step = self.saved_step = int(self.model.optimizer.iterations.numpy())
         self.saved_time = time.time()
 
     def on_train_batch_end(self, batch, logs=None):
         self.step += 1
-        if (self.save_steps and self.step - self.saved_step >= self.save_steps) or (
-                self.save_secs and time.time() - self.saved_time >= self.save_secs):
+        steps_due = self.save_steps and self.step - self.saved_step >= self.save_steps
+        secs_due = self.save_secs and time.time() - self.saved_time >= self.save_secs
+        if steps_due or secs_due:
             self.save()
 
     def on_train_end(self, logs=None):
@@ -373,7 +372,7 @@ def guarded_fit(plan: "ConversionPlan", max_steps: cst.BaseExpression, fit_args:
     """``max_steps``: train until the global step reaches it, or not at all."""
     left = plan.steps_left_name()
     fit = method_call(plan.model_var, "fit", [*fit_args, _emit.keyword_arg("steps_per_epoch", cst.Name(left)), *more])
-    first = _emit.statement("{left} = {max} - int({m}.optimizer.iterations)", left=left, max=max_steps, m=plan.model_var)
+    first = _emit.statement("{left} = {max} - int({m}.optimizer.iterations.numpy())", left=left, max=max_steps, m=plan.model_var)
     first = _emit.with_comment(first, "max_steps counts from global step 0, as in the Estimator: train only the steps left.")
     guard = _emit.statement("if {left} > 0:\n    pass", left=left)
     guard = guard.with_changes(body=cst.IndentedBlock(body=[_emit.statement("{c}", c=fit)]))

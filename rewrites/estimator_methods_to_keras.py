@@ -22,7 +22,7 @@ class EstimatorTrainEvaluateToFitEvaluate(UnitRule):
     - `estimator.train(input_fn, steps=N)` becomes `model.fit(input_fn(), steps_per_epoch=N)`:
       N more steps. `train(input_fn, max_steps=N)` trains until the global step
       (`model.optimizer.iterations`) is N: `steps_per_epoch=N` on a new model, and
-      `steps_left = N - int(model.optimizer.iterations)` / `if steps_left > 0: model.fit(...)`
+      `steps_left = N - int(model.optimizer.iterations.numpy())` / `if steps_left > 0: model.fit(...)`
       when the model may be past step 0 (restored from `model_dir`, trained by an earlier
       call, or trained in a loop).
     - `estimator.evaluate(input_fn, steps=N)` becomes `model.evaluate(input_fn(), steps=N)`;
@@ -162,11 +162,11 @@ def build_model():
 
 model = build_model()
 # max_steps counts from global step 0, as in the Estimator: train only the steps left.
-steps_left = 5 - int(model.optimizer.iterations)
+steps_left = 5 - int(model.optimizer.iterations.numpy())
 if steps_left > 0:
     model.fit(input_fn(), steps_per_epoch=steps_left)
 # max_steps counts from global step 0, as in the Estimator: train only the steps left.
-steps_left = 10 - int(model.optimizer.iterations)
+steps_left = 10 - int(model.optimizer.iterations.numpy())
 if steps_left > 0:
     model.fit(input_fn(), steps_per_epoch=steps_left)
 for prediction in tf.data.Dataset.from_tensor_slices(model.predict(input_fn())).as_numpy_iterator():

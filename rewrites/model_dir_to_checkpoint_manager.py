@@ -99,9 +99,7 @@ import time
 
 
 class CheckpointSaver(tf.keras.callbacks.Callback):
-    """Saves the model and its optimizer like an Estimator: every `save_steps` steps or
-    `save_secs` seconds, and when training ends (a tf.train.CheckpointManager keeps the
-    newest ones)."""
+    """Saves like an Estimator: every `save_steps` steps or `save_secs` seconds, and at the end."""
 
     def __init__(self, manager, save_steps=None, save_secs=None):
         super().__init__()
@@ -110,13 +108,14 @@ class CheckpointSaver(tf.keras.callbacks.Callback):
         self.save_secs = save_secs
 
     def on_train_begin(self, logs=None):
-        self.step = self.saved_step = int(self.model.optimizer.iterations)
+        self.step = self.saved_step = int(self.model.optimizer.iterations.numpy())
         self.saved_time = time.time()
 
     def on_train_batch_end(self, batch, logs=None):
         self.step += 1
-        if (self.save_steps and self.step - self.saved_step >= self.save_steps) or (
-                self.save_secs and time.time() - self.saved_time >= self.save_secs):
+        steps_due = self.save_steps and self.step - self.saved_step >= self.save_steps
+        secs_due = self.save_secs and time.time() - self.saved_time >= self.save_secs
+        if steps_due or secs_due:
             self.save()
 
     def on_train_end(self, logs=None):
@@ -145,7 +144,7 @@ checkpoint_manager = tf.train.CheckpointManager(checkpoint, "/tmp/model", max_to
 checkpoint_manager.restore_or_initialize()
 callbacks = [CheckpointSaver(checkpoint_manager, save_steps=100)]
 # max_steps counts from global step 0, as in the Estimator: train only the steps left.
-steps_left = 1000 - int(model.optimizer.iterations)
+steps_left = 1000 - int(model.optimizer.iterations.numpy())
 if steps_left > 0:
     model.fit(input_fn(), steps_per_epoch=steps_left, callbacks=callbacks)
 ''',

@@ -235,7 +235,7 @@ model.evaluate(input_fn(), steps=100)
         fit_args = [*dataset, _emit.keyword_arg("epochs", cst.Integer(str(max_steps.evaluated_value // steps)))]
         if plan.may_restore:
             fit_args.append(_emit.keyword_arg(
-                "initial_epoch", _emit.expr("int({m}.optimizer.iterations) // {n}", m=model, n=str(steps))))
+                "initial_epoch", _emit.expr("int({m}.optimizer.iterations.numpy()) // {n}", m=model, n=str(steps))))
         fit_args.append(_emit.keyword_arg("steps_per_epoch", cst.Integer(str(steps))))
         fit_args.append(_emit.keyword_arg("validation_data", eval_input.call_expression(params, "eval")))
         if eval_steps is not None:
