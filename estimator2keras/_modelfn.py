@@ -345,14 +345,14 @@ class _Converter:
                 if not takes:
                     self.refuse(args[key], f"EstimatorSpec({key}=...) is not converted here (hooks become callbacks)")
                 if phase == path.mode and all(args[key] is not seen for seen, _ in self.plan.spec_hooks[phase]):
-                    self.plan.spec_hooks[phase].append((args[key], self.follow))
+                    self.plan.spec_hooks[phase].append((args[key], self.follower(path.mode)))
         if takes and path.mode == TRAIN:
             self.plan.spec_loss = args.get("loss")
         if "export_outputs" in args:
             if not takes:
                 self.refuse(args["export_outputs"], "EstimatorSpec(export_outputs=...) is not converted here")
             if path.mode == PREDICT:
-                self.plan.spec_export_outputs = (args["export_outputs"], self.follow)
+                self.plan.spec_export_outputs = (args["export_outputs"], self.follower(PREDICT))
         if takes and path.mode == PREDICT:
             self.plan.spec_predictions = args.get("predictions")
         if "scaffold" in args:
@@ -362,16 +362,24 @@ class _Converter:
             self.refuse(mode, "EstimatorSpec(mode=...) is not the model_fn's mode")
         return args
 
-    def follow(self, node: cst.BaseExpression) -> cst.BaseExpression:
-        """A name's value in the model_fn (its last assignment), that assignment consumed."""
-        at = len(self.order)
-        while isinstance(node, cst.Name):
-            d = self.latest_def(node.value, at)
-            if d is None or not isinstance(d.small, cst.Assign):
+    def follower(self, mode: str):
+        """Follows a name to its value in ``mode`` (its last assignment there), consuming it."""
+
+        def follow(node: cst.BaseExpression) -> cst.BaseExpression:
+            at, current = len(self.order), self.mode
+            self.mode = mode
+            try:
+                while isinstance(node, cst.Name):
+                    d = self.latest_def(node.value, at)
+                    if d is None or not isinstance(d.small, cst.Assign):
+                        return node
+                    self.consumed.add(d.small)
+                    node, at = d.value, d.index
                 return node
-            self.consumed.add(d.small)
-            node, at = d.value, d.index
-        return node
+            finally:
+                self.mode = current
+
+        return follow
 
     def index_of(self, node: cst.CSTNode) -> int:
         current = node
@@ -1482,13 +1490,17 @@ def _comma_separated(elements):
 
 
 def class_name_for(model_fn_name: str) -> str:
-    """``_model_fn`` -> ``_Model``; ``cnn_model_fn`` -> ``CnnModel``."""
+    """``_model_fn`` -> ``Model``; ``cnn_model_fn`` -> ``CnnModel``.
+
+    No leading underscore: Keras 3 names a layer after its class in snake case, and
+    ``_Model`` would give ``__model``, which TensorFlow rejects as a name scope in ``fit``.
+    """
     lead = re.match(r"_*", model_fn_name).group(0)
     core = re.sub(r"_?(fn|func|function)$", "", model_fn_name[len(lead):]) or "model"
     core = re.sub(r"^(make|create|get|build)_", "", core) or "model"  # a factory's name
     if not core.endswith("model"):
         core = f"{core}_model"
-    return lead + "".join(part[:1].upper() + part[1:] for part in core.split("_") if part)
+    return "".join(part[:1].upper() + part[1:] for part in core.split("_") if part)
 
 
 def convert_model_fn(

@@ -236,19 +236,45 @@ def convert_hook_classes(plan: "ConversionPlan", ctx: "RewriteContext") -> None:
 # ---------------------------------------------------------------------------------------
 # Checkpoints
 # ---------------------------------------------------------------------------------------
-CHECKPOINT_SAVER = '''
+MODEL_DIR_CHECKPOINTS = '''
 class {name}({tf}.keras.callbacks.Callback):
-    """Saves like an Estimator: every `save_steps` steps or `save_secs` seconds, and at the end."""
+    """An Estimator's model_dir for a Keras model and its optimizer: the latest checkpoint is
+    restored when the model first trains, evaluates or predicts, and training saves one every
+    `save_steps` steps or `save_secs` seconds and when it ends, numbered by global step."""
 
-    def __init__(self, manager, save_steps=None, save_secs=None):
+    def __init__(self, model, directory, max_to_keep=5, keep_checkpoint_every_n_hours=None,
+                 save_steps=None, save_secs=None, restore=True):
         super().__init__()
-        self.manager = manager
+        self.checkpoint = {tf}.train.Checkpoint(model=model, optimizer=model.optimizer)
+        self.manager = {tf}.train.CheckpointManager(
+            self.checkpoint, directory, max_to_keep, keep_checkpoint_every_n_hours)
         self.save_steps = save_steps
         self.save_secs = save_secs
+        self.restored = not restore
+
+    def global_step(self):
+        """The step training goes on from: the latest checkpoint's until it is restored."""
+        if self.restored or self.manager.latest_checkpoint is None:
+            return int(self.checkpoint.optimizer.iterations.numpy())
+        return int(self.manager.latest_checkpoint.rsplit("-", 1)[-1])
+
+    def restore(self):
+        # Not before: Keras 3 restores into a model under a distribution strategy only once
+        # the model is built, which it is when a callback starts.
+        if not self.restored:
+            self.manager.restore_or_initialize()
+            self.restored = True
 
     def on_train_begin(self, logs=None):
+        self.restore()
         self.step = self.saved_step = int(self.model.optimizer.iterations.numpy())
         self.saved_time = time.time()
+
+    def on_test_begin(self, logs=None):
+        self.restore()
+
+    def on_predict_begin(self, logs=None):
+        self.restore()
 
     def on_train_batch_end(self, batch, logs=None):
         self.step += 1
@@ -258,7 +284,7 @@ class {name}({tf}.keras.callbacks.Callback):
             self.save()
 
     def on_train_end(self, logs=None):
-        if self.step != self.saved_step:
+        if self.step != self.saved_step and (self.save_steps or self.save_secs):
             self.save()
 
     def save(self):
@@ -267,46 +293,30 @@ class {name}({tf}.keras.callbacks.Callback):
 '''
 
 
-def checkpoint_saver_class(plan: "ConversionPlan") -> str:
-    """The name of the emitted CheckpointSaver callback class (added to the file once)."""
+def model_dir_checkpoints(
+    plan: "ConversionPlan", directory: cst.BaseExpression, *, max_to_keep: cst.BaseExpression | None = None,
+    keep_hours: cst.BaseExpression | None = None, steps: cst.BaseExpression | None = None,
+    secs: cst.BaseExpression | None = None, restore: bool,
+) -> cst.BaseExpression:
+    """A ModelDirCheckpoints callback (its class added to the file once) for ``directory``."""
     plan.imports.append(("time", None, None))
-    return plan.add_helper(
-        "CheckpointSaver", lambda name: _emit.statements(CHECKPOINT_SAVER, name=name, tf=plan.tf))
+    klass = plan.add_helper(
+        "ModelDirCheckpoints", lambda name: _emit.statements(MODEL_DIR_CHECKPOINTS, name=name, tf=plan.tf))
+    args = [cst.Arg(cst.Name(plan.model_var)), cst.Arg(directory)]
+    for keyword, value in (("max_to_keep", max_to_keep), ("keep_checkpoint_every_n_hours", keep_hours),
+                           ("save_steps", steps), ("save_secs", secs)):
+        if value is not None:
+            args.append(_emit.keyword_arg(keyword, value))
+    if not restore:
+        args.append(_emit.keyword_arg("restore", cst.Name("False")))
+    return cst.Call(cst.Name(klass), args=_emit.call_args(args))
 
 
-def checkpoint_manager(
-    plan: "ConversionPlan", directory: cst.BaseExpression, max_to_keep: cst.BaseExpression | None,
-    keep_hours: cst.BaseExpression | None, restore: bool,
-) -> str:
-    """Emit ``tf.train.Checkpoint`` + ``CheckpointManager`` for ``directory`` after the model
-    is built (restoring its latest checkpoint when ``restore``); returns the manager's name."""
-    tf = plan.tf
-    checkpoint = plan.unique_name("checkpoint")
-    manager = plan.unique_name("checkpoint_manager" if restore else "hook_checkpoint_manager")
-    plan.after_build.append(_emit.statement(
-        "{c} = {tf}.train.Checkpoint(model={m}, optimizer={m}.optimizer)", c=checkpoint, tf=tf, m=plan.model_var))
-    args = [cst.Arg(cst.Name(checkpoint)), cst.Arg(directory)]
-    args.append(_emit.keyword_arg("max_to_keep", max_to_keep if max_to_keep is not None else cst.Integer("5")))
-    if keep_hours is not None:
-        args.append(_emit.keyword_arg("keep_checkpoint_every_n_hours", keep_hours))
-    created = cst.Call(_emit.expr("{tf}.train.CheckpointManager", tf=tf), args=_emit.call_args(args))
-    plan.after_build.append(_emit.fit_line(_emit.statement("{m} = {c}", m=manager, c=created), 0, "    "))
-    if restore:
-        plan.after_build.append(_emit.statement("{m}.restore_or_initialize()", m=manager))
-        plan.checkpoints = (checkpoint, manager)
-        plan.may_restore = True
-    return manager
-
-
-def checkpoint_saver(plan: "ConversionPlan", manager: str, steps: cst.BaseExpression | None,
-                     secs: cst.BaseExpression | None) -> cst.BaseExpression:
-    saver = checkpoint_saver_class(plan)
-    args = [cst.Arg(cst.Name(manager))]
-    if steps is not None:
-        args.append(_emit.keyword_arg("save_steps", steps))
-    if secs is not None:
-        args.append(_emit.keyword_arg("save_secs", secs))
-    return cst.Call(cst.Name(saver), args=_emit.call_args(args))
+def start_step(plan: "ConversionPlan") -> cst.BaseExpression:
+    """The global step the next ``fit`` starts from, read before it runs."""
+    if plan.checkpoints is not None:
+        return _emit.expr("{c}.global_step()", c=plan.checkpoints)
+    return _emit.expr("int({m}.optimizer.iterations.numpy())", m=plan.model_var)
 
 
 # ---------------------------------------------------------------------------------------
@@ -344,6 +354,8 @@ def needs_step_guard(plan: "ConversionPlan", ctx: "RewriteContext", call: cst.CS
 def callbacks_arg(plan: "ConversionPlan", hooks: Hooks | None, training: bool) -> cst.Arg | None:
     """``callbacks=...`` for a call: the unit's (training only) and the hooks' callbacks."""
     own = list(hooks.callbacks) if hooks else []
+    if not training and plan.checkpoints is not None:
+        own.insert(0, cst.Name(plan.checkpoints))  # restores model_dir before an evaluation or prediction
     shared = plan.callbacks_name() if training else None
     if shared and own:
         value = _emit.expr("{s} + {l}", s=shared, l=_list(own))
@@ -372,7 +384,7 @@ def guarded_fit(plan: "ConversionPlan", max_steps: cst.BaseExpression, fit_args:
     """``max_steps``: train until the global step reaches it, or not at all."""
     left = plan.steps_left_name()
     fit = method_call(plan.model_var, "fit", [*fit_args, _emit.keyword_arg("steps_per_epoch", cst.Name(left)), *more])
-    first = _emit.statement("{left} = {max} - int({m}.optimizer.iterations.numpy())", left=left, max=max_steps, m=plan.model_var)
+    first = _emit.statement("{left} = {max} - {start}", left=left, max=max_steps, start=start_step(plan))
     first = _emit.with_comment(first, "max_steps counts from global step 0, as in the Estimator: train only the steps left.")
     guard = _emit.statement("if {left} > 0:\n    pass", left=left)
     guard = guard.with_changes(body=cst.IndentedBlock(body=[_emit.statement("{c}", c=fit)]))
@@ -385,6 +397,6 @@ def per_example(predictions: cst.BaseExpression, tf: str) -> cst.BaseExpression:
 
 
 __all__ = [
-    "EarlyStop", "HookConversion", "HookSite", "Hooks", "PHASE_METHODS", "checkpoint_manager", "checkpoint_saver",
-    "convert_hooks",
+    "EarlyStop", "HookConversion", "HookSite", "Hooks", "PHASE_METHODS", "convert_hooks", "model_dir_checkpoints",
+    "start_step",
 ]

@@ -430,8 +430,8 @@ class ConversionPlan:
         self.fit_keywords: list[cst.Arg] = []
         #: The model_dir as the converted code reads it, when the unit has one.
         self.model_dir: cst.BaseExpression | None = None
-        #: (checkpoint, manager) names when the model_dir's checkpoints are converted.
-        self.checkpoints: tuple[str, str] | None = None
+        #: The name of the ModelDirCheckpoints callback when the model_dir is converted.
+        self.checkpoints: str | None = None
         #: True when the model may start with a global step above 0 (restored from model_dir).
         self.may_restore = False
         #: Hooks the model_fn's EstimatorSpecs return, by phase ("train", "eval", "predict"):

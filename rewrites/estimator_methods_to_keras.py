@@ -272,22 +272,20 @@ for prediction in tf.data.Dataset.from_tensor_slices(model.predict(input_fn())).
         plan.fixed(use.call, self.code, "estimator.predict -> model.predict, one example at a time")
 
     def _checkpoint_path(self, use, args, plan, ctx) -> None:
-        """``checkpoint_path=P``: that checkpoint for this call only, as the Estimator read it."""
+        """``checkpoint_path=tf.train.latest_checkpoint(model_dir)`` is what the Estimator read anyway."""
         path = args.get("checkpoint_path")
         if path is None or _is_none(path.value):
             return
-        if plan.checkpoints is None:
+        value = path.value
+        latest = (
+            isinstance(value, cst.Call) and ctx.call_api_path(value) == "train.latest_checkpoint" and len(value.args) == 1
+            and plan.model_dir is not None and _emit.code(value.args[0].value) == _emit.code(plan.model_dir)
+        )
+        if not latest:
             raise Unsupported(
-                "checkpoint_path= names a checkpoint, but this Estimator has no model_dir whose checkpoints "
-                "e2k converts", path)
-        statement = ctx.enclosing_statement(use.call)
-        if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
-            raise Unsupported("checkpoint_path= in a statement e2k cannot put a restore around", path)
-        checkpoint, manager = plan.checkpoints
-        before = _emit.statement("{c}.restore({p}).expect_partial()", c=checkpoint, p=path.value)
-        before = _emit.with_comment(before, "The Estimator read this checkpoint for this call only.")
-        after = _emit.statement("{c}.restore({m}.latest_checkpoint)", c=checkpoint, m=manager)
-        plan.replace_statement(statement, [before, statement, after])
+                "checkpoint_path= other than the model_dir's latest checkpoint is not converted: restore it with "
+                "checkpoints.checkpoint.restore(path) before the call", path)
+        plan.fixed(path, self.code, "checkpoint_path=latest_checkpoint(model_dir): the model_dir's latest, as by default")
 
 
 def _value(args, name):

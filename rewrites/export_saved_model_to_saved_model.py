@@ -259,10 +259,8 @@ tf.saved_model.save(
         blank = [_emit.blank_line()] * (2 if ctx.parent(plan.unit.statement) is ctx.module else 1)
         function = function.with_changes(body=function.body.with_changes(footer=blank))
         if binding is not None:
-            # The replaced statement keeps its own lines above; a definition needs blank lines before it.
-            present = len([line for line in binding.statement.leading_lines if line.comment is None])
-            extra = blank[: max(0, len(blank) - present)]
-            plan.replace_statement(binding.statement, [function.with_changes(leading_lines=[*extra, *function.leading_lines])])
+            # Blank lines before a definition (the replaced statement's own blank lines give way).
+            plan.replace_statement(binding.statement, [function.with_changes(leading_lines=[*blank, *function.leading_lines])])
         else:
             self.inline.append(function.with_changes(leading_lines=[*blank, *function.leading_lines]))
         return name

@@ -4,7 +4,7 @@ import libcst as cst
 
 from estimator2keras import _emit
 from estimator2keras._rule import Case, Safety, UnitRule
-from estimator2keras._training import checkpoint_manager, checkpoint_saver
+from estimator2keras._training import model_dir_checkpoints
 
 SETTINGS = (
     "model_dir", "save_checkpoints_steps", "save_checkpoints_secs", "keep_checkpoint_max",
@@ -12,6 +12,7 @@ SETTINGS = (
 )
 #: RunConfig's default when neither save_checkpoints_steps nor save_checkpoints_secs is given.
 DEFAULT_SECS = "600"
+COMMENT = "The Estimator restored and saved checkpoints in its model_dir; so does this callback."
 NO_CHECKPOINTS = (
     "the Estimator saved no checkpoints (save_checkpoints_steps and save_checkpoints_secs are None), so its "
     "evaluate() and predict() read an untrained model; Keras uses the trained one"
@@ -19,42 +20,47 @@ NO_CHECKPOINTS = (
 
 
 class ModelDirToCheckpointManager(UnitRule):
-    """An Estimator's `model_dir` and checkpoint settings become a `tf.train.CheckpointManager`.
+    """An Estimator's `model_dir` and checkpoint settings become a checkpointing callback.
 
     ## What it does
-    With `model_dir` (given to the Estimator or its `RunConfig`), the converted program
-    keeps the model's checkpoints where the Estimator kept them:
+    With `model_dir` (given to the Estimator or its `RunConfig`), right after the model is
+    built the converted program creates `checkpoints = ModelDirCheckpoints(model, model_dir,
+    max_to_keep=keep_checkpoint_max, keep_checkpoint_every_n_hours=..., save_steps=...,
+    save_secs=...)`, a short callback class added to the file once, that wraps a
+    `tf.train.Checkpoint` of the model and its optimizer and a `tf.train.CheckpointManager`:
 
-    - right after the model is built, a `tf.train.Checkpoint` of the model and its optimizer
-      and a `tf.train.CheckpointManager(checkpoint, model_dir, max_to_keep=keep_checkpoint_max,
-      keep_checkpoint_every_n_hours=...)`, and `restore_or_initialize()`: the latest checkpoint
-      in `model_dir` is restored, weights, optimizer slots and global step alike;
-    - a `CheckpointSaver` callback (a short class added to the file once) saves every
-      `save_checkpoints_steps` steps or `save_checkpoints_secs` seconds (600 when neither is
-      set, RunConfig's default) and when `fit` ends, as the Estimator's CheckpointSaverHook did.
+    - the latest checkpoint in `model_dir` (weights, optimizer slots, global step) is
+      restored when the model first trains, evaluates or predicts: it is given to every
+      `fit`, `evaluate` and `predict` of the model;
+    - `fit` saves every `save_checkpoints_steps` steps or `save_checkpoints_secs` seconds (600
+      when neither is set, RunConfig's default) and when it ends, as the Estimator's
+      CheckpointSaverHook did, numbering checkpoints by global step;
+    - `train(max_steps=N)` trains only up to global step N from `checkpoints.global_step()`
+      (E2K003), so that a second run of the program resumes, or skips training, as before.
 
-    `estimator.model_dir` becomes the directory and `estimator.latest_checkpoint()` the
-    manager's `latest_checkpoint`. `train(max_steps=N)` then trains only up to global step N
-    (E2K003), so that running the program again resumes, or skips training, as before.
+    `estimator.model_dir` becomes the directory and `estimator.latest_checkpoint()`
+    `checkpoints.manager.latest_checkpoint`.
 
     ## Why
     An Estimator restores the newest checkpoint of its `model_dir` at every `train`,
-    `evaluate` and `predict`, which makes a second run resume where the first stopped, and a
+    `evaluate` and `predict`, which makes a second run resume where the first stopped and a
     preempted job restart where it was. Keras `fit` does neither by itself.
-    `tf.keras.callbacks.BackupAndRestore` is not the same thing: it restores only a `fit` that
-    was interrupted, deletes its backup when `fit` completes, and never restores for
-    `evaluate` or `predict`. `ModelCheckpoint` saves but never restores, and keeps no
-    optimizer state or step.
+    `tf.keras.callbacks.BackupAndRestore` is not the same: it restores only a `fit` that was
+    interrupted, deletes its backup when `fit` completes, and never restores for `evaluate`
+    or `predict`; `ModelCheckpoint` saves but never restores, and keeps no optimizer state
+    or step. The restore waits for the first call because Keras 3 cannot restore into a
+    model that is not built yet under a distribution strategy.
 
     ## Fix safety
     Safe: the same weights, optimizer state and step are saved and restored (fixture
-    `checkpoint_resume`). The checkpoints are TF2 object-based checkpoints (`ckpt-<step>`),
-    not the Estimator's `model.ckpt-<step>`: point the converted program at a new `model_dir`,
-    or it may try to restore the Estimator's checkpoints by variable name. The Estimator also
-    saved a checkpoint at step 0, which counted against `keep_checkpoint_max`.
-    `checkpoint_save_graph_def` has no TF2 counterpart (no graph is saved) and is dropped.
-    With both `save_checkpoints_steps` and `save_checkpoints_secs` set to None the Estimator
-    saved nothing, and its `evaluate()` silently read an untrained model; that is reported.
+    `checkpoint_resume`: both programs, run twice on one `MODEL_DIR`, train 6 steps and then
+    none, keep the checkpoints of steps 4 and 6). The checkpoints are TF2 object-based
+    checkpoints (`ckpt-<step>`), not the Estimator's `model.ckpt-<step>`: point the converted
+    program at a new `model_dir`. The Estimator also saved a checkpoint at step 0, which
+    counted against `keep_checkpoint_max`. `checkpoint_save_graph_def` has no TF2 counterpart
+    (no graph is saved). With `save_checkpoints_steps` and `save_checkpoints_secs` both None
+    the Estimator saved nothing, and its `evaluate()` silently read an untrained model; that
+    is reported.
 
     ## Limitations
     Without `model_dir` the Estimator saved to a temporary directory; nothing is emitted.
@@ -66,7 +72,7 @@ class ModelDirToCheckpointManager(UnitRule):
     """
 
     code = "E2K402"
-    summary = "model_dir + save_checkpoints_* + keep_checkpoint_max -> CheckpointManager restored at build, saved by a callback"
+    summary = "model_dir + save_checkpoints_* + keep_checkpoint_max -> a callback restoring and saving TF2 checkpoints there"
     safety = Safety.SAFE
     order = 32
 
@@ -98,18 +104,44 @@ import tensorflow as tf
 import time
 
 
-class CheckpointSaver(tf.keras.callbacks.Callback):
-    """Saves like an Estimator: every `save_steps` steps or `save_secs` seconds, and at the end."""
+class ModelDirCheckpoints(tf.keras.callbacks.Callback):
+    """An Estimator's model_dir for a Keras model and its optimizer: the latest checkpoint is
+    restored when the model first trains, evaluates or predicts, and training saves one every
+    `save_steps` steps or `save_secs` seconds and when it ends, numbered by global step."""
 
-    def __init__(self, manager, save_steps=None, save_secs=None):
+    def __init__(self, model, directory, max_to_keep=5, keep_checkpoint_every_n_hours=None,
+                 save_steps=None, save_secs=None, restore=True):
         super().__init__()
-        self.manager = manager
+        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, directory, max_to_keep, keep_checkpoint_every_n_hours)
         self.save_steps = save_steps
         self.save_secs = save_secs
+        self.restored = not restore
+
+    def global_step(self):
+        """The step training goes on from: the latest checkpoint's until it is restored."""
+        if self.restored or self.manager.latest_checkpoint is None:
+            return int(self.checkpoint.optimizer.iterations.numpy())
+        return int(self.manager.latest_checkpoint.rsplit("-", 1)[-1])
+
+    def restore(self):
+        # Not before: Keras 3 restores into a model under a distribution strategy only once
+        # the model is built, which it is when a callback starts.
+        if not self.restored:
+            self.manager.restore_or_initialize()
+            self.restored = True
 
     def on_train_begin(self, logs=None):
+        self.restore()
         self.step = self.saved_step = int(self.model.optimizer.iterations.numpy())
         self.saved_time = time.time()
+
+    def on_test_begin(self, logs=None):
+        self.restore()
+
+    def on_predict_begin(self, logs=None):
+        self.restore()
 
     def on_train_batch_end(self, batch, logs=None):
         self.step += 1
@@ -119,7 +151,7 @@ class CheckpointSaver(tf.keras.callbacks.Callback):
             self.save()
 
     def on_train_end(self, logs=None):
-        if self.step != self.saved_step:
+        if self.step != self.saved_step and (self.save_steps or self.save_secs):
             self.save()
 
     def save(self):
@@ -138,13 +170,11 @@ def build_model():
 
 
 model = build_model()
-# RunConfig(model_dir=...): restore the latest checkpoint there, as the Estimator did.
-checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
-checkpoint_manager = tf.train.CheckpointManager(checkpoint, "/tmp/model", max_to_keep=3)
-checkpoint_manager.restore_or_initialize()
-callbacks = [CheckpointSaver(checkpoint_manager, save_steps=100)]
+# The Estimator restored and saved checkpoints in its model_dir; so does this callback.
+checkpoints = ModelDirCheckpoints(model, "/tmp/model", max_to_keep=3, save_steps=100)
+callbacks = [checkpoints]
 # max_steps counts from global step 0, as in the Estimator: train only the steps left.
-steps_left = 1000 - int(model.optimizer.iterations.numpy())
+steps_left = 1000 - checkpoints.global_step()
 if steps_left > 0:
     model.fit(input_fn(), steps_per_epoch=steps_left, callbacks=callbacks)
 ''',
@@ -168,16 +198,17 @@ if steps_left > 0:
             return
         directory = plan.stable_expression(model_dir, "model_dir")
         plan.model_dir = directory
-        first = len(plan.after_build)
-        manager = checkpoint_manager(
-            plan, directory, unit.config_value("keep_checkpoint_max"),
-            unit.config_value("keep_checkpoint_every_n_hours"), restore=True)
-        plan.after_build[first] = _emit.with_comment(
-            plan.after_build[first], "RunConfig(model_dir=...): restore the latest checkpoint there, as the Estimator did.")
-        if steps is not None or secs is not None:
-            plan.add_fit_callback(checkpoint_saver(plan, manager, steps, secs))
-        self._estimator_reads(unit, plan, ctx, directory, manager)
-        plan.fixed(model_dir, self.code, "model_dir -> CheckpointManager: restored at build, saved during fit")
+        callback = model_dir_checkpoints(
+            plan, directory, max_to_keep=unit.config_value("keep_checkpoint_max"),
+            keep_hours=unit.config_value("keep_checkpoint_every_n_hours"), steps=steps, secs=secs, restore=True)
+        name = plan.unique_name("checkpoints")
+        statement = _emit.fit_line(_emit.statement("{n} = {c}", n=name, c=callback), 0, ctx.module.default_indent)
+        plan.after_build.append(_emit.with_comment(statement, COMMENT))
+        plan.checkpoints = name
+        plan.may_restore = True
+        plan.add_fit_callback(cst.Name(name))
+        self._estimator_reads(unit, plan, ctx, directory, name)
+        plan.fixed(model_dir, self.code, "model_dir -> a ModelDirCheckpoints callback: restored, then saved during fit")
 
     def _estimator_reads(self, unit, plan, ctx, directory, manager) -> None:
         """`estimator.model_dir` and `estimator.latest_checkpoint()`."""
@@ -187,7 +218,7 @@ if steps_left > 0:
                 plan.replace(parent, directory.deep_clone())
                 plan.claim_use(use)
             elif use.kind == "method" and use.method == "latest_checkpoint" and not use.call.args:
-                plan.replace(use.call, _emit.expr("{m}.latest_checkpoint", m=manager))
+                plan.replace(use.call, _emit.expr("{m}.manager.latest_checkpoint", m=manager))
                 plan.claim_use(use)
 
 

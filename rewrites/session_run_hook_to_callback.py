@@ -4,7 +4,7 @@ import libcst as cst
 
 from estimator2keras import _emit
 from estimator2keras._rule import Case, ExpressionRule, Safety, Unsupported
-from estimator2keras._training import HookConversion, HookSite, checkpoint_manager, checkpoint_saver
+from estimator2keras._training import HookConversion, HookSite, model_dir_checkpoints
 from estimator2keras._units import bind_arguments
 
 SIGNATURES = {
@@ -20,6 +20,10 @@ SIGNATURES = {
 }
 #: Hooks that only make sense while training.
 TRAINING_ONLY = frozenset({"NanTensorHook", "StopAtStepHook", "CheckpointSaverHook", "SummarySaverHook", "StepCounterHook"})
+NOT_MODEL_DIR = (
+    "with a CheckpointSaverHook the Estimator saved here and not to its model_dir, so a later evaluate() or "
+    "predict() read model_dir's older (or no) checkpoint; the Keras program uses the trained model"
+)
 NOT_BY_NAME = (
     "LoggingTensorHook logged graph tensors, which a Keras model does not expose by name: log them from a "
     "tf.keras.callbacks.Callback (the loss and metrics are in its `logs`, the weights in `self.model`)"
@@ -38,7 +42,7 @@ class SessionRunHookToCallback(ExpressionRule):
     |---|---|
     | `NanTensorHook(loss)` | `tf.keras.callbacks.TerminateOnNaN()` |
     | `StopAtStepHook(num_steps=N)` / `(last_step=N)` | the call's `steps=N` / `max_steps=N` (E2K003) |
-    | `CheckpointSaverHook(dir, save_steps=N)` | a `CheckpointManager` for `dir` and a `CheckpointSaver(manager, save_steps=N)` callback |
+    | `CheckpointSaverHook(dir, save_steps=N)` | `ModelDirCheckpoints(model, dir, save_steps=N, restore=False)` (see E2K402) |
     | `SummarySaverHook(save_steps=N, output_dir=dir)` | `tf.keras.callbacks.TensorBoard(dir, update_freq=N)` |
     | `LoggingTensorHook({"loss": loss})`, `StepCounterHook` | `fit`'s progress logging (loss, steps per second) |
 
@@ -154,9 +158,11 @@ model.fit(input_fn(), steps_per_epoch=20, callbacks=[tf.keras.callbacks.Terminat
     def _CheckpointSaverHook(self, call, args, tf, site):
         if ("save_steps" in args) == ("save_secs" in args):
             raise Unsupported("CheckpointSaverHook needs exactly one of save_steps and save_secs", call)
-        manager = checkpoint_manager(site.plan, args["checkpoint_dir"], None, None, restore=False)
-        saver = checkpoint_saver(site.plan, manager, args.get("save_steps"), args.get("save_secs"))
-        return HookConversion(callback=saver, note="CheckpointSaverHook -> a CheckpointManager saved by a callback")
+        saver = model_dir_checkpoints(site.plan, args["checkpoint_dir"], steps=args.get("save_steps"),
+                                      secs=args.get("save_secs"), restore=False)
+        if site.plan.model_dir is None or _emit.code(site.plan.model_dir) != _emit.code(args["checkpoint_dir"]):
+            site.plan.leftover(call, self.code, NOT_MODEL_DIR)
+        return HookConversion(callback=saver, note="CheckpointSaverHook -> a ModelDirCheckpoints callback that saves")
 
     def _SummarySaverHook(self, call, args, tf, site):
         if "save_secs" in args and not _is_none(args["save_secs"]):

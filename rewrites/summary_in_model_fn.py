@@ -56,18 +56,44 @@ import tensorflow as tf
 import time
 
 
-class CheckpointSaver(tf.keras.callbacks.Callback):
-    """Saves like an Estimator: every `save_steps` steps or `save_secs` seconds, and at the end."""
+class ModelDirCheckpoints(tf.keras.callbacks.Callback):
+    """An Estimator's model_dir for a Keras model and its optimizer: the latest checkpoint is
+    restored when the model first trains, evaluates or predicts, and training saves one every
+    `save_steps` steps or `save_secs` seconds and when it ends, numbered by global step."""
 
-    def __init__(self, manager, save_steps=None, save_secs=None):
+    def __init__(self, model, directory, max_to_keep=5, keep_checkpoint_every_n_hours=None,
+                 save_steps=None, save_secs=None, restore=True):
         super().__init__()
-        self.manager = manager
+        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, directory, max_to_keep, keep_checkpoint_every_n_hours)
         self.save_steps = save_steps
         self.save_secs = save_secs
+        self.restored = not restore
+
+    def global_step(self):
+        """The step training goes on from: the latest checkpoint's until it is restored."""
+        if self.restored or self.manager.latest_checkpoint is None:
+            return int(self.checkpoint.optimizer.iterations.numpy())
+        return int(self.manager.latest_checkpoint.rsplit("-", 1)[-1])
+
+    def restore(self):
+        # Not before: Keras 3 restores into a model under a distribution strategy only once
+        # the model is built, which it is when a callback starts.
+        if not self.restored:
+            self.manager.restore_or_initialize()
+            self.restored = True
 
     def on_train_begin(self, logs=None):
+        self.restore()
         self.step = self.saved_step = int(self.model.optimizer.iterations.numpy())
         self.saved_time = time.time()
+
+    def on_test_begin(self, logs=None):
+        self.restore()
+
+    def on_predict_begin(self, logs=None):
+        self.restore()
 
     def on_train_batch_end(self, batch, logs=None):
         self.step += 1
@@ -77,7 +103,7 @@ class CheckpointSaver(tf.keras.callbacks.Callback):
             self.save()
 
     def on_train_end(self, logs=None):
-        if self.step != self.saved_step:
+        if self.step != self.saved_step and (self.save_steps or self.save_secs):
             self.save()
 
     def save(self):
@@ -97,11 +123,9 @@ def build_model():
 
 
 model = build_model()
-# RunConfig(model_dir=...): restore the latest checkpoint there, as the Estimator did.
-checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
-checkpoint_manager = tf.train.CheckpointManager(checkpoint, "/tmp/run", max_to_keep=5)
-checkpoint_manager.restore_or_initialize()
-callbacks = [CheckpointSaver(checkpoint_manager, save_secs=600)]
+# The Estimator restored and saved checkpoints in its model_dir; so does this callback.
+checkpoints = ModelDirCheckpoints(model, "/tmp/run", save_secs=600)
+callbacks = [checkpoints]
 model.fit(input_fn(), callbacks=callbacks)
 ''',
             findings=("E2K404",),

@@ -6,6 +6,7 @@ from estimator2keras import _emit
 from estimator2keras._rule import Case, Safety, UnitRule, Unsupported
 from estimator2keras._training import (
     Hooks, call_hooks, callbacks_arg, guarded_fit, method_call, min_of, module_resolver, needs_step_guard,
+    start_step,
 )
 from estimator2keras._units import bind_arguments, resolve_call, resolve_input_fn
 
@@ -235,7 +236,7 @@ model.evaluate(input_fn(), steps=100)
         fit_args = [*dataset, _emit.keyword_arg("epochs", cst.Integer(str(max_steps.evaluated_value // steps)))]
         if plan.may_restore:
             fit_args.append(_emit.keyword_arg(
-                "initial_epoch", _emit.expr("int({m}.optimizer.iterations.numpy()) // {n}", m=model, n=str(steps))))
+                "initial_epoch", _emit.expr("{s} // {n}", s=start_step(plan), n=str(steps))))
         fit_args.append(_emit.keyword_arg("steps_per_epoch", cst.Integer(str(steps))))
         fit_args.append(_emit.keyword_arg("validation_data", eval_input.call_expression(params, "eval")))
         if eval_steps is not None:

@@ -1,0 +1,106 @@
+"""What parity alone does not show about the Estimator surface fixtures: a SavedModel that
+serves the same predictions as the Estimator's export, and a model_dir that a second run
+resumes from. These run the programs themselves (TensorFlow): slow."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES
+from estimator2keras.parity import run_parity_many
+from parity_programs import support
+
+pytestmark = [pytest.mark.slow, support.requires_legacy]
+
+#: Loads SavedModels and calls one signature on the same inputs: {path: {signatures, inputs, outputs}}.
+LOAD_EXPORTS = r"""
+import json, sys
+import numpy as np
+import tensorflow as tf
+inputs = {"x": tf.constant([[1.5, 2.0], [2.5, 3.0], [9.0, 9.5]])}
+out = {}
+for path in sys.argv[1:]:
+    loaded = tf.saved_model.load(path)
+    serving = loaded.signatures["serving_default"]
+    results = serving(**inputs)
+    out[path] = {
+        "signatures": sorted(loaded.signatures.keys()),
+        "inputs": sorted(serving.structured_input_signature[1]),
+        "outputs": {k: np.asarray(v).tolist() for k, v in results.items()},
+    }
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory):
+    """One parity run of export_reload (and on the newest TF when set); the exports each side wrote."""
+    base = tmp_path_factory.mktemp("exports")
+    after = FIXTURES / "export_reload" / "after.py"
+    targets = [after] + ([(after, support.target_python())] if support.target_python() else [])
+    os.environ["EXPORT_DIR"] = str(base)  # the programs read it; both sides get the harness's environment
+    try:
+        results = run_parity_many(FIXTURES / "export_reload" / "before.py", targets, replicas=2,
+                                  legacy_python=support.legacy_python())
+    finally:
+        del os.environ["EXPORT_DIR"]
+    # Timestamped directories, in the order the programs ran: the Estimator's first.
+    written = sorted(base.iterdir(), key=lambda p: int(p.name))
+    loader = support.target_python() or support.legacy_python()
+    done = subprocess.run([loader, "-c", LOAD_EXPORTS, *map(str, written)], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    return results, [loaded[str(p)] for p in written]
+
+
+def test_export_reload_trains_like_the_estimator(exports):
+    results, _ = exports
+    for result in results:
+        assert result.passed, result.report()
+        assert result.legacy.replicas == result.migrated.replicas == 2
+
+
+def test_keras_export_serves_what_the_estimator_export_served(exports):
+    results, loaded = exports
+    assert len(loaded) == 1 + len(results), "one export per program run"
+    estimator, *migrations = loaded
+    assert estimator["signatures"] == ["predict", "serving_default"]
+    assert estimator["inputs"] == ["x"]
+    for migrated in migrations:
+        assert migrated["signatures"] == estimator["signatures"]
+        assert migrated["inputs"] == estimator["inputs"]
+        assert sorted(migrated["outputs"]) == sorted(estimator["outputs"]) == ["above_one", "value"]
+        assert migrated["outputs"]["above_one"] == estimator["outputs"]["above_one"]
+        for mine, theirs in zip(migrated["outputs"]["value"], estimator["outputs"]["value"]):
+            assert mine == pytest.approx(theirs, abs=1e-5)
+
+
+def _run(python: str, program: Path, model_dir: Path) -> str:
+    done = subprocess.run([python, str(program)], capture_output=True, text=True, timeout=300, cwd=program.parent,
+                          env={**os.environ, "MODEL_DIR": str(model_dir), "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return next(line for line in done.stdout.splitlines() if line.startswith("eval loss"))
+
+
+@pytest.mark.parametrize("side", ["before.py", "after.py", "after.py on the newest TF"])
+def test_a_second_run_resumes_from_model_dir(side, tmp_path):
+    """Both programs: the second run restores step 6 from MODEL_DIR, trains nothing (max_steps is
+    reached) and evaluates the same weights; two checkpoints are kept."""
+    python = support.legacy_python()
+    if side.endswith("newest TF"):
+        if support.target_python() is None:
+            pytest.skip("set E2K_TARGET_PYTHON for the newest TensorFlow")
+        python = support.target_python()
+    program = FIXTURES / "checkpoint_resume" / side.split()[0]
+    first = _run(python, program, tmp_path)
+    second = _run(python, program, tmp_path)
+    assert first == second
+    index = [n for n in os.listdir(tmp_path) if n.endswith(".index")]
+    steps = sorted(int(n.split("-")[-1].split(".")[0]) for n in index)
+    assert steps == [4, 6], index  # keep_checkpoint_max=2: the checkpoints of steps 4 and 6
