@@ -133,9 +133,9 @@ model.evaluate(tf.data.Dataset.from_tensor_slices(({"x": x_train}, y_train)).bat
                 if not all(plan.owns(read) for read in reads):
                     raise Unsupported(f"`{binding.name}` is used outside this Estimator's calls", binding.target)
                 function = _emit.statement("def {name}():\n    return {d}", name=binding.name, d=dataset)
-                # Blank lines after the new function, as before any definition (PEP 8).
+                # Blank lines around the new function, as around any definition (PEP 8).
                 blank = [_emit.blank_line()] * (2 if ctx.parent(binding.statement) is ctx.module else 1)
-                function = function.with_changes(leading_lines=(), body=function.body.with_changes(footer=blank))
+                function = function.with_changes(leading_lines=blank, body=function.body.with_changes(footer=blank))
                 plan.replace_statement(binding.statement, [function])
             kind = "pandas_input_fn" if (ctx.call_api_path(factory) or "").endswith("pandas_input_fn") else "numpy_input_fn"
             plan.fixed(factory, self.code, f"{kind} -> tf.data.Dataset.from_tensor_slices")
