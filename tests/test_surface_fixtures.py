@@ -104,3 +104,55 @@ def test_a_second_run_resumes_from_model_dir(side, tmp_path):
     index = [n for n in os.listdir(tmp_path) if n.endswith(".index")]
     steps = sorted(int(n.split("-")[-1].split(".")[0]) for n in index)
     assert steps == [4, 6], index  # keep_checkpoint_max=2: the checkpoints of steps 4 and 6
+
+
+#: Runs a multi_gpu_model program without GPUs: MirroredStrategy on N logical CPUs, and
+#: multi_gpu_model (gone since TF 2.4) as what it computed, the template on the whole batch.
+MULTI_GPU_RUNNER = r"""
+import runpy, sys
+import tensorflow as tf
+program, replicas = sys.argv[1], int(sys.argv[2])
+if replicas > 1:
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * replicas)
+    original = tf.distribute.MirroredStrategy.__init__
+    def __init__(self, devices=None, *args, **kwargs):
+        original(self, [f"/cpu:{i}" for i in range(replicas)], *args, **kwargs)
+    tf.distribute.MirroredStrategy.__init__ = __init__
+import tensorflow.keras.utils as keras_utils
+keras_utils.multi_gpu_model = lambda model, gpus=None, **kwargs: model
+sys.argv = [program]
+runpy.run_path(program, run_name="__main__")
+"""
+COMPARE_SAVED = r"""
+import sys
+import numpy as np
+import tensorflow as tf
+a, b = (tf.keras.models.load_model(p, compile=False).get_weights() for p in sys.argv[1:3])
+print(max(float(np.max(np.abs(x - y))) for x, y in zip(a, b)), len(a))
+"""
+
+
+@pytest.mark.parametrize("newest", [False, True], ids=["tf2.15", "newest-tf"])
+def test_multi_gpu_model_migration_trains_the_template_like_multi_gpu_model(newest, tmp_path):
+    """after.py on 2 replicas saves the template model that before.py saves when multi_gpu_model
+    computes what it did (the template trained on the whole batch, on one device)."""
+    python = support.target_python() if newest else support.legacy_python()
+    if python is None:
+        pytest.skip("set E2K_TARGET_PYTHON for the newest TensorFlow")
+    case = FIXTURES / "multi_gpu_model"
+    runner = tmp_path / "runner.py"
+    runner.write_text(MULTI_GPU_RUNNER)
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    for program, replicas in (("before.py", 1), ("after.py", 2)):
+        cwd = tmp_path / program
+        cwd.mkdir()
+        done = subprocess.run([python, str(runner), str(case / program), str(replicas)], cwd=cwd, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+    done = subprocess.run([python, "-c", COMPARE_SAVED, str(tmp_path / "before.py" / "fited_model.h5"),
+                           str(tmp_path / "after.py" / "fited_model.h5")], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    max_diff, count = done.stdout.split()[-2:]
+    assert int(count) == 8 and float(max_diff) < 1e-6
