@@ -32,6 +32,11 @@ from estimator2keras._symbols import tf2_respellings
 MODEL_FN_PARAMS = ("features", "labels", "mode", "params", "config")
 GLOBAL_STEP = frozenset({"train.get_global_step", "train.get_or_create_global_step"})
 ESTIMATOR_SPEC = "estimator.EstimatorSpec"
+TPU_SPECS = frozenset({"estimator.tpu.TPUEstimatorSpec", "contrib.tpu.TPUEstimatorSpec"})
+TPU_SPEC_SIGNATURE = (
+    "mode", "predictions", "loss", "train_op", "eval_metrics", "export_outputs", "scaffold_fn", "host_call",
+    "training_hooks", "evaluation_hooks", "prediction_hooks",
+)
 SPEC_SIGNATURE = (
     "mode", "predictions", "loss", "train_op", "eval_metric_ops", "export_outputs",
     "training_chief_hooks", "training_hooks", "scaffold", "evaluation_hooks", "prediction_hooks",
@@ -332,11 +337,14 @@ class _Converter:
     def spec(self, path: ModePath) -> dict[str, cst.BaseExpression]:
         ret = path.ret
         value = ret.value if ret is not None else None
-        if not (isinstance(value, cst.Call) and self.ctx.call_api_path(value) == ESTIMATOR_SPEC):
+        kind = self.ctx.call_api_path(value) if isinstance(value, cst.Call) else None
+        if kind != ESTIMATOR_SPEC and kind not in TPU_SPECS:
             self.refuse(ret or self.fn, f"in mode {path.mode!r} the model_fn does not return an EstimatorSpec(...)")
         from estimator2keras._units import bind_arguments
 
-        args = {k: a.value for k, a in bind_arguments(value, SPEC_SIGNATURE).items()}
+        args = {k: a.value for k, a in bind_arguments(value, TPU_SPEC_SIGNATURE if kind in TPU_SPECS else SPEC_SIGNATURE).items()}
+        if kind in TPU_SPECS:
+            args = self.tpu_spec(args, path)
         # Hooks and export signatures belong to the calls that run the mode: handed to the
         # unit's plan, which turns them into callbacks and the exported signature.
         takes = self.plan is not None and hasattr(self.plan, "spec_hooks")
@@ -360,6 +368,17 @@ class _Converter:
         mode = args.get("mode")
         if mode is not None and not (isinstance(mode, cst.Name) and mode.value == "mode") and self.modes.mode_value(mode) is None:
             self.refuse(mode, "EstimatorSpec(mode=...) is not the model_fn's mode")
+        return args
+
+    def tpu_spec(self, args: dict, path: ModePath) -> dict:
+        """A TPUEstimatorSpec is an EstimatorSpec whose metrics come as (metric_fn, tensors)."""
+        for key in ("scaffold_fn", "host_call"):
+            if key in args:
+                self.refuse(args[key], f"TPUEstimatorSpec({key}=...) is not converted")
+        metrics = args.pop("eval_metrics", None)
+        if metrics is not None and path.mode == EVAL:
+            self.leftover(metrics, "TPUEstimatorSpec(eval_metrics=(metric_fn, tensors)) is not converted: "
+                                   "pass its metrics to compile(metrics=...) by hand", "E2K604")
         return args
 
     def follower(self, mode: str):

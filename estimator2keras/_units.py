@@ -306,7 +306,8 @@ class EstimatorUnit:
         return arg.value if arg is not None else None
 
 
-RUN_CONFIG = frozenset({"estimator.RunConfig"})
+TPU_RUN_CONFIG = frozenset({"estimator.tpu.RunConfig", "contrib.tpu.RunConfig"})
+RUN_CONFIG = frozenset({"estimator.RunConfig"}) | TPU_RUN_CONFIG
 RUN_CONFIG_SIGNATURE = (
     "model_dir", "tf_random_seed", "save_summary_steps", "save_checkpoints_steps",
     "save_checkpoints_secs", "session_config", "keep_checkpoint_max",
@@ -315,6 +316,7 @@ RUN_CONFIG_SIGNATURE = (
     "experimental_max_worker_delay_secs", "session_creation_timeout_secs",
     "checkpoint_save_graph_def",
 )
+TPU_RUN_CONFIG_SIGNATURE = ("tpu_config", "evaluation_master", "master", "cluster")
 TRAIN_AND_EVALUATE = "estimator.train_and_evaluate"
 
 
@@ -378,7 +380,8 @@ def _build_unit(ctx: RewriteContext, call: cst.Call, path: str, owner: type[Unit
             if others:
                 raise Unsupported(f"the RunConfig `{binding.name}` is used elsewhere too", binding.target)
         unit.config_call, unit.config_binding = config_call, binding
-        unit.config_args = bind_arguments(config_call, RUN_CONFIG_SIGNATURE)
+        tpu = ctx.call_api_path(config_call) in TPU_RUN_CONFIG
+        unit.config_args = bind_arguments(config_call, TPU_RUN_CONFIG_SIGNATURE if tpu else RUN_CONFIG_SIGNATURE)
     return unit
 
 
@@ -457,6 +460,9 @@ class ConversionPlan:
         #: Estimator reads inside hooks that a hook rule converted (early stopping's argument).
         self.claimed_hook_args: set[cst.CSTNode] = set()
         self._steps_left: str | None = None
+        #: The params an input_fn gets, by mode ("train", "eval", "infer"), when they are not
+        #: the Estimator's own (a TPUEstimator adds the mode's batch size).
+        self.input_params: dict[str, cst.BaseExpression] = {}
         #: Iterator calls in input_fns that a rule took apart (the dataset is returned instead).
         self.iterator_calls: set[cst.Call] = set()
 
@@ -522,6 +528,12 @@ class ConversionPlan:
 
     def add_fit_callback(self, callback: cst.BaseExpression) -> None:
         self.fit_callbacks.append(callback)
+
+    def params_for(self, mode: str) -> cst.BaseExpression | None:
+        """The ``params`` the Estimator passed to an input_fn called in ``mode``."""
+        if mode in self.input_params:
+            return self.input_params[mode]
+        return self.unit.arg_value("params")
 
     def callbacks_name(self) -> str | None:
         """The variable holding the unit's ``fit_callbacks`` (None when there are none)."""
