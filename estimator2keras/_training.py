@@ -248,6 +248,11 @@ class {name}({tf}.keras.callbacks.Callback):
         self.checkpoint = {tf}.train.Checkpoint(model=model, optimizer=model.optimizer)
         self.manager = {tf}.train.CheckpointManager(
             self.checkpoint, directory, max_to_keep, keep_checkpoint_every_n_hours)
+        self.writer = self.manager
+        if not model.distribute_strategy.extended.should_checkpoint:
+            # Another worker than the chief of a multi-worker strategy: it saves too (the
+            # variables are read collectively), but aside, as under an Estimator.
+            self.writer = {tf}.train.CheckpointManager(self.checkpoint, tempfile.mkdtemp(), 1)
         self.save_steps = save_steps
         self.save_secs = save_secs
         self.restored = not restore
@@ -288,7 +293,7 @@ class {name}({tf}.keras.callbacks.Callback):
             self.save()
 
     def save(self):
-        self.manager.save(checkpoint_number=self.step)
+        self.writer.save(checkpoint_number=self.step)
         self.saved_step, self.saved_time = self.step, time.time()
 '''
 
@@ -299,7 +304,7 @@ def model_dir_checkpoints(
     secs: cst.BaseExpression | None = None, restore: bool,
 ) -> cst.BaseExpression:
     """A ModelDirCheckpoints callback (its class added to the file once) for ``directory``."""
-    plan.imports.append(("time", None, None))
+    plan.imports += [("tempfile", None, None), ("time", None, None)]
     klass = plan.add_helper(
         "ModelDirCheckpoints", lambda name: _emit.statements(MODEL_DIR_CHECKPOINTS, name=name, tf=plan.tf))
     args = [cst.Arg(cst.Name(plan.model_var)), cst.Arg(directory)]

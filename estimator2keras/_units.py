@@ -408,6 +408,10 @@ class ConversionPlan:
         #: A name the input_fns can read to scale per-replica batches; None when not visible.
         self.strategy_name: str | None = None
         self.has_strategy = False
+        #: The strategy runs one program per worker (MultiWorkerMirroredStrategy).
+        self.multi_worker = False
+        #: A function the unit's datasets go through before fit/evaluate/predict read them.
+        self.dataset_wrapper: str | None = None
         self.claimed_uses: set[cst.Name] = set()
         self.claimed_args: set[str] = set()
         self.claimed_config: set[str] = set()
@@ -528,6 +532,12 @@ class ConversionPlan:
 
     def add_fit_callback(self, callback: cst.BaseExpression) -> None:
         self.fit_callbacks.append(callback)
+
+    def dataset(self, expression: cst.BaseExpression) -> cst.BaseExpression:
+        """What ``fit``/``evaluate``/``predict`` read of a dataset the unit's input_fn gives."""
+        if self.dataset_wrapper is None:
+            return expression
+        return cst.Call(cst.Name(self.dataset_wrapper), args=[cst.Arg(expression)])
 
     def params_for(self, mode: str) -> cst.BaseExpression | None:
         """The ``params`` the Estimator passed to an input_fn called in ``mode``."""

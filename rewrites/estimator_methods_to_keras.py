@@ -204,7 +204,7 @@ for prediction in tf.data.Dataset.from_tensor_slices(model.predict(input_fn())).
                 "train() without steps on an input that repeats forever: the Estimator trained until a hook "
                 "stopped it, Keras fit (TF 2.15) needs steps_per_epoch; give train() steps", use.call)
         plan.register_input_fn(input_fn)
-        dataset = [cst.Arg(input_fn.call_expression(plan.params_for("train"), "train"))]
+        dataset = [cst.Arg(plan.dataset(input_fn.call_expression(plan.params_for("train"), "train")))]
         more = [a for a in [callbacks_arg(plan, hooks, training=True)] if a is not None] + list(plan.fit_keywords)
         if max_steps is not None and needs_step_guard(plan, ctx, use.call):
             statement = _expression_statement(ctx, use.call)
@@ -225,7 +225,7 @@ for prediction in tf.data.Dataset.from_tensor_slices(model.predict(input_fn())).
             raise Unsupported("a training hook (StopAtStepHook, early stopping) passed to evaluate()", use.call)
         input_fn = resolve_input_fn(ctx, args["input_fn"].value)
         plan.register_input_fn(input_fn)
-        new_args = [cst.Arg(input_fn.call_expression(plan.params_for("eval"), "eval"))]
+        new_args = [cst.Arg(plan.dataset(input_fn.call_expression(plan.params_for("eval"), "eval")))]
         if "steps" in args and not _is_none(args["steps"].value):
             new_args.append(_emit.keyword_arg("steps", args["steps"].value))
         callbacks = callbacks_arg(plan, hooks, training=False)
@@ -254,7 +254,7 @@ for prediction in tf.data.Dataset.from_tensor_slices(model.predict(input_fn())).
                 "this predict input_fn may repeat forever: the Estimator yielded predictions lazily, Keras "
                 "predict reads the whole dataset", args["input_fn"])
         plan.register_input_fn(input_fn)
-        new_args = [cst.Arg(input_fn.call_expression(plan.params_for("infer"), "infer"))]
+        new_args = [cst.Arg(plan.dataset(input_fn.call_expression(plan.params_for("infer"), "infer")))]
         callbacks = callbacks_arg(plan, hooks, training=False)
         if callbacks is not None:
             new_args.append(callbacks)

@@ -53,6 +53,7 @@ estimator.train(input_fn)
 ''',
             after='''\
 import tensorflow as tf
+import tempfile
 import time
 
 
@@ -67,6 +68,11 @@ class ModelDirCheckpoints(tf.keras.callbacks.Callback):
         self.checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, directory, max_to_keep, keep_checkpoint_every_n_hours)
+        self.writer = self.manager
+        if not model.distribute_strategy.extended.should_checkpoint:
+            # Another worker than the chief of a multi-worker strategy: it saves too (the
+            # variables are read collectively), but aside, as under an Estimator.
+            self.writer = tf.train.CheckpointManager(self.checkpoint, tempfile.mkdtemp(), 1)
         self.save_steps = save_steps
         self.save_secs = save_secs
         self.restored = not restore
@@ -107,7 +113,7 @@ class ModelDirCheckpoints(tf.keras.callbacks.Callback):
             self.save()
 
     def save(self):
-        self.manager.save(checkpoint_number=self.step)
+        self.writer.save(checkpoint_number=self.step)
         self.saved_step, self.saved_time = self.step, time.time()
 
 

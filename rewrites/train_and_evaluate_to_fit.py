@@ -159,7 +159,7 @@ model.evaluate(input_fn(), steps=100)
             self._claim_timing(evaluation, plan)
 
             model = plan.model_var
-            dataset = [cst.Arg(train_input.call_expression(plan.params_for("train"), "train"))]
+            dataset = [cst.Arg(plan.dataset(train_input.call_expression(plan.params_for("train"), "train")))]
             periodic = self._periodic(unit, train_hooks, evaluation, max_steps, train_call)
             fit_statements: list[cst.BaseStatement]
             if periodic is not None:
@@ -175,7 +175,7 @@ model.evaluate(input_fn(), steps=100)
                     fit = method_call(model, "fit", [*dataset, *steps, *more])
                     fit_statements = [_emit.fit_line(_emit.statement("{c}", c=fit), _depth(ctx, call), ctx.module.default_indent)]
 
-            eval_args = [cst.Arg(eval_input.call_expression(plan.params_for("eval"), "eval"))]
+            eval_args = [cst.Arg(plan.dataset(eval_input.call_expression(plan.params_for("eval"), "eval")))]
             if eval_steps is not None:
                 eval_args.append(_emit.keyword_arg("steps", eval_steps))
             eval_callbacks = callbacks_arg(plan, eval_hooks, training=False)
@@ -238,7 +238,7 @@ model.evaluate(input_fn(), steps=100)
             fit_args.append(_emit.keyword_arg(
                 "initial_epoch", _emit.expr("{s} // {n}", s=start_step(plan), n=str(steps))))
         fit_args.append(_emit.keyword_arg("steps_per_epoch", cst.Integer(str(steps))))
-        fit_args.append(_emit.keyword_arg("validation_data", eval_input.call_expression(plan.params_for("eval"), "eval")))
+        fit_args.append(_emit.keyword_arg("validation_data", plan.dataset(eval_input.call_expression(plan.params_for("eval"), "eval"))))
         if eval_steps is not None:
             fit_args.append(_emit.keyword_arg("validation_steps", eval_steps.deep_clone()))
         hooks = Hooks()
