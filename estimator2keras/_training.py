@@ -115,6 +115,7 @@ def module_resolver(ctx: "RewriteContext", plan: "ConversionPlan") -> Callable[[
             if bound.statement not in plan.removed_bindings:
                 plan.removed_bindings.add(bound.statement)
                 plan.remove_statement(bound.statement)
+                plan.owned.append(bound.value)  # what it reads moves with it into the unit's code
             node = bound.value
             seen += 1
         return node

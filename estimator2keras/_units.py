@@ -469,6 +469,8 @@ class ConversionPlan:
         self.input_params: dict[str, cst.BaseExpression] = {}
         #: Iterator calls in input_fns that a rule took apart (the dataset is returned instead).
         self.iterator_calls: set[cst.Call] = set()
+        #: Serving functions already defined for serving_input_receiver_fns (node -> name).
+        self.serving_functions: dict[cst.CSTNode, str] = {}
 
     # -- what rules call ------------------------------------------------------------------
     def replace(self, node: cst.CSTNode, new: cst.CSTNode) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import libcst as cst
 
 from estimator2keras import _emit
+from estimator2keras._export import export_path, save_statement, serving_function, signature_names, signatures_dict
 from estimator2keras._rule import Case, Safety, UnitRule, Unsupported
 from estimator2keras._training import (
     Hooks, call_hooks, callbacks_arg, guarded_fit, method_call, min_of, module_resolver, needs_step_guard,
@@ -17,6 +18,8 @@ EVAL_SPEC_SIGNATURE = ("input_fn", "steps", "name", "hooks", "exporters", "start
 TRAIN_AND_EVALUATE_SIGNATURE = ("estimator", "train_spec", "eval_spec")
 #: EvalSpec's default number of evaluation steps.
 EVAL_SPEC_DEFAULT_STEPS = 100
+EXPORTERS = frozenset({"estimator.FinalExporter", "estimator.LatestExporter"})
+EXPORTER_SIGNATURE = ("name", "serving_input_receiver_fn", "assets_extra", "as_text", "exports_to_keep")
 TIMING_NOTES = {
     "throttle_secs": "EvalSpec(throttle_secs=...): fit evaluates at fixed steps (or once, after training), not by time",
     "start_delay_secs": "EvalSpec(start_delay_secs=...) only delayed a separate evaluator job; there is none",
@@ -58,8 +61,15 @@ class TrainAndEvaluateToFit(UnitRule):
     model), the Estimator skipped training and returned no metrics; the Keras program still
     evaluates.
 
+    - `EvalSpec(exporters=[FinalExporter(name, serving_input_receiver_fn)])` (or a
+      `LatestExporter`) exports the trained model to `model_dir/export/<name>/<timestamp>`
+      with the serving signature the Estimator exported (E2K007), and the assigned result's
+      export list holds those paths.
+
     ## Limitations
-    Saving listeners and exporters are reported (E2K902), not converted.
+    Saving listeners and `BestExporter` are reported (E2K902), not converted. A
+    `LatestExporter` exported after every evaluation (keeping `exports_to_keep`); the Keras
+    program exports once, the final model, which is the newest export it kept.
 
     ## References
     - https://www.tensorflow.org/guide/migrate/migrating_estimator
@@ -114,6 +124,149 @@ model.fit(input_fn(), steps_per_epoch=10)
 model.evaluate(input_fn(), steps=100)
 ''',
         ),
+        Case(
+            id="final-exporter",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": [[1.0, 2.0]] * 4}, [[2.0]] * 4)).batch(2)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features["x"])
+    if mode == tf.estimator.ModeKeys.PREDICT:
+        return tf.estimator.EstimatorSpec(mode, predictions={"logits": logits})
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+serving_input_fn = tf.estimator.export.build_raw_serving_input_receiver_fn({"x": tf.zeros([1, 2])})
+estimator = tf.estimator.Estimator(model_fn, model_dir="/tmp/model")
+train_spec = tf.estimator.TrainSpec(input_fn, max_steps=4)
+exporter = tf.estimator.FinalExporter("serving", serving_input_fn)
+eval_spec = tf.estimator.EvalSpec(input_fn, exporters=[exporter])
+metrics, exports = tf.estimator.train_and_evaluate(estimator, train_spec, eval_spec)
+''',
+            after='''\
+import tensorflow as tf
+import os
+import tempfile
+import time
+
+
+class ModelDirCheckpoints(tf.keras.callbacks.Callback):
+    """An Estimator's model_dir for a Keras model and its optimizer: the latest checkpoint is
+    restored when the model first trains, evaluates or predicts, and training saves one every
+    `save_steps` steps or `save_secs` seconds and when it ends, numbered by global step."""
+
+    def __init__(self, model, directory, max_to_keep=5, keep_checkpoint_every_n_hours=None,
+                 save_steps=None, save_secs=None, restore=True):
+        super().__init__()
+        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, directory, max_to_keep, keep_checkpoint_every_n_hours)
+        self.writer = self.manager
+        if not model.distribute_strategy.extended.should_checkpoint:
+            # Another worker than the chief of a multi-worker strategy: it saves too (the
+            # variables are read collectively), but aside, as under an Estimator.
+            self.writer = tf.train.CheckpointManager(self.checkpoint, tempfile.mkdtemp(), 1)
+        self.save_steps = save_steps
+        self.save_secs = save_secs
+        self.restored = not restore
+
+    def global_step(self):
+        """The step training goes on from: the latest checkpoint's until it is restored."""
+        if self.restored or self.manager.latest_checkpoint is None:
+            return int(self.checkpoint.optimizer.iterations.numpy())
+        return int(self.manager.latest_checkpoint.rsplit("-", 1)[-1])
+
+    def restore(self):
+        # Not before: Keras 3 restores into a model under a distribution strategy only once
+        # the model is built, which it is when a callback starts.
+        if not self.restored:
+            self.manager.restore_or_initialize()
+            self.restored = True
+
+    def on_train_begin(self, logs=None):
+        self.restore()
+        self.step = self.saved_step = int(self.model.optimizer.iterations.numpy())
+        self.saved_time = time.time()
+
+    def on_test_begin(self, logs=None):
+        self.restore()
+
+    def on_predict_begin(self, logs=None):
+        self.restore()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.step += 1
+        steps_due = self.save_steps and self.step - self.saved_step >= self.save_steps
+        secs_due = self.save_secs and time.time() - self.saved_time >= self.save_secs
+        if steps_due or secs_due:
+            self.save()
+
+    def on_train_end(self, logs=None):
+        if self.step != self.saved_step and (self.save_steps or self.save_secs):
+            self.save()
+
+    def save(self):
+        self.writer.save(checkpoint_number=self.step)
+        self.saved_step, self.saved_time = self.step, time.time()
+
+
+def serving_signature(features, batch_size=None):
+    """The inputs build_raw_serving_input_receiver_fn served: one per feature, any batch size."""
+    return {key: tf.TensorSpec([batch_size, *t.shape[1:]], t.dtype, name=key) for key, t in features.items()}
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": [[1.0, 2.0]] * 4}, [[2.0]] * 4)).batch(2)
+
+
+class Model(tf.keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.logits = tf.keras.layers.Dense(1)
+
+    def call(self, features, training=False):
+        logits = self.logits(features["x"])
+        return logits
+
+    def predict_step(self, data):
+        features, _, _ = tf.keras.utils.unpack_x_y_sample_weight(data)
+        logits = self(features, training=False)
+        return {"logits": logits}
+
+
+def build_model():
+    model = Model()
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+# The serving signature the Estimator exported: one input per feature, predictions out.
+@tf.function(input_signature=[serving_signature({"x": tf.zeros([1, 2])})])
+def serving_input_fn(features):
+    return model.predict_step(features)
+
+
+model = build_model()
+# The Estimator restored and saved checkpoints in its model_dir; so does this callback.
+checkpoints = ModelDirCheckpoints(model, "/tmp/model", save_secs=600)
+callbacks = [checkpoints]
+# max_steps counts from global step 0, as in the Estimator: train only the steps left.
+steps_left = 4 - checkpoints.global_step()
+if steps_left > 0:
+    model.fit(input_fn(), steps_per_epoch=steps_left, callbacks=callbacks)
+metrics = model.evaluate(input_fn(), callbacks=[checkpoints], return_dict=True)
+export_path = os.fsencode(os.path.join("/tmp/model", "export", "serving", str(int(time.time()))))
+tf.saved_model.save(model, export_path, signatures={"serving_default": serving_input_fn})
+exports = [export_path]
+''',
+        ),
     ]
 
     def plan(self, unit, plan, ctx) -> None:
@@ -131,8 +284,6 @@ model.evaluate(input_fn(), steps=100)
             evaluation = bind_arguments(eval_call, EVAL_SPEC_SIGNATURE)
             if "saving_listeners" in train and not _is_none(train["saving_listeners"].value):
                 raise Unsupported("TrainSpec(saving_listeners=...) is not converted yet", train["saving_listeners"])
-            if "exporters" in evaluation and not _is_none(evaluation["exporters"].value):
-                raise Unsupported("EvalSpec(exporters=...) is not converted yet", evaluation["exporters"])
             train_hooks = call_hooks(plan, ctx, "train", train.get("hooks"), resolve)
             eval_hooks = call_hooks(plan, ctx, "eval", evaluation.get("hooks"), resolve)
             if eval_hooks.num_steps or eval_hooks.last_step or eval_hooks.early_stops:
@@ -181,15 +332,17 @@ model.evaluate(input_fn(), steps=100)
             eval_callbacks = callbacks_arg(plan, eval_hooks, training=False)
             if eval_callbacks is not None:
                 eval_args.append(eval_callbacks)
+            exports, paths = self._exporters(evaluation.get("exporters"), plan, ctx, resolve)
             statement = ctx.enclosing_statement(call)
             small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
             if isinstance(small, cst.Expr) and small.value is call:
                 evaluate = method_call(model, "evaluate", eval_args)
-                new = [*fit_statements, _emit.statement("{c}", c=evaluate)]
+                new = [*fit_statements, _emit.statement("{c}", c=evaluate), *exports]
             elif isinstance(small, cst.Assign) and small.value is call and len(small.targets) == 1:
                 eval_args.append(_emit.keyword_arg("return_dict", cst.Name("True")))
                 evaluate = method_call(model, "evaluate", eval_args)
-                new = [*fit_statements, *self._assign_result(small.targets[0].target, evaluate)]
+                assigned = self._assign_result(small.targets[0].target, evaluate, paths)
+                new = [*fit_statements, assigned[0], *exports, *assigned[1:]]  # exported after the last evaluation
             else:
                 raise Unsupported("train_and_evaluate(...) is used inside an expression e2k does not rewrite", call)
             plan.replace_statement(statement, new)
@@ -273,15 +426,56 @@ model.evaluate(input_fn(), steps=100)
         return cst.Call(_emit.expr("{tf}.keras.callbacks.EarlyStopping", tf=plan.tf), args=_emit.call_args(args))
 
     @staticmethod
-    def _assign_result(target: cst.BaseAssignTargetExpression, evaluate: cst.Call) -> list[cst.BaseStatement]:
-        # train_and_evaluate returned (eval_result, export_results).
+    def _assign_result(target: cst.BaseAssignTargetExpression, evaluate: cst.Call,
+                       paths: list[str] = ()) -> list[cst.BaseStatement]:
+        # train_and_evaluate returned (eval_result, export_results): the exporters' paths.
+        exported = "[" + ", ".join(paths) + "]"
         if isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2:
             metrics, exports = (e.value for e in target.elements)
             return [
                 _emit.statement("{t} = {e}", t=metrics, e=evaluate),
-                _emit.statement("{t} = []", t=exports),
+                _emit.statement("{t} = {x}", t=exports, x=exported),
             ]
+        if paths:
+            return [_emit.statement("{t} = ({e}, None)", t=target, e=evaluate),
+                    _emit.statement("{t} = ({t}[0], {x})", t=target, x=exported)]
         return [_emit.statement("{t} = ({e}, [])", t=target, e=evaluate)]
+
+    def _exporters(self, arg, plan, ctx, resolve) -> tuple[list[cst.BaseStatement], list[str]]:
+        """FinalExporter / LatestExporter: the model exported to model_dir/export/<name> after
+        training, as the Estimator exported the final checkpoint (statements, path names)."""
+        if arg is None or _is_none(arg.value):
+            return [], []
+        value = resolve(arg.value)
+        if not isinstance(value, (cst.List, cst.Tuple)):
+            value = cst.List([cst.Element(value)])
+        statements: list[cst.BaseStatement] = []
+        paths: list[str] = []
+        for element in value.elements:
+            exporter = resolve(element.value)
+            kind = ctx.call_api_path(exporter) if isinstance(exporter, cst.Call) else None
+            if kind not in EXPORTERS:
+                raise Unsupported("only FinalExporter and LatestExporter are converted", element.value)
+            found = bind_arguments(exporter, EXPORTER_SIGNATURE)
+            for name in ("assets_extra", "as_text"):
+                if name in found and _emit.code(found[name].value) not in ("None", "False"):
+                    raise Unsupported(f"an exporter with {name}= is not converted", found[name])
+            name = found.get("name")
+            if not isinstance(getattr(name, "value", None), cst.SimpleString):
+                raise Unsupported("the exporter's name is not a string literal", exporter)
+            if plan.model_dir is None:
+                plan.fixed(exporter, self.code, "no model_dir: the Estimator exported into a temporary directory")
+                continue
+            names = signature_names(plan, ctx, exporter)
+            function, inline = serving_function(found["serving_input_receiver_fn"].value, plan, ctx)
+            path = export_path(plan, plan.model_dir, "export", name.value.evaluated_value)
+            target = plan.unique_name("export_path")
+            statements += [*inline, _emit.statement("{t} = {p}", t=target, p=path),
+                           save_statement(plan, ctx, cst.Name(target), signatures_dict(names, function))]
+            paths.append(target)
+            plan.fixed(exporter, self.code, f"{kind.rsplit('.', 1)[-1]} -> the model exported after training")
+        return statements, paths
+
 
 
 def _is_none(node: cst.BaseExpression) -> bool:
