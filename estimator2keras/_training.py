@@ -175,7 +175,7 @@ def convert_hook(site: HookSite, node: cst.BaseExpression, ctx: "RewriteContext"
     if result.early_stop is not None:
         out.early_stops.append(result.early_stop)
     if result.dropped is not None:
-        plan.leftover(call, rule.code, result.dropped)
+        plan.leftover(node, rule.code, result.dropped)  # where the hook was passed: its binding may go
     else:
         plan.fixed(call, rule.code, result.note or f"`{_emit.code(call.func)}` -> a Keras callback")
     return out

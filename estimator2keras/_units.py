@@ -701,9 +701,8 @@ class ConversionPlan:
         tree_marks = []
         for statement, text in notes:
             owner = next((s for s in statements if self._inside(statement, {s})), None)
-            config_statement = unit.config_binding.statement if unit.config_binding is not None else None
-            if owner is not None and owner is config_statement and not statements[owner]:
-                owner = unit.statement  # a RunConfig setting's note goes where the model is built
+            if owner is not None and not statements[owner] and owner is not unit.statement:
+                owner = unit.statement  # a note on removed code (a RunConfig setting) goes where the model is built
             if owner is None:
                 tree_marks.append((statement, text))
             elif statements[owner]:

@@ -173,6 +173,53 @@ for prediction in tf.data.Dataset.from_tensor_slices(model.predict(input_fn())).
     print(prediction["doubled"])
 ''',
         ),
+        Case(
+            id="predict-repeats-forever",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).repeat().batch(1)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features)
+    if mode == tf.estimator.ModeKeys.PREDICT:
+        return tf.estimator.EstimatorSpec(mode, predictions=logits)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+estimator = tf.estimator.Estimator(model_fn)
+estimator.train(input_fn, steps=10)
+print(next(estimator.predict(input_fn)))
+''',
+            after='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).repeat().batch(1)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features)
+    if mode == tf.estimator.ModeKeys.PREDICT:
+        return tf.estimator.EstimatorSpec(mode, predictions=logits)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+estimator = tf.estimator.Estimator(model_fn)
+estimator.train(input_fn, steps=10)
+# e2k: E2K003 this predict input_fn may repeat forever: the Estimator yielded predictions lazily, Keras predict reads the whole dataset
+print(next(estimator.predict(input_fn)))
+''',
+            findings=('E2K003',),
+        ),
     ]
 
     def plan(self, unit, plan, ctx) -> None:

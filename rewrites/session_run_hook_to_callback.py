@@ -114,6 +114,47 @@ model = build_model()
 model.fit(input_fn(), steps_per_epoch=20, callbacks=[tf.keras.callbacks.TerminateOnNaN()])
 ''',
         ),
+        Case(
+            id="logging-named-tensors",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).repeat().batch(1)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+estimator = tf.estimator.Estimator(model_fn)
+logging_hook = tf.train.LoggingTensorHook({"probabilities": "softmax_tensor"}, every_n_iter=50)
+estimator.train(input_fn, steps=100, hooks=[logging_hook])
+''',
+            after='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).repeat().batch(1)
+
+
+def build_model():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+model = build_model()
+# e2k: E2K406 LoggingTensorHook logged graph tensors, which a Keras model does not expose by name: log them from a tf.keras.callbacks.Callback (the loss and metrics are in its `logs`, the weights in `self.model`)
+model.fit(input_fn(), steps_per_epoch=100)
+''',
+            findings=('E2K406',),
+        ),
     ]
 
     def convert(self, call: cst.Call, ctx, tf: str, site: HookSite) -> HookConversion:
