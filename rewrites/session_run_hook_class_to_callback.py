@@ -20,6 +20,9 @@ FETCHED = (
     "expose by name: read the loss and metrics from `logs`, the weights from `self.model`"
 )
 SESSION = "a SessionRunHook used its session here; a Keras callback has none (use `self.model`)"
+NOT_STOPPABLE = (
+    "a callback stops fit but not evaluate() or predict(), which this hook also stopped under the Estimator"
+)
 CODE = "E2K407"
 
 
@@ -163,7 +166,7 @@ model.fit(input_fn(), steps_per_epoch=1000, callbacks=[TimingHook()])
                 body.append(statement)
                 continue
             index, keras_params = HOOK_METHODS[name]
-            new = self._method(statement, ctx, plan, order[0], keras_params)
+            new = self._method(statement, ctx, plan, order, keras_params)
             if name == "after_create_session":
                 begin_extra.extend(new.body.body)
                 continue
@@ -200,11 +203,12 @@ model.fit(input_fn(), steps_per_epoch=1000, callbacks=[TimingHook()])
             statements.insert(0, first)
         return init.with_changes(body=init.body.with_changes(body=statements))
 
-    def _method(self, fn: cst.FunctionDef, ctx, plan, phase: str, keras_params: str) -> cst.FunctionDef:
+    def _method(self, fn: cst.FunctionDef, ctx, plan, phases: list[str], keras_params: str) -> cst.FunctionDef:
         name = fn.name.value
         index = HOOK_METHODS[name][0]
+        phase = phases[0]
         params = [p.name.value for p in fn.params.params[1:]]
-        rewriter = _HookBody(params, phase)
+        rewriter = _HookBody(params, phases)
         new_body = fn.body.visit(rewriter)
         for node, message in rewriter.marked:
             plan.leftover_marked_in_new_code(node, CODE, message)
@@ -217,10 +221,10 @@ model.fit(input_fn(), steps_per_epoch=1000, callbacks=[TimingHook()])
 class _HookBody(cst.CSTTransformer):
     """A hook method's body as a callback's: request_stop -> stop_training, fetches marked."""
 
-    def __init__(self, params: list[str], phase: str):
+    def __init__(self, params: list[str], phases: list[str]):
         super().__init__()
         self.params = set(params)
-        self.phase = phase
+        self.phases = phases
         self.marked: list[tuple[cst.CSTNode, str]] = []
 
     def leave_SimpleStatementLine(self, original, updated):
@@ -228,9 +232,12 @@ class _HookBody(cst.CSTTransformer):
         small = original.body[0] if len(original.body) == 1 else None
         if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
             func = _emit.code(small.value.func)
-            if func.endswith(".request_stop") and func.split(".")[0] in self.params and self.phase == "train":
-                return _emit.statement("self.model.stop_training = True").with_changes(
+            if func.endswith(".request_stop") and func.split(".")[0] in self.params and "train" in self.phases:
+                stop = _emit.statement("self.model.stop_training = True").with_changes(
                     leading_lines=updated.leading_lines, trailing_whitespace=updated.trailing_whitespace)
+                if self.phases != ["train"]:  # the same method also runs in evaluate() or predict()
+                    return self._mark(original, stop, NOT_STOPPABLE)
+                return stop
             if func.startswith("super().") and func.split(".")[-1] in HOOK_METHODS:
                 return cst.RemoveFromParent()
         if isinstance(small, cst.Return) and small.value is not None and "SessionRunArgs" in text:
