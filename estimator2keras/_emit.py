@@ -25,6 +25,12 @@ def statement(template: str, **nodes: cst.BaseExpression | str) -> cst.BaseState
     return cst.parse_statement(_fill(textwrap.dedent(template).strip() + "\n", nodes))
 
 
+def statements(template: str, **nodes: cst.BaseExpression | str) -> list[cst.BaseStatement]:
+    """Parse a block of module-level statements (a helper class, a function)."""
+    module = cst.parse_module(_fill(textwrap.dedent(template).strip() + "\n", nodes))
+    return list(module.body)
+
+
 def _fill(template: str, nodes: dict) -> str:
     values = {k: (code(v) if isinstance(v, cst.CSTNode) else v) for k, v in nodes.items()}
     return template.format(**values) if values else template

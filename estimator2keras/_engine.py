@@ -73,7 +73,11 @@ def rewrite_source(source: bytes, path: str, rules: RuleSet, keywords: tuple[byt
         keywords = rules.keywords()
     if keywords is not None and not any(word in source for word in keywords):
         return FileResult(path, "unchanged", source, source)
-    module_rules = rules.module_rules()
+    # A module rule runs on the files that mention one of its keywords (every file, without any).
+    module_rules = [
+        rule for rule in rules.module_rules()
+        if not rule.keywords or any(word.encode() in source for word in rule.keywords)
+    ]
     # The syntactic pre-filter: most files that mention "estimator" build none (_prefilter).
     screening = screen(source, rules.constructor_names(), bool(module_rules))
     if screening.error:

@@ -32,11 +32,18 @@ from estimator2keras._symbols import tf2_respellings
 MODEL_FN_PARAMS = ("features", "labels", "mode", "params", "config")
 GLOBAL_STEP = frozenset({"train.get_global_step", "train.get_or_create_global_step"})
 ESTIMATOR_SPEC = "estimator.EstimatorSpec"
+TPU_SPECS = frozenset({"estimator.tpu.TPUEstimatorSpec", "contrib.tpu.TPUEstimatorSpec"})
+TPU_SPEC_SIGNATURE = (
+    "mode", "predictions", "loss", "train_op", "eval_metrics", "export_outputs", "scaffold_fn", "host_call",
+    "training_hooks", "evaluation_hooks", "prediction_hooks",
+)
 SPEC_SIGNATURE = (
     "mode", "predictions", "loss", "train_op", "eval_metric_ops", "export_outputs",
     "training_chief_hooks", "training_hooks", "scaffold", "evaluation_hooks", "prediction_hooks",
 )
 REGULARIZATION_LOSS = frozenset({"losses.get_regularization_loss"})
+#: EstimatorSpec hook arguments, and the mode whose calls run them.
+SPEC_HOOKS = {"training_hooks": TRAIN, "training_chief_hooks": TRAIN, "evaluation_hooks": EVAL, "prediction_hooks": PREDICT}
 SUMMARIES = ("summary.",)
 #: Graph-era constructs that a Keras model cannot hold as they are: the model_fn is left whole.
 BEYOND_CATALOGUE = frozenset({
@@ -134,6 +141,8 @@ class ModelConversion:
     statements: list[cst.BaseStatement]
     #: The builder's parameters, in order (``params`` and names bound by partial/closures).
     arguments: list[str]
+    #: What PREDICT's ``predictions`` are: "dict", "output" (the model output), "tensor", or None.
+    predictions_kind: str | None = None
 
 
 # ---------------------------------------------------------------------------------------
@@ -327,21 +336,68 @@ class _Converter:
     def spec(self, path: ModePath) -> dict[str, cst.BaseExpression]:
         ret = path.ret
         value = ret.value if ret is not None else None
-        if not (isinstance(value, cst.Call) and self.ctx.call_api_path(value) == ESTIMATOR_SPEC):
+        kind = self.ctx.call_api_path(value) if isinstance(value, cst.Call) else None
+        if kind != ESTIMATOR_SPEC and kind not in TPU_SPECS:
             self.refuse(ret or self.fn, f"in mode {path.mode!r} the model_fn does not return an EstimatorSpec(...)")
         from estimator2keras._units import bind_arguments
 
-        args = {k: a.value for k, a in bind_arguments(value, SPEC_SIGNATURE).items()}
-        for key in ("training_chief_hooks", "training_hooks", "evaluation_hooks", "prediction_hooks"):
+        args = {k: a.value for k, a in bind_arguments(value, TPU_SPEC_SIGNATURE if kind in TPU_SPECS else SPEC_SIGNATURE).items()}
+        if kind in TPU_SPECS:
+            args = self.tpu_spec(args, path)
+        # Hooks and export signatures belong to the calls that run the mode: handed to the
+        # unit's plan, which turns them into callbacks and the exported signature.
+        takes = self.plan is not None and hasattr(self.plan, "spec_hooks")
+        for key, phase in SPEC_HOOKS.items():
             if key in args:
-                self.refuse(args[key], f"EstimatorSpec({key}=...) is not converted yet (hooks become callbacks)")
-        for key in ("scaffold", "export_outputs"):
-            if key in args:
-                self.refuse(args[key], f"EstimatorSpec({key}=...) is not converted yet")
+                if not takes:
+                    self.refuse(args[key], f"EstimatorSpec({key}=...) is not converted here (hooks become callbacks)")
+                if phase == path.mode and all(args[key] is not seen for seen, _ in self.plan.spec_hooks[phase]):
+                    self.plan.spec_hooks[phase].append((args[key], self.follower(path.mode)))
+        if takes and path.mode == TRAIN:
+            self.plan.spec_loss = args.get("loss")
+        if "export_outputs" in args:
+            if not takes:
+                self.refuse(args["export_outputs"], "EstimatorSpec(export_outputs=...) is not converted here")
+            if path.mode == PREDICT:
+                self.plan.spec_export_outputs = (args["export_outputs"], self.follower(PREDICT))
+        if takes and path.mode == PREDICT:
+            self.plan.spec_predictions = args.get("predictions")
+        if "scaffold" in args:
+            self.refuse(args["scaffold"], "EstimatorSpec(scaffold=...) is not converted yet")
         mode = args.get("mode")
         if mode is not None and not (isinstance(mode, cst.Name) and mode.value == "mode") and self.modes.mode_value(mode) is None:
             self.refuse(mode, "EstimatorSpec(mode=...) is not the model_fn's mode")
         return args
+
+    def tpu_spec(self, args: dict, path: ModePath) -> dict:
+        """A TPUEstimatorSpec is an EstimatorSpec whose metrics come as (metric_fn, tensors)."""
+        for key in ("scaffold_fn", "host_call"):
+            if key in args:
+                self.refuse(args[key], f"TPUEstimatorSpec({key}=...) is not converted")
+        metrics = args.pop("eval_metrics", None)
+        if metrics is not None and path.mode == EVAL:
+            self.leftover(metrics, "TPUEstimatorSpec(eval_metrics=(metric_fn, tensors)) is not converted: "
+                                   "pass its metrics to compile(metrics=...) by hand", "E2K604")
+        return args
+
+    def follower(self, mode: str):
+        """Follows a name to its value in ``mode`` (its last assignment there), consuming it."""
+
+        def follow(node: cst.BaseExpression) -> cst.BaseExpression:
+            at, current = len(self.order), self.mode
+            self.mode = mode
+            try:
+                while isinstance(node, cst.Name):
+                    d = self.latest_def(node.value, at)
+                    if d is None or not isinstance(d.small, cst.Assign):
+                        return node
+                    self.consumed.add(d.small)
+                    node, at = d.value, d.index
+                return node
+            finally:
+                self.mode = current
+
+        return follow
 
     def index_of(self, node: cst.CSTNode) -> int:
         current = node
@@ -1003,7 +1059,10 @@ class _Converter:
         statements.append(builder)
         statements[:0] = self.definitions
         statements = self.carry_comments(statements, forward if sequential is not None else [])
-        return ModelConversion(name, statements, arguments)
+        kind = None
+        if predict.get("predictions") is not None:
+            kind = "output" if prediction is None else ("dict" if isinstance(prediction[1], cst.Dict) else "tensor")
+        return ModelConversion(name, statements, arguments, kind)
 
     def carry_comments(self, statements: list[cst.BaseStatement], folded: list[_Def]) -> list[cst.BaseStatement]:
         """Comments of the model_fn that no emitted statement carries move along: those of
@@ -1446,13 +1505,17 @@ def _comma_separated(elements):
 
 
 def class_name_for(model_fn_name: str) -> str:
-    """``_model_fn`` -> ``_Model``; ``cnn_model_fn`` -> ``CnnModel``."""
+    """``_model_fn`` -> ``Model``; ``cnn_model_fn`` -> ``CnnModel``.
+
+    No leading underscore: Keras 3 names a layer after its class in snake case, and
+    ``_Model`` would give ``__model``, which TensorFlow rejects as a name scope in ``fit``.
+    """
     lead = re.match(r"_*", model_fn_name).group(0)
     core = re.sub(r"_?(fn|func|function)$", "", model_fn_name[len(lead):]) or "model"
     core = re.sub(r"^(make|create|get|build)_", "", core) or "model"  # a factory's name
     if not core.endswith("model"):
         core = f"{core}_model"
-    return lead + "".join(part[:1].upper() + part[1:] for part in core.split("_") if part)
+    return "".join(part[:1].upper() + part[1:] for part in core.split("_") if part)
 
 
 def convert_model_fn(

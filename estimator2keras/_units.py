@@ -126,9 +126,14 @@ INPUT_FN_PARAMS = ("mode", "params", "config", "input_context")
 MODE_STRINGS = {"train": "train", "eval": "eval", "predict": "infer"}
 
 
+#: Estimator input_fns that build their batches from in-memory arrays.
+ARRAY_INPUT_FNS = frozenset({"estimator.inputs.numpy_input_fn", "estimator.inputs.pandas_input_fn"})
+
+
 @dataclass
 class InputFn:
-    """What was passed as ``input_fn``: a function, or a lambda calling a function."""
+    """What was passed as ``input_fn``: a function, a lambda calling a function, or a
+    ``numpy_input_fn(...)`` / ``pandas_input_fn(...)`` (the call itself, or a name bound to it)."""
 
     expr: cst.BaseExpression
     function: cst.FunctionDef | None = None
@@ -138,6 +143,9 @@ class InputFn:
     factory_call: cst.Call | None = None
     #: A function to map over the dataset (``model.preprocess``), set by the plan.
     dataset_map: str | None = None
+    #: ``numpy_input_fn(...)`` / ``pandas_input_fn(...)``, and the binding when it is named.
+    array_call: cst.Call | None = None
+    array_binding: Binding | None = None
 
     def definitions(self) -> list[cst.FunctionDef]:
         """Functions whose code builds the dataset (the input_fn itself, or what a lambda calls)."""
@@ -150,28 +158,24 @@ class InputFn:
         return nodes
 
     def may_repeat(self) -> bool:
-        """True unless the dataset is visibly finite (no ``.repeat`` anywhere in its code)."""
+        """True unless the dataset is visibly finite: no ``.repeat()`` without a literal count
+        anywhere in its code."""
+        if self.array_call is not None:
+            epochs = _keyword_or_position(self.array_call, "num_epochs", 3)
+            return epochs is not None and not isinstance(epochs, cst.Integer)
         for body in self.bodies():
             for call in iter_calls(body):
                 if isinstance(call.func, cst.Attribute) and call.func.attr.value == "repeat":
-                    return True
+                    count = _keyword_or_position(call, "count", 0)
+                    if not isinstance(count, cst.Integer):
+                        return True
         return False
 
-    def call_expression(self, params: cst.BaseExpression | None) -> cst.BaseExpression:
-        """The expression that gives the dataset, as the Estimator would have called it (and
-        mapped through ``dataset_map``, when the model preprocesses its features in tf.data)."""
-        if self.lambda_ is not None:
-            dataset = self.lambda_.body
-        else:
-            assert self.function is not None
-            args = []
-            for param in self.function.params.params:
-                if param.name.value == "params":
-                    if params is None:
-                        raise Unsupported("the input_fn takes `params`, but the Estimator has none", self.function)
-                    args.append(_emit.keyword_arg("params", params))
-            func = self.factory_call if self.factory_call is not None else cst.Name(self.function.name.value)
-            dataset = cst.Call(func=func, args=_emit.call_args(args))
+    def call_expression(self, params: cst.BaseExpression | None, mode: str | None = None) -> cst.BaseExpression:
+        """The expression that gives the dataset, as the Estimator would have called it in
+        ``mode`` ("train", "eval" or "infer": what ``ModeKeys`` hold), mapped through
+        ``dataset_map`` when the model preprocesses its features in tf.data."""
+        dataset = self._dataset_expression(params, mode)
         if self.dataset_map is None:
             return dataset
         if not isinstance(dataset, (cst.Call, cst.Name, cst.Attribute, cst.Subscript)):
@@ -179,11 +183,38 @@ class InputFn:
         return cst.Call(
             func=cst.Attribute(dataset, cst.Name("map")), args=[cst.Arg(_emit.expr(self.dataset_map))])
 
+    def _dataset_expression(self, params: cst.BaseExpression | None, mode: str | None) -> cst.BaseExpression:
+        if self.array_call is not None:
+            if self.array_binding is not None:
+                return cst.Call(func=cst.Name(self.array_binding.name))
+            return self.array_call  # the input rule replaces the call with its dataset
+        if self.lambda_ is not None:
+            return self.lambda_.body
+        assert self.function is not None
+        args = []
+        for param in self.function.params.params:
+            name = param.name.value
+            if name == "params":
+                if params is None:
+                    raise Unsupported("the input_fn takes `params`, but the Estimator has none", self.function)
+                args.append(_emit.keyword_arg("params", params))
+            elif name == "mode" and param.default is None:
+                if mode is None:
+                    raise Unsupported("the input_fn takes `mode`, but e2k does not know the mode here", self.function)
+                args.append(_emit.keyword_arg("mode", cst.SimpleString(f'"{mode}"')))
+            elif name == "config" and param.default is None:
+                args.append(_emit.keyword_arg("config", cst.Name("None")))
+        func = self.factory_call if self.factory_call is not None else cst.Name(self.function.name.value)
+        return cst.Call(func=func, args=_emit.call_args(args))
+
 
 def resolve_input_fn(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn:
+    array_call, binding = resolve_call(ctx, node, ARRAY_INPUT_FNS)
+    if array_call is not None:
+        return InputFn(node, array_call=array_call, array_binding=binding)
     bound = resolve(ctx, node)
     if isinstance(bound, cst.FunctionDef):
-        _check_input_fn_params(bound)
+        _check_input_fn_params(ctx, bound)
         return InputFn(node, function=bound)
     if isinstance(node, cst.Lambda):
         params = node.params
@@ -199,7 +230,7 @@ def resolve_input_fn(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn:
         factory = resolve(ctx, node.func) if isinstance(node.func, cst.Name) else None
         inner = _returned_function(factory) if isinstance(factory, cst.FunctionDef) else None
         if inner is not None:
-            _check_input_fn_params(inner)
+            _check_input_fn_params(ctx, inner)
             return InputFn(node, function=inner, factory_call=node)
     raise Unsupported("this input_fn is not a function, a lambda or an input_fn factory that e2k can follow", node)
 
@@ -216,12 +247,36 @@ def _returned_function(factory: cst.FunctionDef) -> cst.FunctionDef | None:
     return None
 
 
-def _check_input_fn_params(fn: cst.FunctionDef) -> None:
-    for param in fn.params.params:
+def _check_input_fn_params(ctx: RewriteContext, fn: cst.FunctionDef) -> None:
+    params = fn.params
+    if isinstance(params.star_arg, cst.Param) or params.kwonly_params or params.star_kwarg or params.posonly_params:
+        raise Unsupported("an input_fn with *args, **kwargs or keyword-only parameters is not converted", fn)
+    for param in params.params:
         name = param.name.value
-        if name not in INPUT_FN_PARAMS or name in ("mode", "config", "input_context"):
-            if param.default is None:
-                raise Unsupported(f"input_fn parameter `{name}` is not converted yet", fn)
+        if param.default is not None:
+            continue
+        if name not in INPUT_FN_PARAMS or name == "input_context":
+            raise Unsupported(f"input_fn parameter `{name}` is not one e2k can pass", fn)
+        if name == "config" and _reads(ctx, param.name):
+            raise Unsupported("the input_fn reads the Estimator's `config`, which Keras does not have", fn)
+
+
+def _reads(ctx: RewriteContext, name: cst.Name) -> bool:
+    """Does the parameter ``name`` have any reads in its function?"""
+    scope = ctx.scope(name)
+    if scope is None:
+        return True
+    for assignment in scope.assignments[name.value]:
+        if assignment.references:
+            return True
+    return False
+
+
+def _keyword_or_position(call: cst.Call, keyword: str, position: int) -> cst.BaseExpression | None:
+    for index, arg in enumerate(call.args):
+        if (arg.keyword is None and index == position) or (arg.keyword is not None and arg.keyword.value == keyword):
+            return arg.value
+    return None
 
 
 # ---------------------------------------------------------------------------------------
@@ -263,7 +318,8 @@ class EstimatorUnit:
         return arg.value if arg is not None else None
 
 
-RUN_CONFIG = frozenset({"estimator.RunConfig"})
+TPU_RUN_CONFIG = frozenset({"estimator.tpu.RunConfig", "contrib.tpu.RunConfig"})
+RUN_CONFIG = frozenset({"estimator.RunConfig"}) | TPU_RUN_CONFIG
 RUN_CONFIG_SIGNATURE = (
     "model_dir", "tf_random_seed", "save_summary_steps", "save_checkpoints_steps",
     "save_checkpoints_secs", "session_config", "keep_checkpoint_max",
@@ -272,6 +328,7 @@ RUN_CONFIG_SIGNATURE = (
     "experimental_max_worker_delay_secs", "session_creation_timeout_secs",
     "checkpoint_save_graph_def",
 )
+TPU_RUN_CONFIG_SIGNATURE = ("tpu_config", "evaluation_master", "master", "cluster")
 TRAIN_AND_EVALUATE = "estimator.train_and_evaluate"
 
 
@@ -335,7 +392,8 @@ def _build_unit(ctx: RewriteContext, call: cst.Call, path: str, owner: type[Unit
             if others:
                 raise Unsupported(f"the RunConfig `{binding.name}` is used elsewhere too", binding.target)
         unit.config_call, unit.config_binding = config_call, binding
-        unit.config_args = bind_arguments(config_call, RUN_CONFIG_SIGNATURE)
+        tpu = ctx.call_api_path(config_call) in TPU_RUN_CONFIG
+        unit.config_args = bind_arguments(config_call, TPU_RUN_CONFIG_SIGNATURE if tpu else RUN_CONFIG_SIGNATURE)
     return unit
 
 
@@ -362,6 +420,10 @@ class ConversionPlan:
         #: A name the input_fns can read to scale per-replica batches; None when not visible.
         self.strategy_name: str | None = None
         self.has_strategy = False
+        #: The strategy runs one program per worker (MultiWorkerMirroredStrategy).
+        self.multi_worker = False
+        #: A function the unit's datasets go through before fit/evaluate/predict read them.
+        self.dataset_wrapper: str | None = None
         self.claimed_uses: set[cst.Name] = set()
         self.claimed_args: set[str] = set()
         self.claimed_config: set[str] = set()
@@ -375,8 +437,54 @@ class ConversionPlan:
         self._after_imports: list[cst.BaseStatement] = []
         self._fixed: list[tuple[cst.CSTNode, str, str]] = []
         self._leftovers: list[tuple[cst.CSTNode, str, str]] = []
+        self._reported: list[tuple[cst.CSTNode, str, str]] = []
         #: Imports the converted code needs (added only if the unit converts).
         self.imports: list[tuple[str, str | None, str | None]] = []
+        #: Statements right after the model is built, outside the strategy scope (restoring
+        #: the model_dir's latest checkpoint, the callbacks list).
+        self.after_build: list[cst.BaseStatement] = []
+        #: Keras callbacks every training ``fit`` of the unit gets (what RunConfig did).
+        self.fit_callbacks: list[cst.BaseExpression] = []
+        #: The name of the list holding ``fit_callbacks`` (set when the list is emitted).
+        self.callbacks_var: str | None = None
+        #: Keyword arguments every training ``fit`` gets (``verbose=0``).
+        self.fit_keywords: list[cst.Arg] = []
+        #: The model_dir as the converted code reads it, when the unit has one.
+        self.model_dir: cst.BaseExpression | None = None
+        #: The name of the ModelDirCheckpoints callback when the model_dir is converted.
+        self.checkpoints: str | None = None
+        #: True when the model may start with a global step above 0 (restored from model_dir).
+        self.may_restore = False
+        #: Hooks the model_fn's EstimatorSpecs return, by phase ("train", "eval", "predict"):
+        #: (the hooks expression, a resolver of names in the model_fn).
+        self.spec_hooks: dict[str, list[tuple[cst.BaseExpression, Callable]]] = {"train": [], "eval": [], "predict": []}
+        #: What the model_fn's PREDICT spec returns: "dict", "output" (the model output), "tensor" or None.
+        self.predictions_kind: str | None = None
+        #: TRAIN's ``EstimatorSpec(loss=...)`` as written in the model_fn (hooks may log it).
+        self.spec_loss: cst.BaseExpression | None = None
+        #: PREDICT's ``EstimatorSpec(predictions=...)`` as written in the model_fn.
+        self.spec_predictions: cst.BaseExpression | None = None
+        #: PREDICT's ``EstimatorSpec(export_outputs=...)`` and a resolver of names in the model_fn.
+        self.spec_export_outputs: tuple[cst.BaseExpression, Callable] | None = None
+        #: Uses of the Estimator other than its methods that a rule converted (a hook's argument).
+        self._names: set[str] = set()
+        self._helpers: list[tuple[str, list[cst.BaseStatement]]] = []
+        #: Code that belongs to this unit (its calls, specs, model_fn): a binding read only
+        #: there can move into the converted code.
+        self.owned: list[cst.CSTNode] = [u.call for u in unit.uses if u.call is not None]
+        self.removed_bindings: set[cst.BaseStatement] = set()
+        #: SessionRunHook subclasses the unit's hooks instantiate: class -> (rule, phases).
+        self.hook_classes: dict[cst.ClassDef, tuple[type, set[str]]] = {}
+        #: Estimator reads inside hooks that a hook rule converted (early stopping's argument).
+        self.claimed_hook_args: set[cst.CSTNode] = set()
+        self._steps_left: str | None = None
+        #: The params an input_fn gets, by mode ("train", "eval", "infer"), when they are not
+        #: the Estimator's own (a TPUEstimator adds the mode's batch size).
+        self.input_params: dict[str, cst.BaseExpression] = {}
+        #: Iterator calls in input_fns that a rule took apart (the dataset is returned instead).
+        self.iterator_calls: set[cst.Call] = set()
+        #: Serving functions already defined for serving_input_receiver_fns (node -> name).
+        self.serving_functions: dict[cst.CSTNode, str] = {}
 
     # -- what rules call ------------------------------------------------------------------
     def replace(self, node: cst.CSTNode, new: cst.CSTNode) -> None:
@@ -411,6 +519,89 @@ class ConversionPlan:
             return  # `# e2k: ignore`: the human has looked
         self._leftovers.append((node, code, message))
 
+    def leftover_marked_in_new_code(self, node: cst.CSTNode, code: str, message: str) -> None:
+        """Like ``leftover``, for a rule that put the ``# e2k:`` mark into its new code itself."""
+        self._reported.append((node, code, message))
+
+    def unique_name(self, preferred: str) -> str:
+        """A name free in the unit's scope and not yet given out by this plan."""
+        scope = self.ctx.scope(self.unit.target)
+        taken = {a.name for a in scope.assignments} | {a.node.value for a in scope.accesses} | self._names
+        taken |= _module_names(self.ctx)
+        name = _emit.unique_name(preferred, taken)
+        self._names.add(name)
+        return name
+
+    def add_helper(self, name: str, make: Callable[[str], list[cst.BaseStatement]]) -> str:
+        """A module-level definition (a callback class) placed after the imports once per
+        file; returns the name it is defined under."""
+        emitted = _emitted_helpers(self.ctx)
+        if name in emitted:
+            return emitted[name]
+        for key, (given, _) in self._helpers:
+            if key == name:
+                return given
+        given = _emit.unique_name(name, _module_names(self.ctx) | self._names)
+        self._names.add(given)
+        self._helpers.append((name, (given, make(given))))
+        return given
+
+    def add_fit_callback(self, callback: cst.BaseExpression) -> None:
+        self.fit_callbacks.append(callback)
+
+    def dataset(self, expression: cst.BaseExpression) -> cst.BaseExpression:
+        """What ``fit``/``evaluate``/``predict`` read of a dataset the unit's input_fn gives."""
+        if self.dataset_wrapper is None:
+            return expression
+        return cst.Call(cst.Name(self.dataset_wrapper), args=[cst.Arg(expression)])
+
+    def params_for(self, mode: str) -> cst.BaseExpression | None:
+        """The ``params`` the Estimator passed to an input_fn called in ``mode``."""
+        if mode in self.input_params:
+            return self.input_params[mode]
+        return self.unit.arg_value("params")
+
+    def callbacks_name(self) -> str | None:
+        """The variable holding the unit's ``fit_callbacks`` (None when there are none)."""
+        if not self.fit_callbacks:
+            return None
+        if self.callbacks_var is None:
+            self.callbacks_var = self.unique_name("callbacks")
+        return self.callbacks_var
+
+    def steps_left_name(self) -> str:
+        if self._steps_left is None:
+            self._steps_left = self.unique_name("steps_left")
+        return self._steps_left
+
+    def owns(self, node: cst.CSTNode) -> bool:
+        current = node
+        while current is not None:
+            if any(current is owned for owned in self.owned):
+                return True
+            current = self.ctx.parent(current)
+        return False
+
+    def unit_is_outside(self, function: cst.FunctionDef) -> bool:
+        """Is the Estimator built outside ``function`` (so that calling it twice trains one model twice)?"""
+        current = self.ctx.parent(self.unit.statement)
+        while current is not None:
+            if current is function:
+                return False
+            current = self.ctx.parent(current)
+        return True
+
+    def stable_expression(self, value: cst.BaseExpression, preferred: str) -> cst.BaseExpression:
+        """``value`` when it can be written twice (a name, a literal), else a new variable
+        bound to it after the model is built."""
+        if isinstance(value, (cst.Name, cst.SimpleString, cst.Integer, cst.Float)) or (
+            isinstance(value, cst.Attribute) and _emit.code(value).replace(".", "").replace("_", "").isalnum()
+        ):
+            return value
+        name = self.unique_name(preferred)
+        self.after_build.append(_emit.statement("{n} = {v}", n=name, v=value))
+        return cst.Name(name)
+
     def register_input_fn(self, input_fn: InputFn) -> None:
         input_fn.dataset_map = self.dataset_map
         self.input_fns.append(input_fn)
@@ -438,7 +629,9 @@ class ConversionPlan:
         self.claimed_uses.add(use.name)
 
     def uses(self, kind: str, *methods: str) -> list[Use]:
-        return [u for u in self.unit.uses if u.kind == kind and (not methods or u.method in methods)]
+        """The unit's uses of that kind (and method), in the order they appear in the file."""
+        found = [u for u in self.unit.uses if u.kind == kind and (not methods or u.method in methods)]
+        return sorted(found, key=lambda u: self.ctx.position(u.name))
 
     def remove_binding_if_only_here(self, binding: Binding | None, used_at: cst.CSTNode) -> None:
         """Drop ``name = value`` when ``used_at`` is the name's only read; else refuse."""
@@ -468,7 +661,14 @@ class ConversionPlan:
 
     def finish(self) -> None:
         unit = self.unit
+        from estimator2keras._training import convert_hook_classes
+
+        convert_hook_classes(self, self.ctx)
+        if self.fit_callbacks:
+            self.callbacks_name()
         for use in unit.uses:
+            if use.name in self.claimed_hook_args:
+                continue
             if use.name not in self.claimed_uses:
                 what = f"`.{use.method}(...)`" if use.kind == "method" else "this use"
                 raise Unsupported(f"{what} of the Estimator `{unit.var}` is not converted", use.name, UNSUPPORTED_USE)
@@ -498,8 +698,14 @@ class ConversionPlan:
         if self.scope_strategy is not None:
             block = _emit.statement("with {s}.scope():\n    pass", s=self.scope_strategy)
             build = [block.with_changes(body=cst.IndentedBlock(body=build))]
+        after = list(self.after_build)
+        if self.fit_callbacks:
+            listed = _emit.vertical_list(self.fit_callbacks) if len(self.fit_callbacks) > 1 else cst.List(
+                [cst.Element(self.fit_callbacks[0])])
+            after.append(_emit.statement("{n} = {v}", n=self.callbacks_var, v=listed))
         statements = dict(self._statements)
-        statements[unit.statement] = [*(self._substituted(s) for s in self.before_build), *build]
+        statements[unit.statement] = [
+            *(self._substituted(s) for s in self.before_build), *build, *(self._substituted(s) for s in after)]
         if unit.config_binding is not None:
             statements.setdefault(unit.config_binding.statement, [])
         for original, new in list(statements.items()):
@@ -510,6 +716,8 @@ class ConversionPlan:
         tree_marks = []
         for statement, text in notes:
             owner = next((s for s in statements if self._inside(statement, {s})), None)
+            if owner is not None and not statements[owner] and owner is not unit.statement:
+                owner = unit.statement  # a note on removed code (a RunConfig setting) goes where the model is built
             if owner is None:
                 tree_marks.append((statement, text))
             elif statements[owner]:
@@ -528,18 +736,67 @@ class ConversionPlan:
             ctx.add_import(module, obj, asname)
         for statement, text in tree_marks:
             ctx.edits.mark(statement, text)
-        for node, code, message in self._leftovers:
+        for node, code, message in [*self._leftovers, *self._reported]:
             ctx.report(node, message, code=code, kind="manual")
         replaced = set(statements)
         for node, new in self._subst.items():
-            if not self._inside(node, replaced):
+            # A node inside another replaced node only matters in that node's new code, where
+            # `_substituted` already put it.
+            if not self._inside(node, replaced) and not self._inside(ctx.parent(node), self._subst):
                 ctx.edits.replace(node, self._substituted(new))
         for original, new in statements.items():
             ctx.edits.replace_statement(original, new)
-        if self._after_imports:
-            ctx.edits.insert_after_imports([self._substituted(s) for s in self._after_imports])
+        emitted = _emitted_helpers(ctx)
+        helpers = []
+        for key, (given, definitions) in self._helpers:
+            if key not in emitted:
+                emitted[key] = given
+                definitions = list(definitions)
+                # Two blank lines before a class or function; the insertion adds one of its own.
+                blank = [_emit.blank_line()] * (2 if (self._after_imports or helpers) else 1)
+                definitions[0] = definitions[0].with_changes(leading_lines=[*blank, *definitions[0].leading_lines])
+                helpers.extend(definitions)
+        if helpers:
+            helpers[-1] = _blank_lines_after(helpers[-1], ctx)
+        if self._after_imports or helpers:
+            ctx.edits.insert_after_imports([*(self._substituted(s) for s in self._after_imports), *helpers])
         for node, code, message in self._fixed:
             ctx.report(node, message, code=code, kind="fixed")
+
+
+def _module_names(ctx: RewriteContext) -> set[str]:
+    """Every name bound or read at module level (a helper defined there must not clash)."""
+    scope = ctx.scope(ctx.module.body[0]) if ctx.module.body else None
+    if scope is None:
+        return set()
+    return {a.name for a in scope.assignments} | {a.node.value for a in scope.accesses}
+
+
+def _blank_lines_after(definition: cst.BaseStatement, ctx: RewriteContext) -> cst.BaseStatement:
+    """Two blank lines between a definition inserted after the imports and what follows."""
+    from estimator2keras._edits import _after_import_block
+
+    body = list(ctx.module.body)
+    index = _after_import_block(body)
+    following = 0
+    if index < len(body):
+        for line in body[index].leading_lines:
+            if line.comment is not None:
+                break
+            following += 1
+    missing = 2 - max(following, 1)
+    if missing <= 0 or not isinstance(definition, (cst.ClassDef, cst.FunctionDef)):
+        return definition
+    return definition.with_changes(body=definition.body.with_changes(footer=[_emit.blank_line()] * missing))
+
+
+def _emitted_helpers(ctx: RewriteContext) -> dict[str, str]:
+    """Helpers already added to this file by an earlier unit: key -> name."""
+    emitted = getattr(ctx, "_e2k_helpers", None)
+    if emitted is None:
+        emitted = {}
+        ctx._e2k_helpers = emitted
+    return emitted
 
 
 # ---------------------------------------------------------------------------------------

@@ -13,7 +13,13 @@ STRATEGIES = {
     "contrib.distribute.MirroredStrategy": "MirroredStrategy",
     "distribute.OneDeviceStrategy": "OneDeviceStrategy",
     "contrib.distribute.OneDeviceStrategy": "OneDeviceStrategy",
+    "distribute.MultiWorkerMirroredStrategy": "MultiWorkerMirroredStrategy",
+    "distribute.experimental.MultiWorkerMirroredStrategy": "MultiWorkerMirroredStrategy",
+    "distribute.experimental.CollectiveAllReduceStrategy": "MultiWorkerMirroredStrategy",
+    "contrib.distribute.CollectiveAllReduceStrategy": "MultiWorkerMirroredStrategy",
 }
+#: Strategies whose workers each run the program (TF_CONFIG names them).
+MULTI_WORKER = frozenset({"MultiWorkerMirroredStrategy"})
 
 
 class RunConfigDistributeToStrategyScope(UnitRule):
@@ -37,8 +43,10 @@ class RunConfigDistributeToStrategyScope(UnitRule):
     ends with bit-identical weights.
 
     ## Limitations
-    `MirroredStrategy` and `OneDeviceStrategy`. Different strategies for training and
-    evaluation, or `eval_distribute` alone, are reported (E2K902) and not converted.
+    `MirroredStrategy`, `OneDeviceStrategy`, and `MultiWorkerMirroredStrategy` /
+    `CollectiveAllReduceStrategy` (E2K606 makes its input read as the Estimator read it).
+    Different strategies for training and evaluation, or `eval_distribute` alone, are
+    reported (E2K902) and not converted.
 
     ## References
     - https://www.tensorflow.org/guide/migrate/mirrored_strategy
@@ -114,6 +122,7 @@ model.fit(input_fn())
             raise Unsupported("the strategy is not one e2k converts (MirroredStrategy, OneDeviceStrategy)", train)
         plan.claimed_config.update({"train_distribute", "eval_distribute"})
         plan.has_strategy = True
+        plan.multi_worker = STRATEGIES[ctx.call_api_path(call)] in MULTI_WORKER
         tf2_class = _emit.expr("{tf}.distribute.{cls}", tf=plan.tf, cls=STRATEGIES[ctx.call_api_path(call)])
         if binding is not None:
             names = {q.name for q in ctx.get_metadata(QualifiedNameProvider, call.func, set())}

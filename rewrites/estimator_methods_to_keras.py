@@ -4,33 +4,54 @@ import libcst as cst
 
 from estimator2keras import _emit
 from estimator2keras._rule import Case, Safety, UnitRule, Unsupported
+from estimator2keras._training import (
+    call_hooks, callbacks_arg, guarded_fit, method_call, min_of, module_resolver,
+    needs_step_guard, per_example,
+)
 from estimator2keras._units import bind_arguments, resolve_input_fn
 
 TRAIN_SIGNATURE = ("input_fn", "hooks", "steps", "max_steps", "saving_listeners")
 EVALUATE_SIGNATURE = ("input_fn", "steps", "hooks", "checkpoint_path", "name")
+PREDICT_SIGNATURE = ("input_fn", "predict_keys", "hooks", "checkpoint_path", "yield_single_examples")
 
 
 class EstimatorTrainEvaluateToFitEvaluate(UnitRule):
-    """estimator.train / estimator.evaluate become model.fit / model.evaluate.
+    """estimator.train / evaluate / predict become model.fit / evaluate / predict.
 
     ## What it does
-    `estimator.train(input_fn, steps=N)` (or `max_steps=N`) becomes
-    `model.fit(input_fn(), steps_per_epoch=N)`, and `estimator.evaluate(input_fn, steps=N)`
-    becomes `model.evaluate(input_fn(), steps=N)`. When the result of `evaluate` is used,
-    `return_dict=True` keeps it a dict of metric names to values, as the Estimator's was.
+    - `estimator.train(input_fn, steps=N)` becomes `model.fit(input_fn(), steps_per_epoch=N)`:
+      N more steps. `train(input_fn, max_steps=N)` trains until the global step
+      (`model.optimizer.iterations`) is N: `steps_per_epoch=N` on a new model, and
+      `steps_left = N - int(model.optimizer.iterations.numpy())` / `if steps_left > 0: model.fit(...)`
+      when the model may be past step 0 (restored from `model_dir`, trained by an earlier
+      call, or trained in a loop).
+    - `estimator.evaluate(input_fn, steps=N)` becomes `model.evaluate(input_fn(), steps=N)`;
+      when its result is used, `return_dict=True` keeps it a dict of metric names to values.
+    - `estimator.predict(input_fn)` becomes
+      `tf.data.Dataset.from_tensor_slices(model.predict(input_fn())).as_numpy_iterator()`:
+      Keras predicts all batches at once, and this iterates over one example at a time (a
+      dict of arrays per example, or an array), as the Estimator yielded them.
+      `predict_keys` keeps only those keys.
+    - `hooks=` become callbacks (E2K406-E2K408); the model_fn's `training_hooks`,
+      `evaluation_hooks` and `prediction_hooks` go to every `fit`, `evaluate`, `predict`.
+    - `checkpoint_path=P` (with a converted `model_dir`, E2K402) restores P for that call
+      only, then the latest checkpoint again.
+    - An input_fn taking `mode` is called with the mode's string (`"train"`, `"eval"`,
+      `"infer"`: the values of `ModeKeys`), one taking `params` with the Estimator's params.
 
     ## Why
-    A Keras model trains and evaluates itself; the input_fn is called once to give the
-    dataset that `fit` and `evaluate` read.
+    A Keras model trains, evaluates and predicts itself; the input_fn is called once to give
+    the dataset that `fit`, `evaluate` and `predict` read.
 
     ## Fix safety
-    Safe for one `train` call on a new model: `steps` (more steps) and `max_steps` (up to a
-    global step) both train N steps then. Several `train(max_steps=...)` calls on the same
-    Estimator are reported, since `fit` has no global step to stop at.
+    Safe: the step counts mean what they meant (`steps` more steps, `max_steps` up to a global
+    step). The Estimator's evaluation dict also held `global_step`; the Keras one does not.
+    `predict` runs the whole input before the first example is seen, so a predict input that
+    repeats forever is not converted.
 
     ## Limitations
-    Hooks, saving listeners and `checkpoint_path` are reported (E2K902). The Estimator's
-    evaluation dict also held `global_step`; the Keras one does not.
+    Saving listeners, `predict(yield_single_examples=False)` and a `train()` without steps on
+    an input that repeats forever are reported (E2K902).
 
     ## References
     - https://www.tensorflow.org/guide/migrate/migrating_estimator
@@ -84,46 +105,252 @@ metrics = model.evaluate(input_fn(), return_dict=True)
 print(metrics["loss"])
 ''',
         ),
+        Case(
+            id="max-steps-and-predict",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": [[1.0]] * 4}, [[2.0]] * 4)).batch(2)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features["x"])
+    predictions = {"logits": logits, "doubled": logits * 2.0}
+    if mode == tf.estimator.ModeKeys.PREDICT:
+        return tf.estimator.EstimatorSpec(mode, predictions=predictions)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+estimator = tf.estimator.Estimator(model_fn)
+estimator.train(input_fn, max_steps=5)
+estimator.train(input_fn, max_steps=10)
+for prediction in estimator.predict(input_fn):
+    print(prediction["doubled"])
+''',
+            after='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": [[1.0]] * 4}, [[2.0]] * 4)).batch(2)
+
+
+class Model(tf.keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.logits = tf.keras.layers.Dense(1)
+
+    def call(self, features, training=False):
+        logits = self.logits(features["x"])
+        return logits
+
+    def predict_step(self, data):
+        features, _, _ = tf.keras.utils.unpack_x_y_sample_weight(data)
+        logits = self(features, training=False)
+        return {"logits": logits, "doubled": logits * 2.0}
+
+
+def build_model():
+    model = Model()
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+model = build_model()
+# max_steps counts from global step 0, as in the Estimator: train only the steps left.
+steps_left = 5 - int(model.optimizer.iterations.numpy())
+if steps_left > 0:
+    model.fit(input_fn(), steps_per_epoch=steps_left)
+# max_steps counts from global step 0, as in the Estimator: train only the steps left.
+steps_left = 10 - int(model.optimizer.iterations.numpy())
+if steps_left > 0:
+    model.fit(input_fn(), steps_per_epoch=steps_left)
+for prediction in tf.data.Dataset.from_tensor_slices(model.predict(input_fn())).as_numpy_iterator():
+    print(prediction["doubled"])
+''',
+        ),
+        Case(
+            id="predict-repeats-forever",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).repeat().batch(1)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features)
+    if mode == tf.estimator.ModeKeys.PREDICT:
+        return tf.estimator.EstimatorSpec(mode, predictions=logits)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+estimator = tf.estimator.Estimator(model_fn)
+estimator.train(input_fn, steps=10)
+print(next(estimator.predict(input_fn)))
+''',
+            after='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).repeat().batch(1)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features)
+    if mode == tf.estimator.ModeKeys.PREDICT:
+        return tf.estimator.EstimatorSpec(mode, predictions=logits)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+estimator = tf.estimator.Estimator(model_fn)
+estimator.train(input_fn, steps=10)
+# e2k: E2K003 this predict input_fn may repeat forever: the Estimator yielded predictions lazily, Keras predict reads the whole dataset
+print(next(estimator.predict(input_fn)))
+''',
+            findings=('E2K003',),
+        ),
     ]
 
     def plan(self, unit, plan, ctx) -> None:
         params = unit.arg_value("params")
-        trains = plan.uses("method", "train")
-        for use in trains:
-            args = bind_arguments(use.call, TRAIN_SIGNATURE)
-            for name in ("hooks", "saving_listeners"):
-                if name in args:
-                    raise Unsupported(f"train({name}=...) is not converted yet", args[name])
-            if "max_steps" in args and len(trains) > 1:
-                raise Unsupported("several train(max_steps=...) calls: Keras has no global step to stop at", use.call)
-            if "steps" in args and "max_steps" in args:
-                raise Unsupported("train() with both steps and max_steps", use.call)
-            input_fn = resolve_input_fn(ctx, args["input_fn"].value)
-            plan.register_input_fn(input_fn)
-            new_args = [cst.Arg(input_fn.call_expression(params))]
-            steps = args.get("steps") or args.get("max_steps")
-            if steps is not None:
-                new_args.append(_emit.keyword_arg("steps_per_epoch", steps.value))
-            plan.replace(use.call, _method_call(plan.model_var, "fit", new_args))
-            plan.claim_use(use)
-            plan.fixed(use.call, self.code, "estimator.train -> model.fit")
-
+        resolve = module_resolver(ctx, plan)
+        for use in plan.uses("method", "train"):
+            self._train(use, plan, ctx, params, resolve)
         for use in plan.uses("method", "evaluate"):
-            args = bind_arguments(use.call, EVALUATE_SIGNATURE)
-            for name in ("hooks", "checkpoint_path"):
-                if name in args:
-                    raise Unsupported(f"evaluate({name}=...) is not converted yet", args[name])
-            input_fn = resolve_input_fn(ctx, args["input_fn"].value)
-            plan.register_input_fn(input_fn)
-            new_args = [cst.Arg(input_fn.call_expression(params))]
-            if "steps" in args:
-                new_args.append(_emit.keyword_arg("steps", args["steps"].value))
-            if not isinstance(ctx.parent(use.call), cst.Expr):
-                new_args.append(_emit.keyword_arg("return_dict", cst.Name("True")))
-            plan.replace(use.call, _method_call(plan.model_var, "evaluate", new_args))
-            plan.claim_use(use)
-            plan.fixed(use.call, self.code, "estimator.evaluate -> model.evaluate")
+            self._evaluate(use, plan, ctx, params, resolve)
+        for use in plan.uses("method", "predict"):
+            self._predict(use, plan, ctx, params, resolve)
+
+    def _train(self, use, plan, ctx, params, resolve) -> None:
+        args = bind_arguments(use.call, TRAIN_SIGNATURE)
+        if "saving_listeners" in args and not _is_none(args["saving_listeners"].value):
+            raise Unsupported("train(saving_listeners=...) is not converted yet", args["saving_listeners"])
+        hooks = call_hooks(plan, ctx, "train", args.get("hooks"), resolve)
+        if hooks.early_stops:
+            raise Unsupported(
+                "an early-stopping hook in train(): e2k converts it in train_and_evaluate, where Keras can "
+                "evaluate during fit", hooks.early_stops[0].node)
+        steps = min_of([v for v in [_value(args, "steps")] if v is not None] + hooks.num_steps, use.call, "steps")
+        max_steps = min_of([v for v in [_value(args, "max_steps")] if v is not None] + hooks.last_step, use.call, "max_steps")
+        if steps is not None and max_steps is not None:
+            raise Unsupported("train() with both steps and max_steps (or a StopAtStepHook mixing them)", use.call)
+        input_fn = resolve_input_fn(ctx, args["input_fn"].value)
+        if steps is None and max_steps is None and input_fn.may_repeat():
+            raise Unsupported(
+                "train() without steps on an input that repeats forever: the Estimator trained until a hook "
+                "stopped it, Keras fit (TF 2.15) needs steps_per_epoch; give train() steps", use.call)
+        plan.register_input_fn(input_fn)
+        dataset = [cst.Arg(plan.dataset(input_fn.call_expression(plan.params_for("train"), "train")))]
+        more = [a for a in [callbacks_arg(plan, hooks, training=True)] if a is not None] + list(plan.fit_keywords)
+        if max_steps is not None and needs_step_guard(plan, ctx, use.call):
+            statement = _expression_statement(ctx, use.call)
+            if statement is None:
+                raise Unsupported("train(max_steps=...) is used inside an expression; e2k rewrites it as statements", use.call)
+            plan.replace_statement(statement, guarded_fit(plan, max_steps, dataset, more))
+        else:
+            limit = steps if steps is not None else max_steps
+            steps_arg = [_emit.keyword_arg("steps_per_epoch", limit)] if limit is not None else []
+            plan.replace(use.call, method_call(plan.model_var, "fit", [*dataset, *steps_arg, *more]))
+        plan.claim_use(use)
+        plan.fixed(use.call, self.code, "estimator.train -> model.fit")
+
+    def _evaluate(self, use, plan, ctx, params, resolve) -> None:
+        args = bind_arguments(use.call, EVALUATE_SIGNATURE)
+        hooks = call_hooks(plan, ctx, "eval", args.get("hooks"), resolve)
+        if hooks.num_steps or hooks.last_step or hooks.early_stops:
+            raise Unsupported("a training hook (StopAtStepHook, early stopping) passed to evaluate()", use.call)
+        input_fn = resolve_input_fn(ctx, args["input_fn"].value)
+        plan.register_input_fn(input_fn)
+        new_args = [cst.Arg(plan.dataset(input_fn.call_expression(plan.params_for("eval"), "eval")))]
+        if "steps" in args and not _is_none(args["steps"].value):
+            new_args.append(_emit.keyword_arg("steps", args["steps"].value))
+        callbacks = callbacks_arg(plan, hooks, training=False)
+        if callbacks is not None:
+            new_args.append(callbacks)
+        if not isinstance(ctx.parent(use.call), cst.Expr):
+            new_args.append(_emit.keyword_arg("return_dict", cst.Name("True")))
+        plan.replace(use.call, method_call(plan.model_var, "evaluate", new_args))
+        self._checkpoint_path(use, args, plan, ctx)
+        plan.claim_use(use)
+        plan.fixed(use.call, self.code, "estimator.evaluate -> model.evaluate")
+
+    def _predict(self, use, plan, ctx, params, resolve) -> None:
+        args = bind_arguments(use.call, PREDICT_SIGNATURE)
+        single = args.get("yield_single_examples")
+        if single is not None and _emit.code(single.value) != "True":
+            raise Unsupported(
+                "predict(yield_single_examples=False) is not converted: Keras predict gives all batches at once",
+                single)
+        hooks = call_hooks(plan, ctx, "predict", args.get("hooks"), resolve)
+        if hooks.num_steps or hooks.last_step or hooks.early_stops:
+            raise Unsupported("a training hook (StopAtStepHook, early stopping) passed to predict()", use.call)
+        input_fn = resolve_input_fn(ctx, args["input_fn"].value)
+        if input_fn.may_repeat():
+            raise Unsupported(
+                "this predict input_fn may repeat forever: the Estimator yielded predictions lazily, Keras "
+                "predict reads the whole dataset", args["input_fn"])
+        plan.register_input_fn(input_fn)
+        new_args = [cst.Arg(plan.dataset(input_fn.call_expression(plan.params_for("infer"), "infer")))]
+        callbacks = callbacks_arg(plan, hooks, training=False)
+        if callbacks is not None:
+            new_args.append(callbacks)
+        predictions: cst.BaseExpression = method_call(plan.model_var, "predict", new_args)
+        keys = args.get("predict_keys")
+        if keys is not None and not _is_none(keys.value):
+            if plan.predictions_kind != "dict":
+                raise Unsupported("predict_keys= needs predictions that are a dict", keys)
+            wanted = keys.value if not isinstance(keys.value, cst.SimpleString) else cst.List([cst.Element(keys.value)])
+            predictions = _emit.expr(
+                "{{key: value for key, value in {p}.items() if key in {k}}}", p=predictions, k=wanted)
+        plan.replace(use.call, per_example(predictions, plan.tf))
+        self._checkpoint_path(use, args, plan, ctx)
+        plan.claim_use(use)
+        plan.fixed(use.call, self.code, "estimator.predict -> model.predict, one example at a time")
+
+    def _checkpoint_path(self, use, args, plan, ctx) -> None:
+        """``checkpoint_path=tf.train.latest_checkpoint(model_dir)`` is what the Estimator read anyway."""
+        path = args.get("checkpoint_path")
+        if path is None or _is_none(path.value):
+            return
+        value = path.value
+        latest = (
+            isinstance(value, cst.Call) and ctx.call_api_path(value) == "train.latest_checkpoint" and len(value.args) == 1
+            and plan.model_dir is not None and _emit.code(value.args[0].value) == _emit.code(plan.model_dir)
+        )
+        if not latest:
+            raise Unsupported(
+                "checkpoint_path= other than the model_dir's latest checkpoint is not converted: restore it with "
+                "checkpoints.checkpoint.restore(path) before the call", path)
+        plan.fixed(path, self.code, "checkpoint_path=latest_checkpoint(model_dir): the model_dir's latest, as by default")
 
 
-def _method_call(var: str, method: str, args: list[cst.Arg]) -> cst.Call:
-    return cst.Call(cst.Attribute(cst.Name(var), cst.Name(method)), args=_emit.call_args(args))
+def _value(args, name):
+    arg = args.get(name)
+    return None if arg is None or _is_none(arg.value) else arg.value
+
+
+def _is_none(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
+
+
+def _expression_statement(ctx, call: cst.Call) -> cst.SimpleStatementLine | None:
+    statement = ctx.enclosing_statement(call)
+    if (
+        isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and isinstance(statement.body[0], cst.Expr)
+        and statement.body[0].value is call
+    ):
+        return statement
+    return None

@@ -239,6 +239,8 @@ model.fit(input_fn())
         conversion = convert_model_fn(
             fn, ctx, plan.tf, taken, plan, tuple(source.bound), stem=replaced.name.value
         )
+        plan.predictions_kind = conversion.predictions_kind
+        plan.owned.append(fn)
         statements = list(conversion.statements)
         for i in range(1, len(statements)):
             # Definitions that replace one keep the blank lines between definitions.

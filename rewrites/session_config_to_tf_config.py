@@ -7,6 +7,7 @@ from estimator2keras._rule import Case, Safety, UnitRule, Unsupported
 from estimator2keras._units import bind_arguments, resolve_call
 
 CONFIG_PROTO = frozenset({"ConfigProto"})
+GPU_OPTIONS = frozenset({"GPUOptions"})
 COMMENT = "From RunConfig(session_config=...): TensorFlow 2 configures devices once, before any op runs."
 
 
@@ -26,6 +27,8 @@ class SessionConfigToTfConfig(UnitRule):
     | `log_device_placement=b` | `tf.debugging.set_log_device_placement(b)` |
     | `intra_op_parallelism_threads=n` | `tf.config.threading.set_intra_op_parallelism_threads(n)` |
     | `inter_op_parallelism_threads=n` | `tf.config.threading.set_inter_op_parallelism_threads(n)` |
+    | `gpu_options=GPUOptions(allow_growth=True)` | `tf.config.experimental.set_memory_growth(gpu, True)` for every GPU |
+    | `gpu_options=GPUOptions(visible_device_list="0,1")` | `tf.config.set_visible_devices` of those GPUs |
 
     ## Why
     TensorFlow 2 has no sessions; device and threading settings are made once per process
@@ -33,8 +36,9 @@ class SessionConfigToTfConfig(UnitRule):
 
     ## Fix safety
     Safe for the settings in the table. They now apply to the whole program, not only to
-    the Estimator's sessions. Other fields (for example `gpu_options`) and values that are
-    not literals are left for a human and reported (E2K401).
+    the Estimator's sessions. Other fields (for example
+    `gpu_options.per_process_gpu_memory_fraction`, which TF2 expresses as a memory limit in
+    MB) and values that are not literals are left for a human and reported (E2K401).
 
     ## References
     - https://www.tensorflow.org/api_docs/python/tf/config
@@ -92,6 +96,55 @@ model = build_model()
 model.fit(input_fn())
 ''',
         ),
+        Case(
+            id="gpu-options",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).batch(1)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+gpu_options = tf.GPUOptions(allow_growth=True, visible_device_list="0", per_process_gpu_memory_fraction=0.5)
+session_config = tf.ConfigProto(gpu_options=gpu_options, allow_soft_placement=True)
+estimator = tf.estimator.Estimator(model_fn, config=tf.estimator.RunConfig(session_config=session_config))
+estimator.train(input_fn)
+''',
+            after='''\
+import tensorflow as tf
+
+# From RunConfig(session_config=...): TensorFlow 2 configures devices once, before any op runs.
+for gpu in tf.config.list_physical_devices("GPU"):
+    tf.config.experimental.set_memory_growth(gpu, True)
+tf.config.set_visible_devices(
+    [gpu for i, gpu in enumerate(tf.config.list_physical_devices("GPU")) if i in (0,)], "GPU")
+tf.config.set_soft_device_placement(True)
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).batch(1)
+
+
+def build_model():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+# e2k: E2K401 GPUOptions(per_process_gpu_memory_fraction=...) is not converted; set it with tf.config by hand (a memory limit is a LogicalDeviceConfiguration(memory_limit=MB))
+model = build_model()
+model.fit(input_fn())
+''',
+            findings=('E2K401',),
+        ),
     ]
 
     def plan(self, unit, plan, ctx) -> None:
@@ -106,6 +159,9 @@ model.fit(input_fn())
         tf = plan.tf
         statements: list[cst.BaseStatement] = []
         for name, arg in bind_arguments(call, ()).items():
+            if name == "gpu_options":
+                statements.extend(self._gpu_options(arg.value, plan, ctx))
+                continue
             converted = self._convert(name, arg.value, tf)
             if converted is None:
                 plan.leftover(arg, self.code, f"ConfigProto({name}=...) is not converted; set it with tf.config by hand")
@@ -131,6 +187,37 @@ model.fit(input_fn())
         }
         template = calls.get(name)
         return [_emit.statement(template, tf=tf, v=value)] if template else None
+
+    def _gpu_options(self, value: cst.BaseExpression, plan, ctx) -> list[cst.BaseStatement]:
+        """`GPUOptions(allow_growth=True, visible_device_list="0,1")` -> memory growth, visible GPUs."""
+        call, binding = resolve_call(ctx, value, GPU_OPTIONS)
+        if call is None:
+            plan.leftover(value, self.code, "these gpu_options are not a GPUOptions(...) e2k can read; set tf.config by hand")
+            return []
+        plan.remove_binding_if_only_here(binding, value)
+        tf, out = plan.tf, []
+        for name, arg in bind_arguments(call, ()).items():
+            literal = _literal(arg.value)
+            devices = arg.value.evaluated_value if isinstance(arg.value, cst.SimpleString) else None
+            if name == "allow_growth" and isinstance(literal, bool):
+                if literal:
+                    out.append(_emit.statement(
+                        """
+                        for gpu in {tf}.config.list_physical_devices("GPU"):
+                            {tf}.config.experimental.set_memory_growth(gpu, True)
+                        """, tf=tf))
+            elif name == "visible_device_list" and isinstance(devices, str) and all(
+                    d.strip().isdigit() for d in devices.split(",")):
+                indices = ", ".join(d.strip() for d in devices.split(",")) + ("," if "," not in devices else "")
+                out.append(_emit.statement(
+                    """
+                    {tf}.config.set_visible_devices(
+                        [gpu for i, gpu in enumerate({tf}.config.list_physical_devices("GPU")) if i in ({i})], "GPU")
+                    """, tf=tf, i=indices))
+            else:
+                plan.leftover(arg, self.code, f"GPUOptions({name}=...) is not converted; set it with tf.config by hand "
+                                              "(a memory limit is a LogicalDeviceConfiguration(memory_limit=MB))")
+        return out
 
     def _device_count(self, value: cst.BaseExpression, tf: str) -> list[cst.BaseStatement] | None:
         if not isinstance(value, cst.Dict):

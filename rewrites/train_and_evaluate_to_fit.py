@@ -3,7 +3,12 @@ from __future__ import annotations
 import libcst as cst
 
 from estimator2keras import _emit
+from estimator2keras._export import export_path, save_statement, serving_function, signature_names, signatures_dict
 from estimator2keras._rule import Case, Safety, UnitRule, Unsupported
+from estimator2keras._training import (
+    Hooks, call_hooks, callbacks_arg, guarded_fit, method_call, min_of, module_resolver, needs_step_guard,
+    start_step,
+)
 from estimator2keras._units import bind_arguments, resolve_call, resolve_input_fn
 
 TRAIN_SPEC = frozenset({"estimator.TrainSpec"})
@@ -13,6 +18,13 @@ EVAL_SPEC_SIGNATURE = ("input_fn", "steps", "name", "hooks", "exporters", "start
 TRAIN_AND_EVALUATE_SIGNATURE = ("estimator", "train_spec", "eval_spec")
 #: EvalSpec's default number of evaluation steps.
 EVAL_SPEC_DEFAULT_STEPS = 100
+EXPORTERS = frozenset({"estimator.FinalExporter", "estimator.LatestExporter"})
+EXPORTER_SIGNATURE = ("name", "serving_input_receiver_fn", "assets_extra", "as_text", "exports_to_keep")
+TIMING_NOTES = {
+    "throttle_secs": "EvalSpec(throttle_secs=...): fit evaluates at fixed steps (or once, after training), not by time",
+    "start_delay_secs": "EvalSpec(start_delay_secs=...) only delayed a separate evaluator job; there is none",
+    "name": "EvalSpec(name=...) named the Estimator's eval_<name> directory; Keras returns the metrics",
+}
 
 
 class TrainAndEvaluateToFit(UnitRule):
@@ -21,27 +33,48 @@ class TrainAndEvaluateToFit(UnitRule):
     ## What it does
     Replaces `tf.estimator.train_and_evaluate(estimator, train_spec, eval_spec)` with
     `model.fit(<train dataset>)` followed by `model.evaluate(<eval dataset>)`, and removes the
-    `TrainSpec` / `EvalSpec` that only served it. `TrainSpec(max_steps=N)` becomes
-    `fit(..., steps_per_epoch=N)`. `EvalSpec(steps=N)` becomes `evaluate(..., steps=N)`;
-    EvalSpec's default of 100 steps is written out when the eval input_fn may repeat
-    (`.repeat()`), and left out when its dataset visibly ends.
+    `TrainSpec` / `EvalSpec` that only served it.
+
+    - `TrainSpec(max_steps=N)` becomes `fit(..., steps_per_epoch=N)`; when the model may
+      already be past step 0 (restored from `model_dir`, trained before), only the steps left
+      to N are trained, as the Estimator did.
+    - `EvalSpec(steps=N)` becomes `evaluate(..., steps=N)`; EvalSpec's default of 100 steps
+      is written out when the eval input may repeat forever, and left out when it ends.
+    - The specs' `hooks` become callbacks of `fit` and `evaluate` (E2K406-E2K408).
+    - With `EvalSpec(throttle_secs=0)` and `RunConfig(save_checkpoints_steps=N)`, or with an
+      early-stopping hook, `fit` evaluates every N steps as the Estimator evaluated every
+      checkpoint: `fit(..., epochs=max_steps // N, steps_per_epoch=N, validation_data=...,
+      validation_steps=...)`.
+    - `throttle_secs`, `start_delay_secs` and `name` are accounted for (reported).
 
     ## Why
-    `train_and_evaluate` trains until the input ends or `max_steps`, then evaluates on the
-    final checkpoint. On one machine, `fit` followed by `evaluate` does the same with Keras.
+    `train_and_evaluate` trains until the input ends or `max_steps`, evaluates new
+    checkpoints while it trains, and evaluates the final one. On one machine, `fit` (with
+    `validation_data` where evaluations were placed) followed by `evaluate` does the same.
 
     ## Fix safety
-    Safe for the final evaluation. `train_and_evaluate` also evaluated at every checkpoint
-    after `throttle_secs` (600 s by default); the Keras program evaluates once, at the end
-    (add `validation_data=` to `fit` for evaluations during training). An assignment of the
-    result becomes the `evaluate(..., return_dict=True)` dict and an empty list of exports.
+    Safe for the final evaluation. Evaluations timed in seconds (`throttle_secs`, 600 by
+    default, against checkpoints every `save_checkpoints_secs`) cannot be placed at a step;
+    the Keras program evaluates once, at the end. `start_delay_secs` only delayed a separate
+    evaluator job. An assignment of the result becomes the `evaluate(..., return_dict=True)`
+    dict and an empty list of exports. When `max_steps` was already reached (a restored
+    model), the Estimator skipped training and returned no metrics; the Keras program still
+    evaluates.
+
+    - `EvalSpec(exporters=[FinalExporter(name, serving_input_receiver_fn)])` (or a
+      `LatestExporter`) exports the trained model to `model_dir/export/<name>/<timestamp>`
+      with the serving signature the Estimator exported (E2K007), and the assigned result's
+      export list holds those paths.
 
     ## Limitations
-    Hooks, saving listeners and exporters in the specs are reported (E2K902), not converted.
+    Saving listeners and `BestExporter` are reported (E2K902), not converted. A
+    `LatestExporter` exported after every evaluation (keeping `exports_to_keep`); the Keras
+    program exports once, the final model, which is the newest export it kept.
 
     ## References
     - https://www.tensorflow.org/guide/migrate/migrating_estimator
     - https://www.tensorflow.org/guide/migrate/evaluator
+    - https://www.tensorflow.org/guide/migrate/early_stopping
     """
 
     code = "E2K002"
@@ -91,10 +124,154 @@ model.fit(input_fn(), steps_per_epoch=10)
 model.evaluate(input_fn(), steps=100)
 ''',
         ),
+        Case(
+            id="final-exporter",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": [[1.0, 2.0]] * 4}, [[2.0]] * 4)).batch(2)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features["x"])
+    if mode == tf.estimator.ModeKeys.PREDICT:
+        return tf.estimator.EstimatorSpec(mode, predictions={"logits": logits})
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+serving_input_fn = tf.estimator.export.build_raw_serving_input_receiver_fn({"x": tf.zeros([1, 2])})
+estimator = tf.estimator.Estimator(model_fn, model_dir="/tmp/model")
+train_spec = tf.estimator.TrainSpec(input_fn, max_steps=4)
+exporter = tf.estimator.FinalExporter("serving", serving_input_fn)
+eval_spec = tf.estimator.EvalSpec(input_fn, exporters=[exporter])
+metrics, exports = tf.estimator.train_and_evaluate(estimator, train_spec, eval_spec)
+''',
+            after='''\
+import tensorflow as tf
+import os
+import tempfile
+import time
+
+
+class ModelDirCheckpoints(tf.keras.callbacks.Callback):
+    """An Estimator's model_dir for a Keras model and its optimizer: the latest checkpoint is
+    restored when the model first trains, evaluates or predicts, and training saves one every
+    `save_steps` steps or `save_secs` seconds and when it ends, numbered by global step."""
+
+    def __init__(self, model, directory, max_to_keep=5, keep_checkpoint_every_n_hours=None,
+                 save_steps=None, save_secs=None, restore=True):
+        super().__init__()
+        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, directory, max_to_keep, keep_checkpoint_every_n_hours)
+        self.writer = self.manager
+        if not model.distribute_strategy.extended.should_checkpoint:
+            # Another worker than the chief of a multi-worker strategy: it saves too (the
+            # variables are read collectively), but aside, as under an Estimator.
+            self.writer = tf.train.CheckpointManager(self.checkpoint, tempfile.mkdtemp(), 1)
+        self.save_steps = save_steps
+        self.save_secs = save_secs
+        self.restored = not restore
+
+    def global_step(self):
+        """The step training goes on from: the latest checkpoint's until it is restored."""
+        if self.restored or self.manager.latest_checkpoint is None:
+            return int(self.checkpoint.optimizer.iterations.numpy())
+        return int(self.manager.latest_checkpoint.rsplit("-", 1)[-1])
+
+    def restore(self):
+        # Not before: Keras 3 restores into a model under a distribution strategy only once
+        # the model is built, which it is when a callback starts.
+        if not self.restored:
+            self.manager.restore_or_initialize()
+            self.restored = True
+
+    def on_train_begin(self, logs=None):
+        self.restore()
+        self.step = self.saved_step = int(self.model.optimizer.iterations.numpy())
+        self.saved_time = time.time()
+
+    def on_test_begin(self, logs=None):
+        self.restore()
+
+    def on_predict_begin(self, logs=None):
+        self.restore()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.step += 1
+        steps_due = self.save_steps and self.step - self.saved_step >= self.save_steps
+        secs_due = self.save_secs and time.time() - self.saved_time >= self.save_secs
+        if steps_due or secs_due:
+            self.save()
+
+    def on_train_end(self, logs=None):
+        if self.step != self.saved_step and (self.save_steps or self.save_secs):
+            self.save()
+
+    def save(self):
+        self.writer.save(checkpoint_number=self.step)
+        self.saved_step, self.saved_time = self.step, time.time()
+
+
+def serving_signature(features, batch_size=None):
+    """The inputs build_raw_serving_input_receiver_fn served: one per feature, any batch size."""
+    return {key: tf.TensorSpec([batch_size, *t.shape[1:]], t.dtype, name=key) for key, t in features.items()}
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": [[1.0, 2.0]] * 4}, [[2.0]] * 4)).batch(2)
+
+
+class Model(tf.keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.logits = tf.keras.layers.Dense(1)
+
+    def call(self, features, training=False):
+        logits = self.logits(features["x"])
+        return logits
+
+    def predict_step(self, data):
+        features, _, _ = tf.keras.utils.unpack_x_y_sample_weight(data)
+        logits = self(features, training=False)
+        return {"logits": logits}
+
+
+def build_model():
+    model = Model()
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+# The serving signature the Estimator exported: one input per feature, predictions out.
+@tf.function(input_signature=[serving_signature({"x": tf.zeros([1, 2])})])
+def serving_input_fn(features):
+    return model.predict_step(features)
+
+
+model = build_model()
+# The Estimator restored and saved checkpoints in its model_dir; so does this callback.
+checkpoints = ModelDirCheckpoints(model, "/tmp/model", save_secs=600)
+callbacks = [checkpoints]
+# max_steps counts from global step 0, as in the Estimator: train only the steps left.
+steps_left = 4 - checkpoints.global_step()
+if steps_left > 0:
+    model.fit(input_fn(), steps_per_epoch=steps_left, callbacks=callbacks)
+metrics = model.evaluate(input_fn(), callbacks=[checkpoints], return_dict=True)
+export_path = os.fsencode(os.path.join("/tmp/model", "export", "serving", str(int(time.time()))))
+tf.saved_model.save(model, export_path, signatures={"serving_default": serving_input_fn})
+exports = [export_path]
+''',
+        ),
     ]
 
     def plan(self, unit, plan, ctx) -> None:
         params = unit.arg_value("params")
+        resolve = module_resolver(ctx, plan)
         for use in plan.uses("train_and_evaluate"):
             call = use.call
             args = bind_arguments(call, TRAIN_AND_EVALUATE_SIGNATURE)
@@ -102,41 +279,70 @@ model.evaluate(input_fn(), steps=100)
             eval_call, eval_binding = resolve_call(ctx, args["eval_spec"].value, EVAL_SPEC)
             if train_call is None or eval_call is None:
                 raise Unsupported("the TrainSpec or EvalSpec is not one e2k can follow", call)
+            plan.owned.extend([train_call, eval_call])
             train = bind_arguments(train_call, TRAIN_SPEC_SIGNATURE)
             evaluation = bind_arguments(eval_call, EVAL_SPEC_SIGNATURE)
-            for name in ("hooks", "saving_listeners"):
-                if name in train:
-                    raise Unsupported(f"TrainSpec({name}=...) is not converted yet", train[name])
-            for name in ("hooks", "exporters"):
-                if name in evaluation:
-                    raise Unsupported(f"EvalSpec({name}=...) is not converted yet", evaluation[name])
+            if "saving_listeners" in train and not _is_none(train["saving_listeners"].value):
+                raise Unsupported("TrainSpec(saving_listeners=...) is not converted yet", train["saving_listeners"])
+            train_hooks = call_hooks(plan, ctx, "train", train.get("hooks"), resolve)
+            eval_hooks = call_hooks(plan, ctx, "eval", evaluation.get("hooks"), resolve)
+            if eval_hooks.num_steps or eval_hooks.last_step or eval_hooks.early_stops:
+                raise Unsupported("a training hook (StopAtStepHook, early stopping) in the EvalSpec", eval_call)
+            if train_hooks.num_steps:
+                raise Unsupported("StopAtStepHook(num_steps=...) in a TrainSpec is not converted", train_call)
+            max_steps = min_of(
+                [v for v in [_value(train, "max_steps")] if v is not None] + train_hooks.last_step, train_call, "max_steps")
 
             train_input = resolve_input_fn(ctx, train["input_fn"].value)
             eval_input = resolve_input_fn(ctx, evaluation["input_fn"].value)
+            if max_steps is None and train_input.may_repeat():
+                raise Unsupported(
+                    "TrainSpec without max_steps on an input that repeats forever: the Estimator trained until "
+                    "stopped, Keras fit (TF 2.15) needs a step count", train_call)
             plan.register_input_fn(train_input)
             plan.register_input_fn(eval_input)
-
-            fit_args = [cst.Arg(train_input.call_expression(params))]
-            if "max_steps" in train:
-                fit_args.append(_emit.keyword_arg("steps_per_epoch", train["max_steps"].value))
-            eval_args = [cst.Arg(eval_input.call_expression(params))]
+            eval_steps = None
             if "steps" in evaluation:
                 if not _is_none(evaluation["steps"].value):
-                    eval_args.append(_emit.keyword_arg("steps", evaluation["steps"].value))
+                    eval_steps = evaluation["steps"].value
             elif eval_input.may_repeat():
-                eval_args.append(_emit.keyword_arg("steps", cst.Integer(str(EVAL_SPEC_DEFAULT_STEPS))))
+                eval_steps = cst.Integer(str(EVAL_SPEC_DEFAULT_STEPS))
+            self._claim_timing(evaluation, plan)
 
-            model = cst.Name(plan.model_var)
-            fit = cst.Call(cst.Attribute(model, cst.Name("fit")), args=_emit.call_args(fit_args))
+            model = plan.model_var
+            dataset = [cst.Arg(plan.dataset(train_input.call_expression(plan.params_for("train"), "train")))]
+            periodic = self._periodic(unit, train_hooks, evaluation, max_steps, train_call)
+            fit_statements: list[cst.BaseStatement]
+            if periodic is not None:
+                fit_statements = [self._periodic_fit(plan, ctx, call, periodic, dataset, eval_input, params,
+                                                     eval_steps, train_hooks, eval_hooks, max_steps)]
+            else:
+                more = [a for a in [callbacks_arg(plan, train_hooks, training=True)] if a is not None]
+                more += list(plan.fit_keywords)
+                if max_steps is not None and needs_step_guard(plan, ctx, call):
+                    fit_statements = guarded_fit(plan, max_steps, dataset, more)
+                else:
+                    steps = [_emit.keyword_arg("steps_per_epoch", max_steps)] if max_steps is not None else []
+                    fit = method_call(model, "fit", [*dataset, *steps, *more])
+                    fit_statements = [_emit.fit_line(_emit.statement("{c}", c=fit), _depth(ctx, call), ctx.module.default_indent)]
+
+            eval_args = [cst.Arg(plan.dataset(eval_input.call_expression(plan.params_for("eval"), "eval")))]
+            if eval_steps is not None:
+                eval_args.append(_emit.keyword_arg("steps", eval_steps))
+            eval_callbacks = callbacks_arg(plan, eval_hooks, training=False)
+            if eval_callbacks is not None:
+                eval_args.append(eval_callbacks)
+            exports, paths = self._exporters(evaluation.get("exporters"), plan, ctx, resolve)
             statement = ctx.enclosing_statement(call)
             small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
             if isinstance(small, cst.Expr) and small.value is call:
-                evaluate = cst.Call(cst.Attribute(model, cst.Name("evaluate")), args=_emit.call_args(eval_args))
-                new = [_emit.statement("{c}", c=fit), _emit.statement("{c}", c=evaluate)]
+                evaluate = method_call(model, "evaluate", eval_args)
+                new = [*fit_statements, _emit.statement("{c}", c=evaluate), *exports]
             elif isinstance(small, cst.Assign) and small.value is call and len(small.targets) == 1:
                 eval_args.append(_emit.keyword_arg("return_dict", cst.Name("True")))
-                evaluate = cst.Call(cst.Attribute(model, cst.Name("evaluate")), args=_emit.call_args(eval_args))
-                new = [_emit.statement("{c}", c=fit), *self._assign_result(small.targets[0].target, evaluate)]
+                evaluate = method_call(model, "evaluate", eval_args)
+                assigned = self._assign_result(small.targets[0].target, evaluate, paths)
+                new = [*fit_statements, assigned[0], *exports, *assigned[1:]]  # exported after the last evaluation
             else:
                 raise Unsupported("train_and_evaluate(...) is used inside an expression e2k does not rewrite", call)
             plan.replace_statement(statement, new)
@@ -145,17 +351,147 @@ model.evaluate(input_fn(), steps=100)
             plan.claim_use(use)
             plan.fixed(call, self.code, "train_and_evaluate -> fit + evaluate")
 
+    def _claim_timing(self, evaluation, plan) -> None:
+        for name in ("throttle_secs", "start_delay_secs", "name"):
+            if name in evaluation:
+                plan.fixed(evaluation[name], self.code, TIMING_NOTES[name])
+
+    def _periodic(self, unit, hooks, evaluation, max_steps, train_call) -> int | None:
+        """Every how many steps `fit` evaluates (the checkpoint interval), or None for once at the end.
+
+        The Estimator evaluated each new checkpoint once `throttle_secs` had passed: at every
+        checkpoint with `throttle_secs=0`; early stopping needs those evaluations too.
+        """
+        throttle = evaluation.get("throttle_secs")
+        every_checkpoint = throttle is not None and _emit.code(throttle.value) == "0"
+        if not hooks.early_stops and not every_checkpoint:
+            return None
+        interval = unit.config_value("save_checkpoints_steps")
+        why = "early stopping" if hooks.early_stops else "EvalSpec(throttle_secs=0)"
+        if not isinstance(interval, cst.Integer):
+            if not hooks.early_stops:
+                return None  # time-based checkpoints: the evaluations cannot be placed; the final one is kept
+            raise Unsupported(
+                f"{why} needs the evaluations at every checkpoint: RunConfig(save_checkpoints_steps=N) with a "
+                "literal N says where they were", hooks.early_stops[0].node)
+        steps = interval.evaluated_value
+        if not (isinstance(max_steps, cst.Integer) and max_steps.evaluated_value % steps == 0):
+            if not hooks.early_stops:
+                return None
+            raise Unsupported(
+                f"{why}: TrainSpec(max_steps=...) must be a literal multiple of save_checkpoints_steps "
+                f"({steps}) for fit to evaluate where the Estimator did", train_call)
+        return steps
+
+    def _periodic_fit(self, plan, ctx, call, steps, dataset, eval_input, params, eval_steps, train_hooks, eval_hooks,
+                      max_steps):
+        model = plan.model_var
+        fit_args = [*dataset, _emit.keyword_arg("epochs", cst.Integer(str(max_steps.evaluated_value // steps)))]
+        if plan.may_restore:
+            fit_args.append(_emit.keyword_arg(
+                "initial_epoch", _emit.expr("{s} // {n}", s=start_step(plan), n=str(steps))))
+        fit_args.append(_emit.keyword_arg("steps_per_epoch", cst.Integer(str(steps))))
+        fit_args.append(_emit.keyword_arg("validation_data", plan.dataset(eval_input.call_expression(plan.params_for("eval"), "eval"))))
+        if eval_steps is not None:
+            fit_args.append(_emit.keyword_arg("validation_steps", eval_steps.deep_clone()))
+        hooks = Hooks()
+        hooks.extend(train_hooks)
+        hooks.callbacks += [c.deep_clone() for c in eval_hooks.callbacks]
+        for stop in train_hooks.early_stops:
+            hooks.callbacks.append(self._early_stopping(plan, stop, steps))
+        callbacks = callbacks_arg(plan, hooks, training=True)
+        if callbacks is not None:
+            fit_args.append(callbacks)
+        fit_args += list(plan.fit_keywords)
+        fit = method_call(model, "fit", fit_args)
+        statement = _emit.fit_line(_emit.statement("{c}", c=fit), _depth(ctx, call), ctx.module.default_indent)
+        return _emit.with_comment(statement, f"Evaluate after every checkpoint (every {steps} steps), as train_and_evaluate did.")
+
+    def _early_stopping(self, plan, stop, steps: int) -> cst.BaseExpression:
+        limit = stop.max_steps
+        if not isinstance(limit, cst.Integer):
+            raise Unsupported("max_steps_without_decrease is not a literal number", limit)
+        patience = -(-limit.evaluated_value // steps)
+        args = [
+            _emit.keyword_arg("monitor", cst.SimpleString(f'"val_{stop.metric}"')),
+            _emit.keyword_arg("patience", cst.Integer(str(patience))),
+            _emit.keyword_arg("mode", cst.SimpleString(f'"{stop.mode}"')),
+        ]
+        if stop.min_steps is not None:
+            if not isinstance(stop.min_steps, cst.Integer):
+                raise Unsupported("min_steps is not a literal number", stop.min_steps)
+            start = max(-(-stop.min_steps.evaluated_value // steps) - 1, 0)
+            if start:
+                args.append(_emit.keyword_arg("start_from_epoch", cst.Integer(str(start))))
+        return cst.Call(_emit.expr("{tf}.keras.callbacks.EarlyStopping", tf=plan.tf), args=_emit.call_args(args))
+
     @staticmethod
-    def _assign_result(target: cst.BaseAssignTargetExpression, evaluate: cst.Call) -> list[cst.BaseStatement]:
-        # train_and_evaluate returned (eval_result, export_results).
+    def _assign_result(target: cst.BaseAssignTargetExpression, evaluate: cst.Call,
+                       paths: list[str] = ()) -> list[cst.BaseStatement]:
+        # train_and_evaluate returned (eval_result, export_results): the exporters' paths.
+        exported = "[" + ", ".join(paths) + "]"
         if isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2:
             metrics, exports = (e.value for e in target.elements)
             return [
                 _emit.statement("{t} = {e}", t=metrics, e=evaluate),
-                _emit.statement("{t} = []", t=exports),
+                _emit.statement("{t} = {x}", t=exports, x=exported),
             ]
+        if paths:
+            return [_emit.statement("{t} = ({e}, None)", t=target, e=evaluate),
+                    _emit.statement("{t} = ({t}[0], {x})", t=target, x=exported)]
         return [_emit.statement("{t} = ({e}, [])", t=target, e=evaluate)]
+
+    def _exporters(self, arg, plan, ctx, resolve) -> tuple[list[cst.BaseStatement], list[str]]:
+        """FinalExporter / LatestExporter: the model exported to model_dir/export/<name> after
+        training, as the Estimator exported the final checkpoint (statements, path names)."""
+        if arg is None or _is_none(arg.value):
+            return [], []
+        value = resolve(arg.value)
+        if not isinstance(value, (cst.List, cst.Tuple)):
+            value = cst.List([cst.Element(value)])
+        statements: list[cst.BaseStatement] = []
+        paths: list[str] = []
+        for element in value.elements:
+            exporter = resolve(element.value)
+            kind = ctx.call_api_path(exporter) if isinstance(exporter, cst.Call) else None
+            if kind not in EXPORTERS:
+                raise Unsupported("only FinalExporter and LatestExporter are converted", element.value)
+            found = bind_arguments(exporter, EXPORTER_SIGNATURE)
+            for name in ("assets_extra", "as_text"):
+                if name in found and _emit.code(found[name].value) not in ("None", "False"):
+                    raise Unsupported(f"an exporter with {name}= is not converted", found[name])
+            name = found.get("name")
+            if not isinstance(getattr(name, "value", None), cst.SimpleString):
+                raise Unsupported("the exporter's name is not a string literal", exporter)
+            if plan.model_dir is None:
+                plan.fixed(exporter, self.code, "no model_dir: the Estimator exported into a temporary directory")
+                continue
+            names = signature_names(plan, ctx, exporter)
+            function, inline = serving_function(found["serving_input_receiver_fn"].value, plan, ctx)
+            path = export_path(plan, plan.model_dir, "export", name.value.evaluated_value)
+            target = plan.unique_name("export_path")
+            statements += [*inline, _emit.statement("{t} = {p}", t=target, p=path),
+                           save_statement(plan, ctx, cst.Name(target), signatures_dict(names, function))]
+            paths.append(target)
+            plan.fixed(exporter, self.code, f"{kind.rsplit('.', 1)[-1]} -> the model exported after training")
+        return statements, paths
+
 
 
 def _is_none(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Name) and node.value == "None"
+
+
+def _value(args, name):
+    arg = args.get(name)
+    return None if arg is None or _is_none(arg.value) else arg.value
+
+
+def _depth(ctx, node) -> int:
+    depth = 0
+    current = ctx.parent(node)
+    while current is not None:
+        if isinstance(current, cst.IndentedBlock):
+            depth += 1
+        current = ctx.parent(current)
+    return depth

@@ -9,16 +9,16 @@ class UnconvertedEstimatorSetting(Diagnostic):
     ## What it does
     Reported, and marked with a `# e2k: E2K400` line above the code that builds the model,
     for each `Estimator(...)` or `RunConfig(...)` argument that no rule converted (for
-    example `model_dir`, `save_checkpoints_steps`, `tf_random_seed`). The rest of the
-    program is converted.
+    example `warm_start_from`, `device_fn`, `protocol`). The rest of the program is
+    converted.
 
     ## Why
-    These settings change what the program writes or how it seeds, not what the model
-    computes: dropping them silently would lose checkpoints or summaries without a word.
+    These settings change where or how the program runs, or where it starts from: dropping
+    them silently would change the program without a word.
 
     ## Fix safety
-    Nothing is changed: a human decides, for example adding a
-    `tf.keras.callbacks.ModelCheckpoint` for `save_checkpoints_steps`.
+    Nothing is changed: a human decides, for example loading the weights of
+    `warm_start_from` into the model after it is built.
 
     ## References
     - https://www.tensorflow.org/guide/migrate/checkpoint_saver
@@ -30,7 +30,7 @@ class UnconvertedEstimatorSetting(Diagnostic):
 
     cases = [
         Case(
-            id="model-dir",
+            id="warm-start",
             before='''\
 import tensorflow as tf
 
@@ -46,7 +46,7 @@ def model_fn(features, labels, mode):
     return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
 
 
-estimator = tf.estimator.Estimator(model_fn, model_dir="/tmp/model")
+estimator = tf.estimator.Estimator(model_fn, warm_start_from="/tmp/previous")
 estimator.train(input_fn)
 ''',
             after='''\
@@ -63,7 +63,7 @@ def build_model():
     return model
 
 
-# e2k: E2K400 Estimator(model_dir=...) is not converted; the Keras program ignores it
+# e2k: E2K400 Estimator(warm_start_from=...) is not converted; the Keras program ignores it
 model = build_model()
 model.fit(input_fn())
 ''',

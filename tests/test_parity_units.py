@@ -5,8 +5,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
 import subprocess
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -490,3 +492,52 @@ def test_cli_exit_codes_follow_the_verdict(monkeypatch, capsys, tmp_path, legacy
     assert plot_path.exists() == (legacy is not None)
     if legacy is None:
         assert "no training step to plot" in err
+
+
+#: Stands in for an interpreter running a bootstrap: writes the result.json a side would,
+#: from its TF_CONFIG task; worker `FAIL` (if set) fails at once, the others may hang.
+FAKE_WORKER = """#!{python}
+import json, os, sys, time
+request = json.load(open(sys.argv[2]))
+task = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
+cluster = json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"]
+status = "crashed" if str(task) == os.environ.get("FAIL") else "ok"
+json.dump({{"status": status, "task": task, "cluster": cluster, "error": {{"message": "worker %d" % task}}}},
+          open(os.path.join(request["out_dir"], "result.json"), "w"))
+if status == "crashed":
+    sys.exit(2)
+time.sleep(float(os.environ.get("HANG", "0")))
+"""
+
+
+def _fake_interpreter(tmp_path):
+    path = tmp_path / "python"
+    path.write_text(FAKE_WORKER.format(python=sys.executable))
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_workers_each_get_their_task_on_loopback_and_the_chief_is_compared(tmp_path):
+    from estimator2keras.parity._runner import SideRun, run_workers
+
+    program = tmp_path / "program.py"
+    program.write_text("")
+    run = SideRun("legacy", program, _fake_interpreter(tmp_path), tmp_path / "legacy")
+    chief = run_workers(run, {}, timeout=60, env=dict(os.environ), workers=2)
+    assert chief.ok and chief.result["task"] == 0 and chief.out_dir.name == "worker_0"
+    other = json.loads((tmp_path / "legacy" / "worker_1" / "result.json").read_text())
+    assert other["task"] == 1 and other["cluster"] == chief.result["cluster"]
+    assert len(set(chief.result["cluster"])) == 2 and all(a.startswith("127.0.0.1:") for a in chief.result["cluster"])
+
+
+def test_a_failing_worker_is_reported_and_the_others_do_not_wait_for_the_time_limit(tmp_path, monkeypatch):
+    from estimator2keras.parity import _runner
+
+    monkeypatch.setattr(_runner, "WORKER_GRACE", 0.5)
+    program = tmp_path / "program.py"
+    program.write_text("")
+    run = _runner.SideRun("migrated", program, _fake_interpreter(tmp_path), tmp_path / "migrated")
+    started = time.perf_counter()
+    failed = _runner.run_workers(run, {}, timeout=120, env={**os.environ, "FAIL": "1", "HANG": "60"}, workers=2)
+    assert time.perf_counter() - started < 30
+    assert failed.status == "crashed" and failed.result["task"] == 1

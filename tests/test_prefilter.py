@@ -79,8 +79,8 @@ def test_constructor_names_follow_the_enabled_unit_rules():
     canned = RuleSet.load(select=["E2K5"]).constructor_names()
     assert {"DNNClassifier", "LinearRegressor", "DNNLinearCombinedClassifier", "BoostedTreesClassifier",
             "BaselineClassifier"} <= canned and "Estimator" not in canned
-    assert RuleSet.load().constructor_names() == {"Estimator"} | canned
-    assert RuleSet.load(ignore=["E2K001", "E2K5"]).constructor_names() == frozenset()
+    assert RuleSet.load().constructor_names() == {"Estimator", "TPUEstimator"} | canned
+    assert RuleSet.load(ignore=["E2K001", "E2K5", "E2K604"]).constructor_names() == frozenset()
 
     class MyEstimatorRule(UnitRule):
         code = "E2K998"
@@ -88,7 +88,7 @@ def test_constructor_names_follow_the_enabled_unit_rules():
         constructors = ("estimator.MyEstimator",)
 
     rules = RuleSet({**RuleSet.load().rules, "E2K998": MyEstimatorRule})
-    assert rules.constructor_names() == {"Estimator", "MyEstimator"} | canned
+    assert rules.constructor_names() == {"Estimator", "TPUEstimator", "MyEstimator"} | canned
 
 
 class _Marker(ModuleRule):
@@ -161,3 +161,16 @@ def test_a_ten_megabyte_file_with_a_unit_is_reported_not_parsed(rules, monkeypat
     assert result.status == "error" and result.new is source
     (finding,) = result.findings
     assert finding.code == "E2K900" and f"more than e2k parses ({MAX_PARSE_BYTES >> 20} MB)" in finding.message
+
+
+def test_a_module_rule_makes_libcst_parse_only_the_files_that_mention_its_keywords(rules, monkeypatch):
+    # E2K603 (multi_gpu_model) is a module rule: it must not send every "estimator" file to libcst.
+    assert any(rule.code == "E2K603" for rule in rules.module_rules())
+    parsed = []
+    real_parse = cst.parse_module
+    monkeypatch.setattr(cst, "parse_module", lambda source, *a, **k: parsed.append(source) or real_parse(source, *a, **k))
+    plain = b"import tensorflow as tf\nMODE = tf.estimator.ModeKeys.TRAIN  # estimator\n"
+    assert rewrite_source(plain, "modes.py", rules).status == "unchanged" and parsed == []
+    legacy = b"from tensorflow.keras.utils import multi_gpu_model  # estimator\nx = 1\n"
+    rewrite_source(legacy, "legacy.py", rules)
+    assert parsed and parsed[0] == legacy

@@ -27,7 +27,7 @@ REPORT_SCHEMA = json.loads((REPO / "docs" / "report.schema.json").read_text())
 def tree(tmp_path: Path) -> Path:
     """A converting program, one with a leftover for a human, a broken one, and a clean one."""
     shutil.copy(CANONICAL, tmp_path / "train.py")
-    partial = CANONICAL.read_bytes().replace(b"config=config)", b"config=config, model_dir='/tmp/m')")
+    partial = CANONICAL.read_bytes().replace(b"config=config)", b"config=config, warm_start_from='/tmp/m')")
     (tmp_path / "partial.py").write_bytes(partial)
     (tmp_path / "broken.py").write_text("import tensorflow as tf\nestimator = tf.estimator.Estimator(\n")
     (tmp_path / "clean.py").write_text("x = 1\n")

@@ -42,6 +42,7 @@ class State:
 
     def __init__(self, request: dict):
         self.step_limit = request.get("steps")
+        self.workers = int(request.get("workers", 1))
         self.neutralize_shuffle = bool(request.get("neutralize_shuffle"))
         self.legacy_variables: list[dict] = request.get("legacy_variables") or []
         self.initial_weights_path = request.get("initial_weights")
@@ -255,7 +256,13 @@ def instrument(tf, state: State) -> None:
             self.model.reset_metrics()
 
         def on_train_batch_end(self, batch, logs=None):
-            state.losses.append(float((logs or {}).get("loss", float("nan"))))
+            loss = (logs or {}).get("loss", float("nan"))
+            if state.workers > 1:
+                # Keras 2's batch logs sum the workers' losses under MultiWorkerMirroredStrategy;
+                # its loss metric holds their mean, the value History reports for an epoch.
+                tracker = next((m for m in self.model.metrics if m.name == "loss"), None)
+                loss = tracker.result() if tracker is not None else loss
+            state.losses.append(float(loss))
             if state.limit_reached:
                 self.model.stop_training = True
 

@@ -101,7 +101,9 @@ def _header_lines(result: ParityResult) -> list[str]:
     if s:
         limit = f"; stopped after {s['steps']} steps" if s.get("steps") else ""
         lines.append(
-            f"parity mode: {s.get('replicas')} replicas; seed {s.get('seed')}; shuffle {s.get('shuffle')}; "
+            f"parity mode: {s.get('replicas')} replicas"
+            f"{'' if s.get('workers', 1) == 1 else ' on each of ' + str(s.get('workers')) + ' workers'}; "
+            f"seed {s.get('seed')}; shuffle {s.get('shuffle')}; "
             f"dropout {s.get('dropout')}; op determinism {'on' if s.get('op_determinism') else 'off'}; "
             f"{s.get('initial_weights')}{limit}")
         lines.append(f"tolerance: {s.get('tolerance')}")

@@ -98,27 +98,21 @@ def child_environment(seed: int) -> dict[str, str]:
     return env
 
 
-def run_side(run: SideRun, request: dict[str, Any], timeout: float, env: dict[str, str]) -> SideRun:
-    """Run one bootstrap in its interpreter; its own process group, killed whole on timeout."""
+def _launch(run: SideRun, request: dict[str, Any], env: dict[str, str]) -> subprocess.Popen:
+    """Start one bootstrap in its interpreter, in its own process group."""
     run.out_dir.mkdir(parents=True, exist_ok=True)
     request = {**request, "program": str(run.program), "out_dir": str(run.out_dir)}
     request_path = run.out_dir / "request.json"
     request_path.write_text(json.dumps(request, indent=1), encoding="utf-8")
     bootstrap = LEGACY_BOOTSTRAP if run.name == "legacy" else KERAS_BOOTSTRAP
-    started = time.perf_counter()
     with open(run.out_dir / "stdout.txt", "wb") as out, open(run.out_dir / "stderr.txt", "wb") as err:
-        process = subprocess.Popen(
+        return subprocess.Popen(
             [run.python, str(bootstrap), str(request_path)],
             cwd=run.program.parent, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
             start_new_session=True)
-        try:
-            run.returncode = process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            run.timed_out = True
-            _kill_group(process)
-        finally:
-            if process.poll() is None:  # interrupted (Ctrl-C): leave no TensorFlow behind
-                _kill_group(process)
+
+
+def _collect(run: SideRun, started: float) -> SideRun:
     run.seconds = time.perf_counter() - started
     result_path = run.out_dir / "result.json"
     if result_path.exists():
@@ -127,6 +121,75 @@ def run_side(run: SideRun, request: dict[str, Any], timeout: float, env: dict[st
         except json.JSONDecodeError:
             run.result = {}
     return run
+
+
+def run_side(run: SideRun, request: dict[str, Any], timeout: float, env: dict[str, str]) -> SideRun:
+    """Run one bootstrap in its interpreter; its own process group, killed whole on timeout."""
+    started = time.perf_counter()
+    process = _launch(run, request, env)
+    try:
+        run.returncode = process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        run.timed_out = True
+        _kill_group(process)
+    finally:
+        if process.poll() is None:  # interrupted (Ctrl-C): leave no TensorFlow behind
+            _kill_group(process)
+    return _collect(run, started)
+
+
+#: After one worker failed, how long the others may take to fail or finish on their own.
+WORKER_GRACE = 10.0
+
+
+def run_workers(run: SideRun, request: dict[str, Any], timeout: float, env: dict[str, str], workers: int) -> SideRun:
+    """Run a side as ``workers`` processes on this machine, a multi-worker job whose TF_CONFIG
+    names loopback ports: the chief (worker 0) run, or the first worker that failed."""
+    if workers == 1:
+        return run_side(run, request, timeout, env)
+    ports = _free_ports(workers)
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+    runs = [dataclasses.replace(run, out_dir=run.out_dir / f"worker_{i}") for i in range(workers)]
+    started = time.perf_counter()
+    processes = [
+        _launch(r, request, {**env, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})})
+        for i, r in enumerate(runs)
+    ]
+    deadline = started + timeout
+    failed_at = None
+    try:
+        while any(p.poll() is None for p in processes):
+            now = time.perf_counter()
+            if failed_at is None and any(p.poll() not in (None, 0) for p in processes):
+                failed_at = now  # the others would wait for it in their collectives until the time limit
+            if now > deadline or (failed_at is not None and now > failed_at + WORKER_GRACE):
+                for r, p in zip(runs, processes):
+                    if p.poll() is None:
+                        r.timed_out = now > deadline
+                        _kill_group(p)
+                break
+            time.sleep(0.2)
+    finally:
+        for p in processes:
+            if p.poll() is None:
+                _kill_group(p)
+    for r, p in zip(runs, processes):
+        r.returncode = p.returncode
+        _collect(r, started)
+    return next((r for r in runs if not r.ok and not (r.returncode is None or r.returncode < 0)), None) or runs[0]
+
+
+def _free_ports(count: int) -> list[int]:
+    import socket
+
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 def _kill_group(process: subprocess.Popen) -> None:
@@ -182,6 +245,7 @@ def run_parity(
     op_determinism: bool = True,
     timeout: float = DEFAULT_TIMEOUT,
     workdir: str | os.PathLike[str] | None = None,
+    workers: int = 1,
 ) -> ParityResult:
     """Run an Estimator program and its Keras migration and compare how they train.
 
@@ -201,11 +265,15 @@ def run_parity(
     variables that do not match): the result's verdict is then "error" with a reason.
     Raises :class:`ParityUsageError` (a ValueError) for arguments that cannot work.
     ``workdir`` keeps the runs' files (requests, logs, results, weights) there.
+    ``workers`` > 1 runs each program as a multi-worker job of that many processes on this
+    machine (TF_CONFIG with loopback ports), each with ``replicas`` replicas, and compares
+    the chief's (worker 0's) training.
     """
     return run_parity_many(
         legacy, [migrated], replicas=replicas, steps=steps, rtol=rtol, atol=atol, tolerance=tolerance,
         legacy_python=legacy_python, target_python=target_python, seed=seed, keep_shuffle=keep_shuffle,
-        keep_dropout=keep_dropout, op_determinism=op_determinism, timeout=timeout, workdir=workdir)[0]
+        keep_dropout=keep_dropout, op_determinism=op_determinism, timeout=timeout, workdir=workdir,
+        workers=workers)[0]
 
 
 def run_parity_many(
@@ -225,6 +293,7 @@ def run_parity_many(
     op_determinism: bool = True,
     timeout: float = DEFAULT_TIMEOUT,
     workdir: str | os.PathLike[str] | None = None,
+    workers: int = 1,
 ) -> list[ParityResult]:
     """:func:`run_parity` for several migrations of one program: the legacy program runs
     once, each migration is compared with that run. One result per migration, in order.
@@ -234,6 +303,8 @@ def run_parity_many(
 
     if replicas < 1:
         raise ParityUsageError(f"--replicas must be at least 1, got {replicas}")
+    if workers < 1:
+        raise ParityUsageError(f"--workers must be at least 1, got {workers}")
     if steps is not None and steps < 1:
         raise ParityUsageError(f"--steps must be at least 1, got {steps}")
     if not timeout > 0:
@@ -250,6 +321,7 @@ def run_parity_many(
     migrated_paths = [path for path, _ in candidates]
     settings = {
         "replicas": replicas,
+        "workers": workers,
         "steps": steps,
         "seed": seed,
         "shuffle": "kept" if keep_shuffle else "neutralised (Dataset.shuffle is the identity, fit(shuffle=False))",
@@ -280,14 +352,15 @@ def run_parity_many(
         env = child_environment(seed)
         request = {
             "replicas": replicas,
+            "workers": workers,
             "steps": steps,
             "seed": seed,
             "neutralize_shuffle": not keep_shuffle,
             "neutralize_dropout": not keep_dropout,
             "op_determinism": op_determinism,
         }
-        legacy_run = run_side(SideRun("legacy", legacy_path, legacy_python, root / "legacy"),
-                              request, timeout, env)
+        legacy_run = run_workers(SideRun("legacy", legacy_path, legacy_python, root / "legacy"),
+                                 request, timeout, env, workers)
         legacy_info = side_info(legacy_run.result, str(legacy_path), legacy_python, legacy_run.seconds)
         legacy_info.status = legacy_run.status
         if not legacy_run.ok:
@@ -307,8 +380,8 @@ def run_parity_many(
                 "legacy_variables": legacy_run.result.get("variables") or [],
                 "initial_weights": str(legacy_run.out_dir / "weights.npz"),
             }
-            migrated_run = run_side(SideRun("migrated", migrated_path, python, out_dir),
-                                    migrated_request, timeout, env)
+            migrated_run = run_workers(SideRun("migrated", migrated_path, python, out_dir),
+                                       migrated_request, timeout, env, workers)
             migrated_info = side_info(migrated_run.result, str(migrated_path), python, migrated_run.seconds)
             migrated_info.status = migrated_run.status
             if not migrated_run.ok:

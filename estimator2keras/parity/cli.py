@@ -26,6 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--replicas", type=int, default=2, metavar="N",
                         help="MirroredStrategy replicas on both sides (default: 2; virtual CPUs unless "
                              "N GPUs are present)")
+    parser.add_argument("--workers", type=int, default=1, metavar="W",
+                        help="run each program as a W-worker job on this machine (TF_CONFIG on loopback "
+                             "ports, --replicas per worker) and compare the chief's training (default: 1)")
     parser.add_argument("--steps", type=int, default=None, metavar="K",
                         help="stop both programs after K training steps")
     parser.add_argument("--rtol", type=float, default=None, metavar="R",
@@ -69,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
             replicas=args.replicas, steps=args.steps, rtol=args.rtol, atol=args.atol,
             legacy_python=args.legacy_python, target_python=args.target_python, seed=args.seed,
             keep_shuffle=args.keep_shuffle, keep_dropout=args.keep_dropout,
-            op_determinism=not args.no_op_determinism, timeout=args.timeout, workdir=args.workdir)
+            op_determinism=not args.no_op_determinism, timeout=args.timeout, workdir=args.workdir,
+            workers=args.workers)
         if args.json:
             write_json(result, args.json)
         if args.plot:

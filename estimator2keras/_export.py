@@ -1,0 +1,162 @@
+"""Exporting a converted model the way its Estimator exported it: the serving signature.
+
+Shared by ``export_saved_model`` (E2K007) and ``EvalSpec(exporters=...)`` (E2K002): the
+serving_input_receiver_fn becomes a ``tf.function`` with the receiver's input signature
+that returns the PREDICT predictions, saved with ``tf.saved_model.save``.
+"""
+from __future__ import annotations
+
+import libcst as cst
+
+from estimator2keras import _emit
+from estimator2keras._rule import Unsupported
+from estimator2keras._symbols import tf2_respellings
+from estimator2keras._units import accesses_of, bind_arguments, resolve_call
+
+RAW = frozenset({"estimator.export.build_raw_serving_input_receiver_fn"})
+PARSING = frozenset({"estimator.export.build_parsing_serving_input_receiver_fn"})
+PREDICT_OUTPUT = frozenset({"estimator.export.PredictOutput"})
+DEFAULT_KEYS = frozenset({"saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY",
+                          "saved_model.signature_constants.DEFAULT_SERVING_SIGNATURE_DEF_KEY"})
+DEFAULT_SIGNATURE = "serving_default"
+SERVING_SIGNATURE = '''
+def {name}(features, batch_size=None):
+    """The inputs build_raw_serving_input_receiver_fn served: one per feature, any batch size."""
+    return {{key: {tf}.TensorSpec([batch_size, *t.shape[1:]], t.dtype, name=key) for key, t in features.items()}}
+'''
+
+
+def export_path(plan, base: cst.BaseExpression, *parts: str) -> cst.BaseExpression:
+    """``<base>/<parts...>/<timestamp>`` as bytes, as the Estimator returned it."""
+    plan.imports += [("os", None, None), ("time", None, None)]
+    joined = ", ".join([_emit.code(base), *(f'"{p}"' for p in parts), "str(int(time.time()))"])
+    return _emit.expr(f"os.fsencode(os.path.join({joined}))")
+
+
+def signatures_dict(names: list[str], function: str) -> cst.Dict:
+    return cst.Dict([
+        cst.DictElement(cst.SimpleString(f'"{name}"'), cst.Name(function),
+                        comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")) if i < len(names) - 1
+                        else cst.MaybeSentinel.DEFAULT)
+        for i, name in enumerate(names)
+    ])
+
+
+def save_statement(plan, ctx, path, signatures) -> cst.BaseStatement:
+    save = _emit.statement("{tf}.saved_model.save({m}, {p}, signatures={s})",
+                           tf=plan.tf, m=plan.model_var, p=path, s=signatures)
+    return _emit.fit_line(save, 0, ctx.module.default_indent)
+
+
+def signature_names(plan, ctx, call) -> list[str]:
+    """The Estimator's export signatures: `serving_default`, or `export_outputs`' names."""
+    if plan.predictions_kind is None:
+        raise Unsupported("the model_fn returns no predictions in PREDICT mode; there is nothing to export", call)
+    if plan.spec_export_outputs is None:
+        return [DEFAULT_SIGNATURE]
+    outputs, follow = plan.spec_export_outputs
+    outputs = follow(outputs)
+    if not isinstance(outputs, cst.Dict):
+        raise Unsupported("export_outputs is not a dict e2k can read", outputs)
+    names = []
+    predictions = follow(plan.spec_predictions) if plan.spec_predictions is not None else None
+    for element in outputs.elements:
+        if not isinstance(element, cst.DictElement):
+            raise Unsupported("export_outputs is not a dict e2k can read", outputs)
+        if isinstance(element.key, cst.SimpleString):
+            name = element.key.evaluated_value
+        elif ctx.api_path(element.key) in DEFAULT_KEYS:
+            name = DEFAULT_SIGNATURE
+        else:
+            raise Unsupported("an export_outputs key that is not a string", element.key)
+        value = follow(element.value)
+        ok = isinstance(value, cst.Call) and ctx.call_api_path(value) in PREDICT_OUTPUT and len(value.args) == 1
+        if not ok or follow(value.args[0].value) is not predictions:
+            raise Unsupported(
+                "e2k exports PredictOutput(<the PREDICT predictions>) signatures; this export output is another",
+                element)
+        names.append(name)
+    if len(names) == 1 and names[0] != DEFAULT_SIGNATURE:
+        names.append(DEFAULT_SIGNATURE)  # the Estimator made a single export output the default too
+    return names
+
+
+def serving_function(node, plan, ctx) -> tuple[str, list[cst.BaseStatement]]:
+    """The serving tf.function of a serving_input_receiver_fn: its name, and the statements to
+    put before the export when the receiver fn was not a named one (whose binding it replaces)."""
+    inline: list[cst.BaseStatement] = []
+    receiver, binding = resolve_call(ctx, node, RAW | PARSING)
+    known = plan.serving_functions.get(receiver) if receiver is not None else None
+    if known is not None:
+        return known, []
+    if receiver is None:
+        raise Unsupported(
+            "the serving_input_receiver_fn is not build_raw_serving_input_receiver_fn(...) or "
+            "build_parsing_serving_input_receiver_fn(...); a hand-written one is not converted", node)
+    raw = ctx.call_api_path(receiver) in RAW
+    args = bind_arguments(receiver, ("features", "default_batch_size") if raw else ("feature_spec", "default_batch_size"))
+    batch = args["default_batch_size"].value if "default_batch_size" in args else cst.Name("None")
+    outputs = "model.predict_step({x})" if plan.predictions_kind == "dict" else '{{"output": model.predict_step({x})}}'
+    outputs = outputs.replace("model.", f"{plan.model_var}.")
+    if raw:
+        signature = _raw_signature(args["features"].value, batch, plan, ctx)
+        comment = "The serving signature the Estimator exported: one input per feature, predictions out."
+        template = "@{tf}.function(input_signature=[{sig}])\ndef {name}(features):\n    return " + outputs.format(x="features")
+    else:
+        spec = args["feature_spec"].value
+        spec = _emit.replace_in(spec, dict(tf2_respellings(ctx, spec, plan.tf)))
+        signature = _emit.expr('{tf}.TensorSpec([{b}], {tf}.string, name="examples")', tf=plan.tf, b=batch)
+        comment = "The serving signature the Estimator exported: serialized tf.train.Examples in, predictions out."
+        parsed = _emit.code(_emit.expr("{tf}.io.parse_example(examples, {s})", tf=plan.tf, s=spec))
+        template = "@{tf}.function(input_signature=[{sig}])\ndef {name}(examples):\n    return " + outputs.format(x=parsed)
+    if binding is not None:
+        reads = accesses_of(ctx, binding.target) or []
+        if not all(plan.owns(read) for read in reads):
+            raise Unsupported(f"`{binding.name}` is used outside this Estimator's calls", binding.target)
+        if ctx.scope(binding.target) is not ctx.scope(plan.unit.target):
+            raise Unsupported("the serving_input_receiver_fn is defined where the model is not visible", binding.target)
+        name = binding.name
+    else:
+        name = plan.unique_name("serving_fn")
+    function = _emit.statement(template, tf=plan.tf, sig=signature, name=name)
+    function = _emit.with_comment(function, comment)
+    blank = [_emit.blank_line()] * (2 if ctx.parent(plan.unit.statement) is ctx.module else 1)
+    function = function.with_changes(body=function.body.with_changes(footer=blank))
+    if binding is not None:
+        # Blank lines before a definition (the replaced statement's own blank lines give way).
+        plan.replace_statement(binding.statement, [function.with_changes(leading_lines=[*blank, *function.leading_lines])])
+    else:
+        inline.append(function.with_changes(leading_lines=[*blank, *function.leading_lines]))
+    plan.serving_functions[receiver] = name
+    return name, inline
+
+
+def _raw_signature(features, batch, plan, ctx) -> cst.BaseExpression:
+    if isinstance(features, cst.Dict) and features.elements and all(
+        isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString)
+        and isinstance(e.value, cst.Call) and ctx.call_api_path(e.value) == "placeholder"
+        for e in features.elements
+    ):
+        # Placeholders do not exist in TensorFlow 2: their dtype and shape become a TensorSpec.
+        specs = []
+        for i, element in enumerate(features.elements):
+            found = bind_arguments(element.value, ("dtype", "shape", "name"))
+            shape = found.get("shape")
+            if shape is None or not isinstance(shape.value, (cst.List, cst.Tuple)) or not shape.value.elements:
+                raise Unsupported("a placeholder without a literal shape", element.value)
+            dims = [batch.deep_clone(), *(e.value for e in shape.value.elements[1:])]
+            dtype = found["dtype"].value
+            dtype = _emit.replace_in(dtype, dict(tf2_respellings(ctx, dtype, plan.tf)))
+            spec = _emit.expr("{tf}.TensorSpec([{d}], {t}, name={k})", tf=plan.tf,
+                              d=", ".join(_emit.code(d) for d in dims), t=dtype, k=element.key)
+            comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")) if i < len(features.elements) - 1 \
+                else cst.MaybeSentinel.DEFAULT
+            specs.append(cst.DictElement(element.key, spec, comma=comma))
+        return cst.Dict(specs)
+    if not isinstance(features, (cst.Dict, cst.Name)):
+        raise Unsupported("a raw serving receiver of one tensor (not a dict of features) is not converted", features)
+    helper = plan.add_helper("serving_signature", lambda name: _emit.statements(SERVING_SIGNATURE, name=name, tf=plan.tf))
+    respelled = _emit.replace_in(features, dict(tf2_respellings(ctx, features, plan.tf)))
+    if _emit.code(batch) == "None":
+        return _emit.expr("{h}({f})", h=helper, f=respelled)
+    return _emit.expr("{h}({f}, batch_size={b})", h=helper, f=respelled, b=batch)

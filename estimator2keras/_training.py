@@ -1,0 +1,408 @@
+"""What the Estimator's train / evaluate / predict calls become: fit, evaluate, predict with
+their callbacks and step counts.
+
+Shared by the unit rules that emit those calls (E2K002, E2K003) and by the rules that give
+them callbacks: RunConfig settings (E2K402-E2K405) register callbacks every training ``fit``
+of the unit gets; hooks (E2K406-E2K408: expression rules with the roles ``"hook"`` and
+``"hook_class"``) become callbacks of the call they were passed to.
+
+Step counts are kept apart as the Estimator kept them: ``steps=N`` trains N more steps,
+``max_steps=N`` trains until the global step reaches N. A Keras model's global step is
+``model.optimizer.iterations``; when it may already be above 0 (a checkpoint restored from
+``model_dir``, an earlier ``fit`` of the same model, a call in a loop) the emitted code
+trains only the steps left.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+import libcst as cst
+
+from estimator2keras import _emit
+from estimator2keras._rule import Unsupported
+
+if TYPE_CHECKING:
+    from estimator2keras._context import RewriteContext
+    from estimator2keras._units import ConversionPlan
+
+HOOK_ROLE = "hook"
+HOOK_CLASS_ROLE = "hook_class"
+UNSUPPORTED_USE = "E2K902"
+#: The Keras callback methods a SessionRunHook's methods become, by phase.
+PHASE_METHODS = {
+    "train": ("on_train_begin", "on_train_batch_begin", "on_train_batch_end", "on_train_end"),
+    "eval": ("on_test_begin", "on_test_batch_begin", "on_test_batch_end", "on_test_end"),
+    "predict": ("on_predict_begin", "on_predict_batch_begin", "on_predict_batch_end", "on_predict_end"),
+}
+
+
+# ---------------------------------------------------------------------------------------
+# Hooks
+# ---------------------------------------------------------------------------------------
+@dataclass
+class HookSite:
+    """Where a hook is converted: its unit's plan, the phase it ran in, and how names in
+    its code resolve (module-level bindings, or a model_fn's assignments)."""
+
+    plan: "ConversionPlan"
+    phase: str
+    resolve: Callable[[cst.BaseExpression], cst.BaseExpression]
+
+
+@dataclass
+class EarlyStop:
+    """An early-stopping hook: stop when ``metric`` has not improved for ``max_steps`` steps."""
+
+    metric: str
+    mode: str  # "min" | "max"
+    max_steps: cst.BaseExpression
+    min_steps: cst.BaseExpression | None
+    node: cst.CSTNode
+
+
+@dataclass
+class HookConversion:
+    """What one hook becomes. A hook rule returns one of these from ``convert``.
+
+    ``callback``: a Keras callback for the call; ``num_steps`` / ``last_step``: a
+    ``StopAtStepHook``'s limits, folded into the call's step count; ``early_stop``: an
+    early-stopping hook (needs evaluations during ``fit``); ``note``: what the Keras program
+    does instead (reported as converted); ``dropped``: why the hook is not carried over
+    (reported for a human); ``estimator_arg``: the Estimator passed to the hook, a use of
+    it that the conversion accounts for.
+    """
+
+    callback: cst.BaseExpression | None = None
+    num_steps: cst.BaseExpression | None = None
+    last_step: cst.BaseExpression | None = None
+    early_stop: EarlyStop | None = None
+    note: str | None = None
+    dropped: str | None = None
+    estimator_arg: cst.CSTNode | None = None
+
+
+@dataclass
+class Hooks:
+    """The hooks of one call, converted."""
+
+    callbacks: list[cst.BaseExpression] = field(default_factory=list)
+    num_steps: list[cst.BaseExpression] = field(default_factory=list)
+    last_step: list[cst.BaseExpression] = field(default_factory=list)
+    early_stops: list[EarlyStop] = field(default_factory=list)
+
+    def extend(self, other: "Hooks") -> None:
+        self.callbacks += other.callbacks
+        self.num_steps += other.num_steps
+        self.last_step += other.last_step
+        self.early_stops += other.early_stops
+
+
+def module_resolver(ctx: "RewriteContext", plan: "ConversionPlan") -> Callable[[cst.BaseExpression], cst.BaseExpression]:
+    """Follows a module-level name to the value it is bound to once; the binding is removed
+    (its value moves into the converted call) when this unit's calls are its only readers."""
+    from estimator2keras._units import Binding, accesses_of, resolve
+
+    def follow(node: cst.BaseExpression) -> cst.BaseExpression:
+        seen = 0
+        while isinstance(node, cst.Name) and seen < 20:
+            bound = resolve(ctx, node)
+            if not isinstance(bound, Binding):
+                return node
+            reads = accesses_of(ctx, bound.target) or []
+            if not all(plan.owns(read) for read in reads):
+                raise Unsupported(f"`{bound.name}` is used outside this Estimator's calls too", bound.target, UNSUPPORTED_USE)
+            if bound.statement not in plan.removed_bindings:
+                plan.removed_bindings.add(bound.statement)
+                plan.remove_statement(bound.statement)
+                plan.owned.append(bound.value)  # what it reads moves with it into the unit's code
+            node = bound.value
+            seen += 1
+        return node
+
+    return follow
+
+
+def convert_hooks(site: HookSite, hooks: cst.BaseExpression, ctx: "RewriteContext") -> Hooks:
+    """Every hook of a ``hooks=[...]`` argument as what Keras does instead."""
+    out = Hooks()
+    value = site.resolve(hooks)
+    if isinstance(value, cst.Name) and value.value == "None":
+        return out
+    if not isinstance(value, (cst.List, cst.Tuple)):
+        raise Unsupported("these hooks are not a list e2k can follow", hooks, UNSUPPORTED_USE)
+    for element in value.elements:
+        if isinstance(element, cst.StarredElement):
+            raise Unsupported("hooks passed with * cannot be followed", element, UNSUPPORTED_USE)
+        out.extend(convert_hook(site, element.value, ctx))
+    return out
+
+
+def convert_hook(site: HookSite, node: cst.BaseExpression, ctx: "RewriteContext") -> Hooks:
+    plan = site.plan
+    call = site.resolve(node)
+    if not isinstance(call, cst.Call):
+        raise Unsupported("this hook is not created by a call e2k can follow", node, UNSUPPORTED_USE)
+    out = Hooks()
+    klass = _module_class(ctx, call.func)
+    if klass is not None:
+        rule = _hook_class_rule(ctx, klass)
+        if rule is None:
+            raise Unsupported(f"`{klass.name.value}` is not a SessionRunHook e2k converts", call, UNSUPPORTED_USE)
+        plan.hook_classes.setdefault(klass, (rule, set()))[1].add(site.phase)
+        out.callbacks.append(call.deep_clone() if call is node else call)
+        return out
+    path = ctx.call_api_path(call)
+    rule = ctx.rules.expression_rule(HOOK_ROLE, path) if path else None
+    if rule is None:
+        role = ctx.rules.expression_role(path) if path else None
+        why = "its rule is disabled" if role == HOOK_ROLE else "e2k has no rule for it"
+        raise Unsupported(f"the hook `{_emit.code(call.func)}` is not converted: {why}", call, UNSUPPORTED_USE)
+    try:
+        result: HookConversion = rule().convert(call, ctx, plan.tf, site)
+    except Unsupported as exc:
+        exc.code = exc.code or rule.code
+        exc.node = exc.node or call
+        raise
+    if result.estimator_arg is not None:
+        plan.claimed_hook_args.add(result.estimator_arg)
+    if result.callback is not None:
+        out.callbacks.append(result.callback)
+    if result.num_steps is not None:
+        out.num_steps.append(result.num_steps)
+    if result.last_step is not None:
+        out.last_step.append(result.last_step)
+    if result.early_stop is not None:
+        out.early_stops.append(result.early_stop)
+    if result.dropped is not None:
+        plan.leftover(node, rule.code, result.dropped)  # where the hook was passed: its binding may go
+    else:
+        plan.fixed(call, rule.code, result.note or f"`{_emit.code(call.func)}` -> a Keras callback")
+    return out
+
+
+def call_hooks(plan, ctx, phase: str, hooks_arg, resolve) -> Hooks:
+    """The hooks of one call: those passed to it, and those its model_fn's EstimatorSpec returns."""
+    hooks = Hooks()
+    for expr, spec_resolve in plan.spec_hooks[phase]:
+        hooks.extend(convert_hooks(HookSite(plan, phase, spec_resolve), expr, ctx))
+    if hooks_arg is not None:
+        hooks.extend(convert_hooks(HookSite(plan, phase, resolve), hooks_arg.value, ctx))
+    return hooks
+
+
+
+def _module_class(ctx: "RewriteContext", func: cst.BaseExpression) -> cst.ClassDef | None:
+    if not isinstance(func, cst.Name):
+        return None
+    scope = ctx.scope(func)
+    if scope is None:
+        return None
+    for access in scope.accesses[func.value]:
+        if access.node is func:
+            referents = list(access.referents)
+            if len(referents) == 1 and isinstance(getattr(referents[0], "node", None), cst.ClassDef):
+                return referents[0].node
+    return None
+
+
+def _hook_class_rule(ctx: "RewriteContext", klass: cst.ClassDef):
+    for base in klass.bases:
+        path = ctx.api_path(base.value)
+        if path:
+            rule = ctx.rules.expression_rule(HOOK_CLASS_ROLE, path)
+            if rule is not None:
+                return rule
+    return None
+
+
+def convert_hook_classes(plan: "ConversionPlan", ctx: "RewriteContext") -> None:
+    """Rewrite each SessionRunHook subclass this unit uses, once, for all phases it ran in."""
+    for klass, (rule, phases) in plan.hook_classes.items():
+        from estimator2keras._units import accesses_of
+
+        reads = accesses_of(ctx, klass.name) or []
+        if not all(plan.owns(read) for read in reads):
+            raise Unsupported(f"the hook class `{klass.name.value}` is used outside this Estimator's calls", klass, UNSUPPORTED_USE)
+        try:
+            new = rule().convert_class(klass, ctx, plan.tf, plan, sorted(phases))
+        except Unsupported as exc:
+            exc.code = exc.code or rule.code
+            exc.node = exc.node or klass
+            raise
+        plan.replace_statement(klass, [new])
+        plan.fixed(klass, rule.code, f"SessionRunHook `{klass.name.value}` -> a Keras Callback")
+
+
+# ---------------------------------------------------------------------------------------
+# Checkpoints
+# ---------------------------------------------------------------------------------------
+MODEL_DIR_CHECKPOINTS = '''
+class {name}({tf}.keras.callbacks.Callback):
+    """An Estimator's model_dir for a Keras model and its optimizer: the latest checkpoint is
+    restored when the model first trains, evaluates or predicts, and training saves one every
+    `save_steps` steps or `save_secs` seconds and when it ends, numbered by global step."""
+
+    def __init__(self, model, directory, max_to_keep=5, keep_checkpoint_every_n_hours=None,
+                 save_steps=None, save_secs=None, restore=True):
+        super().__init__()
+        self.checkpoint = {tf}.train.Checkpoint(model=model, optimizer=model.optimizer)
+        self.manager = {tf}.train.CheckpointManager(
+            self.checkpoint, directory, max_to_keep, keep_checkpoint_every_n_hours)
+        self.writer = self.manager
+        if not model.distribute_strategy.extended.should_checkpoint:
+            # Another worker than the chief of a multi-worker strategy: it saves too (the
+            # variables are read collectively), but aside, as under an Estimator.
+            self.writer = {tf}.train.CheckpointManager(self.checkpoint, tempfile.mkdtemp(), 1)
+        self.save_steps = save_steps
+        self.save_secs = save_secs
+        self.restored = not restore
+
+    def global_step(self):
+        """The step training goes on from: the latest checkpoint's until it is restored."""
+        if self.restored or self.manager.latest_checkpoint is None:
+            return int(self.checkpoint.optimizer.iterations.numpy())
+        return int(self.manager.latest_checkpoint.rsplit("-", 1)[-1])
+
+    def restore(self):
+        # Not before: Keras 3 restores into a model under a distribution strategy only once
+        # the model is built, which it is when a callback starts.
+        if not self.restored:
+            self.manager.restore_or_initialize()
+            self.restored = True
+
+    def on_train_begin(self, logs=None):
+        self.restore()
+        self.step = self.saved_step = int(self.model.optimizer.iterations.numpy())
+        self.saved_time = time.time()
+
+    def on_test_begin(self, logs=None):
+        self.restore()
+
+    def on_predict_begin(self, logs=None):
+        self.restore()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.step += 1
+        steps_due = self.save_steps and self.step - self.saved_step >= self.save_steps
+        secs_due = self.save_secs and time.time() - self.saved_time >= self.save_secs
+        if steps_due or secs_due:
+            self.save()
+
+    def on_train_end(self, logs=None):
+        if self.step != self.saved_step and (self.save_steps or self.save_secs):
+            self.save()
+
+    def save(self):
+        self.writer.save(checkpoint_number=self.step)
+        self.saved_step, self.saved_time = self.step, time.time()
+'''
+
+
+def model_dir_checkpoints(
+    plan: "ConversionPlan", directory: cst.BaseExpression, *, max_to_keep: cst.BaseExpression | None = None,
+    keep_hours: cst.BaseExpression | None = None, steps: cst.BaseExpression | None = None,
+    secs: cst.BaseExpression | None = None, restore: bool,
+) -> cst.BaseExpression:
+    """A ModelDirCheckpoints callback (its class added to the file once) for ``directory``."""
+    plan.imports += [("tempfile", None, None), ("time", None, None)]
+    klass = plan.add_helper(
+        "ModelDirCheckpoints", lambda name: _emit.statements(MODEL_DIR_CHECKPOINTS, name=name, tf=plan.tf))
+    args = [cst.Arg(cst.Name(plan.model_var)), cst.Arg(directory)]
+    for keyword, value in (("max_to_keep", max_to_keep), ("keep_checkpoint_every_n_hours", keep_hours),
+                           ("save_steps", steps), ("save_secs", secs)):
+        if value is not None:
+            args.append(_emit.keyword_arg(keyword, value))
+    if not restore:
+        args.append(_emit.keyword_arg("restore", cst.Name("False")))
+    return cst.Call(cst.Name(klass), args=_emit.call_args(args))
+
+
+def start_step(plan: "ConversionPlan") -> cst.BaseExpression:
+    """The global step the next ``fit`` starts from, read before it runs."""
+    if plan.checkpoints is not None:
+        return _emit.expr("{c}.global_step()", c=plan.checkpoints)
+    return _emit.expr("int({m}.optimizer.iterations.numpy())", m=plan.model_var)
+
+
+# ---------------------------------------------------------------------------------------
+# The calls
+# ---------------------------------------------------------------------------------------
+def min_of(values: list[cst.BaseExpression], node: cst.CSTNode, what: str) -> cst.BaseExpression | None:
+    """The smallest of step limits (literal integers), or the only one."""
+    values = [v for v in values if not (isinstance(v, cst.Name) and v.value == "None")]
+    if not values:
+        return None
+    if len(values) == 1:
+        return values[0]
+    if all(isinstance(v, cst.Integer) for v in values):
+        return min(values, key=lambda v: v.evaluated_value)
+    raise Unsupported(f"several {what} limits that are not literal numbers", node, UNSUPPORTED_USE)
+
+
+def needs_step_guard(plan: "ConversionPlan", ctx: "RewriteContext", call: cst.CSTNode) -> bool:
+    """May the global step be above 0 when this training call starts?"""
+    if plan.may_restore:
+        return True
+    trainings = plan.uses("method", "train") + plan.uses("train_and_evaluate")
+    if len(trainings) > 1:
+        return True
+    current = ctx.parent(call)
+    while current is not None:
+        if isinstance(current, (cst.For, cst.While, cst.CompFor)):
+            return True
+        if isinstance(current, cst.FunctionDef) and plan.unit_is_outside(current):
+            return True  # a function may train the module's model more than once
+        current = ctx.parent(current)
+    return False
+
+
+def callbacks_arg(plan: "ConversionPlan", hooks: Hooks | None, training: bool) -> cst.Arg | None:
+    """``callbacks=...`` for a call: the unit's (training only) and the hooks' callbacks."""
+    own = list(hooks.callbacks) if hooks else []
+    if not training and plan.checkpoints is not None:
+        own.insert(0, cst.Name(plan.checkpoints))  # restores model_dir before an evaluation or prediction
+    shared = plan.callbacks_name() if training else None
+    if shared and own:
+        value = _emit.expr("{s} + {l}", s=shared, l=_list(own))
+    elif shared:
+        value = cst.Name(shared)
+    elif own:
+        value = _list(own)
+    else:
+        return None
+    return _emit.keyword_arg("callbacks", value)
+
+
+def _list(values: list[cst.BaseExpression]) -> cst.List:
+    elements = [cst.Element(v, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for v in values]
+    if elements:
+        elements[-1] = elements[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return cst.List(elements)
+
+
+def method_call(var: str, method: str, args: list[cst.Arg]) -> cst.Call:
+    return cst.Call(cst.Attribute(cst.Name(var), cst.Name(method)), args=_emit.call_args(args))
+
+
+def guarded_fit(plan: "ConversionPlan", max_steps: cst.BaseExpression, fit_args: list[cst.Arg],
+                more: list[cst.Arg]) -> list[cst.BaseStatement]:
+    """``max_steps``: train until the global step reaches it, or not at all."""
+    left = plan.steps_left_name()
+    fit = method_call(plan.model_var, "fit", [*fit_args, _emit.keyword_arg("steps_per_epoch", cst.Name(left)), *more])
+    first = _emit.statement("{left} = {max} - {start}", left=left, max=max_steps, start=start_step(plan))
+    first = _emit.with_comment(first, "max_steps counts from global step 0, as in the Estimator: train only the steps left.")
+    guard = _emit.statement("if {left} > 0:\n    pass", left=left)
+    guard = guard.with_changes(body=cst.IndentedBlock(body=[_emit.statement("{c}", c=fit)]))
+    return [first, guard]
+
+
+def per_example(predictions: cst.BaseExpression, tf: str) -> cst.BaseExpression:
+    """Keras ``predict`` concatenates the batches; the Estimator yielded one example at a time."""
+    return _emit.expr("{tf}.data.Dataset.from_tensor_slices({p}).as_numpy_iterator()", tf=tf, p=predictions)
+
+
+__all__ = [
+    "EarlyStop", "HookConversion", "HookSite", "Hooks", "PHASE_METHODS", "convert_hooks", "model_dir_checkpoints",
+    "start_step",
+]

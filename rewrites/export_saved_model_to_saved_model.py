@@ -1,0 +1,168 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from estimator2keras import _emit
+from estimator2keras._export import save_statement, serving_function, signature_names, signatures_dict, export_path
+from estimator2keras._rule import Case, Safety, UnitRule, Unsupported
+from estimator2keras._units import bind_arguments
+
+SIGNATURES = {
+    "export_saved_model": ("export_dir_base", "serving_input_receiver_fn", "assets_extra", "as_text",
+                           "checkpoint_path", "experimental_mode"),
+    "export_savedmodel": ("export_dir_base", "serving_input_receiver_fn", "assets_extra", "as_text",
+                          "checkpoint_path", "strip_default_attrs"),
+}
+
+
+class ExportSavedModelToSavedModel(UnitRule):
+    """estimator.export_saved_model(...) becomes `tf.saved_model.save` with the same serving signature.
+
+    ## What it does
+    The `serving_input_receiver_fn` becomes a `tf.function` whose input signature is what the
+    receiver fed, and which returns what the Estimator's signature returned (the PREDICT
+    `predictions` through the model's `predict_step`):
+
+    - `build_raw_serving_input_receiver_fn(features)`: one input per feature, named as the
+      feature, of any batch size (`default_batch_size` kept);
+    - `build_parsing_serving_input_receiver_fn(feature_spec)`: one string input `examples`
+      (serialized `tf.train.Example`s) parsed with `tf.io.parse_example(examples, feature_spec)`.
+
+    `estimator.export_saved_model(base, serving_input_receiver_fn)` (and the older
+    `export_savedmodel`) becomes `tf.saved_model.save(model, <base>/<timestamp>,
+    signatures={...})`; an assigned result is the export directory as bytes, as the
+    Estimator returned it. `EstimatorSpec(export_outputs={"name": PredictOutput(predictions)})`
+    names the signatures (and, as in the Estimator, a single one is also `serving_default`).
+
+    ## Why
+    The SavedModel a server loads is the migration's real output: the same signature names,
+    input names, output names and values let clients keep calling it unchanged.
+    `tf.saved_model.save` writes it from a Keras 2 and a Keras 3 model alike.
+
+    ## Fix safety
+    Safe: loading both exports and calling their `serving_default` on the same inputs gives
+    the same predictions (fixture `export_reload`). The Keras SavedModel also holds the
+    model's other functions; the Estimator's held only the serving graph.
+
+    ## Limitations
+    A hand-written `serving_input_receiver_fn` (returning a `ServingInputReceiver`),
+    `assets_extra`, `as_text=True`, `ClassificationOutput` / `RegressionOutput` signatures
+    and a raw receiver of one tensor rather than a dict are reported (E2K902).
+
+    ## References
+    - https://www.tensorflow.org/guide/migrate/saved_model
+    - https://www.tensorflow.org/api_docs/python/tf/saved_model/save
+    """
+
+    code = "E2K007"
+    summary = "estimator.export_saved_model(base, serving_input_receiver_fn) -> tf.saved_model.save with the same serving signature"
+    safety = Safety.SAFE
+    order = 52
+
+    cases = [
+        Case(
+            id="parsing-receiver",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": [[1.0, 2.0]]}, [[2.0]])).batch(1)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features["x"])
+    if mode == tf.estimator.ModeKeys.PREDICT:
+        return tf.estimator.EstimatorSpec(mode, predictions={"logits": logits})
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+feature_spec = {"x": tf.io.FixedLenFeature([2], tf.float32)}
+serving_input_fn = tf.estimator.export.build_parsing_serving_input_receiver_fn(feature_spec)
+estimator = tf.estimator.Estimator(model_fn)
+estimator.train(input_fn)
+estimator.export_saved_model("export", serving_input_fn)
+''',
+            after='''\
+import tensorflow as tf
+import os
+import time
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": [[1.0, 2.0]]}, [[2.0]])).batch(1)
+
+
+class Model(tf.keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.logits = tf.keras.layers.Dense(1)
+
+    def call(self, features, training=False):
+        logits = self.logits(features["x"])
+        return logits
+
+    def predict_step(self, data):
+        features, _, _ = tf.keras.utils.unpack_x_y_sample_weight(data)
+        logits = self(features, training=False)
+        return {"logits": logits}
+
+
+def build_model():
+    model = Model()
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+feature_spec = {"x": tf.io.FixedLenFeature([2], tf.float32)}
+
+
+# The serving signature the Estimator exported: serialized tf.train.Examples in, predictions out.
+@tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+def serving_input_fn(examples):
+    return model.predict_step(tf.io.parse_example(examples, feature_spec))
+
+
+model = build_model()
+model.fit(input_fn())
+tf.saved_model.save(
+    model,
+    os.fsencode(os.path.join("export", str(int(time.time())))),
+    signatures={"serving_default": serving_input_fn})
+''',
+        ),
+    ]
+
+    def plan(self, unit, plan, ctx) -> None:
+        for use in plan.uses("method", *SIGNATURES):
+            args = bind_arguments(use.call, SIGNATURES[use.method])
+            for name in ("assets_extra", "checkpoint_path"):
+                if name in args and _emit.code(args[name].value) != "None":
+                    raise Unsupported(f"{use.method}({name}=...) is not converted", args[name])
+            if "as_text" in args and _emit.code(args["as_text"].value) != "False":
+                raise Unsupported("a SavedModel written as text is not converted", args["as_text"])
+            mode = args.get("experimental_mode")
+            if mode is not None and not _emit.code(mode.value).endswith(("PREDICT", '"infer"')):
+                raise Unsupported("only the PREDICT graph is exported by e2k", mode)
+            names = signature_names(plan, ctx, use.call)
+            function, inline = serving_function(args["serving_input_receiver_fn"].value, plan, ctx)
+            path = export_path(plan, args["export_dir_base"].value)
+            statement = ctx.enclosing_statement(use.call)
+            small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
+            signatures = signatures_dict(names, function)
+            if isinstance(small, cst.Expr) and small.value is use.call:
+                new = [save_statement(plan, ctx, path, signatures)]
+            elif isinstance(small, cst.Assign) and small.value is use.call and len(small.targets) == 1 \
+                    and isinstance(small.targets[0].target, cst.Name):
+                target = small.targets[0].target.value
+                new = [_emit.statement("{t} = {p}", t=target, p=path),
+                       save_statement(plan, ctx, cst.Name(target), signatures)]
+            else:
+                raise Unsupported(f"{use.method}(...) is used inside an expression e2k does not rewrite", use.call)
+            new[0] = new[0].with_changes(leading_lines=statement.leading_lines)
+            plan.replace_statement(statement, [*inline, *new])
+            plan.claim_use(use)
+            plan.fixed(use.call, self.code, f"{use.method} -> tf.saved_model.save with the serving signature")
+

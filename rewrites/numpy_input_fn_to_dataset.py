@@ -1,0 +1,168 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from estimator2keras import _emit
+from estimator2keras._rule import Case, Safety, UnitRule, Unsupported
+from estimator2keras._units import accesses_of, bind_arguments
+
+SIGNATURE = ("x", "y", "batch_size", "num_epochs", "shuffle", "queue_capacity", "num_threads", "target_column")
+#: numpy_input_fn's and pandas_input_fn's defaults.
+DEFAULT_BATCH_SIZE = "128"
+DEFAULT_QUEUE_CAPACITY = "1000"
+
+
+class NumpyInputFnToDataset(UnitRule):
+    """`numpy_input_fn` / `pandas_input_fn` become a `tf.data.Dataset` with the same batching, shuffling and epochs.
+
+    ## What it does
+    `tf.compat.v1.estimator.inputs.numpy_input_fn(x, y, batch_size=B, num_epochs=E, shuffle=S,
+    queue_capacity=Q)` becomes
+
+    `tf.data.Dataset.from_tensor_slices((x, y)).shuffle(Q).repeat(E).batch(B)`
+
+    (`.shuffle` only when `S` is True, `.repeat()` for `num_epochs=None`, no `.repeat` for one
+    epoch; the defaults are numpy_input_fn's: B = 128, E = 1, Q = 1000). `pandas_input_fn(x, y)`
+    reads the DataFrame's columns as features: `from_tensor_slices((dict(x), y))`. Without
+    `y` the dataset holds the features only. An input_fn bound to a name becomes a function
+    of that name returning the dataset, so every call site stays as it was.
+
+    ## Why
+    These input_fns fed the Estimator from queues and threads (`tf.train.QueueRunner`), which
+    TensorFlow 2 does not have; `tf.data` reads the same arrays in the same order, repeats
+    the epochs before batching (a batch may span two epochs, the last one may be smaller),
+    as the queues did.
+
+    ## Fix safety
+    Safe without shuffling: the same examples in the same batches (fixture `numpy_input`).
+    With `shuffle=True` both shuffle, but not in the same order: the queue kept
+    `queue_capacity` examples and drew from them across epoch boundaries; `Dataset.shuffle`
+    reshuffles within each epoch.
+
+    ## Limitations
+    A non-literal `shuffle` is not converted. The Estimator refused these input_fns under a
+    distribution strategy, so e2k does not convert that combination either.
+
+    ## References
+    - https://www.tensorflow.org/guide/migrate/migrating_estimator
+    - https://www.tensorflow.org/guide/data#consuming_numpy_arrays
+    """
+
+    code = "E2K006"
+    summary = "numpy_input_fn / pandas_input_fn -> tf.data.Dataset.from_tensor_slices(...) with the same batching and epochs"
+    safety = Safety.SAFE
+    order = 55
+
+    cases = [
+        Case(
+            id="named-numpy-input",
+            before='''\
+import numpy as np
+import tensorflow as tf
+
+x_train = np.zeros((100, 3), dtype=np.float32)
+y_train = np.ones((100, 1), dtype=np.float32)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.compat.v1.layers.Dense(1)(features["x"])
+    loss = tf.compat.v1.losses.mean_squared_error(labels, logits)
+    optimizer = tf.compat.v1.train.GradientDescentOptimizer(0.1)
+    train_op = optimizer.minimize(loss, tf.compat.v1.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+train_input_fn = tf.compat.v1.estimator.inputs.numpy_input_fn(
+    x={"x": x_train}, y=y_train, batch_size=16, num_epochs=None, shuffle=True)
+estimator = tf.estimator.Estimator(model_fn)
+estimator.train(train_input_fn, steps=200)
+estimator.evaluate(tf.compat.v1.estimator.inputs.numpy_input_fn({"x": x_train}, y_train, shuffle=False))
+''',
+            after='''\
+import numpy as np
+import tensorflow as tf
+
+x_train = np.zeros((100, 3), dtype=np.float32)
+y_train = np.ones((100, 1), dtype=np.float32)
+
+
+class Model(tf.keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.logits = tf.keras.layers.Dense(1)
+
+    def call(self, features, training=False):
+        logits = self.logits(features["x"])
+        return logits
+
+
+def build_model():
+    model = Model()
+    optimizer = tf.keras.optimizers.SGD(0.1)
+    model.compile(optimizer=optimizer, loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+def train_input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": x_train}, y_train)).shuffle(1000).repeat().batch(16)
+
+
+model = build_model()
+model.fit(train_input_fn(), steps_per_epoch=200)
+model.evaluate(tf.data.Dataset.from_tensor_slices(({"x": x_train}, y_train)).batch(128))
+''',
+        ),
+    ]
+
+    def plan(self, unit, plan, ctx) -> None:
+        seen: list[cst.Call] = []
+        for input_fn in plan.input_fns:
+            factory = input_fn.array_call
+            if factory is None or any(factory is other for other in seen):
+                continue
+            seen.append(factory)
+            if plan.has_strategy:
+                raise Unsupported(
+                    "the Estimator refused this input_fn under a distribution strategy (it needs a Dataset)", factory)
+            dataset = self._dataset(factory, ctx, plan.tf)
+            binding = input_fn.array_binding
+            if binding is None:
+                plan.replace(factory, dataset)
+            else:
+                reads = accesses_of(ctx, binding.target) or []
+                if not all(plan.owns(read) for read in reads):
+                    raise Unsupported(f"`{binding.name}` is used outside this Estimator's calls", binding.target)
+                function = _emit.statement("def {name}():\n    return {d}", name=binding.name, d=dataset)
+                # Blank lines around the new function, as around any definition (PEP 8).
+                blank = [_emit.blank_line()] * (2 if ctx.parent(binding.statement) is ctx.module else 1)
+                function = function.with_changes(leading_lines=blank, body=function.body.with_changes(footer=blank))
+                plan.replace_statement(binding.statement, [function])
+            kind = "pandas_input_fn" if (ctx.call_api_path(factory) or "").endswith("pandas_input_fn") else "numpy_input_fn"
+            plan.fixed(factory, self.code, f"{kind} -> tf.data.Dataset.from_tensor_slices")
+
+    def _dataset(self, call: cst.Call, ctx, tf: str) -> cst.BaseExpression:
+        args = {k: a.value for k, a in bind_arguments(call, SIGNATURE).items()}
+        pandas = (ctx.call_api_path(call) or "").endswith("pandas_input_fn")
+        if "shuffle" not in args:
+            raise Unsupported("this input_fn does not say whether to shuffle; the Estimator refused it", call)
+        shuffle = _emit.code(args["shuffle"])
+        if shuffle not in ("True", "False"):
+            raise Unsupported("shuffle= is not True or False", args["shuffle"])
+        features = _emit.expr("dict({x})", x=args["x"]) if pandas else args["x"]
+        labels = args.get("y")
+        if labels is not None and _emit.code(labels) != "None":
+            elements = cst.Tuple([cst.Element(features, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                                  cst.Element(labels)])
+        else:
+            elements = features
+        dataset = _emit.expr("{tf}.data.Dataset.from_tensor_slices({e})", tf=tf, e=elements)
+        if shuffle == "True":
+            capacity = args.get("queue_capacity") or cst.Integer(DEFAULT_QUEUE_CAPACITY)
+            dataset = _emit.expr("{d}.shuffle({c})", d=dataset, c=capacity)
+        epochs = args.get("num_epochs")
+        if epochs is not None and _emit.code(epochs) == "None":
+            dataset = _emit.expr("{d}.repeat()", d=dataset)
+        elif epochs is not None and _emit.code(epochs) != "1":
+            dataset = _emit.expr("{d}.repeat({n})", d=dataset, n=epochs)
+        batch = args.get("batch_size") or cst.Integer(DEFAULT_BATCH_SIZE)
+        return _emit.expr("{d}.batch({b})", d=dataset, b=batch)

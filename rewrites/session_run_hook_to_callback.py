@@ -1,0 +1,227 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from estimator2keras import _emit
+from estimator2keras._rule import Case, ExpressionRule, Safety, Unsupported
+from estimator2keras._training import HookConversion, HookSite, model_dir_checkpoints
+from estimator2keras._units import bind_arguments
+
+SIGNATURES = {
+    "NanTensorHook": ("loss_tensor", "fail_on_nan_loss"),
+    "StopAtStepHook": ("num_steps", "last_step"),
+    "LoggingTensorHook": ("tensors", "every_n_iter", "every_n_secs", "at_end", "formatter"),
+    "CheckpointSaverHook": (
+        "checkpoint_dir", "save_secs", "save_steps", "saver", "checkpoint_basename", "scaffold", "listeners",
+        "save_graph_def"),
+    "SummarySaverHook": ("save_steps", "save_secs", "output_dir", "summary_writer", "scaffold", "summary_op"),
+    "StepCounterHook": ("every_n_steps", "every_n_secs", "output_dir", "summary_writer"),
+    "ProfilerHook": ("save_steps", "save_secs", "output_dir", "show_dataflow", "show_memory"),
+}
+#: Hooks that only make sense while training.
+TRAINING_ONLY = frozenset({"NanTensorHook", "StopAtStepHook", "CheckpointSaverHook", "SummarySaverHook", "StepCounterHook"})
+NOT_MODEL_DIR = (
+    "with a CheckpointSaverHook the Estimator saved here and not to its model_dir, so a later evaluate() or "
+    "predict() read model_dir's older (or no) checkpoint; the Keras program uses the trained model"
+)
+NOT_BY_NAME = (
+    "LoggingTensorHook logged graph tensors, which a Keras model does not expose by name: log them from a "
+    "tf.keras.callbacks.Callback (the loss and metrics are in its `logs`, the weights in `self.model`)"
+)
+
+
+class SessionRunHookToCallback(ExpressionRule):
+    """TensorFlow's built-in SessionRunHooks become Keras callbacks, or what `fit` does instead.
+
+    ## What it does
+    Each hook passed to `train`/`evaluate`/`predict(hooks=...)`, `TrainSpec`/`EvalSpec(hooks=...)`
+    or returned in `EstimatorSpec(training_hooks=..., evaluation_hooks=..., prediction_hooks=...)`
+    is converted where it was used:
+
+    | hook | Keras |
+    |---|---|
+    | `NanTensorHook(loss)` | `tf.keras.callbacks.TerminateOnNaN()` |
+    | `StopAtStepHook(num_steps=N)` / `(last_step=N)` | the call's `steps=N` / `max_steps=N` (E2K003) |
+    | `CheckpointSaverHook(dir, save_steps=N)` | `ModelDirCheckpoints(model, dir, save_steps=N, restore=False)` (see E2K402) |
+    | `SummarySaverHook(save_steps=N, output_dir=dir)` | `tf.keras.callbacks.TensorBoard(dir, update_freq=N)` |
+    | `LoggingTensorHook({"loss": loss})`, `StepCounterHook` | `fit`'s progress logging (loss, steps per second) |
+
+    ## Why
+    Keras has no sessions to hook into; callbacks are called at the same points (begin,
+    before and after each step, end), and Keras has built-in callbacks for what the
+    built-in hooks did.
+
+    ## Fix safety
+    Review. `NanTensorHook` raised `NanLossDuringTrainingError`; `TerminateOnNaN` stops
+    training and the program goes on. `SummarySaverHook` wrote the graph's summary ops;
+    `TensorBoard` writes the loss and compiled metrics. A `LoggingTensorHook` of other tensors
+    than the loss and the global step, and hooks timed in seconds (`save_secs` of a
+    `SummarySaverHook`, `ProfilerHook`), are not carried over and are reported.
+
+    ## Limitations
+    Hooks given a `saver`, `scaffold`, `summary_writer` or `listeners` are not converted
+    (the unit is left as it was, E2K902), nor are other hooks without a rule.
+
+    ## References
+    - https://www.tensorflow.org/guide/migrate/logging_stop_hook
+    - https://www.tensorflow.org/guide/migrate/sessionrunhook_callback
+    - https://www.tensorflow.org/guide/migrate/checkpoint_saver
+    """
+
+    code = "E2K406"
+    summary = "NanTensorHook, StopAtStepHook, CheckpointSaverHook, SummarySaverHook, LoggingTensorHook -> Keras callbacks"
+    safety = Safety.REVIEW
+    role = "hook"
+    targets = tuple(f"{module}.{name}" for name in SIGNATURES for module in ("train", "estimator"))
+
+    cases = [
+        Case(
+            id="stop-and-nan",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).repeat().batch(1)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    logging_hook = tf.train.LoggingTensorHook({"loss": loss}, every_n_iter=10)
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op, training_hooks=[logging_hook])
+
+
+estimator = tf.estimator.Estimator(model_fn)
+estimator.train(input_fn, hooks=[tf.train.StopAtStepHook(num_steps=20), tf.train.NanTensorHook(None)])
+''',
+            after='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).repeat().batch(1)
+
+
+def build_model():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+model = build_model()
+model.fit(input_fn(), steps_per_epoch=20, callbacks=[tf.keras.callbacks.TerminateOnNaN()])
+''',
+        ),
+        Case(
+            id="logging-named-tensors",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).repeat().batch(1)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+estimator = tf.estimator.Estimator(model_fn)
+logging_hook = tf.train.LoggingTensorHook({"probabilities": "softmax_tensor"}, every_n_iter=50)
+estimator.train(input_fn, steps=100, hooks=[logging_hook])
+''',
+            after='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).repeat().batch(1)
+
+
+def build_model():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+model = build_model()
+# e2k: E2K406 LoggingTensorHook logged graph tensors, which a Keras model does not expose by name: log them from a tf.keras.callbacks.Callback (the loss and metrics are in its `logs`, the weights in `self.model`)
+model.fit(input_fn(), steps_per_epoch=100)
+''',
+            findings=('E2K406',),
+        ),
+    ]
+
+    def convert(self, call: cst.Call, ctx, tf: str, site: HookSite) -> HookConversion:
+        name = (ctx.call_api_path(call) or "").rsplit(".", 1)[-1]
+        args = {k: a.value for k, a in bind_arguments(call, SIGNATURES[name]).items()}
+        if name in TRAINING_ONLY and site.phase != "train":
+            raise Unsupported(f"{name} outside training is not converted", call)
+        for key in ("saver", "scaffold", "summary_writer", "listeners", "formatter"):
+            if key in args and not _is_none(args[key]):
+                raise Unsupported(f"{name}({key}=...) is not converted", args[key])
+        return getattr(self, f"_{name}")(call, args, tf, site)
+
+    def _NanTensorHook(self, call, args, tf, site):
+        return HookConversion(callback=_emit.expr("{tf}.keras.callbacks.TerminateOnNaN()", tf=tf),
+                              note="NanTensorHook -> tf.keras.callbacks.TerminateOnNaN")
+
+    def _StopAtStepHook(self, call, args, tf, site):
+        if ("num_steps" in args) == ("last_step" in args):
+            raise Unsupported("StopAtStepHook needs exactly one of num_steps and last_step", call)
+        if "num_steps" in args:
+            return HookConversion(num_steps=args["num_steps"], note="StopAtStepHook(num_steps=N) -> fit for N steps")
+        return HookConversion(last_step=args["last_step"], note="StopAtStepHook(last_step=N) -> fit up to global step N")
+
+    def _LoggingTensorHook(self, call, args, tf, site):
+        tensors = site.resolve(args["tensors"]) if "tensors" in args else None
+        values = []
+        if isinstance(tensors, cst.Dict):
+            values = [e.value for e in tensors.elements if isinstance(e, cst.DictElement)]
+        elif isinstance(tensors, (cst.List, cst.Tuple)):
+            values = [e.value for e in tensors.elements]
+        if values and all(self._loss_or_step(v, site) for v in values):
+            return HookConversion(note="LoggingTensorHook of the loss -> fit's progress logging")
+        return HookConversion(dropped=NOT_BY_NAME)
+
+    def _loss_or_step(self, value, site) -> bool:
+        loss = site.plan.spec_loss
+        if isinstance(value, cst.Name) and isinstance(loss, cst.Name) and value.value == loss.value and site.phase == "train":
+            return True
+        resolved = site.resolve(value)
+        return isinstance(resolved, cst.Call) and _emit.code(resolved.func).endswith(("get_global_step", "get_or_create_global_step"))
+
+    def _CheckpointSaverHook(self, call, args, tf, site):
+        if ("save_steps" in args) == ("save_secs" in args):
+            raise Unsupported("CheckpointSaverHook needs exactly one of save_steps and save_secs", call)
+        saver = model_dir_checkpoints(site.plan, args["checkpoint_dir"], steps=args.get("save_steps"),
+                                      secs=args.get("save_secs"), restore=False)
+        if site.plan.model_dir is None or _emit.code(site.plan.model_dir) != _emit.code(args["checkpoint_dir"]):
+            site.plan.leftover(call, self.code, NOT_MODEL_DIR)
+        return HookConversion(callback=saver, note="CheckpointSaverHook -> a ModelDirCheckpoints callback that saves")
+
+    def _SummarySaverHook(self, call, args, tf, site):
+        if "save_secs" in args and not _is_none(args["save_secs"]):
+            return HookConversion(dropped="SummarySaverHook(save_secs=...) is not carried over: Keras's TensorBoard "
+                                          "callback writes every N steps (update_freq=N) or every epoch")
+        if "output_dir" not in args or "save_steps" not in args:
+            raise Unsupported("SummarySaverHook without output_dir and save_steps is not converted", call)
+        callback = _emit.expr("{tf}.keras.callbacks.TensorBoard({d}, update_freq={n})",
+                              tf=tf, d=args["output_dir"], n=args["save_steps"])
+        return HookConversion(callback=callback, note="SummarySaverHook -> tf.keras.callbacks.TensorBoard")
+
+    def _StepCounterHook(self, call, args, tf, site):
+        return HookConversion(note="StepCounterHook -> fit's progress logging (steps per second)")
+
+    def _ProfilerHook(self, call, args, tf, site):
+        return HookConversion(dropped="ProfilerHook is not carried over: profile with "
+                                      "tf.keras.callbacks.TensorBoard(profile_batch=...)")
+
+
+def _is_none(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"

@@ -1,0 +1,174 @@
+from __future__ import annotations
+
+from estimator2keras import _emit
+from estimator2keras._rule import Case, Safety, UnitRule
+
+DEFAULT_NOT_WRITTEN = (
+    "RunConfig's default summaries (every 100 steps, to model_dir) are not written: pass "
+    "tf.keras.callbacks.TensorBoard(model_dir) to fit to keep them (TensorFlow 2.20+ needs `pip install tensorboard`)"
+)
+
+
+class SummaryStepsToTensorBoard(UnitRule):
+    """The summaries an Estimator wrote to `model_dir` become a `TensorBoard` callback.
+
+    ## What it does
+    With a `model_dir` and `save_summary_steps=N`, adds
+    `tf.keras.callbacks.TensorBoard(model_dir, update_freq=N)` to the callbacks of every
+    training `fit`. `save_summary_steps=None` or `0` writes none, as before.
+
+    ## Why
+    The Estimator wrote the loss (and the model_fn's `tf.summary` ops) to `model_dir`
+    every `save_summary_steps` steps, for TensorBoard. Keras writes its loss and metrics with
+    the TensorBoard callback.
+
+    ## Fix safety
+    Review: TensorBoard shows the same training loss, under `model_dir/train` (and the
+    evaluation under `model_dir/validation` when `fit` validates) rather than `model_dir` and
+    `model_dir/eval`. Keras logs the loss and compiled metrics; `tf.summary` calls in the
+    model_fn are not carried over (they are reported as E2K404 where they are).
+
+    ## Limitations
+    When `save_summary_steps` is not given, RunConfig's default (every 100 steps) is not
+    carried over, and the report says so: TensorFlow 2.20 and later no longer install
+    TensorBoard, and a `TensorBoard` callback fails without it (`pip install tensorboard`).
+    Without `model_dir` the Estimator wrote its summaries to a temporary directory; nothing
+    is emitted.
+
+    ## References
+    - https://www.tensorflow.org/guide/migrate/tensorboard
+    """
+
+    code = "E2K409"
+    summary = "RunConfig(save_summary_steps=N) with a model_dir -> tf.keras.callbacks.TensorBoard(model_dir, update_freq=N)"
+    safety = Safety.REVIEW
+    order = 34
+
+    cases = [
+        Case(
+            id="summaries",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).batch(1)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+config = tf.estimator.RunConfig(model_dir="/tmp/model", save_summary_steps=10, save_checkpoints_secs=None)
+estimator = tf.estimator.Estimator(model_fn, config=config)
+estimator.train(input_fn, steps=50)
+''',
+            after='''\
+import tensorflow as tf
+import tempfile
+import time
+
+
+class ModelDirCheckpoints(tf.keras.callbacks.Callback):
+    """An Estimator's model_dir for a Keras model and its optimizer: the latest checkpoint is
+    restored when the model first trains, evaluates or predicts, and training saves one every
+    `save_steps` steps or `save_secs` seconds and when it ends, numbered by global step."""
+
+    def __init__(self, model, directory, max_to_keep=5, keep_checkpoint_every_n_hours=None,
+                 save_steps=None, save_secs=None, restore=True):
+        super().__init__()
+        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, directory, max_to_keep, keep_checkpoint_every_n_hours)
+        self.writer = self.manager
+        if not model.distribute_strategy.extended.should_checkpoint:
+            # Another worker than the chief of a multi-worker strategy: it saves too (the
+            # variables are read collectively), but aside, as under an Estimator.
+            self.writer = tf.train.CheckpointManager(self.checkpoint, tempfile.mkdtemp(), 1)
+        self.save_steps = save_steps
+        self.save_secs = save_secs
+        self.restored = not restore
+
+    def global_step(self):
+        """The step training goes on from: the latest checkpoint's until it is restored."""
+        if self.restored or self.manager.latest_checkpoint is None:
+            return int(self.checkpoint.optimizer.iterations.numpy())
+        return int(self.manager.latest_checkpoint.rsplit("-", 1)[-1])
+
+    def restore(self):
+        # Not before: Keras 3 restores into a model under a distribution strategy only once
+        # the model is built, which it is when a callback starts.
+        if not self.restored:
+            self.manager.restore_or_initialize()
+            self.restored = True
+
+    def on_train_begin(self, logs=None):
+        self.restore()
+        self.step = self.saved_step = int(self.model.optimizer.iterations.numpy())
+        self.saved_time = time.time()
+
+    def on_test_begin(self, logs=None):
+        self.restore()
+
+    def on_predict_begin(self, logs=None):
+        self.restore()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.step += 1
+        steps_due = self.save_steps and self.step - self.saved_step >= self.save_steps
+        secs_due = self.save_secs and time.time() - self.saved_time >= self.save_secs
+        if steps_due or secs_due:
+            self.save()
+
+    def on_train_end(self, logs=None):
+        if self.step != self.saved_step and (self.save_steps or self.save_secs):
+            self.save()
+
+    def save(self):
+        self.writer.save(checkpoint_number=self.step)
+        self.saved_step, self.saved_time = self.step, time.time()
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).batch(1)
+
+
+def build_model():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+# e2k: E2K402 the Estimator saved no checkpoints (save_checkpoints_steps and save_checkpoints_secs are None), so its evaluate() and predict() read an untrained model; Keras uses the trained one
+model = build_model()
+# The Estimator restored and saved checkpoints in its model_dir; so does this callback.
+checkpoints = ModelDirCheckpoints(model, "/tmp/model")
+callbacks = [
+    checkpoints,
+    tf.keras.callbacks.TensorBoard("/tmp/model", update_freq=10),
+]
+model.fit(input_fn(), steps_per_epoch=50, callbacks=callbacks)
+''',
+            findings=("E2K402",),
+        ),
+    ]
+
+    def plan(self, unit, plan, ctx) -> None:
+        if "save_summary_steps" not in unit.config_args:
+            if plan.model_dir is not None:
+                plan.fixed(unit.call, self.code, DEFAULT_NOT_WRITTEN)
+            return
+        arg = unit.config_args["save_summary_steps"]
+        plan.claimed_config.add("save_summary_steps")
+        if plan.model_dir is None:
+            plan.fixed(arg, self.code, "no model_dir: the Estimator wrote its summaries to a temporary directory")
+            return
+        if _emit.code(arg.value) in ("None", "0"):
+            return
+        callback = _emit.expr("{tf}.keras.callbacks.TensorBoard({d}, update_freq={n})",
+                              tf=plan.tf, d=plan.model_dir.deep_clone(), n=arg.value)
+        plan.add_fit_callback(callback)
+        plan.fixed(arg.value, self.code, "summaries to model_dir -> tf.keras.callbacks.TensorBoard")
