@@ -144,12 +144,50 @@ class _Applier(cst.CSTTransformer):
                     new_body[index + len(inserted)] = _with_leading(following, [cst.EmptyLine()])
 
         if isinstance(updated, cst.Module):
+            new_body = _space_new_definitions(new_body, set(map(id, updated.body)))
             footer = list(pending) + list(updated.footer)
             return updated.with_changes(body=new_body, footer=footer)
         if not new_body:
             new_body = [cst.SimpleStatementLine([cst.Pass()], leading_lines=pending)]
             pending = []
         return updated.with_changes(body=new_body, footer=list(pending) + list(updated.footer))
+
+
+def _space_new_definitions(body: list[cst.BaseStatement], kept: set[int]) -> list[cst.BaseStatement]:
+    """Two blank lines around a module-level class or function that an edit wrote, or next to
+    one (PEP 8); the user's own code keeps its spacing."""
+    spaced = list(body)
+    for index in range(1, len(spaced)):
+        previous, current = spaced[index - 1], spaced[index]
+        if id(previous) in kept and id(current) in kept:
+            continue
+        if not (_is_definition(previous) or _is_definition(current)):
+            continue
+        blank = _trailing_blank_lines(previous)
+        for line in current.leading_lines:
+            if line.comment is not None:
+                break
+            blank += 1
+        if blank < 2:
+            spaced[index] = _with_leading(current, [cst.EmptyLine()] * (2 - blank) + list(current.leading_lines))
+    return spaced
+
+
+def _trailing_blank_lines(statement: cst.BaseStatement) -> int:
+    """Blank lines a compound statement's last block ends with (its footer)."""
+    block = getattr(statement, "body", None)
+    if not isinstance(block, cst.IndentedBlock):
+        return 0
+    count = 0
+    for line in reversed(block.footer):
+        if line.comment is not None:
+            break
+        count += 1
+    return count
+
+
+def _is_definition(statement: cst.BaseStatement) -> bool:
+    return isinstance(statement, (cst.ClassDef, cst.FunctionDef))
 
 
 def _merge(carried: list[cst.EmptyLine], own: list[cst.EmptyLine]) -> list[cst.EmptyLine]:

@@ -756,8 +756,6 @@ class ConversionPlan:
                 blank = [_emit.blank_line()] * (2 if (self._after_imports or helpers) else 1)
                 definitions[0] = definitions[0].with_changes(leading_lines=[*blank, *definitions[0].leading_lines])
                 helpers.extend(definitions)
-        if helpers:
-            helpers[-1] = _blank_lines_after(helpers[-1], ctx)
         if self._after_imports or helpers:
             ctx.edits.insert_after_imports([*(self._substituted(s) for s in self._after_imports), *helpers])
         for node, code, message in self._fixed:
@@ -770,24 +768,6 @@ def _module_names(ctx: RewriteContext) -> set[str]:
     if scope is None:
         return set()
     return {a.name for a in scope.assignments} | {a.node.value for a in scope.accesses}
-
-
-def _blank_lines_after(definition: cst.BaseStatement, ctx: RewriteContext) -> cst.BaseStatement:
-    """Two blank lines between a definition inserted after the imports and what follows."""
-    from estimator2keras._edits import _after_import_block
-
-    body = list(ctx.module.body)
-    index = _after_import_block(body)
-    following = 0
-    if index < len(body):
-        for line in body[index].leading_lines:
-            if line.comment is not None:
-                break
-            following += 1
-    missing = 2 - max(following, 1)
-    if missing <= 0 or not isinstance(definition, (cst.ClassDef, cst.FunctionDef)):
-        return definition
-    return definition.with_changes(body=definition.body.with_changes(footer=[_emit.blank_line()] * missing))
 
 
 def _emitted_helpers(ctx: RewriteContext) -> dict[str, str]:

@@ -185,3 +185,24 @@ def test_module_level_setup_goes_after_a_late_tensorflow_import(rules):
     source = CANONICAL.replace(b"import tensorflow as tf\n", b"import sys\nsys.path.insert(0, '.')\nimport tensorflow as tf\n")
     new = rewrite_source(source, "a.py", rules).new
     assert new.index(b"import tensorflow as tf") < new.index(b"tf.config.set_logical_device_configuration")
+
+
+def test_definitions_an_edit_writes_at_module_level_get_two_blank_lines_around_them(rules):
+    # The canned rule writes a class where `config = ...` stood, directly above the unit, and
+    # E2K403 writes set_random_seed above the model: PEP 8 spacing, as a person would write it.
+    source = b'''import tensorflow as tf
+
+columns = [tf.feature_column.numeric_column("x", shape=[3])]
+config = tf.estimator.RunConfig(model_dir="/tmp/m", tf_random_seed=1)
+est = tf.estimator.LinearRegressor(feature_columns=columns, config=config)
+est.train(input_fn=lambda: tf.data.Dataset.from_tensor_slices(({"x": [[1.0, 2.0, 3.0]]}, [1.0])).batch(1), steps=1)
+'''
+    new = rewrite_source(source, "a.py", rules).new.decode()
+    lines = new.splitlines()
+    tops = [i for i, line in enumerate(lines) if line and not line[0].isspace() and not line.startswith(")")]
+    definitions = [i for i in tops if lines[i].startswith(("class ", "def "))]
+    assert len(definitions) >= 2, new
+    for index in definitions:
+        assert lines[index - 3] != "" and lines[index - 2:index] == ["", ""], (lines[index], new)
+        following = next(i for i in tops if i > index)
+        assert lines[following - 3] != "" and lines[following - 2:following] == ["", ""], (lines[following], new)
