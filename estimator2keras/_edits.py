@@ -216,7 +216,7 @@ def _is_import(statement: cst.BaseStatement) -> bool:
     )
 
 
-def _is_docstring(statement: cst.BaseStatement) -> bool:
+def is_docstring(statement: cst.BaseStatement) -> bool:
     return (
         isinstance(statement, cst.SimpleStatementLine)
         and len(statement.body) == 1
@@ -234,7 +234,7 @@ def _after_import_block(body: Sequence[cst.BaseStatement]) -> int:
             while index + 1 < len(body) and _is_import(body[index + 1]):
                 index += 1  # keep the import block together
             return index + 1
-    index = 1 if body and _is_docstring(body[0]) else 0
+    index = 1 if body and is_docstring(body[0]) else 0
     while index < len(body) and _is_import(body[index]):
         index += 1
     return index

@@ -4,6 +4,7 @@ import libcst as cst
 
 from estimator2keras import _emit
 from estimator2keras._context import MARK_PREFIX
+from estimator2keras._edits import is_docstring
 from estimator2keras._rule import Case, ExpressionRule, Safety, Unsupported
 from estimator2keras._training import PHASE_METHODS
 
@@ -197,7 +198,7 @@ model.fit(input_fn(), steps_per_epoch=1000, callbacks=[TimingHook()])
                 return init
         first = _emit.statement("super().__init__()")
         statements = list(init.body.body)
-        if statements and _is_docstring(statements[0]):
+        if statements and is_docstring(statements[0]):
             statements.insert(1, first)
         else:
             statements.insert(0, first)
@@ -265,11 +266,3 @@ def _names(node: cst.CSTNode):
             continue
         stack.extend(current.children)
 
-
-def _is_docstring(statement: cst.BaseStatement) -> bool:
-    return (
-        isinstance(statement, cst.SimpleStatementLine)
-        and len(statement.body) == 1
-        and isinstance(statement.body[0], cst.Expr)
-        and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
-    )
