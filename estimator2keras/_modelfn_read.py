@@ -1,0 +1,559 @@
+"""Reading a model_fn, first part: what the reading produces, and the model itself.
+
+Holds the constants the reading checks against, the dataclasses that expression rules
+return by role (``LayerCall``, ``LossConversion``, ...) and that the converter produces
+(``ModelConversion``, ``_Def``, ``_LayerApp``), and ``_ModelReader``: the methods of
+``_modelfn._Converter`` that read the model_fn's assignments and EstimatorSpecs, its loss
+and model output, and the forward pass with its layers. What the model_fn gives compile()
+and predict_step is read in ``_modelfn_read_compile``; the Keras code is written in
+``_modelfn_emit``.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from estimator2keras import _emit
+from estimator2keras._context import iter_calls
+from estimator2keras._modes import EVAL, PREDICT, TRAIN, ModeAnalysis, ModePath
+
+MODEL_FN_PARAMS = ("features", "labels", "mode", "params", "config")
+ESTIMATOR_SPEC = "estimator.EstimatorSpec"
+TPU_SPECS = frozenset({"estimator.tpu.TPUEstimatorSpec", "contrib.tpu.TPUEstimatorSpec"})
+TPU_SPEC_SIGNATURE = (
+    "mode", "predictions", "loss", "train_op", "eval_metrics", "export_outputs", "scaffold_fn", "host_call",
+    "training_hooks", "evaluation_hooks", "prediction_hooks",
+)
+SPEC_SIGNATURE = (
+    "mode", "predictions", "loss", "train_op", "eval_metric_ops", "export_outputs",
+    "training_chief_hooks", "training_hooks", "scaffold", "evaluation_hooks", "prediction_hooks",
+)
+REGULARIZATION_LOSS = frozenset({"losses.get_regularization_loss"})
+#: EstimatorSpec hook arguments, and the mode whose calls run them.
+SPEC_HOOKS = {"training_hooks": TRAIN, "training_chief_hooks": TRAIN, "evaluation_hooks": EVAL, "prediction_hooks": PREDICT}
+#: Graph-era constructs that a Keras model cannot hold as they are: the model_fn is left whole.
+BEYOND_CATALOGUE = frozenset({
+    "get_variable", "Variable", "VariableV1", "get_local_variable", "make_template", "while_loop",
+    "py_func", "placeholder", "placeholder_with_default", "assign", "assign_add", "assign_sub",
+    "add_to_collection", "get_collection", "get_default_graph", "global_variables",
+    "trainable_variables", "local_variables", "train.Scaffold", "Session", "map_fn", "scan",
+})
+#: Public attributes of tf.keras.Model in Keras 2.15 and Keras 3 (dir() of both): a layer
+#: attribute must not shadow them (`self.output = Dense(1)` breaks the model).
+KERAS_MODEL_ATTRIBUTES = frozenset({
+    "activity_regularizer", "add_loss", "add_metric", "add_update", "add_variable",
+    "add_weight", "autotune_steps_per_execution", "build", "build_from_config", "call",
+    "compile", "compile_from_config", "compiled_loss", "compiled_metrics", "compute_dtype",
+    "compute_loss", "compute_mask", "compute_metrics", "compute_output_shape",
+    "compute_output_signature", "compute_output_spec", "count_params",
+    "distribute_reduction_method", "distribute_strategy", "dtype", "dtype_policy", "dynamic",
+    "evaluate", "evaluate_generator", "export", "finalize_state", "fit", "fit_generator",
+    "from_config", "get_build_config", "get_compile_config", "get_config", "get_input_at",
+    "get_input_mask_at", "get_input_shape_at", "get_layer", "get_metrics_result",
+    "get_output_at", "get_output_mask_at", "get_output_shape_at",
+    "get_quantization_layer_structure", "get_state_tree", "get_weight_paths", "get_weights",
+    "inbound_nodes", "input", "input_dtype", "input_mask", "input_shape", "input_spec",
+    "jit_compile", "layers", "load_own_variables", "load_weights", "loss", "losses",
+    "make_predict_function", "make_test_function", "make_train_function", "metrics",
+    "metrics_names", "metrics_variables", "name", "name_scope", "non_trainable_variables",
+    "non_trainable_weights", "outbound_nodes", "output", "output_mask", "output_shape", "path",
+    "predict", "predict_generator", "predict_on_batch", "predict_step", "quantization_mode",
+    "quantize", "quantized_build", "quantized_call", "rematerialized_call", "reset_metrics",
+    "reset_states", "run_eagerly", "save", "save_own_variables", "save_spec", "save_weights",
+    "set_state_tree", "set_weights", "state_updates", "stateful", "stateless_call",
+    "stateless_compute_loss", "steps_per_execution", "submodules", "summary",
+    "supports_masking", "symbolic_call", "test_on_batch", "test_step", "to_json", "to_yaml",
+    "train_on_batch", "train_step", "trainable", "trainable_variables", "trainable_weights",
+    "updates", "variable_dtype", "variables", "weights", "with_name_scope",
+})
+
+
+# ---------------------------------------------------------------------------------------
+# What expression rules return, by role
+# ---------------------------------------------------------------------------------------
+@dataclass
+class LayerCall:
+    """A layer applied in the forward pass: ``output = Layer(...)(inputs, **call_kwargs)``.
+
+    ``call_kwargs`` are the original arguments of the application (``training=...``).
+    """
+
+    constructor: cst.BaseExpression
+    inputs: cst.BaseExpression
+    call_kwargs: list[cst.Arg] = field(default_factory=list)
+
+
+@dataclass
+class LossConversion:
+    """A TF1 loss call as Keras sees it: a loss object comparing ``labels`` with ``predictions``."""
+
+    keras_loss: cst.BaseExpression
+    labels: cst.BaseExpression
+    predictions: cst.BaseExpression
+
+
+@dataclass
+class ScheduleConversion:
+    """A TF1 learning-rate decay as a Keras schedule; ``global_step`` is the step it read."""
+
+    keras_schedule: cst.BaseExpression
+    global_step: cst.BaseExpression | None
+
+
+@dataclass(frozen=True)
+class Derived:
+    """How a metric's ``predictions`` relate to the model output: ``"output"`` itself,
+    ``"argmax"`` (class ids), ``"sigmoid"`` / ``"softmax"`` (probabilities), ``"positive"``
+    (``sigmoid(output) > 0.5``, that is ``output > 0``: the output is logits), ``"rounded"``
+    (``round(output)`` or ``output > 0.5``: the output is a probability)."""
+
+    kind: str
+
+
+@dataclass
+class MetricConversion:
+    """A Keras metric, and module-level definitions it needs (a small metric class)."""
+
+    metric: cst.BaseExpression
+    definitions: list[cst.BaseStatement] = field(default_factory=list)
+
+
+@dataclass
+class ModelConversion:
+    builder_name: str
+    statements: list[cst.BaseStatement]
+    #: The builder's parameters, in order (``params`` and names bound by partial/closures).
+    arguments: list[str]
+    #: What PREDICT's ``predictions`` are: "dict", "output" (the model output), "tensor", or None.
+    predictions_kind: str | None = None
+
+
+# ---------------------------------------------------------------------------------------
+# Reading
+# ---------------------------------------------------------------------------------------
+@dataclass
+class _Def:
+    """One assignment in the model_fn: ``name = value`` (in body order)."""
+
+    index: int
+    name: str
+    small: cst.BaseSmallStatement
+    value: cst.BaseExpression
+    line: cst.BaseStatement
+
+
+@dataclass
+class _LayerApp:
+    call: cst.Call
+    attr: str
+    constructor: cst.BaseExpression
+    inputs: cst.BaseExpression
+    training: str | None  # None: not passed; "training"; "False"; "True"
+    drop: bool = False
+    #: The loop that applies this layer once per iteration (a list of layers in Keras).
+    loop: cst.For | None = None
+    #: Inside the loop in `call`, the name one layer of the list goes by.
+    item: str | None = None
+
+
+class _ModelReader:
+    """Reading the model_fn: its assignments and specs, the loss, the forward pass."""
+
+    # -- the model_fn -----------------------------------------------------------------------
+    def check_signature(self) -> None:
+        fn, params = self.fn, self.fn.params
+        if fn.decorators:
+            self.refuse(fn, "a decorated model_fn is not converted")
+        if (
+            isinstance(params.star_arg, (cst.Param, cst.ParamStar))
+            or params.kwonly_params
+            or params.star_kwarg
+            or params.posonly_params
+        ):
+            self.refuse(fn, "a model_fn with *args, **kwargs or keyword-only parameters is not converted")
+        for name in self.params:
+            if name not in MODEL_FN_PARAMS and name not in self.arguments:
+                self.refuse(fn, f"model_fn parameter `{name}` is not one the Estimator passes")
+        if "features" not in self.params:
+            self.refuse(fn, "the model_fn has no `features` parameter")
+
+    def read(self) -> None:
+        self.check_signature()
+        self.modes = ModeAnalysis(self.fn, self.ctx)
+        seen: dict[cst.BaseSmallStatement, cst.BaseStatement] = {}
+        for path in self.modes.paths.values():
+            for small, line in zip(path.statements, path.lines):
+                seen.setdefault(small, line)
+        self.mode_smalls = {mode: set(path.statements) for mode, path in self.modes.paths.items()}
+        ordered = sorted(seen, key=lambda s: self.ctx.position(s))
+        for index, small in enumerate(ordered):
+            self.order[small] = index
+            line = seen[small]
+            if isinstance(small, cst.Expr):
+                continue
+            for name, value in self._assigned(small):
+                d = _Def(index, name, small, value, line)
+                self.defs.append(d)
+                self.def_of_small.setdefault(small, d)
+
+    def _assigned(self, small: cst.BaseSmallStatement) -> list[tuple[str, cst.BaseExpression]]:
+        """(name, value) pairs a statement assigns: ``a = x``, ``a = b = None``, ``a, b = None, None``;
+        a loop assigns what its body assigns (its value is the loop itself)."""
+        if isinstance(small, cst.For):
+            names = []
+            for line in small.body.body:
+                for inner in line.body:
+                    if isinstance(inner, cst.Expr):
+                        continue
+                    for name, _ in self._assigned(inner):
+                        if name not in names:
+                            names.append(name)
+            return [(name, small) for name in names]
+        if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
+            return [(small.target.value, small.value)]
+        if isinstance(small, cst.Assign):
+            targets = [t.target for t in small.targets]
+            if all(isinstance(t, cst.Name) for t in targets):
+                return [(t.value, small.value) for t in targets]
+            if len(targets) == 1 and isinstance(targets[0], (cst.Tuple, cst.List)) and isinstance(small.value, (cst.Tuple, cst.List)):
+                names = [e.value for e in targets[0].elements]
+                values = [e.value for e in small.value.elements]
+                if len(names) == len(values) and all(isinstance(n, cst.Name) for n in names) and all(_is_none(v) for v in values):
+                    return [(n.value, v) for n, v in zip(names, values)]
+            if len(targets) == 1 and isinstance(targets[0], (cst.Tuple, cst.List)):
+                names = [e.value for e in targets[0].elements]
+                if all(isinstance(n, cst.Name) for n in names):
+                    # `a, b = f(...)`: each name is bound by the whole call; readers of the
+                    # gradient idioms look at which position a name takes (see _unpacked).
+                    return [(n.value, small.value) for n in names if n.value != "_"]
+            self.refuse(small, "an assignment to several names is not converted yet")
+        self.refuse(small, f"a `{type(small).__name__}` statement in the model_fn is not converted")
+
+    def spec(self, path: ModePath) -> dict[str, cst.BaseExpression]:
+        ret = path.ret
+        value = ret.value if ret is not None else None
+        kind = self.ctx.call_api_path(value) if isinstance(value, cst.Call) else None
+        if kind != ESTIMATOR_SPEC and kind not in TPU_SPECS:
+            self.refuse(ret or self.fn, f"in mode {path.mode!r} the model_fn does not return an EstimatorSpec(...)")
+        from estimator2keras._units import bind_arguments
+
+        args = {k: a.value for k, a in bind_arguments(value, TPU_SPEC_SIGNATURE if kind in TPU_SPECS else SPEC_SIGNATURE).items()}
+        if kind in TPU_SPECS:
+            args = self.tpu_spec(args, path)
+        # Hooks and export signatures belong to the calls that run the mode: handed to the
+        # unit's plan, which turns them into callbacks and the exported signature.
+        takes = self.plan is not None and hasattr(self.plan, "spec_hooks")
+        for key, phase in SPEC_HOOKS.items():
+            if key in args:
+                if not takes:
+                    self.refuse(args[key], f"EstimatorSpec({key}=...) is not converted here (hooks become callbacks)")
+                if phase == path.mode and all(args[key] is not seen for seen, _ in self.plan.spec_hooks[phase]):
+                    self.plan.spec_hooks[phase].append((args[key], self.follower(path.mode)))
+        if takes and path.mode == TRAIN:
+            self.plan.spec_loss = args.get("loss")
+        if "export_outputs" in args:
+            if not takes:
+                self.refuse(args["export_outputs"], "EstimatorSpec(export_outputs=...) is not converted here")
+            if path.mode == PREDICT:
+                self.plan.spec_export_outputs = (args["export_outputs"], self.follower(PREDICT))
+        if takes and path.mode == PREDICT:
+            self.plan.spec_predictions = args.get("predictions")
+        if "scaffold" in args:
+            self.refuse(args["scaffold"], "EstimatorSpec(scaffold=...) is not converted yet")
+        mode = args.get("mode")
+        if mode is not None and not (isinstance(mode, cst.Name) and mode.value == "mode") and self.modes.mode_value(mode) is None:
+            self.refuse(mode, "EstimatorSpec(mode=...) is not the model_fn's mode")
+        return args
+
+    def tpu_spec(self, args: dict, path: ModePath) -> dict:
+        """A TPUEstimatorSpec is an EstimatorSpec whose metrics come as (metric_fn, tensors)."""
+        for key in ("scaffold_fn", "host_call"):
+            if key in args:
+                self.refuse(args[key], f"TPUEstimatorSpec({key}=...) is not converted")
+        metrics = args.pop("eval_metrics", None)
+        if metrics is not None and path.mode == EVAL:
+            self.leftover(metrics, "TPUEstimatorSpec(eval_metrics=(metric_fn, tensors)) is not converted: "
+                                   "pass its metrics to compile(metrics=...) by hand", "E2K604")
+        return args
+
+    def follower(self, mode: str):
+        """Follows a name to its value in ``mode`` (its last assignment there), consuming it."""
+
+        def follow(node: cst.BaseExpression) -> cst.BaseExpression:
+            at, current = len(self.order), self.mode
+            self.mode = mode
+            try:
+                while isinstance(node, cst.Name):
+                    d = self.latest_def(node.value, at)
+                    if d is None or not isinstance(d.small, cst.Assign):
+                        return node
+                    self.consumed.add(d.small)
+                    node, at = d.value, d.index
+                return node
+            finally:
+                self.mode = current
+
+        return follow
+
+    def index_of(self, node: cst.CSTNode) -> int:
+        current = node
+        while current is not None and current not in self.order:
+            current = self.ctx.parent(current)
+        if current is None:
+            return len(self.order)  # in a return statement: after everything
+        return self.order[current]
+
+    def resolve(self, node: cst.BaseExpression, before: int) -> cst.BaseExpression:
+        """Follow a name to the value it was last assigned (if it was a plain assignment)."""
+        seen = 0
+        while isinstance(node, cst.Name) and seen < 50:
+            d = self.latest_def(node.value, before)
+            if d is None or not isinstance(d.small, cst.Assign):
+                return node
+            node, before = d.value, d.index
+            seen += 1
+        return node
+
+    # -- the loss and the model output -------------------------------------------------------
+    def read_loss(self, loss: cst.BaseExpression, at: int):
+        """The Keras loss, the model output expression, and the statements that make up the loss."""
+        used: list[_Def] = []
+        regularized = False
+        expr = loss
+        while True:
+            if isinstance(expr, cst.Name):
+                d = self.latest_def(expr.value, at)
+                if d is None:
+                    self.refuse(expr, f"`{expr.value}` is not computed in the model_fn")
+                used.append(d)
+                if isinstance(d.small, cst.AugAssign):
+                    if not (isinstance(d.small.operator, cst.AddAssign) and self._is_regularization(d.value)):
+                        self.refuse(d.small, "this change to the loss is not converted")
+                    regularized = True
+                    at = d.index
+                    continue
+                expr, at = d.value, d.index
+                continue
+            if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+                if self._is_regularization(expr.right):
+                    regularized, expr = True, expr.left
+                    continue
+                if self._is_regularization(expr.left):
+                    regularized, expr = True, expr.right
+                    continue
+            break
+        if not isinstance(expr, cst.Call) or self.role(expr) != "loss":
+            self.refuse(expr, "the loss is not a call e2k converts (tf.losses.* or a cross-entropy idiom)")
+        conversion: LossConversion = self.translate("loss", expr)
+        labels = self.resolve(conversion.labels, at)
+        if not (isinstance(labels, cst.Name) and labels.value == "labels"):
+            self.refuse(conversion.labels, "the loss does not compare the model_fn's `labels` as they come")
+        return conversion, at, used, regularized
+
+    def _is_regularization(self, expr: cst.BaseExpression) -> bool:
+        return isinstance(expr, cst.Call) and self.ctx.call_api_path(expr) in REGULARIZATION_LOSS
+
+    # -- the forward pass --------------------------------------------------------------------
+    def forward_slice(self, output: cst.BaseExpression, at: int) -> list[_Def]:
+        """The assignments that compute ``output`` from the features, in order."""
+        needed: dict[int, _Def] = {}
+        pending = [(name, at) for name in self.names_read(output)]
+        while pending:
+            name, before = pending.pop()
+            if name.value in ("features", "mode", "tf", self.tf) or name.value in self.arguments or name.value in self.modes.flags:
+                continue  # a mode flag is not computed by the model: it becomes `training`
+            if name.value == "labels":
+                self.refuse(name, "the model's output depends on the labels")
+            d = self.latest_def(name.value, before)
+            if d is None:
+                if self._is_module_name(name):
+                    continue
+                self.refuse(name, f"`{name.value}` is not computed in the model_fn")
+            if d.index in needed:
+                continue
+            needed[d.index] = d
+            if isinstance(d.small, cst.AugAssign):
+                pending.append((cst.Name(d.name), d.index))
+            pending.extend((n, d.index) for n in self.names_read(d.value))
+        return [needed[i] for i in sorted(needed)]
+
+    def _is_module_name(self, name: cst.Name) -> bool:
+        """A name bound outside the model_fn (an import, a module constant, a builtin)."""
+        scope = self.ctx.scope(name)
+        if scope is None:
+            return False
+        for access in scope.accesses[name.value]:
+            if access.node is name:
+                return all(a.scope is not scope for a in access.referents)
+        return True
+
+    def is_update_ops(self, value: cst.BaseExpression) -> bool:
+        """``tf.get_collection(tf.GraphKeys.UPDATE_OPS)``: what Keras makes unnecessary."""
+        return (
+            isinstance(value, cst.Call)
+            and self.ctx.call_api_path(value) == "get_collection"
+            and len(value.args) == 1
+            and self.ctx.api_path(value.args[0].value) == "GraphKeys.UPDATE_OPS"
+        )
+
+    def check_beyond_catalogue(self, defs: list[_Def]) -> None:
+        for d in defs:
+            if self.is_update_ops(d.value):
+                continue
+            for call in iter_calls(d.value):
+                path = self.ctx.call_api_path(call)
+                contrib_without_rule = (path or "").startswith("contrib.") and self.ctx.rules.expression_role(path) is None
+                if path in BEYOND_CATALOGUE or contrib_without_rule:
+                    self.refuse(call, f"`{_emit.code(call.func)}` in the model_fn is beyond what e2k converts")
+
+    def read_layers(self, forward: list[_Def]) -> None:
+        """Find every layer applied in the forward statements and give it an attribute."""
+        self.check_beyond_catalogue(forward)
+        # `conv1 = tf.layers.conv2d(...)`: the layer is called `self.conv1`, as the user named
+        # it, when that name holds this layer's output only (not `net = ...` three times).
+        assigned = [d.name for d in forward]
+        self.preferred_attr = {
+            d.value: d.name
+            for d in forward
+            if isinstance(d.small, cst.Assign) and isinstance(d.value, cst.Call) and assigned.count(d.name) == 1
+        }
+        for d in forward:
+            if isinstance(d.value, cst.Call) and self.role(d.value) in ("layer", "keras_layer") and not self._applied_inline(d.value):
+                self.layer_objects[d.name] = d  # `layer = tf.layers.Dense(3)`, applied later
+        for d in forward:
+            for call in iter_calls(d.value):
+                if call in self.layer_apps:
+                    continue  # a loop defines several names: its layers are read once
+                app = self.layer_app(call)
+                if app is not None:
+                    if isinstance(d.value, cst.For):
+                        self._in_loop(app, d.value)
+                    self.layer_apps[call] = app
+
+    def _in_loop(self, app: _LayerApp, loop: cst.For) -> None:
+        """A layer applied in a loop: one layer per iteration, kept in a list."""
+        targets = {n.value for n in _walk(loop.target) if isinstance(n, cst.Name)}
+        for name in self.names_read(app.inputs):
+            if name.value in targets:
+                self.refuse(name, "the loop variable feeds a layer's input, which e2k does not convert")
+        for name in self.names_read(loop.iter):
+            if name.value not in self.arguments and not self._is_module_name(name):
+                self.refuse(loop.iter, "the loop runs over a value computed in the model_fn; e2k builds its layers in __init__")
+        item = app.attr
+        self.attrs_taken.discard(app.attr)
+        app.attr = self._attr(f"{item}_layers")
+        app.item = item
+        app.loop = loop
+
+    def _applied_inline(self, call: cst.Call) -> bool:
+        parent = self.ctx.parent(call)
+        return isinstance(parent, cst.Call) and parent.func is call
+
+    def layer_app(self, call: cst.Call) -> _LayerApp | None:
+        role = self.role(call)
+        if role == "layer_function":
+            layer: LayerCall = self.translate("layer_function", call)
+            return self._app(call, layer, self._name_hint(call, layer.constructor))
+        inner = call.func
+        if isinstance(inner, cst.Call) and self.role(inner) in ("layer", "keras_layer"):
+            if len(call.args) < 1 or call.args[0].keyword is not None:
+                self.refuse(call, "a layer applied without its input is not converted")
+            constructor = self.translate(self.role(inner), inner)
+            layer = LayerCall(constructor, call.args[0].value, list(call.args[1:]))
+            return self._app(call, layer, self._name_hint(inner, constructor))
+        if isinstance(inner, cst.Name) and inner.value in self.layer_objects:
+            d = self.layer_objects[inner.value]
+            constructor = self.translate(self.role(d.value), d.value)
+            attr = self.layer_attr_of_object.get(inner.value)
+            if attr is None:
+                attr = self._attr(self._name_hint(d.value, constructor, fallback=inner.value))
+                self.layer_attr_of_object[inner.value] = attr
+            layer = LayerCall(constructor, call.args[0].value if call.args else None, list(call.args[1:]))
+            return self._app(call, layer, attr, attr_given=True)
+        return None
+
+    def _app(self, call, layer: LayerCall, hint: str, attr_given: bool = False) -> _LayerApp:
+        training = None
+        for arg in layer.call_kwargs:
+            if arg.keyword is None or arg.keyword.value != "training":
+                self.refuse(arg, "a layer called with arguments other than `training=` is not converted yet")
+            training = self.training_value(arg.value)
+        attr = hint if attr_given else self._attr(hint)
+        keras_class = _emit.code(layer.constructor.func).rsplit(".", 1)[-1] if isinstance(layer.constructor, cst.Call) else ""
+        app = _LayerApp(call, attr, layer.constructor, layer.inputs, training)
+        if keras_class == "Dropout" and training in (None, "False"):
+            # tf.layers dropout defaults to training=False: it never dropped anything.
+            app.drop = True
+            self.leftover(
+                call,
+                "this dropout never ran in the Estimator program (training= was not the mode); "
+                "it is left out, as it behaved: pass `training=mode == tf.estimator.ModeKeys.TRAIN` if you meant it",
+                "E2K303",
+            )
+        if training == "training" and self.plan is not None:
+            self.plan.fixed(call, "E2K303", "training= of the mode -> the model's training flag")
+        if keras_class == "BatchNormalization" and training == "training" and not self.used_update_ops_anywhere():
+            self.leftover(
+                call,
+                "the Estimator program never ran the UPDATE_OPS, so its moving averages stayed at their "
+                "initial values; Keras updates them during fit: evaluation results will differ",
+                "E2K303",
+            )
+        return app
+
+    def used_update_ops_anywhere(self) -> bool:
+        for call in iter_calls(self.fn.body):
+            if self.ctx.call_api_path(call) == "control_dependencies":
+                return True
+        return False
+
+    def training_value(self, value: cst.BaseExpression) -> str:
+        if isinstance(value, cst.Name) and value.value in ("True", "False"):
+            return value.value
+        if self.modes.is_training_test(value):
+            return "training"
+        self.refuse(value, "this `training=` is not a test of the mode e2k can translate")
+
+    def _name_hint(self, call: cst.Call, constructor: cst.BaseExpression, fallback: str | None = None) -> str:
+        outer = self.ctx.parent(call) if isinstance(call.func, (cst.Name, cst.Attribute)) and self.role(call) in ("layer", "keras_layer") else call
+        preferred = getattr(self, "preferred_attr", {}).get(outer if isinstance(outer, cst.Call) else call)
+        if preferred and preferred.isidentifier() and preferred not in self.attrs_taken:
+            return preferred
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value == "name" and isinstance(arg.value, cst.SimpleString):
+                name = arg.value.evaluated_value
+                if isinstance(name, str) and name.isidentifier():
+                    return name
+        if isinstance(constructor, cst.Call):
+            return _snake(_emit.code(constructor.func).rsplit(".", 1)[-1])
+        return fallback or "layer"
+
+    def _attr(self, hint: str) -> str:
+        if hint in KERAS_MODEL_ATTRIBUTES or hint in self.arguments:
+            hint = f"{hint}_layer"  # `self.output` is Keras's own; `self.output_layer` is ours
+        name = hint
+        n = 1
+        while name in self.attrs_taken or name in KERAS_MODEL_ATTRIBUTES or name in self.arguments:
+            name = f"{hint}_{n}"
+            n += 1
+        self.attrs_taken.add(name)
+        return name
+
+
+def _is_none(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
+
+
+def _walk(node: cst.CSTNode):
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(current.children)
+
+
+def _snake(name: str) -> str:
+    name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name)
+    return re.sub(r"(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower().replace("2_d", "2d").replace("1_d", "1d").replace("3_d", "3d")

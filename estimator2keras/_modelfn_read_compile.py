@@ -1,0 +1,435 @@
+"""Reading a model_fn, second part: what it gives compile() and predict_step.
+
+``_CompileReader`` holds the methods of ``_modelfn._Converter`` that read the train_op
+(the optimizer, its schedule, gradient clipping), the eval_metric_ops, the PREDICT
+predictions, and the final check that every statement the Estimator ran is accounted for.
+"""
+from __future__ import annotations
+
+import libcst as cst
+
+from estimator2keras import _emit
+from estimator2keras._context import iter_calls
+from estimator2keras._modelfn_read import Derived, MetricConversion, _Def
+from estimator2keras._rule import Unsupported
+
+GLOBAL_STEP = frozenset({"train.get_global_step", "train.get_or_create_global_step"})
+SUMMARIES = ("summary.",)
+
+
+class _CompileReader:
+    """Reading the optimizer, the metrics, the predictions, and what is left over."""
+
+    # -- the optimizer -----------------------------------------------------------------------
+    def read_train_op(self, train_op: cst.BaseExpression, loss_expr: cst.BaseExpression):
+        """The optimizer expression for compile, and the assignments the builder keeps."""
+        at = len(self.order)
+        minimize = train_op
+        if isinstance(train_op, cst.Name):
+            d = self.latest_def(train_op.value, at)
+            if d is None:
+                self.refuse(train_op, "the train_op is not computed in the model_fn")
+            self.consumed.add(d.small)
+            minimize, at = d.value, d.index
+        if isinstance(minimize, cst.Call) and isinstance(minimize.func, cst.Attribute) and minimize.func.attr.value == "apply_gradients":
+            return self.read_apply_gradients(minimize, loss_expr, at)
+        if not (isinstance(minimize, cst.Call) and isinstance(minimize.func, cst.Attribute) and minimize.func.attr.value == "minimize"):
+            self.refuse(minimize, "the train_op is not `optimizer.minimize(loss)` nor a clipped `apply_gradients`")
+        from estimator2keras._units import bind_arguments
+
+        args = {k: a.value for k, a in bind_arguments(minimize, ("loss", "global_step", "var_list")).items()}
+        loss = args.pop("loss", None)
+        if loss is None or not (isinstance(loss, cst.Name) and isinstance(loss_expr, cst.Name) and loss.value == loss_expr.value):
+            self.refuse(minimize, "`minimize` is not called on the loss the EstimatorSpec returns")
+        step = args.pop("global_step", None)
+        if step is not None and not self.is_global_step(step, at):
+            self.refuse(step, "`minimize(global_step=...)` is not the global step")
+        if args:
+            self.refuse(minimize, f"`minimize({', '.join(args)}=...)` is not converted")
+        receiver = minimize.func.value
+        if isinstance(receiver, cst.Name):
+            d = self.latest_def(receiver.value, at)
+            if d is None or self.role(d.value) != "optimizer":
+                self.refuse(receiver, "the optimizer is not a tf.train optimizer e2k converts")
+            return cst.Name(receiver.value), self.builder_slice([d], at)
+        if self.role(receiver) != "optimizer":
+            self.refuse(receiver, "the optimizer is not a tf.train optimizer e2k converts")
+        self.check_momentum_schedule(receiver, at)
+        return self.translate("optimizer", receiver), self.builder_slice([], at, extra=[receiver])
+
+    def check_momentum_schedule(self, optimizer: cst.Call, at: int) -> None:
+        """TF1 Momentum multiplies the whole accumulator by the current rate, Keras SGD only
+        each new gradient: with a rate that changes, the steps after a change differ."""
+        if self.ctx.call_api_path(optimizer) != "train.MomentumOptimizer" or not optimizer.args:
+            return
+        rate = optimizer.args[0].value
+        for arg in optimizer.args:
+            if arg.keyword is not None and arg.keyword.value == "learning_rate":
+                rate = arg.value
+        resolved = self.resolve(rate, at)
+        if isinstance(resolved, cst.Call) and self.role(resolved) == "schedule":
+            self.leftover(
+                optimizer,
+                "with a decaying learning rate, TF1 Momentum scales the whole accumulated step by the current "
+                "rate while Keras SGD scales each new gradient: the steps after each change differ; check with e2k parity",
+                "E2K101",
+            )
+
+    # -- gradient clipping ---------------------------------------------------------------------
+    def read_apply_gradients(self, apply: cst.Call, loss_expr: cst.BaseExpression, at: int):
+        """``optimizer.apply_gradients(<clipped compute_gradients(loss)>, global_step)``: the
+        Keras optimizer with ``global_clipnorm`` / ``clipnorm`` / ``clipvalue``."""
+        from estimator2keras._units import bind_arguments
+
+        if not self.ctx.enabled("E2K103"):
+            self.refuse(apply, "gradient clipping is converted by E2K103, which is disabled")
+        args = {k: a.value for k, a in bind_arguments(apply, ("grads_and_vars", "global_step", "name")).items()}
+        step = args.get("global_step")
+        if step is not None and not self.is_global_step(step, at):
+            self.refuse(step, "`apply_gradients(global_step=...)` is not the global step")
+        receiver = apply.func.value
+        if not isinstance(receiver, cst.Name):
+            self.refuse(apply, "apply_gradients is not called on an optimizer variable")
+        clip_keyword, clip_value, computed = self.read_clipping(args.get("grads_and_vars"), at)
+        compute = computed.value
+        if not (isinstance(compute, cst.Call) and isinstance(compute.func, cst.Attribute)
+                and compute.func.attr.value == "compute_gradients"
+                and isinstance(compute.func.value, cst.Name) and compute.func.value.value == receiver.value):
+            self.refuse(compute, "the gradients do not come from this optimizer's compute_gradients")
+        loss_args = bind_arguments(compute, ("loss", "var_list"))
+        loss = loss_args.get("loss")
+        if set(loss_args) != {"loss"} or not (isinstance(loss.value, cst.Name) and isinstance(loss_expr, cst.Name) and loss.value.value == loss_expr.value):
+            self.refuse(compute, "compute_gradients is not called on the loss alone")
+        d = self.latest_def(receiver.value, computed.index)
+        if d is None or self.role(d.value) != "optimizer":
+            self.refuse(receiver, "the optimizer is not a tf.train optimizer e2k converts")
+        self.clipping = (clip_keyword, clip_value)
+        if self.plan is not None and self.plan.unit.config_value("train_distribute") is not None:
+            self.leftover(
+                apply,
+                "TF1 clipped each replica's gradients before summing them; Keras clips the summed gradient: on "
+                "several replicas the steps differ whenever clipping triggers; check with e2k parity",
+                "E2K103",
+            )
+        elif self.plan is not None:
+            self.plan.fixed(apply, "E2K103", f"gradient clipping -> {clip_keyword}=")
+        return cst.Name(receiver.value), self.builder_slice([d], at)
+
+    def read_clipping(self, grads_and_vars, at: int):
+        """(Keras keyword, threshold, the compute_gradients assignment) of a clipping idiom."""
+        if grads_and_vars is None:
+            self.refuse(self.fn, "apply_gradients has no gradients")
+        # A: gradients, variables = zip(*opt.compute_gradients(loss))
+        #    gradients, _ = tf.clip_by_global_norm(gradients, c)
+        #    opt.apply_gradients(zip(gradients, variables))
+        if isinstance(grads_and_vars, cst.Call) and _emit.code(grads_and_vars.func) == "zip" and len(grads_and_vars.args) == 2:
+            grads, variables = (a.value for a in grads_and_vars.args)
+            clipped = self.latest_def(grads.value, at) if isinstance(grads, cst.Name) else None
+            if clipped is None or self.ctx.call_api_path(clipped.value) != "clip_by_global_norm" or _unpacked(clipped, grads.value) != 0:
+                self.refuse(grads_and_vars, "these gradients are not clipped with tf.clip_by_global_norm")
+            raw = clipped.value.args[0].value
+            computed = self.latest_def(raw.value, clipped.index) if isinstance(raw, cst.Name) else None
+            if computed is None or not _is_zip_star(computed.value) or _unpacked(computed, raw.value) != 0:
+                self.refuse(raw, "the clipped gradients do not come from zip(*optimizer.compute_gradients(loss))")
+            if not (isinstance(variables, cst.Name) and _unpacked(self.latest_def(variables.value, at), variables.value) == 1):
+                self.refuse(variables, "the variables are not those compute_gradients returned")
+            self.consumed.update({clipped.small, computed.small})
+            inner = computed.value.args[0].value
+            return "global_clipnorm", clipped.value.args[1].value, _Def(computed.index, "", computed.small, inner, computed.line)
+        # B: capped = [(tf.clip_by_norm(g, c), v) for g, v in opt.compute_gradients(loss)]
+        if isinstance(grads_and_vars, cst.Name):
+            d = self.latest_def(grads_and_vars.value, at)
+            if d is not None and isinstance(d.value, cst.ListComp):
+                keyword, value, source = self._clipped_comprehension(d.value)
+                self.consumed.add(d.small)
+                if isinstance(source, cst.Name):
+                    computed = self.latest_def(source.value, d.index)
+                    if computed is None:
+                        self.refuse(source, "the gradients are not computed in the model_fn")
+                    self.consumed.add(computed.small)
+                    return keyword, value, computed
+                return keyword, value, _Def(d.index, "", d.small, source, d.line)
+        self.refuse(grads_and_vars, "these gradients are not a clipping idiom e2k converts")
+
+    def _clipped_comprehension(self, comp: cst.ListComp):
+        element, loop = comp.elt, comp.for_in
+        if loop.inner_for_in is not None or not isinstance(element, cst.Tuple) or len(element.elements) != 2:
+            self.refuse(comp, "this gradient comprehension is not a clipping idiom e2k converts")
+        for condition in loop.ifs:
+            if not _emit.code(condition.test).endswith("is not None"):
+                self.refuse(condition, "this gradient filter is not converted")
+        names = [e.value.value for e in loop.target.elements] if isinstance(loop.target, cst.Tuple) else []
+        clip, var = (e.value for e in element.elements)
+        path = self.ctx.call_api_path(clip) if isinstance(clip, cst.Call) else None
+        if len(names) != 2 or not (isinstance(var, cst.Name) and var.value == names[1]) or path is None:
+            self.refuse(comp, "this gradient comprehension is not a clipping idiom e2k converts")
+        args = [a.value for a in clip.args]
+        if not (args and isinstance(args[0], cst.Name) and args[0].value == names[0]):
+            self.refuse(clip, "the clip is not applied to the gradient")
+        if path == "clip_by_norm" and len(args) == 2:
+            return "clipnorm", args[1], loop.iter
+        if path == "clip_by_value" and len(args) == 3 and _emit.code(args[1]) == "-" + _emit.code(args[2]).lstrip("+"):
+            return "clipvalue", args[2], loop.iter
+        self.refuse(clip, "only clip_by_norm(g, c) and clip_by_value(g, -c, c) are converted")
+
+    def is_global_step(self, node: cst.BaseExpression, at: int) -> bool:
+        if isinstance(node, cst.Call):
+            return self.ctx.call_api_path(node) in GLOBAL_STEP
+        if isinstance(node, cst.Name):
+            d = self.latest_def(node.value, at)
+            if d is not None and isinstance(d.value, cst.Call) and self.ctx.call_api_path(d.value) in GLOBAL_STEP:
+                self.consumed.add(d.small)
+                return True
+        return False
+
+    def builder_slice(self, roots: list[_Def], at: int, extra: list[cst.CSTNode] = ()) -> list[_Def]:
+        """The assignments the builder needs (the optimizer, its schedule, their inputs)."""
+        needed: dict[int, _Def] = {}
+        pending = list(roots)
+        for node in extra:
+            pending.extend(self._defs_read(node, at))
+        while pending:
+            d = pending.pop()
+            if d.index in needed:
+                continue
+            needed[d.index] = d
+            for name in self.names_read(d.value):
+                if name.value in ("features", "labels"):
+                    self.refuse(name, "the optimizer depends on the features or labels")
+            pending.extend(self._defs_read(d.value, d.index))
+        return [needed[i] for i in sorted(needed)]
+
+    def _defs_read(self, node: cst.CSTNode, before: int) -> list[_Def]:
+        found = []
+        for name in self.names_read(node):
+            d = self.latest_def(name.value, before)
+            if d is not None:
+                if isinstance(d.value, cst.Call) and self.ctx.call_api_path(d.value) in GLOBAL_STEP:
+                    self.consumed.add(d.small)
+                    continue
+                found.append(d)
+        return found
+
+    # -- what comes after the model: metrics and predictions ----------------------------------
+    def post_slice(self, roots: list[cst.BaseExpression], at: int) -> list[_Def]:
+        """Assignments computing ``roots`` from the model output (and features), without layers."""
+        needed: dict[int, _Def] = {}
+        pending = [(name, at) for root in roots for name in self.names_read(root)]
+        while pending:
+            name, before = pending.pop()
+            if name.value in ("features", "tf", self.tf) or name.value in self.arguments or name.value == self.output_name:
+                continue
+            if name.value == "labels":
+                self.refuse(name, "the predictions depend on the labels")
+            d = self.latest_def(name.value, before)
+            if d is None:
+                if self._is_module_name(name):
+                    continue
+                self.refuse(name, f"`{name.value}` is not computed in the model_fn")
+            if d.small in self.forward_smalls:
+                self.refuse(name, f"`{name.value}` is inside the model; e2k predicts from the model's output only")
+            if d.index in needed:
+                continue
+            for call in iter_calls(d.value):
+                if self.layer_app(call) is not None:
+                    self.refuse(call, "a layer used only for predictions or metrics is not converted")
+            needed[d.index] = d
+            pending.extend((n, d.index) for n in self.names_read(d.value))
+        return [needed[i] for i in sorted(needed)]
+
+    def derive(self, expr: cst.BaseExpression, at: int) -> Derived | None:
+        """How ``expr`` (a metric's predictions) is computed from the model output."""
+        for _ in range(20):
+            if isinstance(expr, cst.Name):
+                if expr.value == self.output_name:
+                    return Derived("output")
+                d = self.latest_def(expr.value, at)
+                if d is None or not isinstance(d.small, cst.Assign):
+                    return None
+                expr, at = d.value, d.index
+                continue
+            if isinstance(expr, cst.Call):
+                path = self.ctx.call_api_path(expr) or ""
+                first = expr.args[0].value if expr.args else None
+                if path in ("cast", "dtypes.cast", "to_int32", "to_int64", "to_float") and first is not None:
+                    expr = first
+                    continue
+                inner = self.derive(first, at) if first is not None else None
+                if path in ("argmax", "math.argmax") and inner == Derived("output") and self._axis_is_last(expr):
+                    return Derived("argmax")
+                if path in ("sigmoid", "nn.sigmoid", "math.sigmoid") and inner == Derived("output"):
+                    return Derived("sigmoid")
+                if path in ("nn.softmax", "math.softmax") and inner == Derived("output"):
+                    return Derived("softmax")
+                if path in ("round", "math.round") and inner == Derived("sigmoid"):
+                    return Derived("positive")
+                if path in ("round", "math.round") and inner == Derived("output"):
+                    return Derived("rounded")
+                if path in ("greater", "math.greater") and len(expr.args) == 2:
+                    return self._threshold(inner, expr.args[1].value)
+                return None
+            if isinstance(expr, cst.Subscript):
+                element = self._dict_element(expr, at)
+                if element is None:
+                    return None
+                expr, at = element
+                continue
+            if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1 and isinstance(expr.comparisons[0].operator, cst.GreaterThan):
+                return self._threshold(self.derive(expr.left, at), expr.comparisons[0].comparator)
+            return None
+        return None
+
+    def _dict_element(self, subscript: cst.Subscript, at: int):
+        """``predictions["classes"]`` where ``predictions = {"classes": ...}``: that value."""
+        if not (isinstance(subscript.value, cst.Name) and len(subscript.slice) == 1):
+            return None
+        index = subscript.slice[0].slice
+        key = index.value if isinstance(index, cst.Index) else None
+        if not isinstance(key, cst.SimpleString):
+            return None
+        d = self.latest_def(subscript.value.value, at)
+        if d is None or not isinstance(d.value, cst.Dict):
+            return None
+        for element in d.value.elements:
+            if isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString):
+                if element.key.evaluated_value == key.evaluated_value:
+                    return element.value, d.index
+        return None
+
+    def _threshold(self, inner: Derived | None, value: cst.BaseExpression) -> Derived | None:
+        number = float(value.value) if isinstance(value, (cst.Integer, cst.Float)) else None
+        if inner == Derived("output") and number == 0.0 or inner == Derived("sigmoid") and number == 0.5:
+            return Derived("positive")
+        if inner == Derived("output") and number == 0.5:
+            return Derived("rounded")  # the model outputs probabilities
+        return None
+
+    def _axis_is_last(self, call: cst.Call) -> bool:
+        axis = None
+        for i, arg in enumerate(call.args):
+            if (arg.keyword is None and i == 1) or (arg.keyword is not None and arg.keyword.value in ("axis", "dimension")):
+                axis = arg.value
+        if axis is None:
+            return False
+        text = _emit.code(axis)
+        return text in ("1", "-1")
+
+    def read_metrics(self, ops: cst.BaseExpression | None) -> list[cst.BaseExpression]:
+        if ops is None:
+            return []
+        at = len(self.order)
+        if isinstance(ops, cst.Name):
+            d = self.latest_def(ops.value, at)
+            if d is None:
+                self.refuse(ops, "eval_metric_ops is not a dict built in the model_fn")
+            self.consumed.add(d.small)
+            ops, at = d.value, d.index
+        if not isinstance(ops, cst.Dict):
+            self.refuse(ops, "eval_metric_ops is not a dict e2k can read")
+        metrics = []
+        for element in ops.elements:
+            if not isinstance(element, cst.DictElement) or not isinstance(element.key, cst.SimpleString):
+                self.refuse(element, "eval_metric_ops keys must be strings")
+            key = element.key.evaluated_value
+            value, value_at = element.value, at
+            if isinstance(value, cst.Name):
+                d = self.latest_def(value.value, at)
+                if d is not None:
+                    self.consumed.add(d.small)
+                    value, value_at = d.value, d.index
+            if not (isinstance(value, cst.Call) and self.role(value) == "metric"):
+                self.leftover(element, f"eval metric {key!r} is not a tf.metrics call e2k converts; add it to compile(metrics=...) by hand", "E2K202")
+                continue
+            try:
+                metric = self.translate("metric", value, key, lambda e, _at=value_at: self.derive(e, _at))
+                if isinstance(metric, MetricConversion):
+                    for definition in metric.definitions:
+                        if not any(definition.deep_equals(known) for known in self.definitions):
+                            self.definitions.append(definition)
+                    metric = metric.metric
+                metrics.append(metric)
+            except Unsupported as exc:
+                self.leftover(element, f"eval metric {key!r} is not converted: {exc.reason}", exc.code or "E2K202")
+        return metrics
+
+    def read_predictions(self, predictions: cst.BaseExpression | None):
+        """(post-model assignments, predictions expression) for predict_step, or None."""
+        if predictions is None:
+            return None
+        at = len(self.order)
+        if isinstance(predictions, cst.Name) and predictions.value != self.output_name:
+            d = self.latest_def(predictions.value, at)
+            if d is not None and isinstance(d.value, cst.Dict):
+                self.consumed.add(d.small)
+                predictions, at = d.value, d.index
+        if isinstance(predictions, cst.Name) and predictions.value == self.output_name:
+            return None  # Keras predict returns the model output, as the Estimator yielded it
+        return self.post_slice([predictions], at), predictions
+
+    # -- everything accounted for ------------------------------------------------------------
+    def check_rest(self, paths) -> None:
+        """Every statement the Estimator ran must be in the Keras program, or reported."""
+        for path in paths:
+            for small in path.statements:
+                if small in self.consumed or small in self.forward_smalls or small in self.kept:
+                    continue
+                if isinstance(small, cst.Expr):
+                    call = small.value
+                    what = self.ctx.call_api_path(call) if isinstance(call, cst.Call) else None
+                    if what and what.startswith(SUMMARIES):
+                        self.summary_dropped(small)
+                    else:
+                        self.leftover(small, "this statement ran when the Estimator built its graph; it is not carried over")
+                    self.consumed.add(small)
+                    continue
+                d = self.def_of_small.get(small)
+                if d is not None and self.is_update_ops(d.value):
+                    self.consumed.add(small)
+                    continue
+                if d is not None and d.name in self.modes.flags:
+                    self.consumed.add(small)
+                    continue
+                if d is not None:
+                    for call in iter_calls(d.value):
+                        if self.role(call) in ("layer", "layer_function", "keras_layer"):
+                            self.refuse(small, "a layer that does not lead to the loss is not converted")
+                    self.consumed.add(small)  # a value nothing converted reads: no longer computed
+
+    def summary_dropped(self, small: cst.BaseSmallStatement) -> None:
+        """A summary only reaches a human through the Estimator's model_dir: without one it
+        went to a temporary directory, and leaving it out loses nothing one could see."""
+        unit = self.plan.unit if self.plan is not None else None
+        has_dir = unit is not None and (unit.arg_value("model_dir") is not None or unit.config_value("model_dir") is not None)
+        if has_dir:
+            self.leftover(small, "summaries in the model_fn are not carried over; Keras logs metrics with the TensorBoard callback", "E2K404")
+        elif self.plan is not None:
+            self.plan.fixed(small, "E2K404", "summary left out: without a model_dir it went to a temporary directory")
+
+    def check_regularizers(self, regularized: bool) -> None:
+        if regularized:
+            return
+        for app in self.layer_apps.values():
+            if isinstance(app.constructor, cst.Call):
+                for arg in app.constructor.args:
+                    if arg.keyword and arg.keyword.value.endswith("_regularizer") and _emit.code(arg.value) != "None":
+                        self.refuse(arg, "this layer's regularizer was not part of the Estimator's loss; Keras would add it")
+
+
+def _unpacked(d: "_Def | None", name: str) -> int | None:
+    """The position ``name`` takes in ``a, b = ...`` (None: not a tuple assignment)."""
+    if d is None or not isinstance(d.small, cst.Assign):
+        return None
+    target = d.small.targets[0].target
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return None
+    for i, element in enumerate(target.elements):
+        if isinstance(element.value, cst.Name) and element.value.value == name:
+            return i
+    return None
+
+
+def _is_zip_star(node: cst.BaseExpression) -> bool:
+    """``zip(*x)``."""
+    return (
+        isinstance(node, cst.Call) and _emit.code(node.func) == "zip" and len(node.args) == 1 and node.args[0].star == "*"
+    )
