@@ -297,14 +297,6 @@ class _ModelReader:
 
         return follow
 
-    def index_of(self, node: cst.CSTNode) -> int:
-        current = node
-        while current is not None and current not in self.order:
-            current = self.ctx.parent(current)
-        if current is None:
-            return len(self.order)  # in a return statement: after everything
-        return self.order[current]
-
     def resolve(self, node: cst.BaseExpression, before: int) -> cst.BaseExpression:
         """Follow a name to the value it was last assigned (if it was a plain assignment)."""
         seen = 0
