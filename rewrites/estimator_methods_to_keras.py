@@ -34,8 +34,8 @@ class EstimatorTrainEvaluateToFitEvaluate(UnitRule):
       `predict_keys` keeps only those keys.
     - `hooks=` become callbacks (E2K406-E2K408); the model_fn's `training_hooks`,
       `evaluation_hooks` and `prediction_hooks` go to every `fit`, `evaluate`, `predict`.
-    - `checkpoint_path=P` (with a converted `model_dir`, E2K402) restores P for that call
-      only, then the latest checkpoint again.
+    - `checkpoint_path=tf.train.latest_checkpoint(model_dir)` (with a converted `model_dir`,
+      E2K402) is what the model restores anyway, and goes.
     - An input_fn taking `mode` is called with the mode's string (`"train"`, `"eval"`,
       `"infer"`: the values of `ModeKeys`), one taking `params` with the Estimator's params.
 
@@ -50,8 +50,9 @@ class EstimatorTrainEvaluateToFitEvaluate(UnitRule):
     repeats forever is not converted.
 
     ## Limitations
-    Saving listeners, `predict(yield_single_examples=False)` and a `train()` without steps on
-    an input that repeats forever are reported (E2K902).
+    Saving listeners, `predict(yield_single_examples=False)`, a `checkpoint_path=` other than
+    the model_dir's latest checkpoint, and a `train()` without steps on an input that repeats
+    forever are reported (E2K902).
 
     ## References
     - https://www.tensorflow.org/guide/migrate/migrating_estimator
