@@ -6,10 +6,11 @@ tests and helpers of a project being migrated. Resolving libcst metadata (scopes
 names, parents, positions) on them dominated a rewrite of a large tree. A unit starts at a
 call whose callee resolves to a constructor path such as ``estimator.Estimator``; libcst's
 ``QualifiedNameProvider`` can only resolve a callee spelled with the constructor's last name
-(``tf.estimator.Estimator(...)``, ``Estimator(...)``) or with a name an import bound to it
-(``from tensorflow.estimator import Estimator as E``). So when no call of the file is
-spelled that way, the unit pass cannot find anything, and neither libcst's parse nor its
-metadata is needed.
+after a dot (``tf.estimator.Estimator(...)``) or with a name an import bound to it
+(``from tensorflow.estimator import Estimator``, ``... import Estimator as E``); a bare
+``TPUEstimator(...)`` calling the file's own class is not a unit. So when no call of the
+file is spelled that way, the unit pass cannot find anything, and neither libcst's parse
+nor its metadata is needed.
 
 The check uses CPython's own parser (``ast``), several times faster than libcst's. It is
 conservative: whatever it cannot decide (a file CPython does not parse, say) goes through
@@ -70,20 +71,25 @@ def may_build_unit(source: bytes, constructor_names: AbstractSet[str]) -> bool:
         return True
     if not mentions_any(source, constructor_names):
         return False
-    spelled: set[str] = set()  # how the callees of the file's calls are spelled
-    callees = set(constructor_names)  # the spellings that may resolve to a constructor
+    # libcst resolves `Name(...)` to an API path only when an import binds the name (a class
+    # or function of the file's own is LOCAL, and no TensorFlow constructor); `a.Name(...)`
+    # may resolve through any import of `a`.
+    attributes: set[str] = set()  # `a.Name(...)`: the last names of such callees
+    names: set[str] = set()  # `Name(...)`
+    imported = set()  # names an import binds to a constructor (`from ... import Estimator as E`)
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             func = node.func
             if isinstance(func, ast.Name):
-                spelled.add(func.id)
+                names.add(func.id)
             elif isinstance(func, ast.Attribute):
-                spelled.add(func.attr)
+                attributes.add(func.attr)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             for alias in node.names:
-                if alias.asname and alias.name.rpartition(".")[2] in constructor_names:
-                    callees.add(alias.asname)
-    return not spelled.isdisjoint(callees)
+                last = alias.name.rpartition(".")[2]
+                if last in constructor_names:
+                    imported.add(alias.asname or last)
+    return not names.isdisjoint(imported) or not attributes.isdisjoint(constructor_names | imported)
 
 
 @dataclass(frozen=True)
