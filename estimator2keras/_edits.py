@@ -7,7 +7,7 @@ statement that stays.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import libcst as cst
 
@@ -163,11 +163,7 @@ def _space_new_definitions(body: list[cst.BaseStatement], kept: set[int]) -> lis
             continue
         if not (_is_definition(previous) or _is_definition(current)):
             continue
-        blank = _trailing_blank_lines(previous)
-        for line in current.leading_lines:
-            if line.comment is not None:
-                break
-            blank += 1
+        blank = _trailing_blank_lines(previous) + _blank_run(current.leading_lines)
         if blank < 2:
             spaced[index] = _with_leading(current, [cst.EmptyLine()] * (2 - blank) + list(current.leading_lines))
     return spaced
@@ -178,8 +174,13 @@ def _trailing_blank_lines(statement: cst.BaseStatement) -> int:
     block = getattr(statement, "body", None)
     if not isinstance(block, cst.IndentedBlock):
         return 0
+    return _blank_run(reversed(block.footer))
+
+
+def _blank_run(lines: Iterable[cst.EmptyLine]) -> int:
+    """How many of ``lines`` are blank before the first comment."""
     count = 0
-    for line in reversed(block.footer):
+    for line in lines:
         if line.comment is not None:
             break
         count += 1

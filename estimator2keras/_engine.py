@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from estimator2keras._context import Finding, RewriteContext
-from estimator2keras._prefilter import screen
+from estimator2keras._prefilter import mentions_any, screen
 from estimator2keras._registry import RuleSet
 from estimator2keras._rule import Unsupported
 from estimator2keras._suppress import Suppressions
@@ -76,7 +76,7 @@ def rewrite_source(source: bytes, path: str, rules: RuleSet, keywords: tuple[byt
     # A module rule runs on the files that mention one of its keywords (every file, without any).
     module_rules = [
         rule for rule in rules.module_rules()
-        if not rule.keywords or any(word.encode() in source for word in rule.keywords)
+        if not rule.keywords or mentions_any(source, set(rule.keywords))
     ]
     # The syntactic pre-filter: most files that mention "estimator" build none (_prefilter).
     screening = screen(source, rules.constructor_names(), bool(module_rules))
