@@ -114,7 +114,7 @@ def rewrite_source(source: bytes, path: str, rules: RuleSet, keywords: tuple[byt
             ctx.findings.append(Finding(path, line, col, exc.code or code, exc.reason, "manual"))
         except (Exception, SystemExit) as exc:  # a user's rule may even call sys.exit()
             where = traceback.extract_tb(exc.__traceback__)[-1]
-            message = f"{_blame(exc, code)} raised {type(exc).__name__}: {exc} ({where.filename}:{where.lineno})"
+            message = f"{_blame(exc, code)} raised {type(exc).__name__}: {_brief(exc)} ({where.filename}:{where.lineno})"
             return _error(path, source, 1, 1, RULE_FAILED, message)
     try:
         module = ctx.apply_imports(module)
@@ -147,6 +147,13 @@ def _blame(exc: BaseException, default: str) -> str:
         if isinstance(rule, type) and issubclass(rule, Rule) and getattr(rule, "code", None):
             return rule.code
     return default
+
+
+def _brief(exc: BaseException, limit: int = 200) -> str:
+    """An exception's message on one line, cut short: a KeyError's message is the repr of its
+    key, which for a CST node runs to pages."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _syntax_error(source: bytes, exc: cst.ParserSyntaxError) -> tuple[int, int, str]:

@@ -129,6 +129,9 @@ class _Interrupts:
         self._previous: dict = {}
         self._deferring = 0
         self._pending = False
+        #: A signal arrived (even one that code it interrupted swallowed: libcst's metadata
+        #: resolution can turn the KeyboardInterrupt into another error).
+        self.requested = False
 
     def __enter__(self) -> "_Interrupts":
         if threading.current_thread() is threading.main_thread():  # signal handlers live there
@@ -143,6 +146,7 @@ class _Interrupts:
             signal.signal(signum, previous)
 
     def _handle(self, signum, frame) -> None:
+        self.requested = True
         if self._deferring:
             self._pending = True
         else:
@@ -213,7 +217,10 @@ def run(
             jobs = max(1, min(options.jobs, len(todo)))
             if jobs == 1:
                 for source in todo:
-                    finish(process_file(source.path, settings[str(source.path)].load()))
+                    result = process_file(source.path, settings[str(source.path)].load())
+                    if interrupts.requested:  # that file's result may be the interruption's doing
+                        raise KeyboardInterrupt
+                    finish(result)
             else:
                 _run_pool(todo, jobs, settings, finish, summary)
         except KeyboardInterrupt:

@@ -132,6 +132,18 @@ def test_failing_rule_leaves_file_untouched_and_is_reported(rules):
     assert finding.code == "E2K903" and "E2K999 raised RuntimeError: boom" in finding.message
 
 
+class _ExplodingWithANode(_Exploding):
+    def transform(self, module, ctx):
+        raise KeyError(module)  # a KeyError's message is its key's repr: here, the whole module
+
+
+def test_a_failure_is_reported_in_one_short_line(rules):
+    exploding = RuleSet({**rules.rules, "E2K999": _ExplodingWithANode})
+    (finding,) = rewrite_source(CANONICAL, "a.py", exploding).findings
+    assert finding.message.startswith("E2K999 raised KeyError: Module( body=[")
+    assert "\n" not in finding.message and len(finding.message) < 300
+
+
 @pytest.mark.parametrize("ignored", ["E2K602", "E2K601", "E2K6"])
 def test_ignoring_a_needed_step_leaves_the_unit_unconverted(ignored):
     # Without batch scaling (or the strategy) the Keras program would train differently:

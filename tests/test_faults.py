@@ -7,6 +7,7 @@ import errno
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -239,7 +240,9 @@ class Faulty(ModuleRule):
     """Fails on some files, on purpose.
 
     ## What it does
-    Raises on files named raise*.py; kills its own process on files named crash*.py.
+    Raises on files named raise*.py; kills its own process on files named crash*.py; on
+    files named *swallow*.py, sends itself SIGTERM and turns the interruption into another
+    error, as libcst's metadata resolution can.
 
     ## Why
     To test that one bad file costs one file.
@@ -257,6 +260,12 @@ class Faulty(ModuleRule):
             raise RuntimeError("boom on " + name)
         if name.startswith("crash"):
             os.kill(os.getpid(), signal.SIGKILL)  # as a segfault in native code would
+        if "swallow" in name:
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                signal.pause()
+            except KeyboardInterrupt:
+                raise KeyError("swallowed")
         return module
 '''
 
@@ -285,6 +294,25 @@ def test_a_rule_that_raises_costs_one_file_in_the_process_pool(tmp_path, faulty_
     assert all((tmp_path / "tree" / f"train{i}.py").read_bytes() == CONVERTED for i in range(3))
     assert f"{tmp_path / 'tree' / 'raise_here.py'}:1:1: E2K903 E2K990 raised RuntimeError: boom on raise_here.py" in proc.stdout
     assert "3 converted" in proc.stderr and "1 error" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_an_interruption_that_a_rule_swallows_still_stops_the_run(tmp_path, faulty_pack):
+    # Files are done in order: three convert, then the signal arrives inside the fourth.
+    _many(tmp_path / "tree", "zz_swallow.py")
+    report = tmp_path / "report.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "estimator2keras", "rewrite", str(tmp_path / "tree"), "-j", "1", "--rules", "faulty_rules", "--report", str(report)],
+        capture_output=True, text=True, env=faulty_pack, timeout=300,
+        preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL),
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert (tmp_path / "tree" / "zz_swallow.py").read_bytes() == CANONICAL
+    assert proc.stderr.strip().splitlines()[-1].startswith("e2k: 3 converted, 0 partial (0 left for a human), 0 unchanged, 0 errors")
+    assert "(interrupted: the files not listed were not touched)" in proc.stderr
+    data = json.loads(report.read_text())
+    assert data["summary"]["interrupted"] is True
+    assert sorted(Path(f["path"]).name for f in data["files"]) == ["train0.py", "train1.py", "train2.py"]
 
 
 @pytest.mark.slow
