@@ -79,7 +79,7 @@ def rewrite_source(source: bytes, path: str, rules: RuleSet, keywords: tuple[byt
         if not rule.keywords or mentions_any(source, set(rule.keywords))
     ]
     # The syntactic pre-filter: most files that mention "estimator" build none (_prefilter).
-    screening = screen(source, rules.constructor_names(), bool(module_rules))
+    screening = screen(source, rules.constructor_paths(), bool(module_rules))
     if screening.error:
         return _error(path, source, screening.line, 1, UNREADABLE, screening.error)
     if not screening.parse:

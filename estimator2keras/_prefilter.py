@@ -4,13 +4,17 @@ Many files mention "estimator" (and so pass the byte pre-filter on rule keywords
 ever building one: the tensorflow_estimator package itself, Keras' compatibility shims,
 tests and helpers of a project being migrated. Resolving libcst metadata (scopes, qualified
 names, parents, positions) on them dominated a rewrite of a large tree. A unit starts at a
-call whose callee resolves to a constructor path such as ``estimator.Estimator``; libcst's
-``QualifiedNameProvider`` can only resolve a callee spelled with the constructor's last name
-after a dot (``tf.estimator.Estimator(...)``) or with a name an import bound to it
-(``from tensorflow.estimator import Estimator``, ``... import Estimator as E``); a bare
-``TPUEstimator(...)`` calling the file's own class is not a unit. So when no call of the
-file is spelled that way, the unit pass cannot find anything, and neither libcst's parse
-nor its metadata is needed.
+call whose callee resolves to a constructor's API path such as ``estimator.Estimator``.
+libcst's ``QualifiedNameProvider`` names a callee after a TensorFlow path only through an
+import of the callee's first name (``tf`` of ``tf.estimator.Estimator(...)``, bound by
+``import tensorflow as tf``; ``E`` bound by ``from tensorflow.estimator import Estimator as
+E``); a name bound any other way is LOCAL, never an API. So the pre-filter spells each call's
+callee as libcst does, substitutes every import of its first name, and asks whether the
+result is a constructor's path: ``linear.LinearClassifier(...)`` after ``from
+tensorflow_estimator.python.estimator.canned import linear`` is not (a private path), a bare
+``TPUEstimator(...)`` calling the file's own class is not, ``tf1.estimator.Estimator(...)``
+is. When no call is, the unit pass cannot find anything, and neither libcst's parse nor its
+metadata is needed.
 
 The check uses CPython's own parser (``ast``), several times faster than libcst's. It is
 conservative: whatever it cannot decide (a file CPython does not parse, say) goes through
@@ -22,6 +26,8 @@ import ast
 import warnings
 from dataclasses import dataclass
 from typing import AbstractSet
+
+from estimator2keras._names import api_path_of_qualified
 
 #: Larger files are not parsed: libcst needs over half a gigabyte and minutes of one core per
 #: megabyte of dense code, and no hand-written Estimator program comes near (generated code does).
@@ -48,10 +54,10 @@ def mentions_any(source: bytes, names: AbstractSet[str]) -> bool:
     return any(not name.isascii() or name.encode() in source for name in names)
 
 
-def may_build_unit(source: bytes, constructor_names: AbstractSet[str]) -> bool:
-    """False only when no call in ``source`` can resolve to one of the constructors whose
-    last names are ``constructor_names`` (``{"Estimator"}``); True when it may, or when
-    CPython cannot parse ``source`` (libcst then parses it and reports why not).
+def may_build_unit(source: bytes, constructor_paths: AbstractSet[str]) -> bool:
+    """False only when no call in ``source`` can resolve to one of the API paths
+    ``constructor_paths`` (``{"estimator.Estimator"}``); True when one may, or when CPython
+    cannot parse ``source`` (libcst then parses it and reports why not).
 
     Raises ``TooComplex`` when CPython's parser hits one of its limits (nesting depth,
     recursion, memory).
@@ -69,27 +75,51 @@ def may_build_unit(source: bytes, constructor_names: AbstractSet[str]) -> bool:
         return True
     except Exception:  # ValueError (NUL bytes), an unknown encoding...: libcst reports it
         return True
-    if not mentions_any(source, constructor_names):
+    if not mentions_any(source, {path.rpartition(".")[2] for path in constructor_paths}):
         return False
-    # libcst resolves `Name(...)` to an API path only when an import binds the name (a class
-    # or function of the file's own is LOCAL, and no TensorFlow constructor); `a.Name(...)`
-    # may resolve through any import of `a`.
-    attributes: set[str] = set()  # `a.Name(...)`: the last names of such callees
-    names: set[str] = set()  # `Name(...)`
-    imported = set()  # names an import binds to a constructor (`from ... import Estimator as E`)
+    # libcst's QualifiedNameProvider gives a callee a non-local name only through an import
+    # of its first name (anything else is LOCAL, which is never a TensorFlow API): `tf` of
+    # `tf.estimator.Estimator` bound by `import tensorflow as tf` makes it
+    # `tensorflow.estimator.Estimator`. Every import of the name, in any scope, is tried: a
+    # superset of what libcst can resolve.
+    imports: dict[str, set[str]] = {}
+    calls = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
-            func = node.func
-            if isinstance(func, ast.Name):
-                names.add(func.id)
-            elif isinstance(func, ast.Attribute):
-                attributes.add(func.attr)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            if isinstance(node.func, (ast.Name, ast.Attribute)):  # as _names.call_api_path
+                calls.append(node.func)
+        elif isinstance(node, ast.Import):
             for alias in node.names:
-                last = alias.name.rpartition(".")[2]
-                if last in constructor_names:
-                    imported.add(alias.asname or last)
-    return not names.isdisjoint(imported) or not attributes.isdisjoint(constructor_names | imported)
+                if alias.asname:
+                    imports.setdefault(alias.asname, set()).add(alias.name)
+                else:  # `import a.b.c` binds `a`, and `a.b.c.X` is named as written
+                    first = alias.name.partition(".")[0]
+                    imports.setdefault(first, set()).add(first)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:  # relative imports never name TensorFlow
+                if alias.name != "*":
+                    imports.setdefault(alias.asname or alias.name, set()).add(f"{node.module}.{alias.name}")
+    for func in calls:
+        name = _full_name(func)
+        first, dot, rest = name.partition(".")
+        for qualified in imports.get(first, ()):
+            if api_path_of_qualified(qualified + dot + rest) in constructor_paths:
+                return True
+    return False
+
+
+def _full_name(node: ast.expr) -> str:
+    """``libcst.helpers.get_full_name_for_node`` on CPython's tree, quirks included
+    (``f().x`` is ``f.x``; what it cannot name is ``"None"``)."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_full_name(node.value)}.{node.attr}"
+    if isinstance(node, ast.Call):
+        return _full_name(node.func)
+    if isinstance(node, ast.Subscript):
+        return _full_name(node.value)
+    return "None"
 
 
 @dataclass(frozen=True)
@@ -105,15 +135,15 @@ class Screening:
     line: int = 1
 
 
-def screen(source: bytes, constructor_names: AbstractSet[str], module_rules: bool) -> Screening:
+def screen(source: bytes, constructor_paths: AbstractSet[str], module_rules: bool) -> Screening:
     """Decide, without libcst, whether ``source`` needs libcst's parse and the unit pass."""
     if len(source) > MAX_PARSE_BYTES:
-        if not module_rules and not mentions_any(source, constructor_names):
+        if not module_rules and not mentions_any(source, {path.rpartition(".")[2] for path in constructor_paths}):
             return Screening(parse=False, units=False)  # no unit can start here
         size = f"{len(source) / 2**20:.1f} MB"
         return Screening(False, False, f"not converted: {size} is more than e2k parses ({MAX_PARSE_BYTES >> 20} MB)")
     try:
-        units = may_build_unit(source, constructor_names)
+        units = may_build_unit(source, constructor_paths)
     except TooComplex as exc:
         return Screening(False, False, f"cannot parse: {exc}", exc.line)
     return Screening(parse=units or module_rules, units=units)

@@ -116,6 +116,12 @@ class RuleSet:
         rules = self.rules.values() if include_disabled else self.active()
         return sorted((r for r in rules if issubclass(r, UnitRule)), key=lambda r: (r.order, r.code))
 
+    def constructor_paths(self) -> frozenset[str]:
+        """The API paths of the calls that start a unit of an enabled unit rule
+        (``"estimator.Estimator"``): a file that calls none of them cannot hold a unit (see
+        ``_prefilter``)."""
+        return frozenset(path for rule in self.unit_rules() for path in rule.constructors)
+
     def constructor_names(self) -> frozenset[str]:
         """The last names of the calls that start a unit of an enabled unit rule
         (``"Estimator"`` for ``"estimator.Estimator"``): a file that calls nothing spelled so

@@ -47,12 +47,22 @@ SPELLINGS = [
     pytest.param("def Estimator(fn):\n    return fn\nest = Estimator(f)", False, id="own-function"),
     pytest.param("from tensorflow.estimator import *\nest = Estimator(f)", False, id="star-import"),
     pytest.param("def g():\n    from tensorflow.estimator import Estimator\n    return Estimator(f)", True, id="import-in-function"),
+    # The callee's whole path counts, not only its last name.
+    pytest.param("import tensorflow.compat.v1\nest = tensorflow.compat.v1.estimator.Estimator(f)", True, id="unaliased-import"),
+    pytest.param("from tensorflow import estimator as tfe\nest = tfe.Estimator(f)", True, id="module-alias"),
+    pytest.param("from tensorflow.compat import v1\nest = v1.estimator.Estimator(model_fn=f)", True, id="from-compat-import-v1"),
+    pytest.param("import mylib\nest = mylib.Estimator(f)", False, id="other-library"),
+    pytest.param("est = tf.keras.Estimator(f)", False, id="not-an-estimator-path"),
+    pytest.param("from tensorflow_estimator.python.estimator import estimator as est_lib\nest = est_lib.Estimator(f)",
+                 False, id="private-module-path"),
+    pytest.param("from .estimator import Estimator\nest = Estimator(f)", False, id="relative-import"),
+    pytest.param("est = tf.estimator.Estimator.__new__(tf.estimator.Estimator)", False, id="method-of-the-class"),
 ]
 
 
 @pytest.mark.parametrize("snippet,builds", SPELLINGS)
 def test_which_calls_may_build_a_unit(snippet, builds):
-    assert may_build_unit((HEADER + snippet + "\n").encode(), {"Estimator"}) is builds
+    assert may_build_unit((HEADER + snippet + "\n").encode(), {"estimator.Estimator"}) is builds
 
 
 @pytest.mark.parametrize("snippet,builds", SPELLINGS)
@@ -77,6 +87,12 @@ def test_syntax_errors_are_still_reported_where_cpython_cannot_decide(rules):
     # CPython rejects it, so the file goes to libcst, which reports where and why.
     result = rewrite_source(b"# estimator\ndef f(:\n", "bad.py", rules)
     assert result.status == "error" and result.findings[0].code == "E2K900"
+
+
+def test_constructor_paths_follow_the_enabled_unit_rules():
+    assert RuleSet.load(select=["E2K001"]).constructor_paths() == {"estimator.Estimator"}
+    assert {"estimator.DNNClassifier", "estimator.LinearRegressor"} <= RuleSet.load(select=["E2K5"]).constructor_paths()
+    assert RuleSet.load(ignore=["E2K001", "E2K5", "E2K604"]).constructor_paths() == frozenset()
 
 
 def test_constructor_names_follow_the_enabled_unit_rules():
