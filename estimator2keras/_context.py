@@ -104,9 +104,13 @@ class RewriteContext:
         return self._codemod_context
 
     # -- passes ---------------------------------------------------------------------------
-    def begin_pass(self, module: cst.Module, rule_code: str) -> cst.Module:
-        """Prepare metadata and an empty edit list for a pass; returns the tree to analyse."""
-        self._wrapper = MetadataWrapper(module)
+    def begin_pass(self, module: cst.Module, rule_code: str, parsed: bool = False) -> cst.Module:
+        """Prepare metadata and an empty edit list for a pass; returns the tree to analyse.
+
+        ``parsed``: ``module`` is straight from the parser, so no node object is in it twice
+        and libcst's defensive deep copy (a tenth of a conversion) can be skipped; a tree that
+        edits built may share nodes, and is copied."""
+        self._wrapper = MetadataWrapper(module, unsafe_skip_copy=parsed)
         self._before = module
         self._metadata = self._wrapper.resolve_many(self.METADATA)
         self.edits = Edits()
@@ -256,17 +260,137 @@ class RewriteContext:
         scratch = self._codemod.scratch
         if scratch.get(AddImportsVisitor.CONTEXT_KEY):
             module = AddImportsVisitor(self._codemod).transform_module(module)
-        if scratch.get(RemoveImportsVisitor.CONTEXT_KEY):
+        removals = scratch.get(RemoveImportsVisitor.CONTEXT_KEY)
+        if removals:
             before = module
-            module = RemoveImportsVisitor(self._codemod).transform_module(module)
+            module = _remove_unused_imports(module, removals)
             # Only when the first statement itself went (libcst rebuilds every node).
-            if module.body and before.body and not module.body[0].deep_equals(before.body[0]):
+            if module is not before and module.body and before.body and not module.body[0].deep_equals(before.body[0]):
                 module = _strip_top_blank_lines(module)
         return module
 
     # -- rules ----------------------------------------------------------------------------
     def enabled(self, code: str) -> bool:
         return self.rules.enabled(code)
+
+
+def _remove_unused_imports(module: cst.Module, removals) -> cst.Module:
+    """What libcst's ``RemoveImportsVisitor`` does with ``removals`` (``(module, obj, alias)``
+    triples), without its analysis of the whole module.
+
+    That analysis (scopes, exports, string annotations, each a walk of the tree by a visitor
+    that introspects itself when built) was half the time of converting a program, to learn
+    whether two or three imports are still used. CPython's ``ast`` answers conservatively in
+    a millisecond: a name is in use if it appears anywhere as a name, or as a word of a
+    string that is not a docstring (``__all__``, string annotations). The removal itself is
+    the visitor's: the same commas, parentheses and comments (tests/test_import_removal.py
+    holds the two to the same output).
+    """
+    used = _names_in_use(module.code)
+    if used is None:  # CPython cannot parse it: libcst's own way
+        from libcst.codemod import CodemodContext
+        from libcst.codemod.visitors import RemoveImportsVisitor
+
+        return RemoveImportsVisitor(CodemodContext(), removals).transform_module(module)
+    unused = {(name, obj, alias) for name, obj, alias in removals if _bound_name(name, obj, alias) not in used}
+    if not unused:
+        return module
+    return module.visit(_RemoveImports(unused))
+
+
+def _names_in_use(code: str) -> set[str] | None:
+    """Every name the code mentions outside import statements, and every word of its strings
+    but docstrings (``__all__`` and string annotations name what they use); None when CPython
+    cannot parse it."""
+    import ast
+    import re
+
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    used: set[str] = set()
+    docstrings = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            used.add(node.id)
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            docstrings.add(id(node.value))  # a string on its own line documents, it does not use
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            used.update(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", node.value))
+    return used
+
+
+def _bound_name(name: str, obj: str | None, alias: str | None) -> str:
+    """The name an import binds, as code spells its first part (``import a.b`` binds ``a``)."""
+    if alias:
+        return alias
+    return obj if obj is not None else name.partition(".")[0]
+
+
+class _RemoveImports(cst.CSTTransformer):
+    """``RemoveImportsVisitor.leave_Import`` / ``leave_ImportFrom`` for imports known unused."""
+
+    def __init__(self, unused: set[tuple[str, str | None, str | None]]):
+        super().__init__()
+        self.unused = unused
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
+        return any(isinstance(small, (cst.Import, cst.ImportFrom)) for small in node.body)
+
+    def leave_Import(self, original_node: cst.Import, updated_node: cst.Import):
+        keep = [a for a in updated_node.names if (a.evaluated_name, None, a.evaluated_alias) not in self.unused]
+        return self._kept(updated_node, updated_node.names, keep, {})
+
+    def leave_ImportFrom(self, original_node: cst.ImportFrom, updated_node: cst.ImportFrom):
+        names = updated_node.names
+        if isinstance(names, cst.ImportStar) or updated_node.relative or updated_node.module is None:
+            return updated_node
+        module = _names.dotted(updated_node.module)
+        keep: list[cst.ImportAlias] = []
+        updates: dict = {}
+        for alias in names:
+            if (module, alias.evaluated_name, alias.evaluated_alias) not in self.unused:
+                keep.append(alias)
+                continue
+            # The comments after a removed name's comma move to the previous name (or the
+            # opening parenthesis), as libcst does.
+            comma = alias.comma
+            if isinstance(comma, cst.Comma):
+                if keep:
+                    previous = keep[-1]
+                    if isinstance(previous.comma, cst.Comma):
+                        previous = previous.with_deep_changes(
+                            previous.comma,
+                            whitespace_after=_merge_whitespace_after(previous.comma.whitespace_after, comma.whitespace_after),
+                        )
+                    else:
+                        previous = previous.with_changes(comma=comma)
+                    keep[-1] = previous
+                elif isinstance(updated_node.lpar, cst.LeftParen):
+                    lpar = updates.get("lpar", updated_node.lpar)
+                    updates["lpar"] = lpar.with_changes(
+                        whitespace_after=_merge_whitespace_after(lpar.whitespace_after, comma.whitespace_after))
+        return self._kept(updated_node, names, keep, updates)
+
+    @staticmethod
+    def _kept(node, names, keep, updates):
+        if len(keep) == len(names):
+            return node
+        if not keep:
+            return cst.RemoveFromParent()
+        if keep[-1] is not names[-1]:  # no trailing comma left behind
+            keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return node.with_changes(names=keep, **updates)
+
+
+def _merge_whitespace_after(left, right):
+    """libcst's own (``_remove_imports._merge_whitespace_after``): keep the comment lines."""
+    if not isinstance(right, cst.ParenthesizedWhitespace):
+        return left
+    if not isinstance(left, cst.ParenthesizedWhitespace):
+        return right
+    return left.with_changes(empty_lines=tuple(line for line in right.empty_lines if line.comment is not None))
 
 
 def _strip_top_blank_lines(module: cst.Module) -> cst.Module:

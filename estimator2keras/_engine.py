@@ -102,7 +102,7 @@ def rewrite_source(source: bytes, path: str, rules: RuleSet, keywords: tuple[byt
         if rule is None and not screening.units and module is parsed:
             continue  # no call in the file can build a unit (and no earlier pass changed it)
         try:
-            tree = ctx.begin_pass(module, code)
+            tree = ctx.begin_pass(module, code, parsed=module is parsed)
             result = rule().transform(tree, ctx) if rule is not None else convert_units(ctx)
             if rule is not None:
                 ctx.discard_suppressed_edits()
