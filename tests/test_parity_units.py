@@ -331,6 +331,17 @@ def test_interpreters_resolve_by_path_or_name():
     assert Path(resolve_python(Path(sys.executable).name)).name == Path(sys.executable).name
 
 
+def test_a_relative_interpreter_path_still_works_from_the_programs_directory(tmp_path, monkeypatch):
+    # The programs run from their own directories: `--target-python .venv-newest/bin/python`
+    # given from the project root must not be looked up there.
+    venv = tmp_path / "venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "python").symlink_to(sys.executable)  # as a virtualenv's python is
+    monkeypatch.chdir(tmp_path)
+    resolved = resolve_python(os.path.join("venv", "bin", "python"))
+    assert resolved == str(venv / "python")  # absolute, and the venv's own link, not its target
+
+
 def test_child_environment_is_repeatable_and_single_worker(monkeypatch):
     monkeypatch.setenv("TF_CONFIG", '{"cluster": {}}')
     env = child_environment(7)

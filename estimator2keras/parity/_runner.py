@@ -77,14 +77,16 @@ def _numpy():
 
 
 def resolve_python(python: str | os.PathLike[str] | None) -> str:
-    """An interpreter path: None is the current one; a bare name is looked up on PATH."""
+    """An interpreter path: None is the current one; a bare name is looked up on PATH. A
+    relative path is made absolute (each program runs from its own directory); links are not
+    followed, since a virtualenv's ``python`` is a link whose target knows nothing of the venv."""
     if python is None:
         return sys.executable
     python = os.fspath(python)
     found = shutil.which(python) if os.sep not in python else (python if os.access(python, os.X_OK) else None)
     if not found or not os.path.isfile(found):
         raise ParityUsageError(f"no such Python interpreter: {python}")
-    return found
+    return os.path.abspath(found)
 
 
 def child_environment(seed: int) -> dict[str, str]:
