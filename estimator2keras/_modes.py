@@ -57,19 +57,14 @@ def _simple_loop(stmt: cst.For) -> bool:
     return True
 
 
-class ModeAnalysis:
-    """Mode facts of one model_fn: which names hold a mode test, and each mode's path."""
+class ModeTests:
+    """Deciding tests of a function's ``mode`` parameter (``mode == ModeKeys.TRAIN``, ...)."""
 
-    def __init__(self, fn: cst.FunctionDef, ctx: RewriteContext):
-        self.fn = fn
+    def __init__(self, ctx: RewriteContext):
         self.ctx = ctx
         #: Variables bound to a test of the mode: name -> the set of modes where it is true.
         self.flags: dict[str, frozenset[str]] = {}
-        #: Nodes (tests, flag names) that stand for "the model is training".
-        self.training_tests: list[cst.CSTNode] = []
-        self.paths = {mode: self._walk(mode) for mode in MODES}
 
-    # -- tests on the mode ------------------------------------------------------------------
     def modes_where_true(self, test: cst.BaseExpression) -> frozenset[str] | None:
         """The modes in which ``test`` is true, or None when it is not a test of the mode."""
         if isinstance(test, cst.Name) and test.value in self.flags:
@@ -121,6 +116,17 @@ class ModeAnalysis:
     def is_training_test(self, node: cst.BaseExpression) -> bool:
         """Is ``node`` true exactly when the Estimator trains (what Keras calls ``training``)?"""
         return self.modes_where_true(node) == frozenset({TRAIN})
+
+
+class ModeAnalysis(ModeTests):
+    """Mode facts of one model_fn: which names hold a mode test, and each mode's path."""
+
+    def __init__(self, fn: cst.FunctionDef, ctx: RewriteContext):
+        super().__init__(ctx)
+        self.fn = fn
+        #: Nodes (tests, flag names) that stand for "the model is training".
+        self.training_tests: list[cst.CSTNode] = []
+        self.paths = {mode: self._walk(mode) for mode in MODES}
 
     # -- walking ----------------------------------------------------------------------------
     def _walk(self, mode: str) -> ModePath:

@@ -139,6 +139,8 @@ class InputFn:
     function: cst.FunctionDef | None = None
     lambda_: cst.Lambda | None = None
     helpers: list[cst.FunctionDef] = field(default_factory=list)
+    #: The lambda's calls of ``helpers``, each with the function it calls.
+    helper_calls: list[tuple[cst.Call, cst.FunctionDef]] = field(default_factory=list)
     #: ``make_input_fn(x, y)``: the call that returns ``function`` (a nested def).
     factory_call: cst.Call | None = None
     #: A function to map over the dataset (``model.preprocess``), set by the plan.
@@ -157,14 +159,24 @@ class InputFn:
             nodes.append(self.lambda_.body)
         return nodes
 
-    def may_repeat(self) -> bool:
-        """True unless the dataset is visibly finite: no ``.repeat()`` without a literal count
-        anywhere in its code."""
+    def may_repeat(self, ctx: RewriteContext, mode: str) -> bool:
+        """True unless the dataset is visibly finite when the Estimator calls the input_fn in
+        ``mode``: no ``.repeat()`` without a literal count in the code that runs then. Code under
+        an ``if`` that cannot run is left out: ``if training:`` where the lambda passes
+        ``training=False`` (or the default says so), ``if mode == ModeKeys.TRAIN:`` in eval."""
         if self.array_call is not None:
             epochs = _keyword_or_position(self.array_call, "num_epochs", 3)
             return epochs is not None and not isinstance(epochs, cst.Integer)
-        for body in self.bodies():
-            for call in iter_calls(body):
+        if self.function is not None:
+            code = [(self.function.body, _Decider(ctx, self.function, None, mode))]
+        else:
+            called = {id(fn) for _, fn in self.helper_calls}
+            code = [(fn.body, _Decider(ctx, fn, call, None)) for call, fn in self.helper_calls]
+            code += [(fn.body, _Decider(ctx, fn, None, None)) for fn in self.helpers if id(fn) not in called]
+            if self.lambda_ is not None:
+                code.append((self.lambda_.body, _Decider(ctx, None, None, None)))
+        for body, decider in code:
+            for call in _live_calls(body, decider):
                 if isinstance(call.func, cst.Attribute) and call.func.attr.value == "repeat":
                     count = _keyword_or_position(call, "count", 0)
                     if not isinstance(count, cst.Integer):
@@ -198,7 +210,7 @@ class InputFn:
                 if params is None:
                     raise Unsupported("the input_fn takes `params`, but the Estimator has none", self.function)
                 args.append(_emit.keyword_arg("params", params))
-            elif name == "mode" and param.default is None:
+            elif name == "mode":  # the Estimator passes it, default or not (Estimator._call_input_fn)
                 if mode is None:
                     raise Unsupported("the input_fn takes `mode`, but e2k does not know the mode here", self.function)
                 args.append(_emit.keyword_arg("mode", cst.SimpleString(f'"{mode}"')))
@@ -206,6 +218,80 @@ class InputFn:
                 args.append(_emit.keyword_arg("config", cst.Name("None")))
         func = self.factory_call if self.factory_call is not None else cst.Name(self.function.name.value)
         return cst.Call(func=func, args=_emit.call_args(args))
+
+
+class _Decider:
+    """Which way an ``if`` of an input_fn goes when it is called so: a parameter the call
+    passes a literal ``True``/``False`` (or leaves at such a default), or, when the mode is
+    known, a test of the ``mode`` parameter. None: it cannot tell."""
+
+    def __init__(self, ctx: RewriteContext, fn: cst.FunctionDef | None, call: cst.Call | None, mode: str | None):
+        from estimator2keras._modes import ModeTests
+
+        self.constants: dict[str, bool] = {}
+        self.mode = None
+        self.tests = ModeTests(ctx)
+        if fn is None:
+            return
+        params = fn.params.params
+        names = [p.name.value for p in params]
+        self.mode = mode if "mode" in names else None
+        for param in params:
+            if param.default is not None and _literal_bool(param.default) is not None:
+                self.constants[param.name.value] = _literal_bool(param.default)
+        if call is not None:
+            for index, arg in enumerate(call.args):
+                if arg.star:
+                    self.constants.clear()  # *args / **kwargs: nothing is known
+                    return
+                name = arg.keyword.value if arg.keyword is not None else (names[index] if index < len(names) else None)
+                if name is None:
+                    continue
+                value = _literal_bool(arg.value)
+                if value is None:
+                    self.constants.pop(name, None)
+                else:
+                    self.constants[name] = value
+        for param in params:  # a parameter the function assigns again says nothing
+            scope = ctx.scope(param.name)
+            if scope is None or len(scope.assignments[param.name.value]) != 1:
+                self.constants.pop(param.name.value, None)
+
+    def decide(self, test: cst.BaseExpression) -> bool | None:
+        if isinstance(test, cst.Name) and test.value in self.constants:
+            return self.constants[test.value]
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            inner = self.decide(test.expression)
+            return None if inner is None else not inner
+        if self.mode is not None:
+            modes = self.tests.modes_where_true(test)
+            if modes is not None:
+                return self.mode in modes
+        return None
+
+
+def _literal_bool(node: cst.BaseExpression) -> bool | None:
+    if isinstance(node, cst.Name) and node.value in ("True", "False"):
+        return node.value == "True"
+    return None
+
+
+def _live_calls(node: cst.CSTNode, decider: _Decider) -> Iterator[cst.Call]:
+    """The calls in ``node`` outside the branches of ``if`` statements and expressions that
+    ``decider`` knows are not taken."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, (cst.If, cst.IfExp)):
+            taken = decider.decide(current.test)
+            if taken is not None:
+                branch = current.body if taken else current.orelse
+                if branch is not None:
+                    stack.append(branch)
+                continue
+        if isinstance(current, cst.Call):
+            yield current
+        stack.extend(reversed(current.children))
 
 
 def resolve_input_fn(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn:
@@ -220,12 +306,14 @@ def resolve_input_fn(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn:
         params = node.params
         if params.params or isinstance(params.star_arg, (cst.Param, cst.ParamStar)) or params.kwonly_params or params.star_kwarg:
             raise Unsupported("an input_fn lambda with parameters is not converted yet", node)
-        helpers = []
+        helpers, helper_calls = [], []
         for call in iter_calls(node.body):
             target = resolve(ctx, call.func) if isinstance(call.func, cst.Name) else None
             if isinstance(target, cst.FunctionDef):
-                helpers.append(target)
-        return InputFn(node, lambda_=node, helpers=helpers)
+                if target not in helpers:
+                    helpers.append(target)
+                helper_calls.append((call, target))
+        return InputFn(node, lambda_=node, helpers=helpers, helper_calls=helper_calls)
     if isinstance(node, cst.Call):
         factory = resolve(ctx, node.func) if isinstance(node.func, cst.Name) else None
         inner = _returned_function(factory) if isinstance(factory, cst.FunctionDef) else None
@@ -253,12 +341,13 @@ def _check_input_fn_params(ctx: RewriteContext, fn: cst.FunctionDef) -> None:
         raise Unsupported("an input_fn with *args, **kwargs or keyword-only parameters is not converted", fn)
     for param in params.params:
         name = param.name.value
+        # The Estimator passes its RunConfig to a `config` parameter, default or not.
+        if name == "config" and _reads(ctx, param.name):
+            raise Unsupported("the input_fn reads the Estimator's `config`, which Keras does not have", fn)
         if param.default is not None:
             continue
         if name not in INPUT_FN_PARAMS or name == "input_context":
             raise Unsupported(f"input_fn parameter `{name}` is not one e2k can pass", fn)
-        if name == "config" and _reads(ctx, param.name):
-            raise Unsupported("the input_fn reads the Estimator's `config`, which Keras does not have", fn)
 
 
 def _reads(ctx: RewriteContext, name: cst.Name) -> bool:

@@ -47,7 +47,10 @@ class EstimatorTrainEvaluateToFitEvaluate(UnitRule):
     Safe: the step counts mean what they meant (`steps` more steps, `max_steps` up to a global
     step). The Estimator's evaluation dict also held `global_step`; the Keras one does not.
     `predict` runs the whole input before the first example is seen, so a predict input that
-    repeats forever is not converted.
+    repeats forever is not converted. What repeats is read from the code that runs in that
+    call: e2k decides the `if`s on a parameter the call passes a literal `True` / `False` (or
+    leaves at such a default), as in `input_fn(x, y, training=False)`, and the `if`s on
+    `mode` of an input_fn that takes it.
 
     ## Limitations
     Saving listeners, `predict(yield_single_examples=False)`, a `checkpoint_path=` other than
@@ -175,6 +178,104 @@ for prediction in tf.data.Dataset.from_tensor_slices(model.predict(input_fn())).
 ''',
         ),
         Case(
+            id="repeats-only-when-training",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn(features, labels, training=True, batch_size=2):
+    dataset = tf.data.Dataset.from_tensor_slices((features, labels))
+    if training:
+        dataset = dataset.shuffle(10).repeat()
+    return dataset.batch(batch_size)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features)
+    if mode == tf.estimator.ModeKeys.PREDICT:
+        return tf.estimator.EstimatorSpec(mode, predictions=logits)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+x, y = [[1.0], [2.0]], [[2.0], [4.0]]
+estimator = tf.estimator.Estimator(model_fn)
+estimator.train(lambda: input_fn(x, y), steps=10)
+print(list(estimator.predict(lambda: input_fn(x, y, training=False))))
+''',
+            after='''\
+import tensorflow as tf
+
+
+def input_fn(features, labels, training=True, batch_size=2):
+    dataset = tf.data.Dataset.from_tensor_slices((features, labels))
+    if training:
+        dataset = dataset.shuffle(10).repeat()
+    return dataset.batch(batch_size)
+
+
+def build_model():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+x, y = [[1.0], [2.0]], [[2.0], [4.0]]
+model = build_model()
+model.fit(input_fn(x, y), steps_per_epoch=10)
+print(list(tf.data.Dataset.from_tensor_slices(model.predict(input_fn(x, y, training=False))).as_numpy_iterator()))
+''',
+        ),
+        Case(
+            id="repeats-only-in-train-mode",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn(mode):
+    dataset = tf.data.Dataset.from_tensor_slices(([[1.0], [2.0]], [[2.0], [4.0]]))
+    if mode == tf.estimator.ModeKeys.TRAIN:
+        dataset = dataset.repeat()
+    return dataset.batch(2)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features)
+    if mode == tf.estimator.ModeKeys.PREDICT:
+        return tf.estimator.EstimatorSpec(mode, predictions=logits)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+estimator = tf.estimator.Estimator(model_fn)
+estimator.train(input_fn, steps=10)
+print(list(estimator.predict(input_fn)))
+''',
+            after='''\
+import tensorflow as tf
+
+
+def input_fn(mode):
+    dataset = tf.data.Dataset.from_tensor_slices(([[1.0], [2.0]], [[2.0], [4.0]]))
+    if mode == "train":
+        dataset = dataset.repeat()
+    return dataset.batch(2)
+
+
+def build_model():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+model = build_model()
+model.fit(input_fn(mode="train"), steps_per_epoch=10)
+print(list(tf.data.Dataset.from_tensor_slices(model.predict(input_fn(mode="infer"))).as_numpy_iterator()))
+''',
+        ),
+        Case(
             id="predict-repeats-forever",
             before='''\
 import tensorflow as tf
@@ -247,7 +348,7 @@ print(next(estimator.predict(input_fn)))
         if steps is not None and max_steps is not None:
             raise Unsupported("train() with both steps and max_steps (or a StopAtStepHook mixing them)", use.call)
         input_fn = resolve_input_fn(ctx, args["input_fn"].value)
-        if steps is None and max_steps is None and input_fn.may_repeat():
+        if steps is None and max_steps is None and input_fn.may_repeat(ctx, "train"):
             raise Unsupported(
                 "train() without steps on an input that repeats forever: the Estimator trained until a hook "
                 "stopped it, Keras fit (TF 2.15) needs steps_per_epoch; give train() steps", use.call)
@@ -297,7 +398,7 @@ print(next(estimator.predict(input_fn)))
         if hooks.num_steps or hooks.last_step or hooks.early_stops:
             raise Unsupported("a training hook (StopAtStepHook, early stopping) passed to predict()", use.call)
         input_fn = resolve_input_fn(ctx, args["input_fn"].value)
-        if input_fn.may_repeat():
+        if input_fn.may_repeat(ctx, "infer"):
             raise Unsupported(
                 "this predict input_fn may repeat forever: the Estimator yielded predictions lazily, Keras "
                 "predict reads the whole dataset", args["input_fn"])

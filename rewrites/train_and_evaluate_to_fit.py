@@ -295,7 +295,7 @@ exports = [export_path]
 
             train_input = resolve_input_fn(ctx, train["input_fn"].value)
             eval_input = resolve_input_fn(ctx, evaluation["input_fn"].value)
-            if max_steps is None and train_input.may_repeat():
+            if max_steps is None and train_input.may_repeat(ctx, "train"):
                 raise Unsupported(
                     "TrainSpec without max_steps on an input that repeats forever: the Estimator trained until "
                     "stopped, Keras fit (TF 2.15) needs a step count", train_call)
@@ -305,7 +305,7 @@ exports = [export_path]
             if "steps" in evaluation:
                 if not _is_none(evaluation["steps"].value):
                     eval_steps = evaluation["steps"].value
-            elif eval_input.may_repeat():
+            elif eval_input.may_repeat(ctx, "eval"):
                 eval_steps = cst.Integer(str(EVAL_SPEC_DEFAULT_STEPS))
             self._claim_timing(evaluation, plan)
 

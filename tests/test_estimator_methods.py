@@ -2,6 +2,8 @@
 is what the converted model restores anyway; any other checkpoint is reported, not dropped."""
 from __future__ import annotations
 
+import pytest
+
 from estimator2keras._engine import rewrite_source
 
 PROGRAM = '''\
@@ -44,3 +46,74 @@ def test_another_checkpoint_is_reported_and_the_estimator_kept(rules):
     messages = [f.message for f in result.findings if f.kind == "manual"]
     assert any("checkpoint_path= other than the model_dir's latest checkpoint" in m for m in messages), messages
     assert "tf.estimator.Estimator(model_fn" in result.new.decode()
+
+
+# -- which input_fns repeat forever in predict (the call decides the `if`s it can) ---------
+REPEATING = '''\
+import tensorflow as tf
+
+
+def input_fn(x, training=True):
+    dataset = tf.data.Dataset.from_tensor_slices((x, x))
+    PREAMBLE
+    if training:
+        dataset = dataset.repeat()
+    return dataset.batch(1)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features)
+    if mode == tf.estimator.ModeKeys.PREDICT:
+        return tf.estimator.EstimatorSpec(mode, predictions=logits)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+flag = False
+estimator = tf.estimator.Estimator(model_fn)
+estimator.train(lambda: input_fn([[1.0]]), steps=2)
+print(list(estimator.predict(lambda: PREDICT_CALL)))
+'''
+
+
+@pytest.mark.parametrize(
+    "call,preamble,repeats",
+    [
+        pytest.param("input_fn([[1.0]], training=False)", "pass", False, id="keyword-false"),
+        pytest.param("input_fn([[1.0]], False)", "pass", False, id="positional-false"),
+        pytest.param("input_fn([[1.0]])", "pass", True, id="default-true"),
+        pytest.param("input_fn([[1.0]], training=True)", "pass", True, id="keyword-true"),
+        pytest.param("input_fn([[1.0]], training=flag)", "pass", True, id="not-a-literal"),
+        pytest.param("input_fn(*[[[1.0]], False])", "pass", True, id="star-args"),
+        pytest.param("input_fn([[1.0]], training=False)", "training = not training", True, id="reassigned"),
+    ],
+)
+def test_predict_on_an_input_that_repeats_only_when_training(call, preamble, repeats, rules):
+    source = REPEATING.replace("PREDICT_CALL", call).replace("PREAMBLE", preamble).encode()
+    result = rewrite_source(source, "program.py", rules)
+    refused = [f for f in result.findings if "may repeat forever" in f.message]
+    assert bool(refused) is repeats, [f.format() for f in result.findings]
+    assert result.status == ("partial" if repeats else "converted")
+
+
+def test_an_input_fn_mode_with_a_default_still_gets_the_mode(rules):
+    # Estimator._call_input_fn passes `mode` whenever the input_fn has such a parameter: with
+    # its default kept, predict would read the training data.
+    source = REPEATING.replace("def input_fn(x, training=True):", "def input_fn(x=((1.0,),), training=True, mode=tf.estimator.ModeKeys.TRAIN):")
+    source = source.replace("lambda: input_fn([[1.0]])", "input_fn").replace("lambda: PREDICT_CALL", "input_fn")
+    source = source.replace("if training:", "if mode == tf.estimator.ModeKeys.TRAIN:").replace("PREAMBLE", "pass")
+    result = rewrite_source(source.encode(), "program.py", rules)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    new = result.new.decode()
+    assert 'model.fit(input_fn(mode="train"), steps_per_epoch=2)' in new
+    assert 'model.predict(input_fn(mode="infer"))' in new
+
+
+def test_an_input_fn_reading_a_defaulted_config_is_refused(rules):
+    source = REPEATING.replace("def input_fn(x, training=True):", "def input_fn(x=((1.0,),), config=None):")
+    source = source.replace("PREAMBLE", "print(config)").replace("if training:", "if False:")
+    source = source.replace("lambda: input_fn([[1.0]])", "input_fn").replace("lambda: PREDICT_CALL", "input_fn")
+    result = rewrite_source(source.encode(), "program.py", rules)
+    assert result.status == "partial"
+    assert any("reads the Estimator's `config`" in f.message for f in result.findings)
