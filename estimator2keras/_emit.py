@@ -16,19 +16,59 @@ def code(node: cst.CSTNode) -> str:
 
 
 def expr(template: str, **nodes: cst.BaseExpression | str) -> cst.BaseExpression:
-    """Parse an expression; ``{name}`` placeholders take source text or nodes."""
-    return cst.parse_expression(_fill(template, nodes))
+    """Parse an expression; ``{name}`` placeholders take source text or nodes (kept as the
+    same objects: see ``_parse``)."""
+    return _parse(cst.parse_expression, template, nodes)
 
 
 def statement(template: str, **nodes: cst.BaseExpression | str) -> cst.BaseStatement:
     """Parse one statement (templates use 4-space indents; the module's indent wins on output)."""
-    return cst.parse_statement(_fill(textwrap.dedent(template).strip() + "\n", nodes))
+    return _parse(cst.parse_statement, textwrap.dedent(template).strip() + "\n", nodes)
 
 
 def statements(template: str, **nodes: cst.BaseExpression | str) -> list[cst.BaseStatement]:
     """Parse a block of module-level statements (a helper class, a function)."""
-    module = cst.parse_module(_fill(textwrap.dedent(template).strip() + "\n", nodes))
-    return list(module.body)
+    return list(_parse(cst.parse_module, textwrap.dedent(template).strip() + "\n", nodes).body)
+
+
+def _parse(parse, template: str, nodes: dict):
+    """``template`` filled and parsed, with each expression node put in as itself, not as a
+    re-parsed copy of its text: a unit's plan substitutes original nodes by identity wherever
+    they end up (``ConversionPlan.replace``), and a copy would silently miss the substitution.
+    A placeholder that a template puts inside a string or a longer name is filled as text."""
+    slots: dict[str, cst.CSTNode] = {}
+    values = {}
+    for key, value in nodes.items():
+        if isinstance(value, cst.BaseExpression):
+            slot = f"__e2k_slot_{key}__"
+            values[key], slots[slot] = slot, value
+        else:
+            values[key] = code(value) if isinstance(value, cst.CSTNode) else value
+    if not slots:
+        return parse(template.format(**values) if values else template)
+    text = template.format(**values)
+    filler = _SlotFiller(slots)
+    try:
+        tree = parse(text).visit(filler)
+    except Exception:  # a slot where only a name may stand (a keyword, a parameter)
+        filler.filled = -1
+    if filler.filled != sum(text.count(slot) for slot in slots):
+        return parse(_fill(template, nodes))
+    return tree
+
+
+class _SlotFiller(cst.CSTTransformer):
+    def __init__(self, slots: dict[str, cst.CSTNode]):
+        super().__init__()
+        self.slots = slots
+        self.filled = 0
+
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
+        node = self.slots.get(original_node.value)
+        if node is None:
+            return updated_node
+        self.filled += 1
+        return node
 
 
 def _fill(template: str, nodes: dict) -> str:

@@ -218,3 +218,17 @@ est.train(input_fn=lambda: tf.data.Dataset.from_tensor_slices(({"x": [[1.0, 2.0,
         assert lines[index - 3] != "" and lines[index - 2:index] == ["", ""], (lines[index], new)
         following = next(i for i in tops if i > index)
         assert lines[following - 3] != "" and lines[following - 2:following] == ["", ""], (lines[following], new)
+
+
+def test_templates_keep_the_nodes_they_embed():
+    # A unit's plan substitutes original nodes by identity wherever they end up: a template
+    # that re-parsed their text would silently lose the substitution.
+    from estimator2keras import _emit
+
+    original = cst.parse_expression("input_fn(x, 8)")
+    wrapped = _emit.expr("tf.data.Dataset.from_tensor_slices(model.predict({p})).as_numpy_iterator()", p=original)
+    assert wrapped.func.value.args[0].value.args[0].value is original
+    statement = _emit.statement("for p in {it}:\n    print(p)", it=wrapped)
+    assert statement.iter is wrapped
+    # A placeholder inside a string or a longer name is filled as text.
+    assert _emit.code(_emit.expr("f('{p}', {p}_fn)", p=cst.Name("x"))) == "f('x', x_fn)"
