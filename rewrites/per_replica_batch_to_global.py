@@ -5,6 +5,7 @@ import libcst as cst
 from estimator2keras import _emit
 from estimator2keras._context import iter_calls
 from estimator2keras._rule import Case, Safety, UnitRule
+from estimator2keras._units import accesses_of
 
 BATCH_METHODS = ("batch", "padded_batch")
 WHY = "Global batch: Keras splits it across replicas (the Estimator batched per replica)."
@@ -32,10 +33,14 @@ class PerReplicaBatchToGlobalBatch(UnitRule):
     `num_replicas` remain, while Keras trains on that remainder. `e2k parity` reports it as a
     step-count difference.
 
+    When the strategy is not a module-level variable, the input_fn cannot read its replica
+    count; the batch is then scaled where the input_fn is called, where the strategy is in
+    sight: `lambda: input_fn(x, y, 8)` becomes `input_fn(x, y, 8 * strategy.num_replicas_in_sync)`.
+    That is done only when the batch size is a parameter of the input_fn that nothing else
+    in it reads (a `shuffle(batch_size * 10)` would change too) and every call passes it.
+
     ## Limitations
-    The strategy must be a module-level variable (or defined in the function that also
-    defines the input_fn) for the input_fn to read its replica count; otherwise, and when
-    no `.batch()` is found, the input_fn is marked E2K602 for a human.
+    Otherwise, and when no `.batch()` is found, the input_fn is marked E2K602 for a human.
 
     ## References
     - https://www.tensorflow.org/guide/migrate/mirrored_strategy
@@ -94,6 +99,60 @@ with strategy.scope():
 model.fit(input_fn())
 ''',
         ),
+        Case(
+            id="scaled-where-the-input-fn-is-called",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn(x, y, batch_size, training=True):
+    dataset = tf.data.Dataset.from_tensor_slices((x, y))
+    if training:
+        dataset = dataset.shuffle(8).repeat()
+    return dataset.batch(batch_size)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def main(x, y):
+    strategy = tf.distribute.MirroredStrategy()
+    config = tf.estimator.RunConfig(train_distribute=strategy, eval_distribute=strategy)
+    estimator = tf.estimator.Estimator(model_fn, config=config)
+    estimator.train(lambda: input_fn(x, y, batch_size=4), steps=10)
+    return estimator.evaluate(lambda: input_fn(x, y, 4, training=False))
+''',
+            after='''\
+import tensorflow as tf
+
+
+def input_fn(x, y, batch_size, training=True):
+    dataset = tf.data.Dataset.from_tensor_slices((x, y))
+    if training:
+        dataset = dataset.shuffle(8).repeat()
+    return dataset.batch(batch_size)
+
+
+def build_model():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+def main(x, y):
+    strategy = tf.distribute.MirroredStrategy()
+    with strategy.scope():
+        model = build_model()
+    # Global batch: Keras splits it across replicas (the Estimator batched per replica).
+    model.fit(input_fn(x, y, batch_size=4 * strategy.num_replicas_in_sync), steps_per_epoch=10)
+    # Global batch: Keras splits it across replicas (the Estimator batched per replica).
+    return model.evaluate(input_fn(x, y, 4 * strategy.num_replicas_in_sync, training=False), return_dict=True)
+''',
+        ),
     ]
 
     def required(self, unit, plan, ctx):
@@ -112,9 +171,12 @@ model.fit(input_fn())
                 plan.leftover(code, self.code, "no .batch() found here; Keras needs a global batch (per replica x replicas)")
                 continue
             if plan.strategy_name is None:
-                plan.leftover(
-                    batches[0], self.code, "the strategy is not visible here; multiply the batch by its num_replicas_in_sync"
-                )
+                if not _scale_at_call_sites(code, batches, plan, ctx):
+                    plan.leftover(
+                        batches[0], self.code, "the strategy is not visible here; multiply the batch by its num_replicas_in_sync"
+                    )
+                    continue
+                plan.fixed(code, self.code, "per-replica batch -> global batch, where the input_fn is called")
                 continue
             for call in batches:
                 size = _batch_size_arg(call)
@@ -124,6 +186,47 @@ model.fit(input_fn())
                 plan.replace(size.value, _scaled(size.value, plan.strategy_name))
                 plan.comment(ctx.enclosing_statement(call), WHY)
             plan.fixed(code, self.code, "per-replica batch -> global batch")
+
+
+def _scale_at_call_sites(code: cst.CSTNode, batches: list[cst.Call], plan, ctx) -> bool:
+    """Scale the batch where the strategy is visible: at the lambdas' calls of the helper
+    (``lambda: input_fn(x, y, 8, True)`` -> ``input_fn(x, y, 8 * strategy.num_replicas_in_sync,
+    True)``). Only when every batch size is a parameter of the helper that nothing else in it
+    reads or assigns (scaling it must change the batches and nothing else), and every call of
+    the helper passes it. False: nothing was planned."""
+    if plan.scope_strategy is None:
+        return False
+    helper = next((d for d in plan.input_definitions() if d.body is code), None)
+    calls = [call for input_fn in plan.input_fns for call, fn in input_fn.helper_calls if fn is helper]
+    if helper is None or not calls:
+        return False
+    names = [p.name.value for p in helper.params.params]
+    sizes = [_batch_size_arg(call) for call in batches]
+    if any(s is None or not isinstance(s.value, cst.Name) or s.value.value not in names for s in sizes):
+        return False
+    params = {s.value.value for s in sizes}
+    for param in helper.params.params:
+        if param.name.value in params:
+            reads = accesses_of(ctx, param.name)
+            if reads is None or {id(r) for r in reads} - {id(s.value) for s in sizes}:
+                return False  # assigned again, or read other than as a batch size
+    scaled = []
+    for call in calls:
+        if any(arg.star for arg in call.args):
+            return False
+        for param in params:
+            index = names.index(param)
+            arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == param), None)
+            if arg is None and index < len(call.args) and call.args[index].keyword is None:
+                arg = call.args[index]
+            if arg is None:
+                return False  # left at its default: no argument to scale
+            scaled.append(arg.value)
+    for value in scaled:
+        plan.replace(value, _scaled(value, _emit.code(plan.scope_strategy)))
+    for call in calls:
+        plan.comment(ctx.enclosing_statement(call), WHY)
+    return True
 
 
 def _required(plan) -> str | None:
