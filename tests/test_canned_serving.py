@@ -33,7 +33,10 @@ SCRIPT = textwrap.dedent("""
     archive.write_out(path)
     loaded = tf.saved_model.load(path)  # kept: its functions use its variables
     served = loaded.serve(raw).numpy()
-    print("RESULT " + json.dumps({"shape": list(served.shape), "max_diff": float(np.max(np.abs(served - expected)))}))
+    # As np.allclose(rtol=1e-5, atol=1e-6): eager and traced float32 kernels differ by an ulp or
+    # two (1.9e-6 on logits near 10 was seen), a wrong serving function by far more.
+    excess = np.max(np.abs(served - expected) - 1e-5 * np.abs(expected))
+    print("RESULT " + json.dumps({"shape": list(served.shape), "excess": float(excess)}))
 """)
 
 
@@ -52,11 +55,11 @@ CASES = [("canned_dnn_classifier", "DNNClassifierModel", [5, 3]), ("canned_linea
 @pytest.mark.parametrize("case,class_name,shape", CASES, ids=[c[0] for c in CASES])
 def test_exported_model_takes_raw_features(case, class_name, shape):
     out = _serve(support.legacy_python(), case, class_name)
-    assert out["shape"] == shape and out["max_diff"] < 1e-6
+    assert out["shape"] == shape and out["excess"] <= 1e-6
 
 
 @support.requires_target
 @pytest.mark.parametrize("case,class_name,shape", CASES, ids=[c[0] for c in CASES])
 def test_exported_model_takes_raw_features_on_newest_tensorflow(case, class_name, shape):
     out = _serve(support.target_python(), case, class_name)
-    assert out["shape"] == shape and out["max_diff"] < 1e-6
+    assert out["shape"] == shape and out["excess"] <= 1e-6
