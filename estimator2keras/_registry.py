@@ -122,12 +122,6 @@ class RuleSet:
         ``_prefilter``)."""
         return frozenset(path for rule in self.unit_rules() for path in rule.constructors)
 
-    def constructor_names(self) -> frozenset[str]:
-        """The last names of the calls that start a unit of an enabled unit rule
-        (``"Estimator"`` for ``"estimator.Estimator"``): a file that calls nothing spelled so
-        cannot hold a unit (see ``_prefilter``)."""
-        return frozenset(path.rpartition(".")[2] for rule in self.unit_rules() for path in rule.constructors)
-
     def expression_rule(self, role: str, api_path: str) -> type[ExpressionRule] | None:
         for rule in self.active():
             if issubclass(rule, ExpressionRule) and rule.role == role and api_path in rule.targets:

@@ -17,6 +17,7 @@ from libcst.metadata import Assignment, GlobalScope
 
 from estimator2keras import _emit
 from estimator2keras._context import RewriteContext, iter_calls
+from estimator2keras._modes import ModeTests
 from estimator2keras._rule import Unsupported, UnitRule
 from estimator2keras._suppress import check_unit
 
@@ -153,12 +154,6 @@ class InputFn:
         """Functions whose code builds the dataset (the input_fn itself, or what a lambda calls)."""
         return [self.function] if self.function is not None else list(self.helpers)
 
-    def bodies(self) -> list[cst.CSTNode]:
-        nodes: list[cst.CSTNode] = [d.body for d in self.definitions()]
-        if self.lambda_ is not None:
-            nodes.append(self.lambda_.body)
-        return nodes
-
     def may_repeat(self, ctx: RewriteContext, mode: str) -> bool:
         """True unless the dataset is visibly finite when the Estimator calls the input_fn in
         ``mode``: no ``.repeat()`` without a literal count in the code that runs then. Code under
@@ -170,9 +165,7 @@ class InputFn:
         if self.function is not None:
             code = [(self.function.body, _Decider(ctx, self.function, None, mode))]
         else:
-            called = {id(fn) for _, fn in self.helper_calls}
             code = [(fn.body, _Decider(ctx, fn, call, None)) for call, fn in self.helper_calls]
-            code += [(fn.body, _Decider(ctx, fn, None, None)) for fn in self.helpers if id(fn) not in called]
             if self.lambda_ is not None:
                 code.append((self.lambda_.body, _Decider(ctx, None, None, None)))
         for body, decider in code:
@@ -226,8 +219,6 @@ class _Decider:
     known, a test of the ``mode`` parameter. None: it cannot tell."""
 
     def __init__(self, ctx: RewriteContext, fn: cst.FunctionDef | None, call: cst.Call | None, mode: str | None):
-        from estimator2keras._modes import ModeTests
-
         self.constants: dict[str, bool] = {}
         self.mode = None
         self.tests = ModeTests(ctx)

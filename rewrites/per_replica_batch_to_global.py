@@ -224,8 +224,8 @@ def _scale_at_call_sites(code: cst.CSTNode, batches: list[cst.Call], plan, ctx) 
             scaled.append(arg.value)
     for value in scaled:
         plan.replace(value, _scaled(value, _emit.code(plan.scope_strategy)))
-    for call in calls:
-        plan.comment(ctx.enclosing_statement(call), WHY)
+    for statement in {id(s): s for s in map(ctx.enclosing_statement, calls)}.values():
+        plan.comment(statement, WHY)
     return True
 
 
