@@ -45,7 +45,7 @@ def _parse(parse, template: str, nodes: dict):
         else:
             values[key] = code(value) if isinstance(value, cst.CSTNode) else value
     if not slots:
-        return parse(template.format(**values) if values else template)
+        return parse(_fill(template, nodes))
     text = template.format(**values)
     filler = _SlotFiller(slots)
     try:

@@ -54,6 +54,11 @@ def mentions_any(source: bytes, names: AbstractSet[str]) -> bool:
     return any(not name.isascii() or name.encode() in source for name in names)
 
 
+def last_names(paths: AbstractSet[str]) -> set[str]:
+    """``{"Estimator"}`` for ``{"estimator.Estimator"}``: what a call of one must spell."""
+    return {path.rpartition(".")[2] for path in paths}
+
+
 def may_build_unit(source: bytes, constructor_paths: AbstractSet[str]) -> bool:
     """False only when no call in ``source`` can resolve to one of the API paths
     ``constructor_paths`` (``{"estimator.Estimator"}``); True when one may, or when CPython
@@ -75,7 +80,7 @@ def may_build_unit(source: bytes, constructor_paths: AbstractSet[str]) -> bool:
         return True
     except Exception:  # ValueError (NUL bytes), an unknown encoding...: libcst reports it
         return True
-    if not mentions_any(source, {path.rpartition(".")[2] for path in constructor_paths}):
+    if not mentions_any(source, last_names(constructor_paths)):
         return False
     # libcst's QualifiedNameProvider gives a callee a non-local name only through an import
     # of its first name (anything else is LOCAL, which is never a TensorFlow API): `tf` of
@@ -138,7 +143,7 @@ class Screening:
 def screen(source: bytes, constructor_paths: AbstractSet[str], module_rules: bool) -> Screening:
     """Decide, without libcst, whether ``source`` needs libcst's parse and the unit pass."""
     if len(source) > MAX_PARSE_BYTES:
-        if not module_rules and not mentions_any(source, {path.rpartition(".")[2] for path in constructor_paths}):
+        if not module_rules and not mentions_any(source, last_names(constructor_paths)):
             return Screening(parse=False, units=False)  # no unit can start here
         size = f"{len(source) / 2**20:.1f} MB"
         return Screening(False, False, f"not converted: {size} is more than e2k parses ({MAX_PARSE_BYTES >> 20} MB)")
