@@ -131,8 +131,10 @@ def atomic_write(path: Path, data: bytes, follow_symlinks: bool = True) -> None:
         pass
     if mode is not None and not follow_symlinks and stat.S_ISLNK(target.lstat().st_mode):
         mode = None  # the link goes; what it pointed to is not ours
-    if mode is not None and not mode & 0o222:
-        # Even where the process could (root), a read-only file is a request not to touch it.
+    if mode is not None and not os.access(target, os.W_OK):
+        # The rename below would replace a file the process may not write (the directory's
+        # permission is what rename checks): refuse as open(path, "w") would. Root may write
+        # a read-only file, as with any editor or formatter; its mode is kept.
         raise PermissionError(f"{path} is read-only")
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".e2k-tmp")
     try:
