@@ -86,6 +86,7 @@ class RewriteContext:
         self._pass_count = 0
         self._codemod_context = None  # made on first use: see _codemod
         self._wrapper: MetadataWrapper | None = None
+        self._flow = None
         self._before: cst.Module | None = None
         self._metadata: dict = {}
         self.edits: Edits | None = None
@@ -111,6 +112,7 @@ class RewriteContext:
         and libcst's defensive deep copy (a tenth of a conversion) can be skipped; a tree that
         edits built may share nodes, and is copied."""
         self._wrapper = MetadataWrapper(module, unsafe_skip_copy=parsed)
+        self._flow = None
         self._before = module
         self._metadata = self._wrapper.resolve_many(self.METADATA)
         self.edits = Edits()
@@ -175,6 +177,15 @@ class RewriteContext:
 
     def scope(self, node: cst.CSTNode):
         return self._metadata[ScopeProvider].get(node)
+
+    def reaching(self, read: cst.Name):
+        """The assignments that may reach ``read`` (flow-sensitive), or None when that cannot
+        be told and every assignment of the name in its scope must be assumed."""
+        if self._flow is None:
+            from estimator2keras.analysis.flow import ReachingDefinitions
+
+            self._flow = ReachingDefinitions(self.scope)
+        return self._flow.reaching(read)
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self._metadata[ParentNodeProvider].get(node)

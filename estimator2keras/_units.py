@@ -41,6 +41,8 @@ class Binding:
 
 
 def _single_assignment(ctx: RewriteContext, name: cst.Name):
+    """The one assignment whose value ``name`` reads here (flow-sensitive: rebinding before
+    or after this read, or in a branch that does not reach it, does not count)."""
     scope = ctx.scope(name)
     if scope is None:
         return None
@@ -48,6 +50,9 @@ def _single_assignment(ctx: RewriteContext, name: cst.Name):
     for access in scope.accesses[name.value]:
         if access.node is name:
             referents = access.referents
+            reaching = ctx.reaching(name)
+            if reaching is not None:
+                referents = {r for r in referents if r in reaching}
             break
     else:
         assignments = scope.assignments[name.value]
@@ -80,14 +85,46 @@ def resolve(ctx: RewriteContext, node: cst.BaseExpression) -> Binding | cst.Func
     return None
 
 
-def accesses_of(ctx: RewriteContext, target: cst.Name) -> list[cst.Name] | None:
-    """Every read of the name bound by ``target``; None when the name is bound more than once."""
+def _assignment_of(ctx: RewriteContext, target: cst.CSTNode):
+    """The scope's assignment made by ``target`` (a Name bound, a function or class defined)."""
+    name = target.name.value if isinstance(target, (cst.FunctionDef, cst.ClassDef)) else getattr(target, "value", None)
     scope = ctx.scope(target)
-    if scope is None or len(scope.assignments[target.value]) != 1:
+    if scope is None or name is None:
         return None
-    (assignment,) = scope.assignments[target.value]
-    reads = [a.node for a in assignment.references if isinstance(a.node, cst.Name)]
-    return reads
+    for assignment in scope.assignments[name]:
+        node = getattr(assignment, "node", None)
+        if node is target or (isinstance(node, cst.Param) and node.name is target):
+            return assignment
+    return None
+
+
+def reads_reached(ctx: RewriteContext, target: cst.CSTNode) -> list[tuple[cst.Name, frozenset]] | None:
+    """Every read that the value bound at ``target`` may reach, each with the other
+    assignments that may reach it too (rebinding in a branch, in a loop); None when the
+    binding cannot be found."""
+    assignment = _assignment_of(ctx, target)
+    if assignment is None:
+        return None
+    found = []
+    for access in assignment.references:
+        if not isinstance(access.node, cst.Name):
+            continue
+        reaching = ctx.reaching(access.node)
+        if reaching is None:
+            reaching = frozenset(access.referents)
+        elif assignment not in reaching:
+            continue
+        found.append((access.node, frozenset(r for r in reaching if r is not assignment)))
+    return found
+
+
+def accesses_of(ctx: RewriteContext, target: cst.Name) -> list[cst.Name] | None:
+    """Every read of the value bound by ``target``; None when one of them may also read
+    another assignment's value (the name is rebound on a path that reaches it)."""
+    reached = reads_reached(ctx, target)
+    if reached is None or any(others for _, others in reached):
+        return None
+    return [read for read, _ in reached]
 
 
 def resolve_call(ctx: RewriteContext, node: cst.BaseExpression, paths: set[str] | frozenset[str]):
@@ -384,6 +421,9 @@ class EstimatorUnit:
     config_call: cst.Call | None = None
     config_binding: Binding | None = None
     config_args: dict[str, cst.Arg] = field(default_factory=dict)
+    #: Reads of the variable that another assignment may reach too (``if tpu: est = A(...)
+    #: else: est = B(...)``; ``est.train()``), each with those assignments.
+    shared: dict[cst.Name, frozenset] = field(default_factory=dict)
 
     @property
     def var(self) -> str:
@@ -457,11 +497,12 @@ def _build_unit(ctx: RewriteContext, call: cst.Call, path: str, owner: type[Unit
             "the Estimator is not assigned to a name (`estimator = ...`), which e2k needs to follow its uses", call
         )
     target = assign.targets[0].target
-    reads = accesses_of(ctx, target)
-    if reads is None:
-        raise Unsupported(f"`{target.value}` is assigned more than once", target)
+    reached = reads_reached(ctx, target)
+    if reached is None:
+        raise Unsupported(f"the uses of `{target.value}` cannot be followed", target)
     args = bind_arguments(call, owner.signature)
-    unit = EstimatorUnit(owner, path, statement, call, target, args, [_classify(ctx, n) for n in reads])
+    unit = EstimatorUnit(owner, path, statement, call, target, args, [_classify(ctx, n) for n, _ in reached])
+    unit.shared = {read: others for read, others in reached if others}
     config = unit.arg_value("config")
     if config is not None:
         config_call, binding = resolve_call(ctx, config, RUN_CONFIG)
@@ -897,33 +938,28 @@ def convert_units(ctx: RewriteContext) -> None:
     if not owners:
         return
     converted = False
-    for found in list(find_units(ctx, owners)):
-        if isinstance(found, Unsupported):
-            ctx.mark(found.node, found.reason, found.code)
+    found = list(find_units(ctx, owners))
+    for group in _groups(ctx, found):
+        if isinstance(group, Unsupported):
+            ctx.mark(group.node, group.reason, group.code)
             continue
-        if ctx.is_suppressed(found.call, found.owner.code):
+        if any(ctx.is_suppressed(unit.call, unit.owner.code) for unit in group):
             continue  # `# e2k: ignore` on the Estimator: the whole unit stays as it is
         reported = len(ctx.findings)
+        plans: list[ConversionPlan] = []
         try:
-            plan = ConversionPlan(found, ctx)
-            ctx.active_plan = plan
-            for rule in rules:
-                if not ctx.enabled(rule.code):
-                    reason = rule().required(found, plan, ctx)
-                    if reason:
-                        raise Unsupported(f"{rule.code} is disabled, but {reason}", found.call, rule.code)
-                    continue
-                try:
-                    rule().plan(found, plan, ctx)
-                except Unsupported as exc:
-                    exc.code = exc.code or rule.code
-                    raise
-            plan.finish()
-            check_unit(plan, ctx)
-            plan.commit()
+            for unit in group:
+                plans.append(_plan(unit, rules, ctx))
+            _check_shared_uses(plans, ctx)
+            for plan in plans:
+                plan.commit()
         except Unsupported as exc:
             del ctx.findings[reported:]
-            ctx.mark(exc.node or found.call, exc.reason, exc.code or UNSUPPORTED_USE)
+            ctx.mark(exc.node or group[0].call, exc.reason, exc.code or UNSUPPORTED_USE)
+            if len(group) > 1:
+                for unit in group:
+                    if exc.node is None or not _within(ctx, exc.node, unit.statement):
+                        ctx.mark(unit.call, _together(unit, group, ctx), UNSUPPORTED_USE)
             continue
         finally:
             ctx.active_plan = None
@@ -937,6 +973,104 @@ def convert_units(ctx: RewriteContext) -> None:
             if alias is not None:
                 rebind_tf(ctx, alias[0], set(ctx.edits.replaced_statements()))
         remove_unused_tf1_imports(ctx)
+
+
+def _plan(unit: EstimatorUnit, rules, ctx: RewriteContext) -> ConversionPlan:
+    plan = ConversionPlan(unit, ctx)
+    ctx.active_plan = plan
+    for rule in rules:
+        if not ctx.enabled(rule.code):
+            reason = rule().required(unit, plan, ctx)
+            if reason:
+                raise Unsupported(f"{rule.code} is disabled, but {reason}", unit.call, rule.code)
+            continue
+        try:
+            rule().plan(unit, plan, ctx)
+        except Unsupported as exc:
+            exc.code = exc.code or rule.code
+            raise
+    plan.finish()
+    check_unit(plan, ctx)
+    ctx.active_plan = None
+    return plan
+
+
+def _groups(ctx: RewriteContext, found: list) -> Iterator[list[EstimatorUnit] | Unsupported]:
+    """Units that share reads of their variable convert together or not at all: each
+    Estimator a branch builds becomes a model, and the calls after the join convert once.
+    A read that another kind of value may reach too (``est = add_metrics(est, ...)``,
+    ``est = make_keras_estimator()``) keeps the unit from converting."""
+    units = [f for f in found if isinstance(f, EstimatorUnit)]
+    by_assignment = {}
+    for unit in units:
+        assignment = _assignment_of(ctx, unit.target)
+        if assignment is not None:
+            by_assignment[assignment] = unit
+    group_of = {id(unit): [unit] for unit in units}
+    refused: dict[int, Unsupported] = {}
+    for unit in units:
+        for read, others in unit.shared.items():
+            for other in others:
+                partner = by_assignment.get(other)
+                if partner is None:
+                    node = getattr(other, "node", read)
+                    line = ctx.position(node)[0]
+                    refused.setdefault(id(unit), Unsupported(
+                        f"`{unit.var}` here may also hold the value assigned on line {line}, which is not an "
+                        "Estimator e2k converts", read, UNSUPPORTED_USE))
+                    continue
+                mine, theirs = group_of[id(unit)], group_of[id(partner)]
+                if mine is not theirs:
+                    mine.extend(theirs)
+                    for member in theirs:
+                        group_of[id(member)] = mine
+    emitted: set[int] = set()
+    for item in found:
+        if isinstance(item, Unsupported):
+            yield item
+            continue
+        group = group_of[id(item)]
+        if id(group) in emitted:
+            continue
+        emitted.add(id(group))
+        reasons = [refused[id(u)] for u in group if id(u) in refused]
+        if reasons:
+            for unit in group:
+                yield refused.get(id(unit)) or Unsupported(_together(unit, group, ctx), unit.call, UNSUPPORTED_USE)
+            continue
+        yield sorted(group, key=lambda u: ctx.position(u.call))
+
+
+def _together(unit: EstimatorUnit, group: list[EstimatorUnit], ctx: RewriteContext) -> str:
+    lines = ", ".join(str(ctx.position(u.call)[0]) for u in group if u is not unit)
+    return f"converts only together with the Estimator on line {lines}, whose uses it shares"
+
+
+def _within(ctx: RewriteContext, node: cst.CSTNode, ancestor: cst.CSTNode) -> bool:
+    current = node
+    while current is not None:
+        if current is ancestor:
+            return True
+        current = ctx.parent(current)
+    return False
+
+
+def _check_shared_uses(plans: list[ConversionPlan], ctx: RewriteContext) -> None:
+    """The plans of a group must write the same code wherever they meet (a shared
+    ``est.train(...)``, the model_fn they both convert)."""
+    if len(plans) < 2:
+        return
+    first = plans[0]
+    for other in plans[1:]:
+        for mine, theirs in ((first._subst, other._subst), (first._statements, other._statements)):
+            for node in mine.keys() & theirs.keys():
+                a, b = mine[node], theirs[node]
+                a_code = _emit.code(a) if isinstance(a, cst.CSTNode) else "".join(_emit.code(x) for x in a)
+                b_code = _emit.code(b) if isinstance(b, cst.CSTNode) else "".join(_emit.code(x) for x in b)
+                if a_code != b_code:
+                    raise Unsupported(
+                        f"the Estimators on lines {ctx.position(first.unit.call)[0]} and "
+                        f"{ctx.position(other.unit.call)[0]} convert this code differently", node, UNSUPPORTED_USE)
 
 
 def remove_unused_tf1_imports(ctx: RewriteContext) -> None:
