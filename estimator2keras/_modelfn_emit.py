@@ -194,6 +194,9 @@ class _KerasWriter:
         self._output_node = output
         init_defs, forward = self.split_init(forward)
         self._init_defs = init_defs
+        post = prediction[0] if prediction is not None else []
+        call_arguments = self._call_arguments([*forward, *post], [output] + ([prediction[1]] if prediction else []))
+        self.call_arguments = call_arguments  # the rewriter reads them as `self.<name>`
         body: list[cst.BaseStatement] = []
         emitted_loops = set()
         for d in forward:
@@ -204,14 +207,16 @@ class _KerasWriter:
                     emitted_loops.add(id(d.small))
                     body.append(self.rewrite_loop(d.small))
                 continue
+            if isinstance(d.small, cst.If):
+                if id(d.small) not in emitted_loops:  # one def per name it assigns
+                    emitted_loops.add(id(d.small))
+                    body.append(self.rewrite(d.small))
+                continue
             new = self.rewrite(d.small)
             body.append(_line(new, d.line, d.small))
         body.append(_emit.statement("return {o}", o=self.rewrite(output)))
-        post = prediction[0] if prediction is not None else []
-        call_arguments = self._call_arguments([*forward, *post], [output] + ([prediction[1]] if prediction else []))
         init_reads = self._init_arguments()
         class_arguments = [name for name in self.arguments if name in init_reads or name in call_arguments]
-        self.call_arguments = call_arguments
         init = [_emit.statement("super().__init__()")]
         for name in call_arguments:
             init.append(_emit.statement(f"self.{name} = {name}"))
@@ -284,6 +289,8 @@ class _KerasWriter:
         for d in init.values():
             if isinstance(d.small, cst.For):
                 self.refuse(d.small, "a loop computes a value the layers' constructors read")
+            if isinstance(d.small, cst.If):
+                self.refuse(d.small, "an `if` computes a value the layers' constructors read")
             for n in self.names_read(d.value):
                 if n.value in ("features", "labels", "mode"):
                     self.refuse(n, "a layer's constructor reads a value computed from the inputs")

@@ -211,6 +211,17 @@ class _ModelReader:
                         if name not in names:
                             names.append(name)
             return [(name, small) for name in names]
+        if isinstance(small, cst.If):
+            # An `if` kept whole assigns what its branches assign; its value is the `if` itself.
+            names = []
+            for node in _walk(small):
+                if isinstance(node, (cst.Assign, cst.AugAssign, cst.For)) and node is not small:
+                    if isinstance(node, cst.For):
+                        continue  # its body's assignments are walked too
+                    for name, _ in self._assigned(node):
+                        if name not in names:
+                            names.append(name)
+            return [(name, small) for name in names]
         if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
             return [(small.target.value, small.value)]
         if isinstance(small, cst.Assign):
@@ -366,7 +377,8 @@ class _ModelReader:
             if d.index in needed:
                 continue
             needed[d.index] = d
-            if isinstance(d.small, cst.AugAssign):
+            if isinstance(d.small, (cst.AugAssign, cst.If)):
+                # It reads the value before it (`+=`), or may leave it as it was (an `if`).
                 pending.append((cst.Name(d.name), d.index))
             pending.extend((n, d.index) for n in self.names_read(d.value))
         return [needed[i] for i in sorted(needed)]

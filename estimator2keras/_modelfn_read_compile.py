@@ -10,7 +10,7 @@ import libcst as cst
 
 from estimator2keras import _emit
 from estimator2keras._context import iter_calls
-from estimator2keras._modelfn_read import Derived, MetricConversion, _Def
+from estimator2keras._modelfn_read import Derived, MetricConversion, _Def, _walk
 from estimator2keras._rule import Unsupported
 
 GLOBAL_STEP = frozenset({"train.get_global_step", "train.get_or_create_global_step"})
@@ -48,7 +48,7 @@ class _CompileReader:
             self.refuse(minimize, f"`minimize({', '.join(args)}=...)` is not converted")
         receiver = minimize.func.value
         if isinstance(receiver, cst.Name):
-            d = self.latest_def(receiver.value, at)
+            d = self.through_wrappers(self.latest_def(receiver.value, at))
             if d is None or self.role(d.value) != "optimizer":
                 self.refuse(receiver, "the optimizer is not a tf.train optimizer e2k converts")
             return cst.Name(receiver.value), self.builder_slice([d], at)
@@ -56,6 +56,29 @@ class _CompileReader:
             self.refuse(receiver, "the optimizer is not a tf.train optimizer e2k converts")
         self.check_momentum_schedule(receiver, at)
         return self.translate("optimizer", receiver), self.builder_slice([], at, extra=[receiver])
+
+    def through_wrappers(self, d: "_Def | None") -> "_Def | None":
+        """``if params["use_tpu"]: optimizer = CrossShardOptimizer(optimizer)``: an ``if``
+        that only wraps the optimizer in what Keras does itself (the rule turns the wrapper
+        into the optimizer it wraps) leaves the optimizer assigned before it."""
+        while d is not None and isinstance(d.small, cst.If):
+            names = {name for name, _ in self._assigned(d.small)}
+            if names != {d.name}:
+                return d
+            for node in _walk(d.small):
+                if not isinstance(node, cst.Assign):
+                    continue
+                value = node.value
+                if not (isinstance(value, cst.Call) and self.role(value) == "optimizer"):
+                    return d
+                converted = self.translate("optimizer", value)
+                if not (isinstance(converted, cst.Name) and converted.value == d.name):
+                    return d
+            self.consumed.add(d.small)
+            if self.plan is not None:
+                self.plan.fixed(d.small, "E2K605", "the optimizer wrapper is left out: Keras strategies average gradients themselves")
+            d = self.latest_def(d.name, d.index)
+        return d
 
     def check_momentum_schedule(self, optimizer: cst.Call, at: int) -> None:
         """TF1 Momentum multiplies the whole accumulator by the current rate, Keras SGD only
@@ -383,6 +406,10 @@ class _CompileReader:
                     self.consumed.add(small)
                     continue
                 d = self.def_of_small.get(small)
+                if d is None and isinstance(small, cst.If):
+                    self.leftover(small, "this `if` assigns nothing the Keras model reads; it is not carried over")
+                    self.consumed.add(small)
+                    continue
                 if d is not None and self.is_update_ops(d.value):
                     self.consumed.add(small)
                     continue

@@ -184,7 +184,16 @@ class ModeAnalysis(ModeTests):
     def _walk_if(self, stmt: cst.If, path: ModePath, under_dependencies: bool) -> bool:
         modes = self.modes_where_true(stmt.test)
         if modes is None:
-            raise Unsupported("an `if` that does not test the mode is not converted yet", stmt, UNSUPPORTED)
+            # `if params["batch_norm"]:`, `if isinstance(features, dict):`: the user's own
+            # switch runs in Keras as it ran in the model_fn, kept whole as one step.
+            reason = self._kept_if(stmt)
+            if reason is not None:
+                raise Unsupported(reason, stmt, UNSUPPORTED)
+            path.statements.append(stmt)
+            path.lines.append(stmt)
+            if under_dependencies:
+                path.under_control_dependencies.add(stmt)
+            return False
         if path.mode in modes:
             return self._walk_block(stmt.body.body, path, under_dependencies)
         orelse = stmt.orelse
@@ -193,6 +202,39 @@ class ModeAnalysis(ModeTests):
         if isinstance(orelse, cst.Else):
             return self._walk_block(orelse.body.body, path, under_dependencies)
         return False
+
+    def _kept_if(self, stmt: cst.If) -> str | None:
+        """Why an ``if`` that does not test the mode cannot be kept as one step (None: it can):
+        its branches hold simple statements, loops of them and further such ``if``s, and
+        neither return nor test the mode."""
+        branches: list[cst.BaseSuite] = [stmt.body]
+        orelse = stmt.orelse
+        while orelse is not None:
+            if isinstance(orelse, cst.If):
+                if self.modes_where_true(orelse.test) is not None:
+                    return "an `if` whose `elif` tests the mode is not converted"
+                branches.append(orelse.body)
+                orelse = orelse.orelse
+            else:
+                branches.append(orelse.body)
+                orelse = None
+        for branch in branches:
+            for inner in branch.body if isinstance(branch, cst.IndentedBlock) else [branch]:
+                if isinstance(inner, cst.If):
+                    if self.modes_where_true(inner.test) is not None:
+                        return "an `if` on the mode inside an `if` on something else is not converted"
+                    reason = self._kept_if(inner)
+                    if reason is not None:
+                        return reason
+                elif isinstance(inner, cst.For) and _simple_loop(inner):
+                    continue
+                elif isinstance(inner, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+                    for small in inner.body:
+                        if isinstance(small, (cst.Return, cst.Break, cst.Continue)):
+                            return "an `if` that does not test the mode and returns from the model_fn is not converted"
+                else:
+                    return f"a `{type(inner).__name__.lower()}` statement inside an `if` of the model_fn is not converted"
+        return None
 
     def _with_kind(self, stmt: cst.With) -> str | None:
         kinds = set()
