@@ -245,6 +245,15 @@ class _ModelReader:
     def spec(self, path: ModePath) -> dict[str, cst.BaseExpression]:
         ret = path.ret
         value = ret.value if ret is not None else None
+        if isinstance(value, cst.Name):  # `spec = tf.estimator.EstimatorSpec(...)`, `return spec`
+            mode, self.mode = self.mode, path.mode
+            try:
+                d = self.latest_def(value.value, len(self.order))
+            finally:
+                self.mode = mode
+            if d is not None and isinstance(d.small, cst.Assign) and isinstance(d.value, cst.Call):
+                self.consumed.add(d.small)
+                value = d.value
         kind = self.ctx.call_api_path(value) if isinstance(value, cst.Call) else None
         if kind != ESTIMATOR_SPEC and kind not in TPU_SPECS:
             self.refuse(ret or self.fn, f"in mode {path.mode!r} the model_fn does not return an EstimatorSpec(...)")
@@ -351,9 +360,33 @@ class _ModelReader:
             self.refuse(expr, "the loss is not a call e2k converts (tf.losses.* or a cross-entropy idiom)")
         conversion: LossConversion = self.translate("loss", expr)
         labels = self.resolve(conversion.labels, at)
+        labels, conversion = self.sparse_labels(labels, conversion, at)
         if not (isinstance(labels, cst.Name) and labels.value == "labels"):
             self.refuse(conversion.labels, "the loss does not compare the model_fn's `labels` as they come")
         return conversion, at, used, regularized
+
+    def sparse_labels(self, labels: cst.BaseExpression, conversion: LossConversion, at: int):
+        """Class ids the loss one-hot encodes itself (``tf.one_hot(labels, 10)`` compared by a
+        categorical cross-entropy) are what ``SparseCategoricalCrossentropy`` compares: the
+        same loss on the labels as they come. An integer cast of them is one the sparse loss
+        makes itself."""
+        loss = conversion.keras_loss
+        name = _emit.code(loss.func).rsplit(".", 1)[-1] if isinstance(loss, cst.Call) else ""
+        if isinstance(labels, cst.Call) and self.ctx.call_api_path(labels) == "one_hot" and name == "CategoricalCrossentropy":
+            if any(a.keyword is not None and a.keyword.value == "label_smoothing" for a in loss.args):
+                return labels, conversion  # no sparse loss smooths labels
+            from estimator2keras._units import bind_arguments
+
+            args = bind_arguments(labels, ("indices", "depth", "on_value", "off_value", "axis", "dtype", "name"))
+            if set(args) - {"indices", "depth", "dtype", "name"} or "indices" not in args:
+                return labels, conversion
+            sparse = loss.with_changes(func=loss.func.with_changes(attr=cst.Name("SparseCategoricalCrossentropy")))
+            conversion = LossConversion(sparse, args["indices"].value, conversion.predictions)
+            labels, name = self.resolve(args["indices"].value, at), "SparseCategoricalCrossentropy"
+        if name == "SparseCategoricalCrossentropy":
+            while isinstance(labels, cst.Call) and self.ctx.call_api_path(labels) in ("cast", "to_int32", "to_int64"):
+                labels = self.resolve(labels.args[0].value, at) if labels.args else labels
+        return labels, conversion
 
     def _is_regularization(self, expr: cst.BaseExpression) -> bool:
         return isinstance(expr, cst.Call) and self.ctx.call_api_path(expr) in REGULARIZATION_LOSS

@@ -401,6 +401,10 @@ class _CompileReader:
                     what = self.ctx.call_api_path(call) if isinstance(call, cst.Call) else None
                     if what and what.startswith(SUMMARIES):
                         self.summary_dropped(small)
+                    elif what == "identity" and self.plan is not None:
+                        # `tf.identity(loss, "cross_entropy")` only named a graph tensor (for a
+                        # LoggingTensorHook, reported with the hook): it computes nothing.
+                        self.plan.fixed(small, "E2K001", "tf.identity(...) that only named a graph tensor is left out")
                     else:
                         self.leftover(small, "this statement ran when the Estimator built its graph; it is not carried over")
                     self.consumed.add(small)

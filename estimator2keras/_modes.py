@@ -151,6 +151,8 @@ class ModeAnalysis(ModeTests):
                         continue
                     if isinstance(small, cst.Pass):
                         continue
+                    if isinstance(small, cst.Del) and self._deletes_parameters(small):
+                        continue  # `del labels, config`: the idiom for an unused argument
                     if isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString)):
                         continue  # a docstring
                     self._note_flag(small)
@@ -202,6 +204,12 @@ class ModeAnalysis(ModeTests):
         if isinstance(orelse, cst.Else):
             return self._walk_block(orelse.body.body, path, under_dependencies)
         return False
+
+    def _deletes_parameters(self, small: cst.Del) -> bool:
+        params = {p.name.value for p in self.fn.params.params}
+        target = small.target
+        names = [e.value for e in target.elements] if isinstance(target, cst.Tuple) else [target]
+        return all(isinstance(n, cst.Name) and n.value in params for n in names)
 
     def _kept_if(self, stmt: cst.If) -> str | None:
         """Why an ``if`` that does not test the mode cannot be kept as one step (None: it can):
