@@ -541,6 +541,9 @@ class ConversionPlan:
         #: A name the input_fns can read to scale per-replica batches; None when not visible.
         self.strategy_name: str | None = None
         self.has_strategy = False
+        #: Scale batches by ``model.distribute_strategy``'s replicas (Estimators of one group
+        #: with and without a strategy share the code that calls their input_fns).
+        self.replicas_of_model = False
         #: The strategy runs one program per worker (MultiWorkerMirroredStrategy).
         self.multi_worker = False
         #: A function the unit's datasets go through before fit/evaluate/predict read them.
@@ -950,6 +953,10 @@ def convert_units(ctx: RewriteContext) -> None:
         try:
             for unit in group:
                 plans.append(_plan(unit, rules, ctx))
+            if len(plans) > 1 and any(plan.has_strategy for plan in plans):
+                # A branch with a strategy and one without (or another) share the calls after
+                # them: the replica count is the model's own strategy's, right for each.
+                plans = [_plan(unit, rules, ctx, replicas_of_model=True) for unit in group]
             _check_shared_uses(plans, ctx)
             for plan in plans:
                 plan.commit()
@@ -975,8 +982,9 @@ def convert_units(ctx: RewriteContext) -> None:
         remove_unused_tf1_imports(ctx)
 
 
-def _plan(unit: EstimatorUnit, rules, ctx: RewriteContext) -> ConversionPlan:
+def _plan(unit: EstimatorUnit, rules, ctx: RewriteContext, replicas_of_model: bool = False) -> ConversionPlan:
     plan = ConversionPlan(unit, ctx)
+    plan.replicas_of_model = replicas_of_model
     ctx.active_plan = plan
     for rule in rules:
         if not ctx.enabled(rule.code):
@@ -1057,20 +1065,31 @@ def _within(ctx: RewriteContext, node: cst.CSTNode, ancestor: cst.CSTNode) -> bo
 
 def _check_shared_uses(plans: list[ConversionPlan], ctx: RewriteContext) -> None:
     """The plans of a group must write the same code wherever they meet (a shared
-    ``est.train(...)``, the model_fn they both convert)."""
+    ``est.train(...)``, the model_fn they both convert): compared as each plan would commit
+    it, every substitution applied."""
     if len(plans) < 2:
         return
+
+    def written(plan: ConversionPlan, node) -> str:
+        if node in plan._statements:
+            return "".join(_emit.code(plan._substituted(s)) for s in plan._statements[node])
+        if node in plan._subst:
+            return _emit.code(plan._substituted(plan._subst[node]))
+        return "<unchanged>"
+
     first = plans[0]
     for other in plans[1:]:
-        for mine, theirs in ((first._subst, other._subst), (first._statements, other._statements)):
-            for node in mine.keys() & theirs.keys():
-                a, b = mine[node], theirs[node]
-                a_code = _emit.code(a) if isinstance(a, cst.CSTNode) else "".join(_emit.code(x) for x in a)
-                b_code = _emit.code(b) if isinstance(b, cst.CSTNode) else "".join(_emit.code(x) for x in b)
-                if a_code != b_code:
-                    raise Unsupported(
-                        f"the Estimators on lines {ctx.position(first.unit.call)[0]} and "
-                        f"{ctx.position(other.unit.call)[0]} convert this code differently", node, UNSUPPORTED_USE)
+        pair = (first, other)
+        meeting = set(first._statements) & set(other._statements)
+        meeting |= {ctx.enclosing_statement(read) for plan in pair for read in plan.unit.shared}
+        touched = set(first._statements) | set(other._statements) | set(first._subst) | set(other._subst)
+        for node in touched:
+            if not any(_within(ctx, node, statement) for statement in meeting):
+                continue
+            if written(first, node) != written(other, node):
+                raise Unsupported(
+                    f"the Estimators on lines {ctx.position(first.unit.call)[0]} and "
+                    f"{ctx.position(other.unit.call)[0]} convert this code differently", node, UNSUPPORTED_USE)
 
 
 def remove_unused_tf1_imports(ctx: RewriteContext) -> None:

@@ -159,7 +159,7 @@ def main(x, y):
         return _required(plan)
 
     def plan(self, unit, plan, ctx) -> None:
-        if not plan.has_strategy:
+        if not (plan.has_strategy or plan.replicas_of_model):
             return
         for code in plan.input_code():
             batches = [
@@ -170,7 +170,7 @@ def main(x, y):
             if not batches:
                 plan.leftover(code, self.code, "no .batch() found here; Keras needs a global batch (per replica x replicas)")
                 continue
-            if plan.strategy_name is None:
+            if plan.strategy_name is None or plan.replicas_of_model:
                 if not _scale_at_call_sites(code, batches, plan, ctx):
                     plan.leftover(
                         batches[0], self.code, "the strategy is not visible here; multiply the batch by its num_replicas_in_sync"
@@ -194,7 +194,11 @@ def _scale_at_call_sites(code: cst.CSTNode, batches: list[cst.Call], plan, ctx) 
     True)``). Only when every batch size is a parameter of the helper that nothing else in it
     reads or assigns (scaling it must change the batches and nothing else), and every call of
     the helper passes it. False: nothing was planned."""
-    if plan.scope_strategy is None:
+    if plan.replicas_of_model:
+        strategy = f"{plan.model_var}.distribute_strategy"
+    elif plan.scope_strategy is not None:
+        strategy = _emit.code(plan.scope_strategy)
+    else:
         return False
     helper = next((d for d in plan.input_definitions() if d.body is code), None)
     calls = [call for input_fn in plan.input_fns for call, fn in input_fn.helper_calls if fn is helper]
@@ -223,7 +227,7 @@ def _scale_at_call_sites(code: cst.CSTNode, batches: list[cst.Call], plan, ctx) 
                 return False  # left at its default: no argument to scale
             scaled.append(arg.value)
     for value in scaled:
-        plan.replace(value, _scaled(value, _emit.code(plan.scope_strategy)))
+        plan.replace(value, _scaled(value, strategy))
     for statement in {id(s): s for s in map(ctx.enclosing_statement, calls)}.values():
         plan.comment(statement, WHY)
     return True
