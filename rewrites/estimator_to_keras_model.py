@@ -9,7 +9,7 @@ from libcst.metadata import QualifiedNameProvider
 
 from estimator2keras._modelfn import MODEL_FN_PARAMS, convert_model_fn
 from estimator2keras._rule import Case, Safety, UnitRule, Unsupported
-from estimator2keras._units import _returned_function, accesses_of, bind_arguments, resolve
+from estimator2keras._units import Binding, _returned_function, accesses_of, bind_arguments, resolve
 
 
 class EstimatorToKerasModel(UnitRule):
@@ -38,7 +38,13 @@ class EstimatorToKerasModel(UnitRule):
     becomes a constructor argument, layers built in a loop become a list of layers. A
     model_fn given as `functools.partial(model_fn, k=v)`, or returned by a factory
     (`make_model_fn(units)` defining and returning it), becomes a builder taking those
-    names as arguments (`build_model(k=v)`). Layers,
+    names as arguments (`build_model(k=v)`); a model_fn reached through an alias
+    (`model_function = model_fn`) loses the alias with it. The user's own `if` statements
+    that do not test the mode (`if params["batch_norm"]:`, `if isinstance(features, dict):`)
+    are kept in `call` as they were written; one that only wraps the optimizer in
+    `CrossShardOptimizer` is left out (E2K605). A categorical cross-entropy of
+    `tf.one_hot(labels, n)` becomes `SparseCategoricalCrossentropy` on the labels as they
+    come. Layers,
     losses, optimizers, schedules and metrics are translated by their own rules (E2K3xx,
     E2K2xx, E2K1xx).
 
@@ -58,8 +64,9 @@ class EstimatorToKerasModel(UnitRule):
     ## Limitations
     Not converted (E2K901, the model_fn left as it was): `tf.get_variable`, `tf.Variable`,
     `tf.while_loop`, `variable_scope(reuse=...)`, `Scaffold`, gradient code other than
-    `minimize`, EstimatorSpec hooks and `export_outputs`, `if` statements that do not test
-    the mode, a model output that depends on the labels. `model_dir` and
+    `minimize`, EstimatorSpec hooks and `export_outputs`, an `if` that does not test the
+    mode but returns from the model_fn or computes what a layer's constructor reads, a
+    model output that depends on the labels. `model_dir` and
     `warm_start_from` are reported as E2K400.
 
     ## References
@@ -221,6 +228,47 @@ model = build_model(units=16, learning_rate=0.1)
 model.fit(input_fn())
 ''',
         ),
+        Case(
+            id="model-fn-alias",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0, 2.0]], [[0.5]])).batch(1)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.dense(features, 1)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def run():
+    model_function = model_fn
+    estimator = tf.estimator.Estimator(model_fn=model_function)
+    estimator.train(input_fn)
+''',
+            after='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0, 2.0]], [[0.5]])).batch(1)
+
+
+def build_model():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+def run():
+    model = build_model()
+    model.fit(input_fn())
+''',
+        ),
     ]
 
     def plan(self, unit, plan, ctx) -> None:
@@ -229,6 +277,13 @@ model.fit(input_fn())
         model_fn = unit.arg_value("model_fn")
         if model_fn is None:
             raise Unsupported("the Estimator has no model_fn", unit.call)
+        # `model_function = model_fn` (TensorFlow's official models): the alias goes with it.
+        while isinstance(model_fn, cst.Name):
+            alias = resolve(ctx, model_fn)
+            if not (isinstance(alias, Binding) and isinstance(alias.value, (cst.Name, cst.Call))):
+                break
+            plan.remove_binding_if_only_here(alias, model_fn)
+            model_fn = alias.value
         source = _model_fn_source(ctx, model_fn)
         fn, replaced = source.function, source.replaced
         reads = accesses_of(ctx, replaced.name) or []
