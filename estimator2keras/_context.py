@@ -184,7 +184,7 @@ class RewriteContext:
         if self._flow is None:
             from estimator2keras.analysis.flow import ReachingDefinitions
 
-            self._flow = ReachingDefinitions(self.scope)
+            self._flow = ReachingDefinitions(self.scope, self.module)
         return self._flow.reaching(read)
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:

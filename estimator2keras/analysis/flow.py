@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Callable, Iterable
 
 import libcst as cst
-from libcst.metadata import Assignment, BaseAssignment, ComprehensionScope, Scope
+from libcst.metadata import Assignment, BaseAssignment, ComprehensionScope, GlobalScope, Scope
 
 State = dict[str, frozenset]  # name -> the assignments that may hold its value here
 _UNREACHABLE = None
@@ -237,8 +237,9 @@ class _ScopeWalk:
 class ReachingDefinitions:
     """Reaching assignments of reads, computed per scope on first question."""
 
-    def __init__(self, scope_of: Callable[[cst.CSTNode], Scope | None]):
+    def __init__(self, scope_of: Callable[[cst.CSTNode], Scope | None], module: cst.Module):
         self.scope_of = scope_of
+        self.module = module  # libcst's GlobalScope does not hold its node
         self._walks: dict[int, tuple[_ScopeWalk, set[str]] | None] = {}
 
     def reaching(self, read: cst.Name) -> frozenset[BaseAssignment] | None:
@@ -269,7 +270,7 @@ class ReachingDefinitions:
         key = id(scope)
         if key in self._walks:
             return self._walks[key]
-        node = getattr(scope, "node", None)
+        node = self.module if isinstance(scope, GlobalScope) else getattr(scope, "node", None)
         walk = _ScopeWalk(scope, self.scope_of)
         entry: State = {}
         if isinstance(node, cst.Module):
