@@ -355,6 +355,14 @@ class _CompileReader:
                 self.refuse(element, "eval_metric_ops keys must be strings")
             key = element.key.evaluated_value
             value, value_at = element.value, at
+            if isinstance(value, cst.Tuple) and len(value.elements) == 2 and all(
+                    isinstance(e.value, cst.Name) for e in value.elements):
+                # `acc, acc_op = tf.metrics.accuracy(...)` then `{"accuracy": (acc, acc_op)}`:
+                # the pair the metric call returned, as it returned it.
+                value_op, update_op = (self.latest_def(e.value.value, at) for e in value.elements)
+                if value_op is not None and value_op is not update_op and value_op.small is getattr(update_op, "small", None) \
+                        and _unpacked(value_op, value_op.name) == 0 and _unpacked(update_op, update_op.name) == 1:
+                    value = cst.Name(value_op.name)
             if isinstance(value, cst.Name):
                 d = self.latest_def(value.value, at)
                 if d is not None:
