@@ -956,7 +956,7 @@ def convert(unit, plan, ctx, code: str) -> None:
     module_scope = ctx.scope(ctx.module.body[0]) if ctx.module.body else None
     if module_scope is not None:
         taken |= {a.name for a in module_scope.assignments}
-    removable = reader.columns.removable([unit.call])
+    removable = reader.columns.removable(list(plan.group_calls))
     removed_names = {b.name for b in removable}
     taken -= removed_names
     class_name = _emit.unique_name(f"{canned.cls}Model", taken)

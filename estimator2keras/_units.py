@@ -93,7 +93,7 @@ def _assignment_of(ctx: RewriteContext, target: cst.CSTNode):
         return None
     for assignment in scope.assignments[name]:
         node = getattr(assignment, "node", None)
-        if node is target or (isinstance(node, cst.Param) and node.name is target):
+        if node is target or (isinstance(node, (cst.Param, cst.FunctionDef, cst.ClassDef)) and node.name is target):
             return assignment
     return None
 
@@ -510,12 +510,24 @@ def _build_unit(ctx: RewriteContext, call: cst.Call, path: str, owner: type[Unit
             raise Unsupported("the Estimator's config is not a RunConfig(...) e2k can follow", config)
         if binding is not None:
             others = [n for n in accesses_of(ctx, binding.target) or [None] if n is not config]
-            if others:
+            if any(n is None or not _in_estimator_call(ctx, n) for n in others):
                 raise Unsupported(f"the RunConfig `{binding.name}` is used elsewhere too", binding.target)
         unit.config_call, unit.config_binding = config_call, binding
         tpu = ctx.call_api_path(config_call) in TPU_RUN_CONFIG
         unit.config_args = bind_arguments(config_call, TPU_RUN_CONFIG_SIGNATURE if tpu else RUN_CONFIG_SIGNATURE)
     return unit
+
+
+def _in_estimator_call(ctx: RewriteContext, node: cst.CSTNode) -> bool:
+    """Is ``node`` an argument of an Estimator construction (another unit: the two then
+    convert together, see ``_groups``)?"""
+    owners = {path for rule in ctx.rules.unit_rules(include_disabled=True) for path in rule.constructors}
+    current = ctx.parent(node)
+    while current is not None and not isinstance(current, cst.BaseStatement):
+        if isinstance(current, cst.Call) and ctx.call_api_path(current) in owners:
+            return True
+        current = ctx.parent(current)
+    return False
 
 
 # ---------------------------------------------------------------------------------------
@@ -541,6 +553,10 @@ class ConversionPlan:
         #: A name the input_fns can read to scale per-replica batches; None when not visible.
         self.strategy_name: str | None = None
         self.has_strategy = False
+        #: The Estimator constructions converted together with this one (itself included):
+        #: what they read of a shared definition (model_fn, feature columns, RunConfig) goes
+        #: with all of them.
+        self.group_calls: tuple[cst.Call, ...] = (unit.call,)
         #: Scale batches by ``model.distribute_strategy``'s replicas (Estimators of one group
         #: with and without a strategy share the code that calls their input_fns).
         self.replicas_of_model = False
@@ -757,12 +773,22 @@ class ConversionPlan:
         found = [u for u in self.unit.uses if u.kind == kind and (not methods or u.method in methods)]
         return sorted(found, key=lambda u: self.ctx.position(u.name))
 
+    def in_group_call(self, node: cst.CSTNode) -> bool:
+        """Is ``node`` inside one of the group's Estimator constructions?"""
+        current = node
+        while current is not None:
+            if any(current is call for call in self.group_calls):
+                return True
+            current = self.ctx.parent(current)
+        return False
+
     def remove_binding_if_only_here(self, binding: Binding | None, used_at: cst.CSTNode) -> None:
-        """Drop ``name = value`` when ``used_at`` is the name's only read; else refuse."""
+        """Drop ``name = value`` when ``used_at`` is the name's only read (reads by the other
+        Estimators converted with this one aside); else refuse."""
         if binding is None:
             return
-        reads = accesses_of(self.ctx, binding.target) or []
-        if any(read is not used_at for read in reads):
+        reads = accesses_of(self.ctx, binding.target)
+        if reads is None or any(read is not used_at and not self.in_group_call(read) for read in reads):
             raise Unsupported(f"`{binding.name}` is used elsewhere too", binding.target, UNSUPPORTED_USE)
         self.remove_statement(binding.statement)
 
@@ -952,11 +978,11 @@ def convert_units(ctx: RewriteContext) -> None:
         plans: list[ConversionPlan] = []
         try:
             for unit in group:
-                plans.append(_plan(unit, rules, ctx))
+                plans.append(_plan(unit, rules, ctx, group))
             if len(plans) > 1 and any(plan.has_strategy for plan in plans):
                 # A branch with a strategy and one without (or another) share the calls after
                 # them: the replica count is the model's own strategy's, right for each.
-                plans = [_plan(unit, rules, ctx, replicas_of_model=True) for unit in group]
+                plans = [_plan(unit, rules, ctx, group, replicas_of_model=True) for unit in group]
             _check_shared_uses(plans, ctx)
             for plan in plans:
                 plan.commit()
@@ -982,9 +1008,11 @@ def convert_units(ctx: RewriteContext) -> None:
         remove_unused_tf1_imports(ctx)
 
 
-def _plan(unit: EstimatorUnit, rules, ctx: RewriteContext, replicas_of_model: bool = False) -> ConversionPlan:
+def _plan(unit: EstimatorUnit, rules, ctx: RewriteContext, group: list[EstimatorUnit],
+          replicas_of_model: bool = False) -> ConversionPlan:
     plan = ConversionPlan(unit, ctx)
     plan.replicas_of_model = replicas_of_model
+    plan.group_calls = tuple(member.call for member in group)
     ctx.active_plan = plan
     for rule in rules:
         if not ctx.enabled(rule.code):
@@ -1016,6 +1044,28 @@ def _groups(ctx: RewriteContext, found: list) -> Iterator[list[EstimatorUnit] | 
             by_assignment[assignment] = unit
     group_of = {id(unit): [unit] for unit in units}
     refused: dict[int, Unsupported] = {}
+
+    def join(unit: EstimatorUnit, partner: EstimatorUnit) -> None:
+        mine, theirs = group_of[id(unit)], group_of[id(partner)]
+        if mine is not theirs:
+            mine.extend(theirs)
+            for member in theirs:
+                group_of[id(member)] = mine
+
+    # Estimators built from one definition (a model_fn, a list of feature columns, a
+    # RunConfig: a notebook cell run again with other settings) convert together: the
+    # definition is replaced once, for all of them.
+    readers: dict[object, EstimatorUnit] = {}
+    for unit in units:
+        for arg in unit.call.args:
+            for node in _names_in(arg.value):
+                assignment = _single_assignment(ctx, node)
+                if assignment is None or isinstance(getattr(assignment, "node", None), (cst.Import, cst.ImportFrom)):
+                    continue
+                if assignment in readers:
+                    join(unit, readers[assignment])
+                else:
+                    readers[assignment] = unit
     for unit in units:
         for read, others in unit.shared.items():
             for other in others:
@@ -1027,11 +1077,7 @@ def _groups(ctx: RewriteContext, found: list) -> Iterator[list[EstimatorUnit] | 
                         f"`{unit.var}` here may also hold the value assigned on line {line}, which is not an "
                         "Estimator e2k converts", read, UNSUPPORTED_USE))
                     continue
-                mine, theirs = group_of[id(unit)], group_of[id(partner)]
-                if mine is not theirs:
-                    mine.extend(theirs)
-                    for member in theirs:
-                        group_of[id(member)] = mine
+                join(unit, partner)
     emitted: set[int] = set()
     for item in found:
         if isinstance(item, Unsupported):
@@ -1049,9 +1095,24 @@ def _groups(ctx: RewriteContext, found: list) -> Iterator[list[EstimatorUnit] | 
         yield sorted(group, key=lambda u: ctx.position(u.call))
 
 
+def _names_in(node: cst.CSTNode) -> Iterator[cst.Name]:
+    """The names an Estimator argument reads (not attribute names, keywords or lambdas' own)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Name):
+            yield current
+        elif isinstance(current, cst.Attribute):
+            stack.append(current.value)
+        elif isinstance(current, cst.Arg):
+            stack.append(current.value)
+        elif not isinstance(current, (cst.Lambda, cst.FunctionDef)):
+            stack.extend(current.children)
+
+
 def _together(unit: EstimatorUnit, group: list[EstimatorUnit], ctx: RewriteContext) -> str:
     lines = ", ".join(str(ctx.position(u.call)[0]) for u in group if u is not unit)
-    return f"converts only together with the Estimator on line {lines}, whose uses it shares"
+    return f"converts only together with the Estimator on line {lines}: they share a definition or their uses"
 
 
 def _within(ctx: RewriteContext, node: cst.CSTNode, ancestor: cst.CSTNode) -> bool:

@@ -287,7 +287,7 @@ def run():
         source = _model_fn_source(ctx, model_fn)
         fn, replaced = source.function, source.replaced
         reads = accesses_of(ctx, replaced.name) or []
-        if any(read is not source.reference for read in reads):
+        if any(read is not source.reference and not plan.in_group_call(read) for read in reads):
             raise Unsupported(f"`{replaced.name.value}` is used elsewhere too; e2k replaces it", replaced.name)
         scope = ctx.scope(replaced)
         taken = {a.name for a in scope.assignments} | {a.node.value for a in scope.accesses}

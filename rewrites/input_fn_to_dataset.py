@@ -169,6 +169,9 @@ print(model.evaluate(eval_input_fn(), return_dict=True))
         self.replaced: list[cst.CSTNode] = []
         for definition in plan.input_definitions():
             self._iterator_to_dataset(definition, plan, ctx)
+            # `def input_fn(..., mode=tf.estimator.ModeKeys.TRAIN)`: the default too.
+            for node, mode in _mode_keys(ctx, definition.params):
+                plan.replace(node, cst.SimpleString(f'"{mode}"'))
         for code in plan.input_code():
             for call in iter_calls(code):
                 if isinstance(call.func, cst.Attribute) and call.func.attr.value in ITERATOR_METHODS:
