@@ -739,7 +739,14 @@ class ConversionPlan:
         ):
             return value
         name = self.unique_name(preferred)
-        self.after_build.append(_emit.statement("{n} = {v}", n=name, v=value))
+        statement = _emit.statement("{n} = {v}", n=name, v=value)
+        shared = self.unit.config_binding
+        if shared is not None and len(self.group_calls) > 1 and self._inside(value, {shared.statement}):
+            # A RunConfig several Estimators read was made once: its value (a fresh temporary
+            # model_dir) is computed once, where it was, for all of them.
+            self._statements.setdefault(shared.statement, []).append(statement)
+        else:
+            self.after_build.append(statement)
         return cst.Name(name)
 
     def register_input_fn(self, input_fn: InputFn) -> None:
@@ -979,7 +986,8 @@ def convert_units(ctx: RewriteContext) -> None:
         try:
             for unit in group:
                 plans.append(_plan(unit, rules, ctx, group))
-            if len(plans) > 1 and any(plan.has_strategy for plan in plans):
+            strategies = {_emit.code(p.scope_strategy) if p.scope_strategy is not None else None for p in plans}
+            if len(plans) > 1 and len(strategies) > 1:
                 # A branch with a strategy and one without (or another) share the calls after
                 # them: the replica count is the model's own strategy's, right for each.
                 plans = [_plan(unit, rules, ctx, group, replicas_of_model=True) for unit in group]

@@ -1,0 +1,31 @@
+"""Estimators that share a definition convert together, and parity tells a right group
+conversion from one that evaluates each Estimator's part on its own: the fixture
+rerun_cell_shared_model_fn trains one Estimator and evaluates a second one built from the same
+model_fn and RunConfig (one temporary model_dir). Converted with the model_dir computed once,
+the evaluation reads what was trained; computed per Estimator (a fresh temporary directory
+each), it evaluates an untrained model, and parity must say so."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import FIXTURES
+from estimator2keras.parity import run_parity
+from parity_programs import support
+
+CASE = FIXTURES / "rerun_cell_shared_model_fn"
+pytestmark = [pytest.mark.slow, support.requires_legacy]
+
+
+def test_model_dir_computed_per_estimator_is_caught(tmp_path):
+    after = (CASE / "after.py").read_text()
+    second = "tf.keras.utils.set_random_seed(3)\nwith strategy.scope():\n    model = build_model(params)\n"
+    assert after.count(second) == 2, "the fixture's shape changed: update this test"
+    head, tail = after.rsplit(second, 1)
+    wrong = head + second + "model_dir = tempfile.mkdtemp()\n" + tail
+    path = tmp_path / "after_wrong.py"
+    path.write_text(wrong)
+    result = run_parity(CASE / "before.py", path, replicas=2)
+    assert not result.passed, result.report()
+    # Training agrees step for step: only the evaluation of the second model shows the error.
+    assert all(row.passed for row in result.steps), result.report()
+    assert any(not row.passed for row in result.metrics), result.report()
