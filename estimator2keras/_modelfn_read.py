@@ -378,6 +378,11 @@ class _ModelReader:
             from estimator2keras._units import bind_arguments
 
             args = bind_arguments(labels, ("indices", "depth", "on_value", "off_value", "axis", "dtype", "name"))
+            for key, default in (("on_value", 1), ("off_value", 0)):  # what one_hot writes anyway
+                arg = args.pop(key, None)
+                value = arg.value if arg is not None else None
+                if value is not None and not (isinstance(value, (cst.Integer, cst.Float)) and float(value.value) == default):
+                    return labels, conversion
             if set(args) - {"indices", "depth", "dtype", "name"} or "indices" not in args:
                 return labels, conversion
             sparse = loss.with_changes(func=loss.func.with_changes(attr=cst.Name("SparseCategoricalCrossentropy")))

@@ -27,7 +27,12 @@ def api_path_of_qualified(qualified: str) -> str | None:
     """``"tensorflow.compat.v1.layers.Dense"`` -> ``"layers.Dense"``; None when not TensorFlow."""
     for prefix in _API_PREFIXES:
         if qualified.startswith(prefix):
-            return qualified[len(prefix):]
+            path = qualified[len(prefix):]
+            # `tf.compat.v1.losses` after `import tensorflow.compat.v1 as tf` (TensorFlow's
+            # official models): compat.v1 has a compat module of its own.
+            while path.startswith(("compat.v1.", "compat.v2.")):
+                path = path[len("compat.v1."):]
+            return path
     if qualified.startswith(_KERAS_PREFIX):
         return qualified
     if qualified in ("tensorflow", "tensorflow.compat.v1", "tensorflow.compat.v2"):
