@@ -543,6 +543,18 @@ def _changed_line_names(before: str, after: str) -> set[str]:
     return names
 
 
+def _selects_tf1(text: str) -> str | None:
+    """The part of an IPython line that installs or selects TensorFlow 1, if any:
+    `%tensorflow_version 1.x` (Colab), `pip install tensorflow==1.15`, `tensorflow-gpu<2`."""
+    match = re.search(r"(?<![\w-])tensorflow_version\s+1\S*", text)
+    if match:
+        return match.group()
+    for match in re.finditer(r"(?<![\w-])tensorflow(?:[-_](?:gpu|cpu))?\s*((?:[<>=!~]=?\s*[\w.*]+\s*,?\s*)+)", text):
+        if re.search(r"(?:==|~=|<=)\s*1(?![\d])|<\s*[12](?![\d])", match.group(1)):
+            return match.group().strip().rstrip(",")
+    return None
+
+
 # -- the JSON layout ---------------------------------------------------------------------
 @dataclass
 class _Layout:
@@ -720,6 +732,11 @@ def rewrite_notebook(source: bytes, path: str, rules: RuleSet) -> FileResult:
             unparsed[index] = note(bad.index, bad.error[0], _unparsed(bad.error[2]) + f"; it uses `{sorted(stale)[0]}`, "
                                    "which the conversion changes: convert it by hand", bad.error[1])
     findings += unparsed
+    for hidden in program.hidden:
+        tf1 = _selects_tf1(hidden.text)
+        if tf1:
+            findings.append(note(hidden.cell, hidden.line, f"this line installs or selects TensorFlow 1 (`{tf1}`); the "
+                                                           "converted notebook needs TensorFlow 2: change it"))
 
     for index, new_text in cells.items():
         cell = notebook["cells"][index]

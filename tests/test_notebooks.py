@@ -313,7 +313,7 @@ def converted_parts() -> list[str]:
 def test_tutorial_notebook_converts_around_its_ipython_syntax(rules):
     cells = tutorial_cells()
     result = rewrite_notebook(dump(notebook(*cells)), "nb.ipynb", rules)
-    assert result.status == "converted", [f.format() for f in result.findings]
+    assert result.status == "partial", [f.format() for f in result.findings]
     new = [source_of(c) for c in json.loads(result.new)["cells"]]
     old = [source_of(c) for c in cells]
     assert new[1:3] == old[1:3] and new[5] == old[5]  # IPython's cells are left as they are
@@ -326,6 +326,12 @@ def test_tutorial_notebook_converts_around_its_ipython_syntax(rules):
     assert new[4].endswith("\nlogs = !ls /tmp\nfeatures?") and new[4].startswith("features = [[1., 1.5]")
     assert new[6:9] == after[1:4]
     assert new[9] == "%%time\n" + after[4]
+    # The lines that pin TensorFlow 1 are the user's to change.
+    manual = [(f.cell, f.line, f.message.split(";")[0]) for f in result.manual]
+    assert manual == [
+        (2, 2, "this line installs or selects TensorFlow 1 (`tensorflow==1.15`)"),
+        (3, 3, "this line installs or selects TensorFlow 1 (`tensorflow_version 1.x`)"),
+    ]
     again = rewrite_notebook(result.new, "nb.ipynb", rules)
     assert again.status == "unchanged" and again.new == result.new
 
@@ -417,6 +423,24 @@ def test_placeholders_come_back_verbatim_where_the_conversion_put_them():
     assert texts is None and lost.line == 5 and why == "the conversion would drop this IPython line"
 
 
+@pytest.mark.parametrize(
+    "line,pinned",
+    [
+        ("!pip install -q tensorflow==1.15", "tensorflow==1.15"),
+        ("!pip install tensorflow-gpu==1.14.0 pandas", "tensorflow-gpu==1.14.0"),
+        ("!pip install 'tensorflow>=1.13,<2'", "tensorflow>=1.13,<2"),
+        ("%tensorflow_version 1.x", "tensorflow_version 1.x"),
+        ("!pip install -q tensorflow==2.15", None),
+        ("!pip install tensorflow-datasets==1.3.2", None),
+        ("%tensorflow_version 2.x", None),
+    ],
+)
+def test_lines_that_pin_tensorflow_1_are_recognised(line, pinned):
+    from estimator2keras._notebook import _selects_tf1
+
+    assert _selects_tf1(line) == pinned
+
+
 def test_cli_reports_a_cell_that_does_not_parse_without_failing_the_run(tmp_path, capsys, monkeypatch):
     cells = with_cell(canonical_cells(), 3, "print 'hello'")
     (tmp_path / "train.ipynb").write_bytes(dump(notebook(*cells)))
@@ -444,5 +468,5 @@ def test_tensorflow_tutorial_notebooks_are_read_as_jupyter_runs_them(tmp_path, r
         result = rewrite_notebook(source, name, rules)
         assert result.status in ("converted", "partial")
         assert not [f for f in result.findings if f.code == "E2K900" or f.kind == "error"]
-        assert all(f.message.startswith("cannot parse cell: Missing parentheses")
+        assert all(f.message.startswith(("cannot parse cell: Missing parentheses", "this line installs"))
                    for f in result.findings if f.code == "E2K904")
