@@ -553,6 +553,9 @@ class ConversionPlan:
         #: A name the input_fns can read to scale per-replica batches; None when not visible.
         self.strategy_name: str | None = None
         self.has_strategy = False
+        #: The Keras model exists already (``model_to_estimator(keras_model=model)``): no
+        #: rule builds one, and the unit's statement only goes.
+        self.prebuilt = False
         #: The Estimator constructions converted together with this one (itself included):
         #: what they read of a shared definition (model_fn, feature columns, RunConfig) goes
         #: with all of them.
@@ -835,7 +838,7 @@ class ConversionPlan:
         for name, arg in unit.config_args.items():
             if name not in self.claimed_config:
                 self.leftover(arg, "E2K400", f"RunConfig({name}=...) is not converted; the Keras program ignores it")
-        if not self.build:
+        if not self.build and not self.prebuilt:
             raise Unsupported("no rule built a Keras model for this Estimator", unit.call, UNSUPPORTED_USE)
 
     def _inside(self, node: cst.CSTNode, statements) -> bool:
