@@ -29,23 +29,6 @@ class UnconvertedEstimatorUse(Diagnostic):
 
     cases = [
         Case(
-            id="model-path",
-            before='''\
-import tensorflow as tf
-
-estimator = tf.keras.estimator.model_to_estimator(keras_model_path="model.h5")
-estimator.train(lambda: tf.data.Dataset.from_tensor_slices(([[1.0]], [[1.0]])).batch(1), steps=1)
-''',
-            after='''\
-import tensorflow as tf
-
-# e2k: E2K902 model_to_estimator(keras_model_path=...) is not converted
-estimator = tf.keras.estimator.model_to_estimator(keras_model_path="model.h5")
-estimator.train(lambda: tf.data.Dataset.from_tensor_slices(([[1.0]], [[1.0]])).batch(1), steps=1)
-''',
-            findings=("E2K902",),
-        ),
-        Case(
             id="passed-elsewhere",
             before='''\
 import tensorflow as tf
@@ -75,6 +58,23 @@ def model_fn(features, labels, mode):
 estimator = tf.estimator.Estimator(model_fn)
 # e2k: E2K902 this use of the Estimator `estimator` is not converted
 export_everything(estimator)
+''',
+            findings=("E2K902",),
+        ),
+        Case(
+            id="model-path",
+            before='''\
+import tensorflow as tf
+
+estimator = tf.keras.estimator.model_to_estimator(keras_model_path="model.h5")
+estimator.train(lambda: tf.data.Dataset.from_tensor_slices(([[1.0]], [[1.0]])).batch(1), steps=1)
+''',
+            after='''\
+import tensorflow as tf
+
+# e2k: E2K902 model_to_estimator(keras_model_path=...) is not converted
+estimator = tf.keras.estimator.model_to_estimator(keras_model_path="model.h5")
+estimator.train(lambda: tf.data.Dataset.from_tensor_slices(([[1.0]], [[1.0]])).batch(1), steps=1)
 ''',
             findings=("E2K902",),
         ),
