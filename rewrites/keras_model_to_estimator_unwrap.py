@@ -105,10 +105,12 @@ model.evaluate(input_fn(), steps=2)
         model = unit.arg_value("keras_model")
         if not isinstance(model, cst.Name):
             raise Unsupported("the Keras model is not a variable e2k can use in the Estimator's place", unit.call, "E2K902")
-        if unit.config_value("train_distribute") is not None or unit.config_value("eval_distribute") is not None:
+        strategy = next((unit.config_value(k) for k in ("train_distribute", "eval_distribute", "experimental_distribute")
+                         if unit.config_value(k) is not None), None)
+        if strategy is not None:
             raise Unsupported(
                 "the Keras model is built and compiled before the strategy exists; Keras needs both under "
-                "strategy.scope(): move them there, then convert", unit.config_value("train_distribute") or unit.call, "E2K902")
+                "strategy.scope(): move them there, then convert", strategy, "E2K902")
         if not isinstance(resolve(ctx, model), Binding):
             raise Unsupported(f"`{model.value}` is not one model e2k can follow here", model, "E2K902")
         plan.model_var = model.value
