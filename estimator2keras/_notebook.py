@@ -720,7 +720,7 @@ def rewrite_notebook(source: bytes, path: str, rules: RuleSet) -> FileResult:
     # A cell left out may bind names the converted code reads: the conversion, made
     # without it, could be wrong, so none is made. One that uses a name the conversion
     # changes is converted by hand.
-    touched = _changed_line_names(program.source, new_source)
+    touched = _changed_line_names(program.source, new_source) if program.bad else set()
     for index, bad in enumerate(program.bad):
         used, bound = _mentions(bad.text)
         if bound & touched:
