@@ -160,12 +160,54 @@ class RewriteContext:
         return value() if isinstance(value, LazyValue) else value
 
     # -- names ----------------------------------------------------------------------------
-    def api_path(self, node: cst.CSTNode) -> str | None:
-        """The TensorFlow API path ``node`` refers to (``"estimator.Estimator"``), or None."""
-        return _names.api_path(node, self.get_metadata)
+    def api_path(self, node: cst.CSTNode, _depth: int = 0) -> str | None:
+        """The TensorFlow API path ``node`` refers to (``"estimator.Estimator"``), or None.
+
+        Names are resolved through imports, and through aliases by assignment that reach the
+        read (``tf1 = tf.compat.v1``, ``layers = tf1.layers``, ``est = tf.estimator``)."""
+        path = _names.api_path(node, self.get_metadata)
+        if path is not None or _depth > 8 or not isinstance(node, (cst.Name, cst.Attribute)):
+            return path
+        root, rest = node, []
+        while isinstance(root, cst.Attribute):
+            rest.append(root.attr.value)
+            root = root.value
+        if not isinstance(root, cst.Name):
+            return None
+        value = self._alias_value(root)
+        if value is None:
+            return None
+        base = self.api_path(value, _depth + 1)
+        if base is None:
+            return None
+        return ".".join([base, *reversed(rest)]) if base else ".".join(reversed(rest))
+
+    def _alias_value(self, name: cst.Name) -> cst.BaseExpression | None:
+        """``x`` in ``name = x`` when that plain assignment (of a dotted name) is the one
+        value reaching ``name``."""
+        scope = self.scope(name)
+        if scope is None or not any(a.node is name for a in scope.accesses[name.value]):
+            return None
+        reaching = self.reaching(name)
+        if reaching is None:
+            access = next(a for a in scope.accesses[name.value] if a.node is name)
+            reaching = access.referents
+        if len(reaching) != 1:
+            return None
+        (assignment,) = reaching
+        target = getattr(assignment, "node", None)
+        if not isinstance(target, cst.Name):
+            return None
+        assign = self.parent(self.parent(target))
+        if not (isinstance(assign, cst.Assign) and len(assign.targets) == 1 and assign.targets[0].target is target):
+            return None
+        return assign.value if isinstance(assign.value, (cst.Name, cst.Attribute)) else None
 
     def call_api_path(self, node: cst.CSTNode) -> str | None:
-        return _names.call_api_path(node, self.get_metadata)
+        # Only `name(...)` / `a.b(...)`: `Layer(1)(x)` calls a layer object, not the API.
+        if isinstance(node, cst.Call) and isinstance(node.func, (cst.Name, cst.Attribute)):
+            return self.api_path(node.func)
+        return None
 
     def position(self, node: cst.CSTNode) -> tuple[int, int]:
         """1-based line, 1-based column (as editors and `path:line:col` reports count)."""

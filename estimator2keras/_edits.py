@@ -66,6 +66,16 @@ class Edits:
             del self._statements[statement]
         return len(nodes) + len(statements)
 
+    def covers(self, node: cst.CSTNode, parent_of) -> bool:
+        """Is ``node`` inside code an edit replaces or removes (``parent_of``: the tree's
+        parent links)?"""
+        current = node
+        while current is not None:
+            if current in self._nodes or current in self._statements:
+                return True
+            current = parent_of(current)
+        return False
+
     def is_replaced(self, statement: cst.BaseStatement) -> bool:
         return statement in self._statements
 
@@ -200,7 +210,12 @@ def _merge(carried: list[cst.EmptyLine], own: list[cst.EmptyLine]) -> list[cst.E
     blank lines only where the statement has none (two separations must not add up)."""
     if own and own[0].comment is None:
         carried = [line for line in carried if line.comment is not None]
-    return carried + own
+    merged, run = [], 0
+    for line in carried + own:  # the blank lines of several removed statements: two at most (PEP 8)
+        run = run + 1 if line.comment is None else 0
+        if run <= 2:
+            merged.append(line)
+    return merged
 
 
 def _with_leading(statement: cst.BaseStatement, lines: list[cst.EmptyLine]) -> cst.BaseStatement:

@@ -213,7 +213,7 @@ class ColumnReader:
     def _column_call(self, call: cst.BaseExpression, binding: Binding | None, env: dict | None = None) -> Column:
         if not isinstance(call, cst.Call):
             raise Unsupported("this feature column is not a feature_column call e2k can follow", call, CODE)
-        path = self.ctx.call_api_path(call) or self._aliased_path(call)
+        path = self._aliased_path(call) or self.ctx.call_api_path(call)  # the alias goes with the columns
         function = path.split(".", 1)[1] if path and path.startswith("feature_column.") else None
         if function not in SIGNATURES:
             what = _emit.code(call.func)

@@ -348,6 +348,10 @@ class _ModelReader:
                     continue
                 expr, at = d.value, d.index
                 continue
+            if isinstance(expr, cst.Call) and self.ctx.call_api_path(expr) == "identity" and expr.args \
+                    and expr.args[0].keyword is None:
+                expr = expr.args[0].value  # `loss = tf.identity(loss, name="xent")` names the same value
+                continue
             if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
                 if self._is_regularization(expr.right):
                     regularized, expr = True, expr.left

@@ -25,6 +25,8 @@ _KERAS_PREFIX = "keras."
 
 def api_path_of_qualified(qualified: str) -> str | None:
     """``"tensorflow.compat.v1.layers.Dense"`` -> ``"layers.Dense"``; None when not TensorFlow."""
+    if qualified in ("tensorflow", "tensorflow.compat.v1", "tensorflow.compat.v2"):
+        return ""  # the root (`tf1 = tf.compat.v1` aliases it)
     for prefix in _API_PREFIXES:
         if qualified.startswith(prefix):
             path = qualified[len(prefix):]
@@ -35,8 +37,6 @@ def api_path_of_qualified(qualified: str) -> str | None:
             return path
     if qualified.startswith(_KERAS_PREFIX):
         return qualified
-    if qualified in ("tensorflow", "tensorflow.compat.v1", "tensorflow.compat.v2"):
-        return ""
     return None
 
 

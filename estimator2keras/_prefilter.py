@@ -104,6 +104,25 @@ def may_build_unit(source: bytes, constructor_paths: AbstractSet[str]) -> bool:
             for alias in node.names:  # relative imports never name TensorFlow
                 if alias.name != "*":
                     imports.setdefault(alias.asname or alias.name, set()).add(f"{node.module}.{alias.name}")
+    # Aliases by assignment (`tf1 = tf.compat.v1`, `est = tf1.estimator`, `E = est.Estimator`)
+    # name what they are bound to, as RewriteContext.api_path follows them: in any scope, a
+    # superset again, chains followed until nothing new is named.
+    aliases = [
+        (node.targets[0].id, _full_name(node.value))
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+        and isinstance(node.value, (ast.Name, ast.Attribute))
+    ]
+    grown = True
+    while grown:
+        grown = False
+        for alias, value in aliases:
+            first, dot, rest = value.partition(".")
+            for qualified in list(imports.get(first, ())):
+                named = qualified + dot + rest
+                if named not in imports.setdefault(alias, set()):
+                    imports[alias].add(named)
+                    grown = True
     for func in calls:
         name = _full_name(func)
         first, dot, rest = name.partition(".")

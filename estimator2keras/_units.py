@@ -1009,6 +1009,7 @@ def convert_units(ctx: RewriteContext) -> None:
             ctx.active_plan = None
         converted = True
     if converted:
+        _remove_unused_aliases(ctx)
         from estimator2keras._imports import CODE, compat_alias, rebind_tf, v2_switches
 
         if ctx.enabled(CODE):
@@ -1162,6 +1163,36 @@ def _check_shared_uses(plans: list[ConversionPlan], ctx: RewriteContext) -> None
                 raise Unsupported(
                     f"the Estimators on lines {ctx.position(first.unit.call)[0]} and "
                     f"{ctx.position(other.unit.call)[0]} convert this code differently", node, UNSUPPORTED_USE)
+
+
+def _remove_unused_aliases(ctx: RewriteContext) -> None:
+    """``tf1 = tf.compat.v1``, ``layers = tf1.layers``: module aliases by assignment that only
+    the converted code read go with it (``tf.compat.v1.layers`` is gone under Keras 3, and an
+    alias of it would fail where the program starts)."""
+    module_scope = ctx.scope(ctx.module.body[0]) if ctx.module.body else None
+    if not isinstance(module_scope, GlobalScope):
+        return
+    aliases = []
+    for statement in ctx.module.body:
+        small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
+        if (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)
+                and isinstance(small.value, (cst.Name, cst.Attribute)) and ctx.api_path(small.value) is not None):
+            assignment = _assignment_of(ctx, small.targets[0].target)
+            if assignment is not None:
+                aliases.append((statement, assignment))
+    removed: set[cst.BaseStatement] = set()
+    changed = True
+    while changed:  # an alias read only by another alias that goes, goes too
+        changed = False
+        for statement, assignment in aliases:
+            if statement in removed or ctx.edits.is_replaced(statement):
+                continue
+            reads = [a.node for a in assignment.references]
+            if all(ctx.edits.covers(read, ctx.parent) or any(_within(ctx, read, r) for r in removed) for read in reads):
+                removed.add(statement)
+                changed = True
+    for statement in removed:
+        ctx.edits.remove_statement(statement)
 
 
 def remove_unused_tf1_imports(ctx: RewriteContext) -> None:

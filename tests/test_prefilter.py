@@ -36,7 +36,9 @@ SPELLINGS = [
     pytest.param("est = tf.estimator.Estimator\n", False, id="named-not-called"),
     pytest.param('"""est = tf.estimator.Estimator(model_fn=f)"""', False, id="in-docstring"),
     pytest.param("# est = tf.estimator.Estimator(model_fn=f)\nx = 1", False, id="in-comment"),
-    pytest.param("cls = tf.estimator.Estimator\nest = cls(f)", False, id="through-assignment"),
+    pytest.param("cls = tf.estimator.Estimator\nest = cls(f)", True, id="through-assignment"),
+    pytest.param("tf1 = tf.compat.v1\nest = tf1.estimator.Estimator(f)", True, id="module-alias-by-assignment"),
+    pytest.param("tf1 = tf.compat.v1\nlayers = tf1.layers\nlayers.dense(x, 1)", False, id="alias-of-no-estimator"),
     pytest.param("import functools\nmake = functools.partial(tf.estimator.Estimator, model_fn=f)", False, id="partial"),
     pytest.param("class Mine(tf.estimator.Estimator):\n    pass", False, id="subclass"),
     pytest.param("config = tf.estimator.RunConfig()\ntf.estimator.train_and_evaluate(e, t, v)", False, id="other-estimator-apis"),
@@ -98,8 +100,8 @@ def test_constructor_paths_follow_the_enabled_unit_rules():
     assert "estimator.Estimator" not in canned
     everything = RuleSet.load().constructor_paths()
     assert {"estimator.Estimator"} | canned < everything
-    assert {path.rpartition(".")[2] for path in everything - canned} == {"Estimator", "TPUEstimator"}
-    assert RuleSet.load(ignore=["E2K001", "E2K5", "E2K604"]).constructor_paths() == frozenset()
+    assert {path.rpartition(".")[2] for path in everything - canned} == {"Estimator", "TPUEstimator", "model_to_estimator"}
+    assert RuleSet.load(ignore=["E2K001", "E2K008", "E2K5", "E2K604"]).constructor_paths() == frozenset()
 
     class MyEstimatorRule(UnitRule):
         code = "E2K998"
