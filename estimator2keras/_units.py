@@ -183,6 +183,9 @@ class InputFn:
     factory_call: cst.Call | None = None
     #: A function to map over the dataset (``model.preprocess``), set by the plan.
     dataset_map: str | None = None
+    #: The calls of ``function`` the Keras program makes (``call_expression``), for rules
+    #: that pass it more (E2K602 passes the global batch size).
+    calls_made: list[cst.Call] = field(default_factory=list)
     #: ``numpy_input_fn(...)`` / ``pandas_input_fn(...)``, and the binding when it is named.
     array_call: cst.Call | None = None
     array_binding: Binding | None = None
@@ -247,7 +250,9 @@ class InputFn:
             elif name == "config" and param.default is None:
                 args.append(_emit.keyword_arg("config", cst.Name("None")))
         func = self.factory_call if self.factory_call is not None else cst.Name(self.function.name.value)
-        return cst.Call(func=func, args=_emit.call_args(args))
+        call = cst.Call(func=func, args=_emit.call_args(args))
+        self.calls_made.append(call)
+        return call
 
 
 class _Decider:

@@ -38,9 +38,14 @@ class PerReplicaBatchToGlobalBatch(UnitRule):
     sight: `lambda: input_fn(x, y, 8)` becomes `input_fn(x, y, 8 * strategy.num_replicas_in_sync)`.
     That is done only when the batch size is a parameter of the input_fn that nothing else
     in it reads (a `shuffle(batch_size * 10)` would change too) and every call passes it.
+    An input_fn passed by name that batches by a fixed size (`.batch(8)`, `.batch(BATCH_SIZE)`)
+    gets that size as a parameter, defaulting to it (other callers see no change), and the
+    Keras program passes the global size: `input_fn(batch_size=BATCH_SIZE *
+    strategy.num_replicas_in_sync)`.
 
     ## Limitations
-    Otherwise, and when no `.batch()` is found, the input_fn is marked E2K602 for a human.
+    Otherwise (batches of different sizes in one input_fn, a size the input_fn computes
+    itself), and when no `.batch()` is found, the input_fn is marked E2K602 for a human.
 
     ## References
     - https://www.tensorflow.org/guide/migrate/mirrored_strategy
@@ -153,6 +158,54 @@ def main(x, y):
     return model.evaluate(input_fn(x, y, 4 * strategy.num_replicas_in_sync, training=False), return_dict=True)
 ''',
         ),
+        Case(
+            id="fixed-size-becomes-a-parameter",
+            before='''\
+import tensorflow as tf
+
+BATCH_SIZE = 16
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).repeat().batch(BATCH_SIZE)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def main():
+    strategy = tf.distribute.MirroredStrategy()
+    estimator = tf.estimator.Estimator(model_fn, config=tf.estimator.RunConfig(train_distribute=strategy))
+    estimator.train(input_fn, steps=10)
+''',
+            after='''\
+import tensorflow as tf
+
+BATCH_SIZE = 16
+
+
+def input_fn(batch_size=BATCH_SIZE):
+    # The Estimator batched per replica: the Keras program passes the global batch size.
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).repeat().batch(batch_size)
+
+
+def build_model():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+def main():
+    strategy = tf.distribute.MirroredStrategy()
+    with strategy.scope():
+        model = build_model()
+    model.fit(input_fn(batch_size=BATCH_SIZE * strategy.num_replicas_in_sync), steps_per_epoch=10)
+''',
+        ),
     ]
 
     def required(self, unit, plan, ctx):
@@ -171,7 +224,7 @@ def main(x, y):
                 plan.leftover(code, self.code, "no .batch() found here; Keras needs a global batch (per replica x replicas)")
                 continue
             if plan.strategy_name is None or plan.replicas_of_model:
-                if not _scale_at_call_sites(code, batches, plan, ctx):
+                if not _scale_at_call_sites(code, batches, plan, ctx) and not _batch_parameter(code, batches, plan, ctx):
                     plan.leftover(
                         batches[0], self.code, "the strategy is not visible here; multiply the batch by its num_replicas_in_sync"
                     )
@@ -231,6 +284,80 @@ def _scale_at_call_sites(code: cst.CSTNode, batches: list[cst.Call], plan, ctx) 
     for statement in {id(s): s for s in map(ctx.enclosing_statement, calls)}.values():
         plan.comment(statement, WHY)
     return True
+
+
+def _batch_parameter(code: cst.CSTNode, batches: list[cst.Call], plan, ctx) -> bool:
+    """The strategy is local to a function and the input_fn batches by a fixed size
+    (``.batch(8)``, ``.batch(BATCH_SIZE)``): the input_fn takes the size as a parameter whose
+    default is that size (its other callers see no change), and the Keras program passes
+    the global one: ``input_fn(batch_size=8 * strategy.num_replicas_in_sync)``. Only for an
+    input_fn the Estimator called itself (passed by name) whose batches all have that one
+    size. False: nothing was planned."""
+    if plan.replicas_of_model:
+        strategy = f"{plan.model_var}.distribute_strategy"
+    elif plan.scope_strategy is not None:
+        strategy = _emit.code(plan.scope_strategy)
+    else:
+        return False
+    function = next((d for d in plan.input_definitions() if d.body is code), None)
+    users = [i for i in plan.input_fns if i.function is function and i.factory_call is None]
+    if function is None or not users or any(i.lambda_ is not None for i in plan.input_fns if function in i.helpers):
+        return False
+    calls = [call for user in users for call in user.calls_made]
+    sizes = [_batch_size_arg(call) for call in batches]
+    if not calls or any(s is None for s in sizes) or len({_emit.code(s.value) for s in sizes}) != 1:
+        return False
+    size = sizes[0].value
+    if not _fixed_at_definition(size, function, ctx):
+        return False
+    params = function.params
+    if params.star_arg != cst.MaybeSentinel.DEFAULT or params.kwonly_params or params.star_kwarg:
+        return False
+    local = {n.value for n in _walk_names(function)}
+    name = _emit.unique_name("batch_size", local)
+    parameter = cst.Param(cst.Name(name), default=size.deep_clone(),
+                          equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
+    if params.params and params.params[-1].comma == cst.MaybeSentinel.DEFAULT:
+        plan.replace(params, params.with_changes(params=[*params.params[:-1], params.params[-1].with_changes(
+            comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))), parameter]))
+    else:
+        plan.replace(params, params.with_changes(params=[*params.params, parameter]))
+    for arg in sizes:
+        plan.replace(arg.value, cst.Name(name))
+    for call in calls:
+        passed = _emit.keyword_arg(name, _scaled(size, strategy))
+        plan.replace(call, call.with_changes(args=_emit.call_args([*call.args, passed])))
+    plan.comment(ctx.enclosing_statement(batches[0]), WHY_PARAMETER)
+    return True
+
+
+WHY_PARAMETER = "The Estimator batched per replica: the Keras program passes the global batch size."
+
+
+def _fixed_at_definition(size: cst.BaseExpression, function: cst.FunctionDef, ctx) -> bool:
+    """Can ``size`` be the parameter's default: a literal, or names bound outside the function
+    (a module constant), never a value the function computes?"""
+    if isinstance(size, cst.Integer):
+        return True
+    names = [n for n in _walk_names(size)]
+    if not names or not isinstance(size, (cst.Name, cst.Attribute, cst.BinaryOperation)):
+        return False
+    scope = ctx.scope(function.body)
+    for name in names:
+        if ctx.parent(name) is not None and isinstance(ctx.parent(name), cst.Attribute) and ctx.parent(name).attr is name:
+            continue
+        if scope is not None and scope.assignments[name.value]:
+            return False  # bound in the input_fn itself (a parameter, a local)
+    return True
+
+
+def _walk_names(node: cst.CSTNode):
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Name):
+            yield current
+        stack.extend(current.children)
 
 
 def _required(plan) -> str | None:

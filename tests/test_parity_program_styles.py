@@ -1,4 +1,6 @@
-"""Estimators that share a definition convert together, and parity tells a right group
+"""Parity on fixtures in the styles of real programs, against a wrong migration of each.
+
+Estimators that share a definition convert together, and parity tells a right group
 conversion from one that evaluates each Estimator's part on its own: the fixture
 rerun_cell_shared_model_fn trains one Estimator and evaluates a second one built from the same
 model_fn and RunConfig (one temporary model_dir). Converted with the model_dir computed once,
@@ -29,3 +31,18 @@ def test_model_dir_computed_per_estimator_is_caught(tmp_path):
     # Training agrees step for step: only the evaluation of the second model shows the error.
     assert all(row.passed for row in result.steps), result.report()
     assert any(not row.passed for row in result.metrics), result.report()
+
+
+def test_batch_size_left_per_replica_is_caught(tmp_path):
+    """main_strategy_module_inputs: the strategy is local to main() and the input_fns batch by
+    a module constant; the conversion gives them a batch_size parameter and passes the global
+    size. Passing the per-replica size instead trains on half the examples per step."""
+    case = FIXTURES / "main_strategy_module_inputs"
+    after = (case / "after.py").read_text()
+    scaled = "batch_size=BATCH_SIZE * strategy.num_replicas_in_sync"
+    assert after.count(scaled) == 2, "the fixture's shape changed: update this test"
+    path = tmp_path / "after_wrong.py"
+    path.write_text(after.replace(scaled, "batch_size=BATCH_SIZE"))
+    result = run_parity(case / "before.py", path, replicas=2)
+    assert not result.passed, result.report()
+    assert not result.steps[0].passed, result.report()  # the first step already differs
