@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from estimator2keras import _leftovers
 from estimator2keras._context import Finding, RewriteContext
+from estimator2keras._names import api_path_of_qualified
 from estimator2keras._prefilter import mentions_any, screen
 from estimator2keras._registry import RuleSet
 from estimator2keras._rule import Unsupported
@@ -21,6 +23,8 @@ from estimator2keras._units import convert_units
 
 UNREADABLE = "E2K900"
 RULE_FAILED = "E2K903"
+#: Estimator code left in a file after every pass: the check that fails closed (_leftovers).
+ESTIMATOR_CODE_LEFT = "E2K905"
 #: The unit conversion runs between the module passes ordered before and after it.
 UNIT_PASS_ORDER = 500
 
@@ -39,6 +43,11 @@ class FileResult:
     original: bytes
     new: bytes
     findings: list[Finding] = field(default_factory=list)
+    #: (name, first line, last line) of the functions and classes defined at the top level
+    #: of the file that still hold Estimator code (a finding left for a human, or a
+    #: reference to an Estimator API, in their lines): the program pass reports the calls
+    #: into them from other files (_program).
+    definitions: tuple[tuple[str, int, int], ...] = ()
     #: Set by ``release``: whether the file changed, once its bytes are gone.
     _changed: bool | None = field(default=None, repr=False)
 
@@ -67,12 +76,44 @@ class FileResult:
         }
 
 
+def keywords_of(rules: RuleSet) -> tuple[bytes, ...] | None:
+    """Words one of which a file must contain to be worth reading at all: one a rule needs,
+    or one that an Estimator API left in the file must spell (``_leftovers.KEYWORDS``, while
+    E2K905 is enabled). None: every file."""
+    return _words(rules)[0]
+
+
+_WORDS: dict[int, tuple[RuleSet, tuple[bytes, ...] | None, tuple[bytes, ...] | None]] = {}
+
+
+def _words(rules: RuleSet) -> tuple[tuple[bytes, ...] | None, tuple[bytes, ...] | None]:
+    """(``keywords_of(rules)``, the rules' own keywords), computed once per rule set."""
+    known = _WORDS.get(id(rules))
+    if known is not None and known[0] is rules:
+        return known[1], known[2]
+    own = rules.keywords()
+    words = own
+    if own is not None and rules.enabled(ESTIMATOR_CODE_LEFT):
+        # One scan per word of every file of a tree: "estimator" is found by "stimator".
+        union = {*own, *_leftovers.KEYWORDS}
+        words = tuple(sorted(w for w in union if not any(o != w and o in w for o in union)))
+    if len(_WORDS) > 64:
+        _WORDS.clear()
+    _WORDS[id(rules)] = (rules, words, own)
+    return words, own
+
+
 def rewrite_source(source: bytes, path: str, rules: RuleSet, keywords: tuple[bytes, ...] | None = None) -> FileResult:
     """Rewrite one file's bytes with ``rules``. Never raises for a bad file or a failing rule."""
+    words, own = _words(rules)
     if keywords is None:
-        keywords = rules.keywords()
+        keywords = words
     if keywords is not None and not any(word in source for word in keywords):
         return FileResult(path, "unchanged", source, source)
+    if own is not None and not any(word in source for word in own):
+        # No rule can match: only the check for Estimator code left may have something to say.
+        if not (rules.enabled(ESTIMATOR_CODE_LEFT) and _leftovers.mentions_estimator(source)):
+            return FileResult(path, "unchanged", source, source)
     # A module rule runs on the files that mention one of its keywords (every file, without any).
     module_rules = [
         rule for rule in rules.module_rules()
@@ -83,7 +124,7 @@ def rewrite_source(source: bytes, path: str, rules: RuleSet, keywords: tuple[byt
     if screening.error:
         return _error(path, source, screening.line, 1, UNREADABLE, screening.error)
     if not screening.parse:
-        return FileResult(path, "unchanged", source, source)
+        return _finish(FileResult(path, "unchanged", source, source), rules, screening.tree)
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
@@ -128,7 +169,99 @@ def rewrite_source(source: bytes, path: str, rules: RuleSet, keywords: tuple[byt
 
     manual = any(f.kind == "manual" for f in ctx.findings)
     status = "partial" if manual else ("converted" if new != source else "unchanged")
-    return FileResult(path, status, source, new, ctx.findings)
+    result = FileResult(path, status, source, new, ctx.findings)
+    return _finish(result, rules, screening.tree, ctx.suppressions, ctx.suppressed)
+
+
+def _finish(
+    result: FileResult,
+    rules: RuleSet,
+    tree: ast.Module | None,
+    suppressions: Suppressions | None = None,
+    suppressed: list[Finding] | None = None,
+) -> FileResult:
+    """Fail closed: a file whose result still refers to an Estimator API, whatever the
+    passes recognised, is never "unchanged" or "converted": each reference is reported
+    (E2K905). And keep the file's top-level definitions that still hold Estimator code, for
+    the program pass (_program).
+
+    E2K905 speaks only where the conversion said nothing: a file the passes leave for a
+    human already exits 1 with findings that name what stopped the conversion (a reference
+    inside an Estimator unit left as it was would only repeat the unit's finding: the engine
+    does not know the unit's extent); and a file where the user told the conversion to leave
+    something alone (a finding dropped by ``# e2k: ignore``, or ``# e2k: ignore`` on an
+    Estimator's construction, which keeps its whole unit) keeps that code by choice.
+
+    ``tree`` is CPython's tree of the original source, when the pre-filter built one."""
+    source, new = result.original, result.new
+    references: list[_leftovers.Reference] = []
+    lines = None
+    if rules.enabled(ESTIMATOR_CODE_LEFT) and _leftovers.mentions_estimator(new):
+        after = tree if new is source or new == source else None
+        if after is None:
+            after = _leftovers.parse(new)
+        if after is not None:
+            references = _leftovers.find_references(after)
+    if references:
+        lines = _leftovers.LineMap(source.splitlines(), new.splitlines())
+        if suppressions is None:
+            suppressions = Suppressions.from_source(source) if b"e2k" in source else Suppressions()
+        told = bool(suppressed) and any(f.kind == "manual" for f in suppressed) or _kept_by_choice(
+            references, lines, suppressions, rules
+        )
+        if not result.manual and not told:
+            _report_left(result, references, lines, suppressions, suppressed)
+    if result.manual or references:
+        if tree is None:
+            tree = _leftovers.parse(source)
+        if tree is not None:
+            held = {f.line for f in result.manual}
+            if lines is not None and result.manual:
+                held.update(lines(r.line)[0] for r in references)
+            result.definitions = _leftovers.holding(_leftovers.top_level_definitions(tree), held)
+    return result
+
+
+def _kept_by_choice(
+    references: list[_leftovers.Reference], lines: _leftovers.LineMap, suppressions: Suppressions, rules: RuleSet
+) -> bool:
+    """Whether ``# e2k: ignore`` (for the rule that owns it) is on the construction of an
+    Estimator: the conversion leaves its whole unit as it is."""
+    if not suppressions:
+        return False
+    owners = {path: rule.code for rule in rules.unit_rules(include_disabled=True) for path in rule.constructors}
+    for reference in references:
+        owner = owners.get(api_path_of_qualified(reference.qualified) or "")
+        if owner is not None and suppressions.covers(lines(reference.line)[0], owner):
+            return True
+    return False
+
+
+def _report_left(
+    result: FileResult,
+    references: list[_leftovers.Reference],
+    lines: _leftovers.LineMap,
+    suppressions: Suppressions,
+    suppressed: list[Finding] | None,
+) -> None:
+    """One E2K905 finding per reference, at its place in the original file (once per line
+    and name), not on a line marked ``# e2k: ignore``."""
+    new_lines = result.new.splitlines()
+    seen = set()
+    for reference in references:
+        line, kept = lines(reference.line)
+        if (line, reference.text) in seen:
+            continue
+        seen.add((line, reference.text))
+        col = _leftovers.column(new_lines, reference.line, reference.offset) if kept else 1
+        finding = Finding(result.path, line, col, ESTIMATOR_CODE_LEFT, f"Estimator API left: {reference.describe()}", "manual")
+        if suppressions.covers(line, ESTIMATOR_CODE_LEFT):
+            if suppressed is not None:
+                suppressed.append(finding)
+            continue
+        result.findings.append(finding)
+    if result.manual:
+        result.status = "partial"
 
 
 def _blame(exc: BaseException, default: str) -> str:

@@ -19,14 +19,19 @@ metadata is needed.
 The check uses CPython's own parser (``ast``), several times faster than libcst's. It is
 conservative: whatever it cannot decide (a file CPython does not parse, say) goes through
 libcst as before, which reports what does not parse.
+
+Skipping libcst never skips the check for Estimator code left (``_leftovers``, E2K905): the
+engine gives it the tree parsed here, and the walk of that tree is shared (``index``), so a
+file the pre-filter rules out costs one parse and one walk.
 """
 from __future__ import annotations
 
 import ast
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import AbstractSet
 
+from estimator2keras._leftovers import index
 from estimator2keras._names import api_path_of_qualified
 
 #: Larger files are not parsed: libcst needs over half a gigabyte and minutes of one core per
@@ -59,10 +64,9 @@ def last_names(paths: AbstractSet[str]) -> set[str]:
     return {path.rpartition(".")[2] for path in paths}
 
 
-def may_build_unit(source: bytes, constructor_paths: AbstractSet[str]) -> bool:
-    """False only when no call in ``source`` can resolve to one of the API paths
-    ``constructor_paths`` (``{"estimator.Estimator"}``); True when one may, or when CPython
-    cannot parse ``source`` (libcst then parses it and reports why not).
+def parse(source: bytes) -> ast.Module | None:
+    """CPython's tree of ``source``; None when CPython cannot parse it (libcst then parses it
+    and reports why not).
 
     Raises ``TooComplex`` when CPython's parser hits one of its limits (nesting depth,
     recursion, memory).
@@ -71,15 +75,30 @@ def may_build_unit(source: bytes, constructor_paths: AbstractSet[str]) -> bool:
         with warnings.catch_warnings():
             # Invalid escapes and the like warn at parse time; they are the user's business.
             warnings.simplefilter("ignore")
-            tree = ast.parse(source)
+            return ast.parse(source)
     except (RecursionError, MemoryError) as exc:
         raise TooComplex(f"nested too deeply for Python's own parser ({type(exc).__name__})") from None
     except SyntaxError as exc:
         if any(limit in str(exc.msg) for limit in _TOO_DEEP):
             raise TooComplex(f"{exc.msg} (Python's own parser stops there)", exc.lineno or 1) from None
-        return True
+        return None
     except Exception:  # ValueError (NUL bytes), an unknown encoding...: libcst reports it
-        return True
+        return None
+
+
+def may_build_unit(source: bytes, constructor_paths: AbstractSet[str], tree: ast.Module | None = None) -> bool:
+    """False only when no call in ``source`` can resolve to one of the API paths
+    ``constructor_paths`` (``{"estimator.Estimator"}``); True when one may, or when CPython
+    cannot parse ``source`` (libcst then parses it and reports why not). ``tree`` is
+    CPython's tree of ``source`` when the caller has it already.
+
+    Raises ``TooComplex`` when CPython's parser hits one of its limits (nesting depth,
+    recursion, memory).
+    """
+    if tree is None:
+        tree = parse(source)
+        if tree is None:
+            return True
     if not mentions_any(source, last_names(constructor_paths)):
         return False
     # libcst's QualifiedNameProvider gives a callee a non-local name only through an import
@@ -88,31 +107,23 @@ def may_build_unit(source: bytes, constructor_paths: AbstractSet[str]) -> bool:
     # `tensorflow.estimator.Estimator`. Every import of the name, in any scope, is tried: a
     # superset of what libcst can resolve.
     imports: dict[str, set[str]] = {}
-    calls = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            if isinstance(node.func, (ast.Name, ast.Attribute)):  # as _names.call_api_path
-                calls.append(node.func)
-        elif isinstance(node, ast.Import):
+    scanned = index(tree)  # one walk, shared with the check for Estimator code left
+    for node in scanned.imports:
+        if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname:
                     imports.setdefault(alias.asname, set()).add(alias.name)
                 else:  # `import a.b.c` binds `a`, and `a.b.c.X` is named as written
                     first = alias.name.partition(".")[0]
                     imports.setdefault(first, set()).add(first)
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+        elif node.module and not node.level:
             for alias in node.names:  # relative imports never name TensorFlow
                 if alias.name != "*":
                     imports.setdefault(alias.asname or alias.name, set()).add(f"{node.module}.{alias.name}")
     # Aliases by assignment (`tf1 = tf.compat.v1`, `est = tf1.estimator`, `E = est.Estimator`)
     # name what they are bound to, as RewriteContext.api_path follows them: in any scope, a
     # superset again, chains followed until nothing new is named.
-    aliases = [
-        (node.targets[0].id, _full_name(node.value))
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-        and isinstance(node.value, (ast.Name, ast.Attribute))
-    ]
+    aliases = [(node.targets[0].id, _full_name(node.value)) for node in scanned.aliases]
     grown = True
     while grown:
         grown = False
@@ -123,6 +134,7 @@ def may_build_unit(source: bytes, constructor_paths: AbstractSet[str]) -> bool:
                 if named not in imports.setdefault(alias, set()):
                     imports[alias].add(named)
                     grown = True
+    calls = scanned.calls  # `name(...)` / `a.b(...)`, as _names.call_api_path
     for func in calls:
         name = _full_name(func)
         first, dot, rest = name.partition(".")
@@ -157,6 +169,9 @@ class Screening:
     #: Why it must not be parsed at all (reported as E2K900 at ``line``), or None.
     error: str | None = None
     line: int = 1
+    #: CPython's tree of the file, when the screening built one (the engine's check for
+    #: Estimator code left reads it instead of parsing the file again).
+    tree: ast.Module | None = field(default=None, compare=False, repr=False)
 
 
 def screen(source: bytes, constructor_paths: AbstractSet[str], module_rules: bool) -> Screening:
@@ -167,7 +182,8 @@ def screen(source: bytes, constructor_paths: AbstractSet[str], module_rules: boo
         size = f"{len(source) / 2**20:.1f} MB"
         return Screening(False, False, f"not converted: {size} is more than e2k parses ({MAX_PARSE_BYTES >> 20} MB)")
     try:
-        units = may_build_unit(source, constructor_paths)
+        tree = parse(source)
+        units = may_build_unit(source, constructor_paths, tree) if tree is not None else True
     except TooComplex as exc:
         return Screening(False, False, f"cannot parse: {exc}", exc.line)
-    return Screening(parse=units or module_rules, units=units)
+    return Screening(parse=units or module_rules, units=units, tree=tree)

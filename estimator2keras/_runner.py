@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Sequence
 from estimator2keras import __version__
 from estimator2keras._config import CommandLine, Resolver, RuleSettings
 from estimator2keras._context import Finding
-from estimator2keras._engine import RULE_FAILED, UNREADABLE, FileResult, rewrite_source
+from estimator2keras._engine import RULE_FAILED, UNREADABLE, FileResult, keywords_of, rewrite_source
 from estimator2keras._files import SourceFile, atomic_write, discover
 from estimator2keras._notebook import notebook_diff, rewrite_notebook
 from estimator2keras._registry import RuleSet
@@ -208,8 +208,12 @@ def run(
     with interrupts:
         try:
             todo = []
+            keywords: dict[RuleSettings, tuple[bytes, ...] | None] = {}
             for source in files:
-                result = _without_worker(source.path, settings[str(source.path)].load().keywords())
+                chosen = settings[str(source.path)]
+                if chosen not in keywords:
+                    keywords[chosen] = keywords_of(chosen.load())
+                result = _without_worker(source.path, keywords[chosen])
                 if result is None:
                     todo.append(source)
                 else:

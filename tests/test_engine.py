@@ -27,7 +27,7 @@ def test_file_without_estimator_is_not_even_parsed(rules, monkeypatch):
     "source",
     [
         b"# mentions estimator in a comment only\nx = 1\n",
-        b"from tensorflow import estimator\nprint(estimator.ModeKeys.TRAIN)\n",
+        b"import tensorflow as tf\n# tf.estimator.ModeKeys.TRAIN in a comment, \"tf.estimator\" in a string\nx = \"tf.estimator\"\n",
         b"def estimator():\n    return 3\n",
     ],
 )
