@@ -29,7 +29,7 @@ from estimator2keras import _emit
 from estimator2keras._context import RewriteContext
 from estimator2keras._rule import Unsupported
 from estimator2keras._symbols import tf2_respellings
-from estimator2keras._units import Binding, accesses_of, bind_arguments, resolve
+from estimator2keras._units import Binding, accesses_of, bind_arguments, resolve, value_of
 
 CODE = "E2K504"
 
@@ -105,7 +105,7 @@ class ColumnReader:
         self.columns: dict[int, Column] = {}  # id(call) -> Column: one object per column built
         self.bindings: list[Binding] = []  # statements that only build columns for the Estimator
         self.list_bindings: list[Binding] = []
-        self.extended_bindings: list[Binding] = []  # `columns = [...]` and its `columns += [...]`
+        self.extended_bindings: list[Binding] = []  # `columns = [...]` and what appends to it
         self.alias_bindings: list[Binding] = []  # `fc = tf.feature_column`
 
     # -- lists of columns -----------------------------------------------------------------------
@@ -129,43 +129,102 @@ class ColumnReader:
                 ("feature_column.shared_embedding", "feature_column.sequence_")):
             raise Unsupported(f"`{_emit.code(expr.func)}` is not converted yet", expr, CODE)
         if isinstance(expr, cst.Name):
-            bound = resolve(self.ctx, expr)
+            bound = resolve(self.ctx, expr) or self._first_binding(expr)
             if isinstance(bound, Binding):
+                built = self._built_list(expr, bound)
+                if built is not None:
+                    return built
                 self._use_binding(bound, self.list_bindings)
                 return self.read_list(bound.value)
-            extended = self._extended_list(expr)
-            if extended is not None:
-                return [column for part in extended for column in self.read_list(part.value)]
         raise Unsupported("these feature columns are not a list e2k can read (a list literal, names bound once, "
-                          "`+` or `+=` of lists, a comprehension over a literal list)", expr, CODE)
+                          "`+`, `+=`, append or extend of lists, a comprehension or loop over values the source spells)",
+                          expr, CODE)
 
-    def _extended_list(self, name: cst.Name) -> list[Binding] | None:
-        """``columns = [...]`` then ``columns += [...]`` (and nothing else binds the name): the parts,
-        in order."""
+    def _first_binding(self, name: cst.Name) -> Binding | None:
+        """``columns = [...]`` when ``columns += [...]`` follows it (what reaches the read is
+        the ``+=``): the one plain assignment of the name, the rest read as changes to it."""
         scope = self.ctx.scope(name)
         if scope is None:
             return None
-        parts = []
+        plain = []
         for assignment in scope.assignments[name.value]:
             target = getattr(assignment, "node", None)
             statement = self.ctx.enclosing_statement(target) if isinstance(target, cst.Name) else None
             small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
             if isinstance(small, cst.Assign) and len(small.targets) == 1 and small.targets[0].target is target:
-                parts.append((self.ctx.position(statement), "=", Binding(name.value, statement, target, small.value)))
-            elif isinstance(small, cst.AugAssign) and small.target is target and isinstance(small.operator, cst.AddAssign):
-                parts.append((self.ctx.position(statement), "+=", Binding(name.value, statement, target, small.value)))
-            else:
+                plain.append(Binding(name.value, statement, target, small.value))
+            elif not (isinstance(small, cst.AugAssign) and small.target is target and isinstance(small.operator, cst.AddAssign)):
                 return None
-        parts.sort(key=lambda part: part[0])
-        if not parts or parts[0][1] != "=" or any(kind != "+=" for _, kind, _ in parts[1:]):
+        return plain[0] if len(plain) == 1 else None
+
+    def _built_list(self, name: cst.Name, bound: Binding) -> list[Column] | None:
+        """``columns = []`` then ``columns.append(...)``, ``columns.extend([...])``, ``columns +=
+        [...]`` or ``for key in KEYS: columns.append(numeric_column(key))`` in the same block
+        (TensorFlow's premade-Estimator tutorial): the columns, in the order they were added.
+        None when the list is not changed after it is bound; refused when it is changed in a
+        way e2k cannot read."""
+        block = self.ctx.parent(bound.statement)
+        body = getattr(block, "body", None)
+        if not isinstance(body, (list, tuple)):
             return None
-        if any(self.ctx.parent(b.statement) is not self.ctx.parent(parts[0][2].statement) for _, _, b in parts):
+        start = next(i for i, statement in enumerate(body) if statement is bound.statement)
+        reader = self.ctx.enclosing_statement(name)
+        parts: list[tuple[cst.BaseStatement, object]] = []
+        for statement in body[start + 1:]:
+            if statement is reader or self._contains(statement, reader):
+                break
+            if not any(isinstance(n, cst.Name) and n.value == name.value for n in _walk(statement)):
+                continue
+            part = self._mutation(statement, name.value)
+            if part is None:
+                raise Unsupported(f"`{name.value}` is changed here in a way e2k cannot read", statement, CODE)
+            parts.append((statement, part))
+        if not parts:
             return None
-        if self.ctx.position(name) < parts[-1][0]:
+        self._use_binding(bound, self.extended_bindings)
+        columns = self.read_list(bound.value)
+        for statement, (kind, value) in parts:
+            self._use_binding(Binding(name.value, statement, bound.target, bound.value), self.extended_bindings)
+            if kind == "list":
+                columns += self.read_list(value)
+            elif kind == "column":
+                columns.append(self.read_column(value))
+            else:
+                variable, values, call = value
+                columns += [self._column_call(call, None, env={variable: v}) for v in values]
+        return columns
+
+    def _contains(self, owner: cst.CSTNode, node: cst.CSTNode | None) -> bool:
+        return node is not None and _contains(self.ctx, owner, node)
+
+    def _mutation(self, statement: cst.BaseStatement, name: str):
+        """What ``statement`` adds to the list ``name``: ("list", expr), ("column", expr),
+        ("loop", (variable, values, column call)); None when it is anything else."""
+        if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
+            small = statement.body[0]
+            if isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign) \
+                    and isinstance(small.target, cst.Name) and small.target.value == name:
+                return "list", small.value
+            call = small.value if isinstance(small, cst.Expr) else None
+            if (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name)
+                    and call.func.value.value == name and len(call.args) == 1 and not call.args[0].keyword
+                    and not call.args[0].star):
+                method = call.func.attr.value
+                if method in ("append", "extend"):
+                    return ("column" if method == "append" else "list"), call.args[0].value
             return None
-        for _, _, binding in parts:
-            self._use_binding(binding, self.extended_bindings)
-        return [binding for _, _, binding in parts]
+        if (isinstance(statement, cst.For) and statement.orelse is None and isinstance(statement.target, cst.Name)
+                and isinstance(statement.body, cst.IndentedBlock) and len(statement.body.body) == 1):
+            inner = self._mutation(statement.body.body[0], name)
+            values = self.literal_sequence(statement.iter)
+            if inner is None or inner[0] != "column" or values is None or not isinstance(inner[1], cst.Call):
+                return None
+            variable = statement.target.value
+            for arg in inner[1].args[1:]:
+                if any(isinstance(n, cst.Name) and n.value == variable for n in _walk(arg)):
+                    return None  # only the column's key may come from the loop
+            return "loop", (variable, values, inner[1])
+        return None
 
     def _comprehension(self, comp: cst.ListComp) -> list[Column]:
         loop = comp.for_in
@@ -182,13 +241,43 @@ class ColumnReader:
                 raise Unsupported(f"only the first argument of the column may read `{name}`", arg, CODE)
         return [self._column_call(comp.elt, None, env={name: value}) for value in values]
 
-    def literal_sequence(self, expr: cst.BaseExpression) -> list[cst.BaseExpression] | None:
+    def literal_sequence(self, expr: cst.BaseExpression, _depth: int = 0) -> list[cst.BaseExpression] | None:
+        """The values a loop over ``expr`` takes, when the source spells them: a list or tuple
+        literal, the keys of a dict literal (``.keys()``, ``list(...)``, a ``pd.DataFrame({...})``
+        of one), a slice or sum of such, through names bound once."""
+        if _depth > 8:
+            return None
+        again = lambda e: self.literal_sequence(e, _depth + 1)  # noqa: E731
         if isinstance(expr, cst.Name):
-            bound = resolve(self.ctx, expr)
-            if isinstance(bound, Binding):
-                expr = bound.value
+            value = value_of(self.ctx, expr)
+            return again(value) if value is not None else None
         if isinstance(expr, (cst.List, cst.Tuple)) and all(not isinstance(e, cst.StarredElement) for e in expr.elements):
             return [e.value for e in expr.elements]
+        if isinstance(expr, cst.Dict) and all(isinstance(e, cst.DictElement) for e in expr.elements):
+            return [e.key for e in expr.elements]
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+            left, right = again(expr.left), again(expr.right)
+            return left + right if left is not None and right is not None else None
+        if isinstance(expr, cst.Call) and not any(a.keyword or a.star for a in expr.args):
+            func = expr.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "keys" and not expr.args:
+                return again(func.value)
+            if isinstance(func, cst.Name) and func.value in ("list", "tuple") and len(expr.args) == 1:
+                return again(expr.args[0].value)
+            if isinstance(func, (cst.Name, cst.Attribute)) and _emit.code(func).rsplit(".", 1)[-1] == "DataFrame" \
+                    and len(expr.args) == 1 and isinstance(expr.args[0].value, (cst.Dict, cst.Name)):
+                return again(expr.args[0].value)
+        if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Slice):
+            values, part = again(expr.value), expr.slice[0].slice
+            bounds = []
+            for bound in (part.lower, part.upper):
+                number = _signed_int(bound) if bound is not None else None
+                if bound is not None and number is None:
+                    return None
+                bounds.append(number)
+            if values is None or part.step is not None:
+                return None
+            return values[bounds[0]:bounds[1]]
         return None
 
     # -- one column -----------------------------------------------------------------------------
@@ -419,6 +508,14 @@ class ColumnReader:
             if all(read is not None and any(_contains(self.ctx, owner, read) for owner in inside) for read in reads):
                 bindings.append(alias)
         return bindings
+
+
+def _signed_int(node: cst.BaseExpression) -> int | None:
+    if isinstance(node, cst.Integer):
+        return int(node.evaluated_value)
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus) and isinstance(node.expression, cst.Integer):
+        return -int(node.expression.evaluated_value)
+    return None
 
 
 def _contains(ctx: RewriteContext, owner: cst.CSTNode, node: cst.CSTNode) -> bool:

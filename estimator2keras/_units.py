@@ -98,6 +98,52 @@ def _assignment_of(ctx: RewriteContext, target: cst.CSTNode):
     return None
 
 
+def value_of(ctx: RewriteContext, name: cst.Name) -> cst.BaseExpression | None:
+    """The expression whose value ``name`` holds here: ``name = expr``; ``a, name = expr`` with
+    a tuple literal, or a call of a function of the file whose one ``return`` gives a tuple
+    (``train, train_y = make_set(120)``: the function's returned expression, read in its own
+    scope). None when it cannot be told."""
+    bound = resolve(ctx, name)
+    if isinstance(bound, Binding):
+        return bound.value
+    assignment = _single_assignment(ctx, name)
+    target = getattr(assignment, "node", None)
+    element = ctx.parent(target) if isinstance(target, cst.Name) else None
+    tuple_ = ctx.parent(element) if isinstance(element, cst.Element) else None
+    assign_target = ctx.parent(tuple_) if isinstance(tuple_, (cst.Tuple, cst.List)) else None
+    assign = ctx.parent(assign_target) if isinstance(assign_target, cst.AssignTarget) else None
+    if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+        return None
+    index = next(i for i, e in enumerate(tuple_.elements) if e is element)
+    if any(isinstance(e, cst.StarredElement) for e in tuple_.elements):
+        return None
+    value = assign.value
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
+        function = resolve(ctx, value.func)
+        value = _single_return(function) if isinstance(function, cst.FunctionDef) else None
+    if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(tuple_.elements):
+        return value.elements[index].value
+    return None
+
+
+def _single_return(function: cst.FunctionDef) -> cst.BaseExpression | None:
+    """The value of a function's one ``return``, its last statement."""
+    returns = []
+    stack = list(function.body.children)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        if isinstance(node, cst.Return):
+            returns.append(node)
+        stack.extend(node.children)
+    body = function.body.body if isinstance(function.body, cst.IndentedBlock) else []
+    last = body[-1] if body else None
+    if len(returns) != 1 or not (isinstance(last, cst.SimpleStatementLine) and last.body[-1] is returns[0]):
+        return None
+    return returns[0].value
+
+
 def reads_reached(ctx: RewriteContext, target: cst.CSTNode) -> list[tuple[cst.Name, frozenset]] | None:
     """Every read that the value bound at ``target`` may reach, each with the other
     assignments that may reach it too (rebinding in a branch, in a loop); None when the

@@ -48,8 +48,10 @@ class FeatureColumnsToPreprocessingLayers(UnitRule):
 
     ## Limitations
     Columns must be built where e2k can read them (calls bound to names once, list
-    literals, `+` of lists, a comprehension over a literal list) and only feed the
-    Estimator. Features must hold one value per example; sequence columns, shared
+    literals, `+` of lists, a comprehension or a loop of `append`s over values the source
+    spells: a literal list, a constant, the keys of a dict literal, even one a function of
+    the file returns, as TensorFlow's premade-Estimator tutorial builds them) and only feed
+    the Estimator. Features must hold one value per example; sequence columns, shared
     embeddings, `crossed_column(hash_key=...)`, embedding initializers and checkpoints,
     `max_norm`, and a `default_value` other than -1 are not converted (E2K504, the unit is
     left as it was).

@@ -130,3 +130,54 @@ def test_preprocess_gives_the_feature_columns_ids(converted, expected):
 def test_preprocess_gives_the_feature_columns_ids_on_newest_tensorflow(converted, expected):
     path, names = converted
     _check(_run(support.target_python(), KERAS_SCRIPT, str(path), json.dumps(names)), expected)
+
+
+def test_columns_appended_in_a_loop_over_keys_the_source_spells(rules):
+    """TensorFlow's premade-Estimator tutorial: `for key in train.keys(): columns.append(...)`,
+    `train` returned by a function of the file as a dict literal; constants and slices too."""
+    from estimator2keras._engine import rewrite_source
+
+    program = '''\
+import numpy as np
+import tensorflow as tf
+
+CSV = ["a", "b", "c", "label"]
+
+
+def make_set(n):
+    features = {"b": np.zeros(n), "a": np.ones(n)}
+    return features, np.zeros(n)
+
+
+train, train_y = make_set(8)
+columns = []
+for key in train.keys():
+    columns.append(tf.feature_column.numeric_column(key=key))
+columns.extend([tf.feature_column.numeric_column(k) for k in CSV[2:-1]])
+columns += [tf.feature_column.numeric_column("d")]
+est = tf.estimator.LinearRegressor(feature_columns=columns)
+est.train(lambda: tf.data.Dataset.from_tensor_slices((dict(train), train_y)).batch(2), steps=1)
+'''
+    result = rewrite_source(program.encode(), "premade.py", rules)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    new = result.new.decode()
+    for key in ("a", "b", "c", "d"):
+        assert f'features["{key}"]' in new
+    assert "feature_column" not in new and "columns.append" not in new
+
+
+def test_a_list_changed_in_a_way_e2k_cannot_read_is_refused(rules):
+    from estimator2keras._engine import rewrite_source
+
+    program = '''\
+import tensorflow as tf
+
+columns = []
+for key in load_keys():
+    columns.append(tf.feature_column.numeric_column(key=key))
+est = tf.estimator.LinearRegressor(feature_columns=columns)
+est.train(lambda: tf.data.Dataset.from_tensor_slices(({"a": [1.0]}, [1.0])).batch(1), steps=1)
+'''
+    result = rewrite_source(program.encode(), "dynamic.py", rules)
+    assert result.status == "partial"
+    assert any(f.code == "E2K504" and "changed here" in f.message for f in result.findings)
