@@ -62,3 +62,33 @@ def write_human(results: list[FileResult], out: TextIO, *, verbose: bool, verb: 
         for finding in sorted(result.findings, key=sort_key):
             if finding.kind != "fixed" or verbose:
                 print(style.finding(finding), file=out)
+
+
+#: Blockers listed in the coverage summary.
+TOP_BLOCKERS = 5
+
+
+def write_coverage(coverage: dict, out: TextIO, *, style: Style, width: int = 100) -> None:
+    """The coverage summary (``RunSummary.coverage()``), after the per-file lines: a few lines
+    a team lead reads after `e2k rewrite --check DIR`."""
+    files = coverage["estimator_files"]
+    if not files:
+        line = "coverage: no file with Estimator code"
+    else:
+        share = f" ({100 * coverage['converted'] / files:.0f}%)"
+        line = (
+            f"coverage: {files} file{'s' if files != 1 else ''} with Estimator code: "
+            f"{style('fixed', str(coverage['converted']) + ' converted fully')}{share}, "
+            f"{style('manual', str(coverage['partial']) + ' partial')}"
+        )
+    if coverage["error"]:
+        line += f"; {style('error', str(coverage['error']) + ' could not be read')}"
+    print(line, file=out)
+    blockers = coverage["blockers"][:TOP_BLOCKERS]
+    if blockers:
+        print("most frequent blockers (files):", file=out)
+        for blocker in blockers:
+            message = blocker["message"]
+            if len(message) > width:
+                message = message[: width - 3] + "..."
+            print(f"{blocker['files']:6d}  {style('manual', blocker['code'])} {message}", file=out)

@@ -8,6 +8,7 @@ import os
 import signal
 import threading
 import time
+from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -18,9 +19,10 @@ from typing import Callable, Iterable, Sequence
 from estimator2keras import __version__
 from estimator2keras._config import CommandLine, Resolver, RuleSettings
 from estimator2keras._context import Finding
-from estimator2keras._engine import RULE_FAILED, UNREADABLE, FileResult, keywords_of, rewrite_source
+from estimator2keras._engine import ESTIMATOR_CODE_LEFT, RULE_FAILED, UNREADABLE, FileResult, keywords_of, rewrite_source
 from estimator2keras._files import SourceFile, atomic_write, discover
 from estimator2keras._notebook import notebook_diff, rewrite_notebook
+from estimator2keras._program import CALLS_ESTIMATOR_CODE, link
 from estimator2keras._registry import RuleSet
 
 
@@ -55,6 +57,26 @@ class RunSummary:
     def changed(self) -> list[FileResult]:
         return [r for r in self.results if r.changed]
 
+    def coverage(self) -> dict:
+        """The figures a team lead reads after a run over a tree: how many files hold
+        Estimator code (converted or partial), how many converted fully, and what blocks the
+        rest, each blocker (code and message) counted once per file, most frequent first."""
+        blockers: Counter = Counter()
+        for result in self.results:
+            if result.status == "partial":
+                blockers.update({(f.code, _blocker(f)) for f in result.manual})
+        converted, partial = self.count("converted"), self.count("partial")
+        return {
+            "estimator_files": converted + partial,
+            "converted": converted,
+            "partial": partial,
+            "error": self.count("error"),
+            "blockers": [
+                {"code": code, "message": message, "files": files}
+                for (code, message), files in sorted(blockers.items(), key=lambda item: (-item[1], item[0]))
+            ],
+        }
+
     def to_dict(self) -> dict:
         return {
             "tool": "estimator2keras",
@@ -69,8 +91,17 @@ class RunSummary:
                 "interrupted": self.interrupted,
                 "seconds": round(self.seconds, 3),
             },
+            "coverage": self.coverage(),
             "files": [r.to_dict() for r in sorted(self.results, key=lambda r: r.path)],
         }
+
+
+def _blocker(finding: Finding) -> str:
+    """A finding's message as a blocker: a call into another module's Estimator code names
+    its call and place, which are the same blocker in every file."""
+    if finding.code == ESTIMATOR_CODE_LEFT and finding.message.startswith("calls "):
+        return CALLS_ESTIMATOR_CODE
+    return finding.message
 
 
 # -- workers -----------------------------------------------------------------------------
@@ -227,6 +258,9 @@ def run(
                     finish(result)
             else:
                 _run_pool(todo, jobs, settings, finish, summary)
+            if not summary.interrupted:
+                # Calls from one file into Estimator code left in another (the program pass).
+                link(summary.results, lambda r: settings[r.path].load().enabled(ESTIMATOR_CODE_LEFT))
         except KeyboardInterrupt:
             summary.interrupted = True
     summary.seconds = time.perf_counter() - start

@@ -54,7 +54,7 @@ def _rewrite(args: argparse.Namespace) -> int:
     import json
 
     from estimator2keras._config import ConfigError
-    from estimator2keras._output import Style, use_color, write_human
+    from estimator2keras._output import Style, use_color, write_coverage, write_human
     from estimator2keras._progress import Progress
     from estimator2keras._runner import RewriteOptions, run, summary_line, unified_diff
     from estimator2keras._sarif import sarif_log
@@ -116,7 +116,10 @@ def _rewrite(args: argparse.Namespace) -> int:
     if document is None or args.report:
         out = sys.stderr if args.diff else sys.stdout
         verb = "converted" if write or args.out else "would be converted"
-        write_human(summary.results, out, verbose=args.verbose, verb=verb, style=Style(use_color(args.color, out)))
+        style = Style(use_color(args.color, out))
+        write_human(summary.results, out, verbose=args.verbose, verb=verb, style=style)
+        if not args.quiet and any(Path(p).is_dir() for p in args.paths):
+            write_coverage(summary.coverage(), out, style=style)
     if not args.quiet:
         print(summary_line(summary, wrote=write or bool(args.out)), file=sys.stderr)
 
