@@ -219,3 +219,28 @@ def test_many_module_names_are_indexed_instead_of_searched(tmp_path, monkeypatch
     _, indexed = check(tmp_path)
     assert searched == indexed
     assert indexed["run.py"]["status"] == indexed["trainer/task.py"]["status"] == "partial"
+
+
+def test_coverage_benchmark_counts_silent_misses_independently(tmp_path, capsys):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("coverage_benchmark", REPO / "benchmarks" / "coverage.py")
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
+    tree = tmp_path / "tree"
+    package(tree, "from . import model")
+    (tree / "keras_only.py").write_text("import tensorflow as tf\nmodel = tf.keras.Model()\n")
+    before = {p: p.read_bytes() for p in tree.rglob("*.py")}
+
+    assert benchmark.main([str(tree), "-q", "-j", "1", "--json", str(tmp_path / "figures.json")]) == 0
+    assert {p: p.read_bytes() for p in tree.rglob("*.py")} == before  # a copy was rewritten
+    figures = json.loads((tmp_path / "figures.json").read_text())
+    # model.py calls EstimatorSpec(...); task.py calls model.train_and_evaluate(...).
+    assert (figures["estimator_files"], figures["converted"], figures["silent_misses"]) == (2, 0, [])
+    assert capsys.readouterr().out.splitlines()[-1] == "rate 0/2 silent 0"
+
+    # With E2K905 ignored by the tree's configuration, task.py is a silent miss again.
+    (tree / "pyproject.toml").write_text('[tool.e2k]\nignore = ["E2K905"]\n')
+    benchmark.main([str(tree), "-q", "-j", "1", "--json", str(tmp_path / "figures.json")])
+    figures = json.loads((tmp_path / "figures.json").read_text())
+    assert figures["silent_misses"] == ["trainer/task.py"]
