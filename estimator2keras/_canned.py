@@ -951,8 +951,7 @@ def convert(unit, plan, ctx, code: str) -> None:
     """Plan the conversion of a canned Estimator unit (raises Unsupported)."""
     reader = CannedReader(unit, plan, ctx, code)
     canned = reader.read()
-    scope = ctx.scope(unit.target)
-    taken = {a.name for a in scope.assignments} | {a.node.value for a in scope.accesses}
+    taken = plan.names_taken()
     module_scope = ctx.scope(ctx.module.body[0]) if ctx.module.body else None
     if module_scope is not None:
         taken |= {a.name for a in module_scope.assignments}
@@ -1036,6 +1035,14 @@ def _place_definitions(plan, ctx, unit, removable: list[Binding], definitions: l
                     and ctx.parent(b.statement) is ctx.module]
     statements = sorted({id(b.statement): b.statement for b in removable}.values(),
                         key=lambda s: ctx.position(s))
+    if len(plan.group_calls) > 1:
+        # Estimators converted together share the columns' statements: each model's classes
+        # go after the imports (the same class once), the statements go.
+        for statement in statements:
+            plan.remove_statement(statement)
+        for definition in definitions:
+            plan.add_helper(definition.name.value, lambda _, d=definition: [d])
+        return
     first = None
     if module_level:
         first = min((b.statement for b in module_level), key=lambda s: ctx.position(s))

@@ -29,7 +29,9 @@ from estimator2keras import _emit
 from estimator2keras._context import RewriteContext
 from estimator2keras._rule import Unsupported
 from estimator2keras._symbols import tf2_respellings
-from estimator2keras._units import Binding, accesses_of, bind_arguments, resolve, value_of
+from estimator2keras._units import (
+    Binding, _in_estimator_call, _single_assignment, accesses_of, bind_arguments, resolve, value_of,
+)
 
 CODE = "E2K504"
 
@@ -107,6 +109,8 @@ class ColumnReader:
         self.list_bindings: list[Binding] = []
         self.extended_bindings: list[Binding] = []  # `columns = [...]` and what appends to it
         self.alias_bindings: list[Binding] = []  # `fc = tf.feature_column`
+        #: `wide, deep = build_model_columns()`: one binding per name the statement binds.
+        self.unpacked_bindings: list[Binding] = []
 
     # -- lists of columns -----------------------------------------------------------------------
     def read_list(self, expr: cst.BaseExpression) -> list[Column]:
@@ -136,9 +140,33 @@ class ColumnReader:
                     return built
                 self._use_binding(bound, self.list_bindings)
                 return self.read_list(bound.value)
+            returned = self._returned_by_helper(expr)
+            if returned is not None:
+                return self.read_list(returned)
         raise Unsupported("these feature columns are not a list e2k can read (a list literal, names bound once, "
                           "`+`, `+=`, append or extend of lists, a comprehension or loop over values the source spells)",
                           expr, CODE)
+
+    def _returned_by_helper(self, name: cst.Name) -> cst.BaseExpression | None:
+        """``wide, deep = build_model_columns()`` (TensorFlow's official wide & deep): what the
+        function of the file returns there. The function goes with the Estimator when only
+        that statement calls it, and the statement when only the Estimators read its names."""
+        value = value_of(self.ctx, name)
+        assignment = _single_assignment(self.ctx, name)
+        target = getattr(assignment, "node", None)
+        statement = self.ctx.enclosing_statement(target) if target is not None else None
+        small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
+        if value is None or not (isinstance(small, cst.Assign) and isinstance(small.value, cst.Call)
+                                 and isinstance(small.value.func, cst.Name)):
+            return None
+        helper = resolve(self.ctx, small.value.func)
+        if not isinstance(helper, cst.FunctionDef) or small.value.args:
+            return None  # a helper taking arguments would need them bound
+        names = [e.value for e in small.targets[0].target.elements]
+        for element in names:
+            self._use_binding(Binding(element.value, statement, element, small.value), self.unpacked_bindings)
+        self._use_binding(Binding(helper.name.value, helper, helper.name, small.value), self.bindings)
+        return value
 
     def _first_binding(self, name: cst.Name) -> Binding | None:
         """``columns = [...]`` when ``columns += [...]`` follows it (what reaches the read is
@@ -173,8 +201,9 @@ class ColumnReader:
         for statement in body[start + 1:]:
             if statement is reader or self._contains(statement, reader):
                 break
-            if not any(isinstance(n, cst.Name) and n.value == name.value for n in _walk(statement)):
-                continue
+            mentions = [n for n in _walk(statement) if isinstance(n, cst.Name) and n.value == name.value]
+            if all(_in_estimator_call(self.ctx, n) for n in mentions):
+                continue  # no mention, or only other Estimators reading the list (converted with this one)
             part = self._mutation(statement, name.value)
             if part is None:
                 raise Unsupported(f"`{name.value}` is changed here in a way e2k cannot read", statement, CODE)
@@ -488,10 +517,12 @@ class ColumnReader:
     def removable(self, consumers: list[cst.CSTNode]) -> list[Binding]:
         """The statements that bound columns (or lists of them), all of which must be read only
         by the Estimator call or by each other: they go with the Estimator."""
-        bindings = self.list_bindings + self.extended_bindings + self.bindings
+        bindings = self.list_bindings + self.extended_bindings + self.bindings + self.unpacked_bindings
         inside = [b.statement for b in bindings] + list(consumers)
         for binding in bindings:
-            if any(binding is b for b in self.extended_bindings):
+            if isinstance(binding.statement, cst.FunctionDef):
+                reads = accesses_of(self.ctx, binding.statement.name) or [None]
+            elif any(binding is b for b in self.extended_bindings):
                 scope = self.ctx.scope(binding.target)
                 reads = [a.node for a in scope.accesses[binding.name]]
             else:
@@ -507,7 +538,9 @@ class ColumnReader:
             reads = accesses_of(self.ctx, alias.target) or [None]
             if all(read is not None and any(_contains(self.ctx, owner, read) for owner in inside) for read in reads):
                 bindings.append(alias)
-        return bindings
+        # A statement inside a function that goes (a helper building the columns) goes with it.
+        functions = [b.statement for b in bindings if isinstance(b.statement, cst.FunctionDef)]
+        return [b for b in bindings if not any(f is not b.statement and _contains(self.ctx, f, b.statement) for f in functions)]
 
 
 def _signed_int(node: cst.BaseExpression) -> int | None:

@@ -475,6 +475,14 @@ class EstimatorUnit:
     #: Reads of the variable that another assignment may reach too (``if tpu: est = A(...)
     #: else: est = B(...)``; ``est.train()``), each with those assignments.
     shared: dict[cst.Name, frozenset] = field(default_factory=dict)
+    #: The Estimator is built in a function that returns it (``def build_estimator(...):
+    #: return DNNClassifier(...)``, TensorFlow's official wide & deep): the function, and the
+    #: statements that call it (``m = build_estimator(model_dir, "wide")``); ``target`` and the
+    #: uses are those of the calls' variables.
+    factory: cst.FunctionDef | None = None
+    sites: list[tuple[cst.SimpleStatementLine, cst.Call, cst.Name]] = field(default_factory=list)
+    #: ``return m`` in the factory, when the Estimator was bound to ``m`` there first.
+    returned: cst.Name | None = None
 
     @property
     def var(self) -> str:
@@ -535,25 +543,54 @@ def find_units(ctx: RewriteContext, owners: dict[str, type[UnitRule]]) -> Iterat
 
 def _build_unit(ctx: RewriteContext, call: cst.Call, path: str, owner: type[UnitRule]) -> EstimatorUnit:
     statement = ctx.enclosing_statement(call)
-    assign = None
+    small = None
     if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
-        assign = statement.body[0]
-    if not (
-        isinstance(assign, cst.Assign)
-        and assign.value is call
-        and len(assign.targets) == 1
-        and isinstance(assign.targets[0].target, cst.Name)
+        small = statement.body[0]
+    factory, sites, returned = None, [], None
+    if isinstance(small, cst.Return) and small.value is call:
+        # `def build_estimator(...): return tf.estimator.DNNClassifier(...)`
+        factory = _enclosing_function(ctx, statement)
+        sites = _factory_sites(ctx, factory, call)
+        target = sites[0][2]
+    elif (
+        isinstance(small, cst.Assign)
+        and small.value is call
+        and len(small.targets) == 1
+        and isinstance(small.targets[0].target, cst.Name)
     ):
+        target = small.targets[0].target
+    else:
         raise Unsupported(
-            "the Estimator is not assigned to a name (`estimator = ...`), which e2k needs to follow its uses", call
-        )
-    target = assign.targets[0].target
-    reached = reads_reached(ctx, target)
-    if reached is None:
-        raise Unsupported(f"the uses of `{target.value}` cannot be followed", target)
+            "the Estimator is not assigned to a name (`estimator = ...`) nor returned, which e2k needs to follow its uses",
+            call)
+    reached = reads_reached(ctx, target) if factory is None else None
+    if factory is None:
+        if reached is None:
+            raise Unsupported(f"the uses of `{target.value}` cannot be followed", target)
+        returns = [read for read, _ in reached if isinstance(ctx.parent(read), cst.Return)]
+        if returns:
+            # `m = tf.estimator.LinearClassifier(...)` ... `return m`: a factory too.
+            if len(returns) != 1 or len(reached) != 1 or reached[0][1]:
+                raise Unsupported(f"`{target.value}` is returned and used in the function that builds it", returns[0])
+            returned = returns[0]
+            factory = _enclosing_function(ctx, statement)
+            sites = _factory_sites(ctx, factory, call)
+    if factory is not None:
+        reached = []
+        for _, _, site_target in sites:
+            found = reads_reached(ctx, site_target)
+            if found is None:
+                raise Unsupported(f"the uses of `{site_target.value}` cannot be followed", site_target)
+            reached += found
+        target = sites[0][2]
     args = bind_arguments(call, owner.signature)
     unit = EstimatorUnit(owner, path, statement, call, target, args, [_classify(ctx, n) for n, _ in reached])
     unit.shared = {read: others for read, others in reached if others}
+    unit.factory, unit.sites, unit.returned = factory, sites, returned
+    if factory is not None and unit.shared:
+        read = next(iter(unit.shared))
+        raise Unsupported(f"`{read.value}` may also hold another value here; e2k follows a factory's result "
+                          "only into a variable bound once", read)
     config = unit.arg_value("config")
     if config is not None:
         config_call, binding = resolve_call(ctx, config, RUN_CONFIG)
@@ -567,6 +604,38 @@ def _build_unit(ctx: RewriteContext, call: cst.Call, path: str, owner: type[Unit
         tpu = ctx.call_api_path(config_call) in TPU_RUN_CONFIG
         unit.config_args = bind_arguments(config_call, TPU_RUN_CONFIG_SIGNATURE if tpu else RUN_CONFIG_SIGNATURE)
     return unit
+
+
+def _enclosing_function(ctx: RewriteContext, statement: cst.CSTNode) -> cst.FunctionDef:
+    current = ctx.parent(statement)
+    while current is not None and not isinstance(current, cst.FunctionDef):
+        current = ctx.parent(current)
+    if current is None:
+        raise Unsupported("the Estimator is returned outside a function", statement)
+    return current
+
+
+def _factory_sites(ctx: RewriteContext, factory: cst.FunctionDef, call: cst.Call):
+    """Where a function returning an Estimator is called: each call must be bound to a name
+    (``m = build_estimator(...)``), the name's uses being the Estimator's."""
+    if factory.decorators or isinstance(ctx.scope(factory), type(None)):
+        raise Unsupported("the function that returns the Estimator is decorated", factory)
+    if not isinstance(ctx.scope(factory.name), GlobalScope) and not isinstance(ctx.parent(factory), (cst.IndentedBlock, cst.Module)):
+        raise Unsupported("the function that returns the Estimator is not a plain function", factory)
+    reads = accesses_of(ctx, factory.name)
+    if not reads:
+        raise Unsupported(f"`{factory.name.value}` returns the Estimator, but e2k finds no call of it to follow", call)
+    sites = []
+    for read in reads:
+        site_call = ctx.parent(read)
+        statement = ctx.enclosing_statement(read)
+        small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
+        if not (isinstance(site_call, cst.Call) and site_call.func is read and isinstance(small, cst.Assign)
+                and small.value is site_call and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
+            raise Unsupported(f"`{factory.name.value}` returns the Estimator; this use of it is not a call bound to "
+                              "a name, which e2k needs to follow its result", read)
+        sites.append((statement, site_call, small.targets[0].target))
+    return sites
 
 
 def _in_estimator_call(ctx: RewriteContext, node: cst.CSTNode) -> bool:
@@ -717,11 +786,19 @@ class ConversionPlan:
         """Like ``leftover``, for a rule that put the ``# e2k:`` mark into its new code itself."""
         self._reported.append((node, code, message))
 
+    def names_taken(self) -> set[str]:
+        """Names bound or read where the unit's code goes: the scope of the Estimator's
+        variable, and the factory's that builds it (if any)."""
+        taken: set[str] = set()
+        for node in (self.unit.target, self.unit.statement):
+            scope = self.ctx.scope(node)
+            if scope is not None:
+                taken |= {a.name for a in scope.assignments} | {a.node.value for a in scope.accesses}
+        return taken
+
     def unique_name(self, preferred: str) -> str:
         """A name free in the unit's scope and not yet given out by this plan."""
-        scope = self.ctx.scope(self.unit.target)
-        taken = {a.name for a in scope.assignments} | {a.node.value for a in scope.accesses} | self._names
-        taken |= _module_names(self.ctx)
+        taken = self.names_taken() | self._names | _module_names(self.ctx)
         name = _emit.unique_name(preferred, taken)
         self._names.add(name)
         return name
@@ -864,11 +941,9 @@ class ConversionPlan:
 
     def _model_var_name(self) -> str:
         unit = self.unit
-        if unit.var == "model":
+        if unit.var == "model" and unit.factory is None:
             return "model"
-        scope = self.ctx.scope(unit.target)
-        taken = {a.name for a in scope.assignments} | {a.node.value for a in scope.accesses}
-        return _emit.unique_name("model", taken)
+        return _emit.unique_name("model", self.names_taken() - {unit.var})
 
     def finish(self) -> None:
         unit = self.unit
@@ -891,6 +966,54 @@ class ConversionPlan:
                 self.leftover(arg, "E2K400", f"RunConfig({name}=...) is not converted; the Keras program ignores it")
         if not self.build and not self.prebuilt:
             raise Unsupported("no rule built a Keras model for this Estimator", unit.call, UNSUPPORTED_USE)
+        if unit.factory is not None:
+            self._prepare_factory_sites()
+
+    def _prepare_factory_sites(self) -> None:
+        """What is made after the model is built moves to where the factory is called: the
+        factory's parameters it reads become the arguments of that call (``model_dir`` ->
+        ``FLAGS.model_dir``); a value the factory computes itself cannot move, and refuses."""
+        unit, ctx = self.unit, self.ctx
+        factory = unit.factory
+        if unit.returned is not None:
+            self.replace(unit.returned, cst.Name(self.model_var))
+        names = [p.name.value for p in factory.params.params]
+        if factory.params.star_arg != cst.MaybeSentinel.DEFAULT or factory.params.kwonly_params or factory.params.star_kwarg:
+            raise Unsupported("the factory takes *args, **kwargs or keyword-only parameters", factory, UNSUPPORTED_USE)
+        after = [*self.after_build, *self.fit_callbacks]
+        read = [n for statement in after for n in _names_in(statement) if _within(ctx, n, factory)]
+        scope = ctx.scope(factory.body)
+        self._site_values: dict[cst.BaseStatement, dict] = {}
+        #: Arguments the moved code reads too, computed once before the call: node -> (name, value).
+        self._site_bound: dict[cst.BaseStatement, dict] = {}
+        for site, call, _ in unit.sites:
+            bound = {k: a.value for k, a in bind_arguments(call, tuple(names)).items()}
+            values, once = {}, {}
+            site_scope = ctx.scope(site)
+            taken = ({a.name for a in site_scope.assignments} | {a.node.value for a in site_scope.accesses}) if site_scope else set()
+            for name in read:
+                if name.value in names:
+                    if name.value in bound:
+                        value = bound[name.value]
+                        if not isinstance(value, (cst.Name, cst.Attribute, cst.SimpleString, cst.Integer, cst.Float)):
+                            # `build_estimator(args.model_dir or tempfile.mkdtemp(), ...)`: the
+                            # value is computed once, for the call and the code that moves.
+                            if value not in once:
+                                variable = _emit.unique_name(name.value, taken | {n for n, _ in once.values()})
+                                once[value] = (variable, value)
+                            value = cst.Name(once[value][0])
+                        values[name] = value
+                    else:
+                        default = next(p.default for p in factory.params.params if p.name.value == name.value)
+                        if default is None:
+                            raise Unsupported(f"`{name.value}` is not given here", call, UNSUPPORTED_USE)
+                        values[name] = default
+                elif scope is not None and scope.assignments[name.value]:
+                    raise Unsupported(
+                        f"`{name.value}`, computed in `{factory.name.value}`, is needed where it is called "
+                        "(for the Estimator's checkpoints or callbacks)", name, UNSUPPORTED_USE)
+            self._site_values[site] = values
+            self._site_bound[site] = once
 
     def _inside(self, node: cst.CSTNode, statements) -> bool:
         current = node
@@ -915,8 +1038,27 @@ class ConversionPlan:
                 [cst.Element(self.fit_callbacks[0])])
             after.append(_emit.statement("{n} = {v}", n=self.callbacks_var, v=listed))
         statements = dict(self._statements)
-        statements[unit.statement] = [
-            *(self._substituted(s) for s in self.before_build), *build, *(self._substituted(s) for s in after)]
+        if unit.factory is None:
+            statements[unit.statement] = [
+                *(self._substituted(s) for s in self.before_build), *build, *(self._substituted(s) for s in after)]
+        else:
+            # The factory builds and returns the model; what the Estimator's callers get
+            # besides (its checkpoints callback...) is made where it is called.
+            ending = [_emit.statement(f"return {self.model_var}")] if unit.returned is None else []
+            statements[unit.statement] = [*(self._substituted(s) for s in self.before_build), *build, *ending]
+            for site, _, target in unit.sites:
+                bound, values = self._site_bound[site], self._site_values[site]
+                renamed = _emit.replace_in(site.body[0], {a: cst.Name(n) for a, (n, _) in bound.items()})
+                renamed = renamed.with_changes(targets=[renamed.targets[0].with_changes(target=cst.Name(self.model_var))])
+                # The factory's parameters first: the plan's substitutions rebuild the nodes.
+                moved = [self._substituted(_emit.replace_in(s, values)) for s in after]
+                first = [_emit.statement("{n} = {v}", n=name, v=value) for name, value in bound.values()]
+                if first:
+                    first[0] = first[0].with_changes(leading_lines=site.leading_lines)
+                    renamed_line = site.with_changes(body=[renamed], leading_lines=[])
+                else:
+                    renamed_line = site.with_changes(body=[renamed])
+                statements[site] = [*first, renamed_line, *moved]
         if unit.config_binding is not None:
             statements.setdefault(unit.config_binding.statement, [])
         for original, new in list(statements.items()):
@@ -1189,31 +1331,34 @@ def _within(ctx: RewriteContext, node: cst.CSTNode, ancestor: cst.CSTNode) -> bo
 
 def _check_shared_uses(plans: list[ConversionPlan], ctx: RewriteContext) -> None:
     """The plans of a group must write the same code wherever they meet (a shared
-    ``est.train(...)``, the model_fn they both convert): compared as each plan would commit
-    it, every substitution applied."""
-    if len(plans) < 2:
-        return
+    ``est.train(...)``, the model_fn they both convert, a class they both define): compared
+    pair by pair as each plan would commit it, every substitution applied."""
+    for index, first in enumerate(plans):
+        for other in plans[index + 1:]:
+            _check_pair(first, other, ctx)
 
-    def written(plan: ConversionPlan, node) -> str:
-        if node in plan._statements:
-            return "".join(_emit.code(plan._substituted(s)) for s in plan._statements[node])
-        if node in plan._subst:
-            return _emit.code(plan._substituted(plan._subst[node]))
-        return "<unchanged>"
 
-    first = plans[0]
-    for other in plans[1:]:
-        pair = (first, other)
-        meeting = set(first._statements) & set(other._statements)
-        meeting |= {ctx.enclosing_statement(read) for plan in pair for read in plan.unit.shared}
-        touched = set(first._statements) | set(other._statements) | set(first._subst) | set(other._subst)
-        for node in touched:
-            if not any(_within(ctx, node, statement) for statement in meeting):
-                continue
-            if written(first, node) != written(other, node):
-                raise Unsupported(
-                    f"the Estimators on lines {ctx.position(first.unit.call)[0]} and "
-                    f"{ctx.position(other.unit.call)[0]} convert this code differently", node, UNSUPPORTED_USE)
+def _written(plan: ConversionPlan, node) -> str:
+    if node in plan._statements:
+        return "".join(_emit.code(plan._substituted(s)) for s in plan._statements[node])
+    if node in plan._subst:
+        return _emit.code(plan._substituted(plan._subst[node]))
+    return "<unchanged>"
+
+
+def _check_pair(first: ConversionPlan, other: ConversionPlan, ctx: RewriteContext) -> None:
+    lines = f"the Estimators on lines {ctx.position(first.unit.call)[0]} and {ctx.position(other.unit.call)[0]}"
+    mine = {key: "".join(_emit.code(d) for d in definitions) for key, (_, definitions) in first._helpers}
+    for key, (_, definitions) in other._helpers:
+        if key in mine and mine[key] != "".join(_emit.code(d) for d in definitions):
+            raise Unsupported(f"{lines} need different definitions named `{key}`", other.unit.call, UNSUPPORTED_USE)
+    pair = (first, other)
+    meeting = set(first._statements) & set(other._statements)
+    meeting |= {ctx.enclosing_statement(read) for plan in pair for read in plan.unit.shared}
+    touched = set(first._statements) | set(other._statements) | set(first._subst) | set(other._subst)
+    for node in touched:
+        if any(_within(ctx, node, statement) for statement in meeting) and _written(first, node) != _written(other, node):
+            raise Unsupported(f"{lines} convert this code differently", node, UNSUPPORTED_USE)
 
 
 def _remove_unused_aliases(ctx: RewriteContext) -> None:

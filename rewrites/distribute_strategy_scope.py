@@ -136,9 +136,8 @@ model.fit(input_fn())
             if isinstance(ctx.scope(binding.target), GlobalScope):
                 plan.strategy_name = binding.name
         else:
-            scope = ctx.scope(unit.target)
-            taken = {a.name for a in scope.assignments} | {a.node.value for a in scope.accesses}
-            name = _emit.unique_name("strategy", taken)
+            scope = ctx.scope(unit.statement)
+            name = _emit.unique_name("strategy", plan.names_taken())
             respelled = dict(tf2_respellings(ctx, call, plan.tf))
             created = _emit.replace_in(call, respelled).with_changes(func=tf2_class)
             plan.before_build.append(_emit.statement("{name} = {call}", name=name, call=created))

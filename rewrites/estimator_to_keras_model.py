@@ -39,7 +39,13 @@ class EstimatorToKerasModel(UnitRule):
     model_fn given as `functools.partial(model_fn, k=v)`, or returned by a factory
     (`make_model_fn(units)` defining and returning it), becomes a builder taking those
     names as arguments (`build_model(k=v)`); a model_fn reached through an alias
-    (`model_function = model_fn`) loses the alias with it. The user's own `if` statements
+    (`model_function = model_fn`) loses the alias with it. An Estimator a function returns
+    (`def build_estimator(model_dir, model_type): return tf.estimator.Estimator(...)`, or bound
+    to a name it returns) is built there as the model, returned, and followed into the
+    variables its callers bind (`m = build_estimator(...)`: `m.train(...)` becomes
+    `model.fit(...)`); what the Estimator's callers need besides (the checkpoints callback of
+    its `model_dir`) is made where the function is called, its parameters given the call's
+    arguments. The user's own `if` statements
     that do not test the mode (`if params["batch_norm"]:`, `if isinstance(features, dict):`)
     are kept in `call` as they were written; one that only wraps the optimizer in
     `CrossShardOptimizer` is left out (E2K605). A categorical cross-entropy of
@@ -267,6 +273,57 @@ def build_model():
 def run():
     model = build_model()
     model.fit(input_fn())
+''',
+        ),
+        Case(
+            id="estimator-factory",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0, 2.0]], [[0.5]])).batch(1)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.dense(features, 1)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def build_estimator(seed):
+    config = tf.estimator.RunConfig(tf_random_seed=seed)
+    return tf.estimator.Estimator(model_fn, config=config)
+
+
+def main():
+    estimator = build_estimator(7)
+    estimator.train(input_fn, steps=3)
+''',
+            after='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0, 2.0]], [[0.5]])).batch(1)
+
+
+def build_model():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+def build_estimator(seed):
+    tf.keras.utils.set_random_seed(seed)
+    model = build_model()
+    return model
+
+
+def main():
+    model = build_estimator(7)
+    model.fit(input_fn(), steps_per_epoch=3)
 ''',
         ),
     ]
