@@ -168,6 +168,19 @@ class ColumnReader:
         self._use_binding(Binding(helper.name.value, helper, helper.name, small.value), self.bindings)
         return value
 
+    def _feeds_only(self, statement, consumers: list[cst.CSTNode], seen: set) -> bool:
+        """``deep_columns = [indicator_column(gender), ...]`` read only by the Estimators
+        converted together (the other members of the group): a read there is no use elsewhere."""
+        target = _assigned_name(statement) if statement is not None else None
+        if target is None or id(statement) in seen:
+            return False
+        seen.add(id(statement))
+        reads = accesses_of(self.ctx, target)
+        return bool(reads) and all(
+            any(_contains(self.ctx, consumer, read) for consumer in consumers)
+            or self._feeds_only(self.ctx.enclosing_statement(read), consumers, seen)
+            for read in reads)
+
     def _first_binding(self, name: cst.Name) -> Binding | None:
         """``columns = [...]`` when ``columns += [...]`` follows it (what reaches the read is
         the ``+=``): the one plain assignment of the name, the rest read as changes to it."""
@@ -311,6 +324,11 @@ class ColumnReader:
 
     # -- one column -----------------------------------------------------------------------------
     def read_column(self, expr: cst.BaseExpression) -> Column:
+        if isinstance(expr, cst.Name) and not isinstance(resolve(self.ctx, expr), Binding):
+            value = value_of(self.ctx, expr)  # `a, b = [numeric_column("a"), ...]`
+            if isinstance(value, cst.Call):
+                known = self.columns.get(id(value))
+                return known if known is not None else self._column_call(value, None)
         if isinstance(expr, cst.Name):
             bound = resolve(self.ctx, expr)
             if isinstance(bound, Binding) and isinstance(bound.value, cst.Call):
@@ -528,7 +546,8 @@ class ColumnReader:
             else:
                 reads = accesses_of(self.ctx, binding.target) or [None]
             for read in reads:
-                if read is None or not any(_contains(self.ctx, owner, read) for owner in inside):
+                if read is None or not (any(_contains(self.ctx, owner, read) for owner in inside)
+                                        or self._feeds_only(self.ctx.enclosing_statement(read), consumers, set())):
                     raise Unsupported(
                         f"`{binding.name}` is used elsewhere too; e2k converts feature columns that only "
                         "feed the Estimator", read or binding.target, CODE)
@@ -541,6 +560,13 @@ class ColumnReader:
         # A statement inside a function that goes (a helper building the columns) goes with it.
         functions = [b.statement for b in bindings if isinstance(b.statement, cst.FunctionDef)]
         return [b for b in bindings if not any(f is not b.statement and _contains(self.ctx, f, b.statement) for f in functions)]
+
+
+def _assigned_name(statement) -> cst.Name | None:
+    small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
+    if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+        return small.targets[0].target
+    return None
 
 
 def _signed_int(node: cst.BaseExpression) -> int | None:

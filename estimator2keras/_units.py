@@ -546,7 +546,7 @@ def _build_unit(ctx: RewriteContext, call: cst.Call, path: str, owner: type[Unit
     small = None
     if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
         small = statement.body[0]
-    factory, sites, returned = None, [], None
+    factory, sites, returned, returned_others = None, [], None, frozenset()
     if isinstance(small, cst.Return) and small.value is call:
         # `def build_estimator(...): return tf.estimator.DNNClassifier(...)`
         factory = _enclosing_function(ctx, statement)
@@ -567,12 +567,13 @@ def _build_unit(ctx: RewriteContext, call: cst.Call, path: str, owner: type[Unit
     if factory is None:
         if reached is None:
             raise Unsupported(f"the uses of `{target.value}` cannot be followed", target)
-        returns = [read for read, _ in reached if isinstance(ctx.parent(read), cst.Return)]
+        returns = [(read, others) for read, others in reached if isinstance(ctx.parent(read), cst.Return)]
         if returns:
-            # `m = tf.estimator.LinearClassifier(...)` ... `return m`: a factory too.
-            if len(returns) != 1 or len(reached) != 1 or reached[0][1]:
-                raise Unsupported(f"`{target.value}` is returned and used in the function that builds it", returns[0])
-            returned = returns[0]
+            # `m = tf.estimator.LinearClassifier(...)` ... `return m`: a factory too (each branch
+            # of an if/elif binding `m` is one, converted together).
+            if len(returns) != 1 or len(reached) != 1:
+                raise Unsupported(f"`{target.value}` is returned and used in the function that builds it", returns[0][0])
+            returned, returned_others = returns[0]
             factory = _enclosing_function(ctx, statement)
             sites = _factory_sites(ctx, factory, call)
     if factory is not None:
@@ -587,10 +588,8 @@ def _build_unit(ctx: RewriteContext, call: cst.Call, path: str, owner: type[Unit
     unit = EstimatorUnit(owner, path, statement, call, target, args, [_classify(ctx, n) for n, _ in reached])
     unit.shared = {read: others for read, others in reached if others}
     unit.factory, unit.sites, unit.returned = factory, sites, returned
-    if factory is not None and unit.shared:
-        read = next(iter(unit.shared))
-        raise Unsupported(f"`{read.value}` may also hold another value here; e2k follows a factory's result "
-                          "only into a variable bound once", read)
+    if returned is not None and returned_others:
+        unit.shared[returned] = returned_others  # the Estimators of the other branches
     config = unit.arg_value("config")
     if config is not None:
         config_call, binding = resolve_call(ctx, config, RUN_CONFIG)
@@ -1244,9 +1243,13 @@ def _groups(ctx: RewriteContext, found: list) -> Iterator[list[EstimatorUnit] | 
     units = [f for f in found if isinstance(f, EstimatorUnit)]
     by_assignment = {}
     for unit in units:
-        assignment = _assignment_of(ctx, unit.target)
-        if assignment is not None:
-            by_assignment[assignment] = unit
+        targets = [unit.target]
+        if unit.returned is not None:  # `m = Estimator(...)` in a factory: `m` is the unit's too
+            targets.append(unit.statement.body[0].targets[0].target)
+        for target in targets:
+            assignment = _assignment_of(ctx, target)
+            if assignment is not None:
+                by_assignment[assignment] = unit
     group_of = {id(unit): [unit] for unit in units}
     refused: dict[int, Unsupported] = {}
 

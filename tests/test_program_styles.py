@@ -1,0 +1,89 @@
+"""Conversions of programs written as people write them (fast: no TensorFlow run). Each case
+is a style the issue tracker or the corpus named; the whole-program fixtures in fixtures/
+prove the same styles train alike under `e2k parity`."""
+from __future__ import annotations
+
+import textwrap
+
+from estimator2keras._engine import rewrite_source
+
+
+def convert(rules, source: str):
+    result = rewrite_source(textwrap.dedent(source).encode(), "program.py", rules)
+    return result, result.new.decode()
+
+
+def test_factory_binding_its_estimator_in_each_branch_then_returning_it(rules):
+    # TensorFlow's wide_n_deep_tutorial: `if ...: m = Linear... elif ...: m = DNN... else: ...; return m`,
+    # with columns shared between the branches' Estimators through several lists.
+    result, new = convert(rules, """
+        import tensorflow as tf
+
+        age = tf.feature_column.numeric_column("age")
+        color = tf.feature_column.categorical_column_with_vocabulary_list("color", ["r", "g"])
+        base_columns = [color, age]
+        deep_columns = [tf.feature_column.indicator_column(color), age]
+
+
+        def build_estimator(model_dir, model_type):
+            if model_type == "wide":
+                m = tf.estimator.LinearClassifier(model_dir=model_dir, feature_columns=base_columns)
+            elif model_type == "deep":
+                m = tf.estimator.DNNClassifier(model_dir=model_dir, feature_columns=deep_columns, hidden_units=[4])
+            else:
+                m = tf.estimator.DNNLinearCombinedClassifier(
+                    model_dir=model_dir, linear_feature_columns=base_columns, dnn_feature_columns=deep_columns,
+                    dnn_hidden_units=[4])
+            return m
+
+
+        def input_fn():
+            return tf.data.Dataset.from_tensor_slices(({"age": [1.0], "color": ["r"]}, [1])).batch(1)
+
+
+        def main(model_dir, model_type):
+            m = build_estimator(model_dir, model_type)
+            m.train(input_fn=input_fn, steps=2)
+    """)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert new.count("return model") == 1 and new.count("        model = ") == 3  # each branch builds it
+    assert "model = build_estimator(model_dir, model_type)" in new
+    assert "checkpoints = ModelDirCheckpoints(model, model_dir" in new
+    assert "model.fit(input_fn().map(model.preprocess), steps_per_epoch=2, callbacks=callbacks)" in new
+    assert "feature_column" not in new and "tf.estimator" not in new
+
+
+def test_factory_whose_result_is_used_other_than_bound_is_refused(rules):
+    result, new = convert(rules, """
+        import tensorflow as tf
+
+
+        def build(columns):
+            return tf.estimator.LinearRegressor(feature_columns=columns)
+
+
+        estimators = [build([tf.feature_column.numeric_column("x")])]
+    """)
+    assert result.status == "partial"
+    assert any("not a call bound to a name" in f.message for f in result.findings)
+
+
+def test_factory_computing_what_its_callers_need_is_refused(rules):
+    # The checkpoints callback is made where the factory is called: a model_dir the factory
+    # computes itself cannot move there.
+    result, _ = convert(rules, """
+        import os
+        import tensorflow as tf
+
+
+        def build(base):
+            model_dir = os.path.join(base, "run")
+            return tf.estimator.LinearRegressor(feature_columns=[tf.feature_column.numeric_column("x")], model_dir=model_dir)
+
+
+        def main():
+            est = build("/tmp")
+            est.train(lambda: tf.data.Dataset.from_tensor_slices(({"x": [1.0]}, [1.0])).batch(1), steps=1)
+    """)
+    assert result.status == "partial"
+    assert any("computed in `build`" in f.message for f in result.findings)
