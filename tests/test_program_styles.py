@@ -50,7 +50,7 @@ def test_factory_binding_its_estimator_in_each_branch_then_returning_it(rules):
     assert "model = build_estimator(model_dir, model_type)" in new
     assert "checkpoints = ModelDirCheckpoints(model, model_dir" in new
     assert "model.fit(input_fn().map(model.preprocess), steps_per_epoch=2, callbacks=callbacks)" in new
-    assert "feature_column" not in new and "tf.estimator" not in new
+    assert "feature_column" not in new and "tf.estimator." not in new
 
 
 def test_factory_whose_result_is_used_other_than_bound_is_refused(rules):
