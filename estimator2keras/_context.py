@@ -94,6 +94,10 @@ class RewriteContext:
         #: The unit conversion being planned, if any: leftovers go to it, and are dropped
         #: with it when the unit is not converted.
         self.active_plan = None
+        #: The files converted together with this one (``analysis.program.Program``), if any.
+        self.program = None
+        #: Whether the conversions the program asked of this file were all made.
+        self.program_honoured = False
 
     @property
     def _codemod(self):

@@ -7,6 +7,7 @@ leaves the original bytes as the result.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import traceback
 from dataclasses import dataclass, field
 
@@ -103,8 +104,12 @@ def _words(rules: RuleSet) -> tuple[tuple[bytes, ...] | None, tuple[bytes, ...] 
     return words, own
 
 
-def rewrite_source(source: bytes, path: str, rules: RuleSet, keywords: tuple[bytes, ...] | None = None) -> FileResult:
-    """Rewrite one file's bytes with ``rules``. Never raises for a bad file or a failing rule."""
+def rewrite_source(source: bytes, path: str, rules: RuleSet, keywords: tuple[bytes, ...] | None = None,
+                   program=None) -> FileResult:
+    """Rewrite one file's bytes with ``rules``. Never raises for a bad file or a failing rule.
+
+    ``program`` (``analysis.program.Program``): the other files it converts together with,
+    for a model_fn one defines and another gives an Estimator."""
     words, own = _words(rules)
     if keywords is None:
         keywords = words
@@ -121,6 +126,9 @@ def rewrite_source(source: bytes, path: str, rules: RuleSet, keywords: tuple[byt
     ]
     # The syntactic pre-filter: most files that mention "estimator" build none (_prefilter).
     screening = screen(source, rules.constructor_paths(), bool(module_rules))
+    requested = program is not None and bool(program.requests_for(path))
+    if requested and not screening.error:
+        screening = dataclasses.replace(screening, parse=True, units=True)  # its model_fn converts for another file
     if screening.error:
         return _error(path, source, screening.line, 1, UNREADABLE, screening.error)
     if not screening.parse:
@@ -136,6 +144,7 @@ def rewrite_source(source: bytes, path: str, rules: RuleSet, keywords: tuple[byt
         return _error(path, source, 1, 1, UNREADABLE, f"cannot parse: {type(exc).__name__}: {exc}")
 
     ctx = RewriteContext(path, rules, Suppressions.from_source(source))
+    ctx.program = program
     passes = [(rule.order, rule.code, rule) for rule in module_rules]
     passes.append((UNIT_PASS_ORDER, "E2K001", None))
     parsed = module
@@ -170,6 +179,8 @@ def rewrite_source(source: bytes, path: str, rules: RuleSet, keywords: tuple[byt
     manual = any(f.kind == "manual" for f in ctx.findings)
     status = "partial" if manual else ("converted" if new != source else "unchanged")
     result = FileResult(path, status, source, new, ctx.findings)
+    if requested:
+        result.program_honoured = ctx.program_honoured
     return _finish(result, rules, screening.tree, ctx.suppressions, ctx.suppressed)
 
 

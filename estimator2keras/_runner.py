@@ -249,6 +249,7 @@ def run(
                     todo.append(source)
                 else:
                     finish(result)
+            todo = _run_programs(todo, settings, finish, interrupts)
             jobs = max(1, min(options.jobs, len(todo)))
             if jobs == 1:
                 for source in todo:
@@ -265,6 +266,41 @@ def run(
             summary.interrupted = True
     summary.seconds = time.perf_counter() - start
     return summary
+
+
+def _run_programs(todo: list[SourceFile], settings, finish, interrupts) -> list[SourceFile]:
+    """Files whose Estimators take a model_fn from another file of the run convert with that
+    file, in one job (``analysis.program``); the others are returned for the usual run."""
+    from estimator2keras.analysis.program import links, rewrite_program
+
+    candidates = {}
+    for source in todo:
+        if source.path.suffix != ".py":
+            continue
+        try:
+            data = source.path.read_bytes()
+        except OSError:
+            continue
+        candidates[os.path.normpath(str(source.path))] = data
+    groups = links(candidates) if candidates else []
+    if not groups:
+        return todo
+    by_norm = {os.path.normpath(str(s.path)): s for s in todo}
+    grouped: set[str] = set()
+    for group in groups:
+        members = [by_norm[p] for p in sorted(group) if p in by_norm]
+        if len(members) != len(group):
+            continue  # a file of the group is not converted in this run
+        paths = [str(m.path) for m in members]
+        results = rewrite_program(
+            paths, lambda p: candidates[os.path.normpath(p)], lambda p: settings[p].load(),
+            lambda source, path, rules, program=None: rewrite_source(source, path, rules, program=program))
+        if interrupts.requested:
+            raise KeyboardInterrupt
+        for result in results:
+            finish(result)
+        grouped |= group
+    return [s for s in todo if os.path.normpath(str(s.path)) not in grouped]
 
 
 def _run_pool(files, jobs, settings, finish, summary) -> None:

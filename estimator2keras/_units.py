@@ -679,6 +679,8 @@ class ConversionPlan:
         #: what they read of a shared definition (model_fn, feature columns, RunConfig) goes
         #: with all of them.
         self.group_calls: tuple[cst.Call, ...] = (unit.call,)
+        #: Called once the unit is committed (a request to another file of the program).
+        self.on_commit: list[Callable[[], None]] = []
         #: Scale batches by ``model.distribute_strategy``'s replicas (Estimators of one group
         #: with and without a strategy share the code that calls their input_fns).
         self.replicas_of_model = False
@@ -1074,6 +1076,8 @@ class ConversionPlan:
                 tree_marks.append((statement, text))
             elif statements[owner]:
                 first = statements[owner][0]
+                if any(line.comment is not None and line.comment.value == text for line in first.leading_lines):
+                    continue  # two notes of removed code that say the same: once
                 statements[owner][0] = first.with_changes(
                     leading_lines=[*first.leading_lines, cst.EmptyLine(comment=cst.Comment(text))]
                 )
@@ -1112,6 +1116,8 @@ class ConversionPlan:
             ctx.edits.insert_after_imports([*(self._substituted(s) for s in self._after_imports), *helpers])
         for node, code, message in self._fixed:
             ctx.report(node, message, code=code, kind="fixed")
+        for callback in self.on_commit:
+            callback()
 
 
 def _module_names(ctx: RewriteContext) -> set[str]:
@@ -1200,6 +1206,8 @@ def convert_units(ctx: RewriteContext) -> None:
         finally:
             ctx.active_plan = None
         converted = True
+    if ctx.program is not None and ctx.program.requests_for(ctx.path):
+        converted = _convert_requested(ctx) or converted
     if converted:
         _remove_unused_aliases(ctx)
         from estimator2keras._imports import CODE, compat_alias, rebind_tf, v2_switches
@@ -1210,6 +1218,29 @@ def convert_units(ctx: RewriteContext) -> None:
             if alias is not None:
                 rebind_tf(ctx, alias[0], set(ctx.edits.replaced_statements()))
         remove_unused_tf1_imports(ctx)
+
+
+def _convert_requested(ctx: RewriteContext) -> bool:
+    """The model_fns other files of the program convert their Estimators with: replaced here
+    by the Keras model and builder they were promised (``analysis.program``)."""
+    from estimator2keras.analysis.program import convert_foreign
+
+    requests = ctx.program.requests_for(ctx.path)
+    planned = []
+    for foreign in requests:
+        try:
+            _, statements = convert_foreign(ctx, foreign.name, foreign)
+        except Unsupported:
+            ctx.program_honoured = False
+            return False
+        fn = next(s for s in ctx.module.body if isinstance(s, cst.FunctionDef) and s.name.value == foreign.name)
+        planned.append((fn, statements))
+    for fn, statements in planned:
+        ctx.edits.replace_statement(fn, statements)
+        ctx.report(fn, f"model_fn -> the Keras model built by `{_emit.code(statements[-1].name)}()`, for the "
+                       "Estimator another file of the program builds", code="E2K001", kind="fixed")
+    ctx.program_honoured = True
+    return True
 
 
 def _plan(unit: EstimatorUnit, rules, ctx: RewriteContext, group: list[EstimatorUnit],

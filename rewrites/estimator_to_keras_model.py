@@ -341,7 +341,14 @@ def main():
                 break
             plan.remove_binding_if_only_here(alias, model_fn)
             model_fn = alias.value
-        source = _model_fn_source(ctx, model_fn)
+        try:
+            source = _model_fn_source(ctx, model_fn)
+        except Unsupported:
+            foreign = ctx.program.foreign_model_fn(ctx, model_fn) if ctx.program is not None else None
+            if foreign is None:
+                raise
+            self._plan_foreign(unit, plan, ctx, model_fn, foreign)
+            return
         fn, replaced = source.function, source.replaced
         reads = accesses_of(ctx, replaced.name) or []
         if any(read is not source.reference and not plan.in_group_call(read) for read in reads):
@@ -374,6 +381,58 @@ def main():
         if source.partial:
             ctx.remove_import_if_unused("functools")
         plan.fixed(unit.call, self.code, f"Estimator -> Keras model built by `{conversion.builder_name}()`")
+
+
+    def _plan_foreign(self, unit, plan, ctx, model_fn, foreign) -> None:
+        """The model_fn is another file's of the program (``model.model_fn``, ``from model
+        import model_fn``): that file replaces it by its Keras model and builder, and the
+        Estimator becomes a call of that builder."""
+        import os
+
+        from estimator2keras.analysis.program import ForeignModelFn
+
+        if not isinstance(foreign, ForeignModelFn):
+            raise Unsupported(f"the model_fn, in {os.path.basename(ctx.program.locate(ctx, model_fn)[0])}: {foreign}",
+                              model_fn)
+        args = []
+        for name in foreign.arguments:
+            if name != "params":
+                raise Unsupported(f"the model_fn needs `{name}`, which e2k does not pass across modules yet", model_fn)
+            params = unit.arg_value("params")
+            if params is None:
+                raise Unsupported("the model_fn reads `params`, but the Estimator passes none", model_fn)
+            args.append(cst.Arg(params))
+        if isinstance(model_fn, cst.Attribute):
+            builder = model_fn.with_changes(attr=cst.Name(foreign.builder))  # `model.build_model`
+        else:
+            # `from model import model_fn`: the import names the builder instead.
+            scope = ctx.scope(model_fn)
+            reads = [a.node for a in scope.accesses[model_fn.value]] if scope is not None else []
+            alias = _import_alias(ctx, model_fn)
+            if alias is None or any(read is not model_fn for read in reads):
+                raise Unsupported(f"`{model_fn.value}` is used elsewhere too; e2k replaces its import", model_fn)
+            plan.replace(alias, alias.with_changes(name=cst.Name(foreign.builder), asname=None))
+            builder = cst.Name(foreign.builder)
+        call = cst.Call(builder, args=_emit.call_args(args))
+        plan.build.append(_emit.statement("{var} = {call}", var=plan.model_var, call=call))
+        plan.predictions_kind = foreign.predictions_kind
+        plan.claimed_args.update({"model_fn", "config", "params"})
+        plan.on_commit.append(lambda: ctx.program.request(foreign))
+        where = os.path.basename(foreign.provider)
+        plan.fixed(unit.call, self.code, f"Estimator -> Keras model built by `{foreign.builder}()` ({where})")
+
+
+def _import_alias(ctx, name: cst.Name):
+    """The ``ImportAlias`` of ``from module import name`` that binds ``name``."""
+    from estimator2keras._units import _single_assignment
+
+    node = getattr(_single_assignment(ctx, name), "node", None)
+    if isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar):
+        for alias in node.names:
+            bound = alias.asname.name.value if alias.asname else _emit.code(alias.name)
+            if bound == name.value:
+                return alias
+    return None
 
 
 @dataclass

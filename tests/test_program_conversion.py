@@ -1,0 +1,122 @@
+"""Whole-program conversion: a model_fn defined in one module, given to an Estimator in
+another, converts in both files together (estimator2keras.analysis.program)."""
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES
+from estimator2keras.cli import main
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+PACKAGES = sorted(p.name for p in FIXTURES.iterdir() if (p / "before").is_dir())
+
+MODEL = '''\
+import tensorflow as tf
+
+
+def model_fn(features, labels, mode, params):
+    logits = tf.layers.dense(features["x"], params["classes"])
+    loss = tf.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+'''
+TASK = '''\
+import tensorflow as tf
+{imports}
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({{"x": [[1.0, 2.0]]}}, [1])).repeat().batch(1)
+
+
+def main():
+    estimator = tf.estimator.Estimator(model_fn={model_fn}, params={{"classes": 3}})
+    estimator.train(input_fn, steps=2)
+'''
+
+
+def write(tree: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = tree / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+
+
+@pytest.mark.parametrize("case", PACKAGES)
+def test_package_fixture_rewrites_exactly(case, tmp_path):
+    out = tmp_path / "out"
+    assert main(["rewrite", str(FIXTURES / case / "before"), "--out", str(out)]) == 1
+    expected = FIXTURES / case / "after"
+    names = sorted(str(p.relative_to(expected)) for p in expected.rglob("*.py"))
+    assert names == sorted(str(p.relative_to(out)) for p in out.rglob("*.py"))
+    for name in names:
+        assert (out / name).read_text() == (expected / name).read_text(), name
+
+
+@pytest.mark.parametrize("style, imports, model_fn, builder", [
+    ("package-attribute", "import trainer.model as model", "model.model_fn", "model_2 = model.build_model("),
+    ("relative-module", "from . import model", "model.model_fn", "model_2 = model.build_model("),
+    ("from-import", "from trainer.model import model_fn", "model_fn", "model = build_model("),
+])
+def test_a_model_fn_of_another_module_converts_in_both(tmp_path, style, imports, model_fn, builder):
+    write(tmp_path, {"trainer/__init__.py": "", "trainer/model.py": MODEL,
+                     "trainer/task.py": TASK.format(imports=imports, model_fn=model_fn)})
+    assert main(["rewrite", str(tmp_path)]) == 1
+    model = (tmp_path / "trainer" / "model.py").read_text()
+    task = (tmp_path / "trainer" / "task.py").read_text()
+    assert "def build_model(params):" in model and "def model_fn" not in model
+    assert builder in task and ".fit(input_fn(), steps_per_epoch=2)" in task
+    if style == "from-import":
+        assert "from trainer.model import build_model" in task
+    assert "tf.estimator" not in model + task
+
+
+def test_script_importing_its_sibling(tmp_path):
+    write(tmp_path, {"mnist.py": MODEL, "main.py": TASK.format(imports="import mnist", model_fn="mnist.model_fn")})
+    assert main(["rewrite", str(tmp_path)]) == 1
+    assert "mnist.build_model(" in (tmp_path / "main.py").read_text()
+    assert "def build_model(params):" in (tmp_path / "mnist.py").read_text()
+
+
+def test_nothing_changes_in_either_file_when_the_consumer_does_not_convert(tmp_path, capsys):
+    task = TASK.format(imports="import model", model_fn="model.model_fn") + "    print(estimator.get_variable_names())\n"
+    write(tmp_path, {"model.py": MODEL, "task.py": task})
+    assert main(["rewrite", str(tmp_path)]) == 1
+    assert (tmp_path / "model.py").read_text() == MODEL  # its model_fn stays: the Estimator still calls it
+    assert "# e2k: E2K902" in (tmp_path / "task.py").read_text()
+    assert "get_variable_names" in capsys.readouterr().out
+
+
+def test_a_model_fn_its_own_module_uses_too_is_reported_at_the_estimator(tmp_path, capsys):
+    provider = MODEL + "\n\nserving = model_fn\n"
+    write(tmp_path, {"model.py": provider, "task.py": TASK.format(imports="import model", model_fn="model.model_fn")})
+    assert main(["rewrite", "--check", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "the model_fn, in model.py: `model_fn` is used in its own module too" in out
+    assert (tmp_path / "model.py").read_text() == provider
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", PACKAGES)
+def test_package_fixture_trains_like_its_estimator(case):
+    from estimator2keras.parity import run_parity_many
+
+    settings = tomllib.loads((FIXTURES / case / "parity.toml").read_text())
+    entry = settings["entry"]
+    after = FIXTURES / case / "after" / entry
+    targets = [after]
+    newest = os.environ.get("E2K_TARGET_PYTHON")
+    if newest:
+        targets.append((after, newest))
+    results = run_parity_many(FIXTURES / case / "before" / entry, targets, replicas=settings.get("replicas", 2))
+    for result in results:
+        assert result.passed, result.report()
+        assert result.migrated.replicas == settings.get("replicas", 2)
