@@ -207,13 +207,13 @@ def test_a_converted_program_is_still_converted(rules):
 
 
 def test_converted_code_left_behind_is_reported_at_its_original_line(rules):
-    # The Estimator converts; a helper the unit does not reach keeps its ModeKeys.
-    source = CANONICAL + b"\n\ndef is_training(mode):\n  return mode == tf1.estimator.ModeKeys.TRAIN\n"
+    # The Estimator converts; a helper the unit does not reach keeps its RunConfig.
+    source = CANONICAL + b"\n\ndef default_config():\n  return tf1.estimator.RunConfig(save_summary_steps=None)\n"
     result = rewrite_source(source, "train.py", rules)
     assert result.status == "partial" and result.changed
     (finding,) = [f for f in result.findings if f.kind == "manual"]
-    line = source.splitlines().index(b"  return mode == tf1.estimator.ModeKeys.TRAIN") + 1
-    assert (finding.code, finding.line, finding.col) == ("E2K905", line, 18)
+    line = source.splitlines().index(b"  return tf1.estimator.RunConfig(save_summary_steps=None)") + 1
+    assert (finding.code, finding.line, finding.col) == ("E2K905", line, 10)
 
 
 def test_a_partial_file_is_not_reported_twice(rules):

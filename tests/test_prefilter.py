@@ -80,8 +80,8 @@ def test_files_ruled_out_are_never_parsed_by_libcst(rules, monkeypatch):
         raise AssertionError("the syntactic pre-filter should have ruled this file out")
 
     monkeypatch.setattr(cst, "parse_module", no_parse)
-    source = b"import tensorflow as tf\nMODE = tf.estimator.ModeKeys.TRAIN  # estimator\n"
-    result = rewrite_source(source, "modes.py", rules)
+    source = b"import tensorflow as tf\nSPEC = tf.estimator.EstimatorSpec  # estimator\n"
+    result = rewrite_source(source, "specs.py", rules)
     # No unit can start here; the Estimator API left is still reported (E2K905), from
     # CPython's tree alone.
     assert result.new is source and [f.code for f in result.findings] == ["E2K905"]
@@ -192,8 +192,8 @@ def test_a_module_rule_makes_libcst_parse_only_the_files_that_mention_its_keywor
     parsed = []
     real_parse = cst.parse_module
     monkeypatch.setattr(cst, "parse_module", lambda source, *a, **k: parsed.append(source) or real_parse(source, *a, **k))
-    plain = b"import tensorflow as tf\nMODE = tf.estimator.ModeKeys.TRAIN  # estimator\n"
-    assert rewrite_source(plain, "modes.py", rules).new is plain and parsed == []
+    plain = b"import tensorflow as tf\nSPEC = tf.estimator.EstimatorSpec  # estimator\n"
+    assert rewrite_source(plain, "specs.py", rules).new is plain and parsed == []
     legacy = b"from tensorflow.keras.utils import multi_gpu_model  # estimator\nx = 1\n"
     rewrite_source(legacy, "legacy.py", rules)
     assert parsed and parsed[0] == legacy
