@@ -33,6 +33,8 @@ class _CompileReader:
             minimize, at = d.value, d.index
         if isinstance(minimize, cst.Call) and isinstance(minimize.func, cst.Attribute) and minimize.func.attr.value == "apply_gradients":
             return self.read_apply_gradients(minimize, loss_expr, at)
+        if isinstance(minimize, cst.Call) and self.role(minimize) == "optimize_loss":
+            return self.read_optimize_loss(minimize, loss_expr, at)
         if not (isinstance(minimize, cst.Call) and isinstance(minimize.func, cst.Attribute) and minimize.func.attr.value == "minimize"):
             self.refuse(minimize, "the train_op is not `optimizer.minimize(loss)` nor a clipped `apply_gradients`")
         from estimator2keras._units import bind_arguments
@@ -56,6 +58,21 @@ class _CompileReader:
             self.refuse(receiver, "the optimizer is not a tf.train optimizer e2k converts")
         self.check_momentum_schedule(receiver, at)
         return self.translate("optimizer", receiver), self.builder_slice([], at, extra=[receiver])
+
+    def read_optimize_loss(self, call: cst.Call, loss_expr: cst.BaseExpression, at: int):
+        """``tf.contrib.layers.optimize_loss(loss, global_step, lr, "Adam")`` (E2K104)."""
+        from estimator2keras._units import bind_arguments
+
+        args = {k: a.value for k, a in bind_arguments(call, ("loss", "global_step", "learning_rate")).items()
+                if k in ("loss", "global_step", "learning_rate")}
+        loss = args.get("loss")
+        if not (isinstance(loss, cst.Name) and isinstance(loss_expr, cst.Name) and loss.value == loss_expr.value):
+            self.refuse(call, "optimize_loss is not called on the loss the EstimatorSpec returns")
+        step = args.get("global_step")
+        if step is not None and not self.is_global_step(step, at):
+            self.refuse(step, "optimize_loss(global_step=...) is not the global step")
+        optimizer = self.translate("optimize_loss", call)
+        return optimizer, self.builder_slice([], at, extra=[args["learning_rate"]] if "learning_rate" in args else [])
 
     def through_wrappers(self, d: "_Def | None") -> "_Def | None":
         """``if params["use_tpu"]: optimizer = CrossShardOptimizer(optimizer)``: an ``if``

@@ -381,6 +381,14 @@ def resolve_input_fn(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn:
     if isinstance(bound, cst.FunctionDef):
         _check_input_fn_params(ctx, bound)
         return InputFn(node, function=bound)
+    if isinstance(bound, Binding) and isinstance(bound.value, cst.Call) and isinstance(bound.value.func, cst.Name):
+        # `train_input_fn = make_input_fn(x, y)` (TensorFlow's linear-model tutorial): the
+        # function the factory returns, called through the name.
+        factory = resolve(ctx, bound.value.func)
+        inner = _returned_function(factory) if isinstance(factory, cst.FunctionDef) else None
+        if inner is not None:
+            _check_input_fn_params(ctx, inner)
+            return InputFn(node, function=inner, factory_call=node)
     if isinstance(node, cst.Lambda):
         params = node.params
         if params.params or isinstance(params.star_arg, (cst.Param, cst.ParamStar)) or params.kwonly_params or params.star_kwarg:
@@ -498,7 +506,9 @@ class EstimatorUnit:
 
 
 TPU_RUN_CONFIG = frozenset({"estimator.tpu.RunConfig", "contrib.tpu.RunConfig"})
-RUN_CONFIG = frozenset({"estimator.RunConfig"}) | TPU_RUN_CONFIG
+#: tf.contrib.learn's RunConfig (TF 1.x tutorials) holds the same settings, in another order.
+LEARN_RUN_CONFIG = "contrib.learn.RunConfig"
+RUN_CONFIG = frozenset({"estimator.RunConfig", LEARN_RUN_CONFIG}) | TPU_RUN_CONFIG
 RUN_CONFIG_SIGNATURE = (
     "model_dir", "tf_random_seed", "save_summary_steps", "save_checkpoints_steps",
     "save_checkpoints_secs", "session_config", "keep_checkpoint_max",
@@ -508,6 +518,11 @@ RUN_CONFIG_SIGNATURE = (
     "checkpoint_save_graph_def",
 )
 TPU_RUN_CONFIG_SIGNATURE = ("tpu_config", "evaluation_master", "master", "cluster")
+LEARN_RUN_CONFIG_SIGNATURE = (
+    "master", "num_cores", "log_device_placement", "gpu_memory_fraction", "tf_random_seed",
+    "save_summary_steps", "save_checkpoints_secs", "save_checkpoints_steps", "keep_checkpoint_max",
+    "keep_checkpoint_every_n_hours", "log_step_count_steps", "evaluation_master", "model_dir", "session_config",
+)
 TRAIN_AND_EVALUATE = "estimator.train_and_evaluate"
 
 
@@ -601,7 +616,9 @@ def _build_unit(ctx: RewriteContext, call: cst.Call, path: str, owner: type[Unit
                 raise Unsupported(f"the RunConfig `{binding.name}` is used elsewhere too", binding.target)
         unit.config_call, unit.config_binding = config_call, binding
         tpu = ctx.call_api_path(config_call) in TPU_RUN_CONFIG
-        unit.config_args = bind_arguments(config_call, TPU_RUN_CONFIG_SIGNATURE if tpu else RUN_CONFIG_SIGNATURE)
+        learn = ctx.call_api_path(config_call) == LEARN_RUN_CONFIG
+        unit.config_args = bind_arguments(
+            config_call, TPU_RUN_CONFIG_SIGNATURE if tpu else LEARN_RUN_CONFIG_SIGNATURE if learn else RUN_CONFIG_SIGNATURE)
     return unit
 
 

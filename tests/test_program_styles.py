@@ -87,3 +87,40 @@ def test_factory_computing_what_its_callers_need_is_refused(rules):
     """)
     assert result.status == "partial"
     assert any("computed in `build`" in f.message for f in result.findings)
+
+
+def test_tf1_tutorial_style_optimize_loss_learn_run_config_and_input_fn_factory(rules):
+    # TF 1.x tutorials: tf.contrib.learn.RunConfig, tf.contrib.layers.optimize_loss, and
+    # `train_input_fn = make_input_fn(x, y)` as in TensorFlow's linear-model tutorial.
+    result, new = convert(rules, """
+        import numpy as np
+        import tensorflow as tf
+
+
+        def make_input_fn(x, y, shuffle=True):
+            def input_function():
+                ds = tf.data.Dataset.from_tensor_slices(({"x": x}, y))
+                if shuffle:
+                    ds = ds.shuffle(100)
+                return ds.batch(8).repeat()
+            return input_function
+
+
+        def model_fn(features, labels, mode):
+            logits = tf.layers.dense(features["x"], 2)
+            loss = tf.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
+            train_op = tf.contrib.layers.optimize_loss(
+                loss=loss, global_step=tf.train.get_global_step(), learning_rate=1e-3, optimizer="Adam")
+            return tf.estimator.EstimatorSpec(mode=mode, loss=loss, train_op=train_op)
+
+
+        x, y = np.zeros((16, 3), np.float32), np.zeros(16, np.int64)
+        train_input_fn = make_input_fn(x, y)
+        run_config = tf.contrib.learn.RunConfig(tf_random_seed=3)
+        estimator = tf.estimator.Estimator(model_fn=model_fn, config=run_config)
+        estimator.train(input_fn=train_input_fn, steps=5)
+    """)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert "optimizer=tf.keras.optimizers.Adam(1e-3, epsilon=1e-08)" in new
+    assert "tf.keras.utils.set_random_seed(3)" in new
+    assert "model.fit(train_input_fn(), steps_per_epoch=5)" in new
