@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass, field
 
 from estimator2keras._context import Finding
-from estimator2keras._engine import UNREADABLE, FileResult, rewrite_source
+from estimator2keras._engine import UNREADABLE, FileResult, keywords_of, rewrite_source
 from estimator2keras._registry import RuleSet
 
 IPYTHON = "E2K904"
@@ -623,7 +623,7 @@ def _unparsed(message: str) -> str:
 
 def rewrite_notebook(source: bytes, path: str, rules: RuleSet) -> FileResult:
     """Rewrite one notebook's bytes with ``rules``. Never raises for a bad notebook."""
-    keywords = rules.keywords()
+    keywords = keywords_of(rules)  # the rules' words, and those of Estimator code left (E2K905)
     if keywords is not None and not any(word in source for word in keywords):
         return FileResult(path, "unchanged", source, source)
 

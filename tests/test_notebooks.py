@@ -470,3 +470,17 @@ def test_tensorflow_tutorial_notebooks_are_read_as_jupyter_runs_them(tmp_path, r
         assert not [f for f in result.findings if f.code == "E2K900" or f.kind == "error"]
         assert all(f.message.startswith(("cannot parse cell: Missing parentheses", "this line installs"))
                    for f in result.findings if f.code == "E2K904")
+
+
+def test_a_notebook_that_only_names_an_estimator_api_reaches_the_check_for_code_left(rules):
+    # `TPUEstimator` alone is no keyword of a rule, but an Estimator API all the same (E2K905).
+    from estimator2keras._notebook import rewrite_notebook
+
+    notebook = {
+        "cells": [{"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+                   "source": ["import tensorflow as tf\n", "est = tf.compat.v1.estimator.tpu.TPUEstimator\n"]}],
+        "metadata": {"kernelspec": {"language": "python", "name": "python3"}, "language_info": {"name": "python"}},
+        "nbformat": 4, "nbformat_minor": 4,
+    }
+    result = rewrite_notebook(json.dumps(notebook).encode(), "tpu.ipynb", rules)
+    assert result.status == "partial" and [f.code for f in result.findings] == ["E2K905"]
