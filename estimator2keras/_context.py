@@ -233,6 +233,16 @@ class RewriteContext:
             self._flow = ReachingDefinitions(self.scope, self.module)
         return self._flow.reaching(read)
 
+    def within(self, node: cst.CSTNode | None, ancestors) -> bool:
+        """Is ``node``, or a node it is inside, one of ``ancestors`` (by identity)?"""
+        wanted = {id(a) for a in ancestors}
+        current = node
+        while current is not None:
+            if id(current) in wanted:
+                return True
+            current = self.parent(current)
+        return False
+
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self._metadata[ParentNodeProvider].get(node)
 

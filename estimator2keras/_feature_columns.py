@@ -177,7 +177,7 @@ class ColumnReader:
         seen.add(id(statement))
         reads = accesses_of(self.ctx, target)
         return bool(reads) and all(
-            any(_contains(self.ctx, consumer, read) for consumer in consumers)
+            self.ctx.within(read, consumers)
             or self._feeds_only(self.ctx.enclosing_statement(read), consumers, seen)
             for read in reads)
 
@@ -212,7 +212,7 @@ class ColumnReader:
         reader = self.ctx.enclosing_statement(name)
         parts: list[tuple[cst.BaseStatement, object]] = []
         for statement in body[start + 1:]:
-            if statement is reader or self._contains(statement, reader):
+            if reader is not None and self.ctx.within(reader, (statement,)):
                 break
             mentions = [n for n in _walk(statement) if isinstance(n, cst.Name) and n.value == name.value]
             if all(_in_estimator_call(self.ctx, n) for n in mentions):
@@ -235,9 +235,6 @@ class ColumnReader:
                 variable, values, call = value
                 columns += [self._column_call(call, None, env={variable: v}) for v in values]
         return columns
-
-    def _contains(self, owner: cst.CSTNode, node: cst.CSTNode | None) -> bool:
-        return node is not None and _contains(self.ctx, owner, node)
 
     def _mutation(self, statement: cst.BaseStatement, name: str):
         """What ``statement`` adds to the list ``name``: ("list", expr), ("column", expr),
@@ -546,7 +543,7 @@ class ColumnReader:
             else:
                 reads = accesses_of(self.ctx, binding.target) or [None]
             for read in reads:
-                if read is None or not (any(_contains(self.ctx, owner, read) for owner in inside)
+                if read is None or not (self.ctx.within(read, inside)
                                         or self._feeds_only(self.ctx.enclosing_statement(read), consumers, set())):
                     raise Unsupported(
                         f"`{binding.name}` is used elsewhere too; e2k converts feature columns that only "
@@ -555,11 +552,11 @@ class ColumnReader:
         inside += [b.statement for b in self.alias_bindings]
         for alias in self.alias_bindings:
             reads = accesses_of(self.ctx, alias.target) or [None]
-            if all(read is not None and any(_contains(self.ctx, owner, read) for owner in inside) for read in reads):
+            if all(read is not None and self.ctx.within(read, inside) for read in reads):
                 bindings.append(alias)
         # A statement inside a function that goes (a helper building the columns) goes with it.
         functions = [b.statement for b in bindings if isinstance(b.statement, cst.FunctionDef)]
-        return [b for b in bindings if not any(f is not b.statement and _contains(self.ctx, f, b.statement) for f in functions)]
+        return [b for b in bindings if not self.ctx.within(self.ctx.parent(b.statement), functions)]
 
 
 def _assigned_name(statement) -> cst.Name | None:
@@ -575,15 +572,6 @@ def _signed_int(node: cst.BaseExpression) -> int | None:
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus) and isinstance(node.expression, cst.Integer):
         return -int(node.expression.evaluated_value)
     return None
-
-
-def _contains(ctx: RewriteContext, owner: cst.CSTNode, node: cst.CSTNode) -> bool:
-    current = node
-    while current is not None:
-        if current is owner:
-            return True
-        current = ctx.parent(current)
-    return False
 
 
 def _dimension(shape: cst.BaseExpression) -> int | None:

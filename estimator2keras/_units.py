@@ -931,12 +931,7 @@ class ConversionPlan:
 
     def in_group_call(self, node: cst.CSTNode) -> bool:
         """Is ``node`` inside one of the group's Estimator constructions?"""
-        current = node
-        while current is not None:
-            if any(current is call for call in self.group_calls):
-                return True
-            current = self.ctx.parent(current)
-        return False
+        return self.ctx.within(node, self.group_calls)
 
     def remove_binding_if_only_here(self, binding: Binding | None, used_at: cst.CSTNode) -> None:
         """Drop ``name = value`` when ``used_at`` is the name's only read (reads by the other
@@ -999,7 +994,7 @@ class ConversionPlan:
         if factory.params.star_arg != cst.MaybeSentinel.DEFAULT or factory.params.kwonly_params or factory.params.star_kwarg:
             raise Unsupported("the factory takes *args, **kwargs or keyword-only parameters", factory, UNSUPPORTED_USE)
         after = [*self.after_build, *self.fit_callbacks]
-        read = [n for statement in after for n in _names_in(statement) if _within(ctx, n, factory)]
+        read = [n for statement in after for n in _names_in(statement) if ctx.within(n, (factory,))]
         scope = ctx.scope(factory.body)
         self._site_values: dict[cst.BaseStatement, dict] = {}
         #: Arguments the moved code reads too, computed once before the call: node -> (name, value).
@@ -1217,7 +1212,7 @@ def convert_units(ctx: RewriteContext) -> None:
             ctx.mark(exc.node or group[0].call, exc.reason, exc.code or UNSUPPORTED_USE)
             if len(group) > 1:
                 for unit in group:
-                    if exc.node is None or not _within(ctx, exc.node, unit.statement):
+                    if exc.node is None or not ctx.within(exc.node, (unit.statement,)):
                         ctx.mark(unit.call, _together(unit, group, ctx), UNSUPPORTED_USE)
             continue
         finally:
@@ -1371,15 +1366,6 @@ def _together(unit: EstimatorUnit, group: list[EstimatorUnit], ctx: RewriteConte
     return f"converts only together with the Estimator on line {lines}: they share a definition or their uses"
 
 
-def _within(ctx: RewriteContext, node: cst.CSTNode, ancestor: cst.CSTNode) -> bool:
-    current = node
-    while current is not None:
-        if current is ancestor:
-            return True
-        current = ctx.parent(current)
-    return False
-
-
 def _check_shared_uses(plans: list[ConversionPlan], ctx: RewriteContext) -> None:
     """The plans of a group must write the same code wherever they meet (a shared
     ``est.train(...)``, the model_fn they both convert, a class they both define): compared
@@ -1408,7 +1394,7 @@ def _check_pair(first: ConversionPlan, other: ConversionPlan, ctx: RewriteContex
     meeting |= {ctx.enclosing_statement(read) for plan in pair for read in plan.unit.shared}
     touched = set(first._statements) | set(other._statements) | set(first._subst) | set(other._subst)
     for node in touched:
-        if any(_within(ctx, node, statement) for statement in meeting) and _written(first, node) != _written(other, node):
+        if ctx.within(node, meeting) and _written(first, node) != _written(other, node):
             raise Unsupported(f"{lines} convert this code differently", node, UNSUPPORTED_USE)
 
 
@@ -1435,7 +1421,7 @@ def _remove_unused_aliases(ctx: RewriteContext) -> None:
             if statement in removed or ctx.edits.is_replaced(statement):
                 continue
             reads = [a.node for a in assignment.references]
-            if all(ctx.edits.covers(read, ctx.parent) or any(_within(ctx, read, r) for r in removed) for read in reads):
+            if all(ctx.edits.covers(read, ctx.parent) or ctx.within(read, removed) for read in reads):
                 removed.add(statement)
                 changed = True
     for statement in removed:

@@ -5,6 +5,7 @@ import libcst as cst
 from estimator2keras import _emit
 from estimator2keras._context import iter_calls
 from estimator2keras._rule import Case, Safety, UnitRule
+from estimator2keras._modelfn_read import _walk
 from estimator2keras._units import accesses_of
 
 BATCH_METHODS = ("batch", "padded_batch")
@@ -352,12 +353,7 @@ def _fixed_at_definition(size: cst.BaseExpression, function: cst.FunctionDef, ct
 
 
 def _walk_names(node: cst.CSTNode):
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, cst.Name):
-            yield current
-        stack.extend(current.children)
+    return (n for n in _walk(node) if isinstance(n, cst.Name))
 
 
 def _required(plan) -> str | None:
