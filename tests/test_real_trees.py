@@ -19,6 +19,7 @@ from conftest import FIXTURES
 from estimator2keras import _engine
 from estimator2keras._engine import rewrite_source
 from estimator2keras._prefilter import Screening
+from estimator2keras._registry import RuleSet
 from estimator2keras.cli import main
 
 pytestmark = pytest.mark.slow
@@ -74,8 +75,12 @@ def test_out_converts_into_a_mirror_and_never_touches_the_input(tree, tmp_path):
             assert new == expected[relative], relative
         elif relative == Path("keras/e2k_partial.py"):
             assert b"# e2k: E2K901" in new
-        else:
-            assert new == (tree / relative).read_bytes(), f"{relative} changed but has nothing to convert"
+        elif new != (tree / relative).read_bytes():
+            # The only change a library's own code may get: its ModeKeys written as the strings
+            # they are (E2K009, safe anywhere). Without that rule, nothing changes.
+            original = (tree / relative).read_bytes()
+            alone = rewrite_source(original, str(tree / relative), RuleSet.load(ignore=["E2K009"]))
+            assert alone.new == original, f"{relative} changed but has nothing to convert"
         ast.parse(new, str(relative))  # every output parses (CPython 3.11 runs these packages)
     for relative in [*expected, Path("keras/e2k_partial.py")]:
         cst.parse_module((out / relative).read_bytes())
