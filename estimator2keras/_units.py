@@ -1362,8 +1362,9 @@ def _names_in(node: cst.CSTNode) -> Iterator[cst.Name]:
 
 
 def _together(unit: EstimatorUnit, group: list[EstimatorUnit], ctx: RewriteContext) -> str:
-    lines = ", ".join(str(ctx.position(u.call)[0]) for u in group if u is not unit)
-    return f"converts only together with the Estimator on line {lines}: they share a definition or their uses"
+    # Named by their code, not their line: a notebook's lines are not the program's.
+    others = ", ".join(f"`{_emit.code(u.call.func)}(...)`" for u in group if u is not unit)
+    return f"converts only together with {others}, which shares a definition or its uses with it"
 
 
 def _check_shared_uses(plans: list[ConversionPlan], ctx: RewriteContext) -> None:
