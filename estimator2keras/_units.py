@@ -1364,7 +1364,7 @@ def _names_in(node: cst.CSTNode) -> Iterator[cst.Name]:
 def _together(unit: EstimatorUnit, group: list[EstimatorUnit], ctx: RewriteContext) -> str:
     # Named by their code, not their line: a notebook's lines are not the program's.
     others = ", ".join(f"`{_emit.code(u.call.func)}(...)`" for u in group if u is not unit)
-    return f"converts only together with {others}, which shares a definition or its uses with it"
+    return f"converts only together with {others} (they share definitions or uses)"
 
 
 def _check_shared_uses(plans: list[ConversionPlan], ctx: RewriteContext) -> None:
