@@ -186,6 +186,13 @@ class ModeAnalysis(ModeTests):
     def _walk_if(self, stmt: cst.If, path: ModePath, under_dependencies: bool) -> bool:
         modes = self.modes_where_true(stmt.test)
         if modes is None:
+            same = self._same_return(stmt)
+            if same is not None:
+                # `if params["use_tpu"]: return TPUEstimatorSpec(...) else: return
+                # EstimatorSpec(...)` with the same arguments: one return, either way.
+                path.ret = same
+                path.lines.append(stmt)
+                return True
             # `if params["batch_norm"]:`, `if isinstance(features, dict):`: the user's own
             # switch runs in Keras as it ran in the model_fn, kept whole as one step.
             reason = self._kept_if(stmt)
@@ -204,6 +211,32 @@ class ModeAnalysis(ModeTests):
         if isinstance(orelse, cst.Else):
             return self._walk_block(orelse.body.body, path, under_dependencies)
         return False
+
+    def _same_return(self, stmt: cst.If) -> cst.Return | None:
+        """The first return of an ``if``/``else`` whose every branch only returns an
+        EstimatorSpec (or TPUEstimatorSpec) call with the same arguments; else None."""
+        returns = []
+        current: cst.BaseSuite | cst.If | cst.Else | None = stmt
+        while current is not None:
+            if isinstance(current, cst.If):
+                if self.modes_where_true(current.test) is not None:
+                    return None
+                body, current = current.body, current.orelse
+            else:
+                body, current = current.body, None
+            lines = body.body if isinstance(body, cst.IndentedBlock) else []
+            small = lines[0].body[0] if len(lines) == 1 and isinstance(lines[0], cst.SimpleStatementLine) \
+                and len(lines[0].body) == 1 else None
+            if not (isinstance(small, cst.Return) and isinstance(small.value, cst.Call)):
+                return None
+            if (self.ctx.call_api_path(small.value) or "").rpartition(".")[2] not in ("EstimatorSpec", "TPUEstimatorSpec"):
+                return None
+            returns.append(small)
+        if not isinstance(stmt.orelse, (cst.Else, cst.If)) or len(returns) < 2:
+            return None
+        keyed = [{(a.keyword.value if a.keyword else i): cst.Module([]).code_for_node(a.value)
+                  for i, a in enumerate(r.value.args)} for r in returns]
+        return returns[0] if all(k == keyed[0] for k in keyed[1:]) else None
 
     def _deletes_parameters(self, small: cst.Del) -> bool:
         params = {p.name.value for p in self.fn.params.params}

@@ -124,3 +124,38 @@ def test_tf1_tutorial_style_optimize_loss_learn_run_config_and_input_fn_factory(
     assert "optimizer=tf.keras.optimizers.Adam(1e-3, epsilon=1e-08)" in new
     assert "tf.keras.utils.set_random_seed(3)" in new
     assert "model.fit(train_input_fn(), steps_per_epoch=5)" in new
+
+
+def test_spec_chosen_by_a_flag_with_the_same_arguments_is_one_return(rules):
+    # Cloud TPU templates: `if params["use_tpu"]: return TPUEstimatorSpec(...) else: return EstimatorSpec(...)`.
+    source = """
+        import tensorflow as tf
+
+
+        def model_fn(features, labels, mode, params):
+            logits = tf.layers.dense(features, 1)
+            loss = tf.losses.mean_squared_error(labels, logits)
+            optimizer = tf.train.GradientDescentOptimizer(0.1)
+            if params["use_tpu"]:
+                optimizer = tf.tpu.CrossShardOptimizer(optimizer)
+            train_op = optimizer.minimize(loss, global_step=tf.train.get_global_step())
+            if params["use_tpu"]:
+                return tf.estimator.tpu.TPUEstimatorSpec(mode=mode, loss=loss, train_op=train_op)
+            else:
+                return tf.estimator.EstimatorSpec(mode=mode, loss=loss, train_op=train_op)
+
+
+        def input_fn():
+            return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).repeat().batch(1)
+
+
+        est = tf.estimator.Estimator(model_fn, params={"use_tpu": False})
+        est.train(input_fn, steps=3)
+    """
+    result, new = convert(rules, source)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert "tf.keras.optimizers.SGD(0.1)" in new and "CrossShardOptimizer" not in new
+    # Different arguments in the branches are two different programs: refused.
+    result, _ = convert(rules, source.replace("mode=mode, loss=loss, train_op=train_op)\n            else",
+                                              "mode=mode, loss=loss * 2.0, train_op=train_op)\n            else"))
+    assert result.status == "partial"
