@@ -1396,7 +1396,10 @@ def _check_pair(first: ConversionPlan, other: ConversionPlan, ctx: RewriteContex
     touched = set(first._statements) | set(other._statements) | set(first._subst) | set(other._subst)
     for node in touched:
         if ctx.within(node, meeting) and _written(first, node) != _written(other, node):
-            raise Unsupported(f"{lines} convert this code differently", node, UNSUPPORTED_USE)
+            one, two = (" ".join(_written(p, node).split()) for p in (first, other))
+            start = next((i for i, (a, b) in enumerate(zip(one, two)) if a != b), min(len(one), len(two)))
+            one, two = (f"...{text[max(0, start - 20):start + 40]}" for text in (one, two))
+            raise Unsupported(f"{lines} convert this code differently (`{one}` / `{two}`)", node, UNSUPPORTED_USE)
 
 
 def _remove_unused_aliases(ctx: RewriteContext) -> None:
