@@ -634,10 +634,8 @@ def _enclosing_function(ctx: RewriteContext, statement: cst.CSTNode) -> cst.Func
 def _factory_sites(ctx: RewriteContext, factory: cst.FunctionDef, call: cst.Call):
     """Where a function returning an Estimator is called: each call must be bound to a name
     (``m = build_estimator(...)``), the name's uses being the Estimator's."""
-    if factory.decorators or isinstance(ctx.scope(factory), type(None)):
+    if factory.decorators:
         raise Unsupported("the function that returns the Estimator is decorated", factory)
-    if not isinstance(ctx.scope(factory.name), GlobalScope) and not isinstance(ctx.parent(factory), (cst.IndentedBlock, cst.Module)):
-        raise Unsupported("the function that returns the Estimator is not a plain function", factory)
     reads = accesses_of(ctx, factory.name)
     if not reads:
         raise Unsupported(f"`{factory.name.value}` returns the Estimator, but e2k finds no call of it to follow", call)
