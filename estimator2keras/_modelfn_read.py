@@ -449,10 +449,30 @@ class _ModelReader:
             if self.is_update_ops(d.value):
                 continue
             for call in iter_calls(d.value):
+                self.check_helper(call)
                 path = self.ctx.call_api_path(call)
                 contrib_without_rule = (path or "").startswith("contrib.") and self.ctx.rules.expression_role(path) is None
                 if path in BEYOND_CATALOGUE or contrib_without_rule:
                     self.refuse(call, f"`{_emit.code(call.func)}` in the model_fn is beyond what e2k converts")
+
+    def check_helper(self, call: cst.Call, depth: int = 0) -> None:
+        """A function of the file the model_fn calls (``dense_block(net, 64)``) must not make
+        layers or TF1 state of its own: in a Keras model they belong in ``__init__``, and
+        left in ``call`` they would be made again at every step (or not trained at all)."""
+        from estimator2keras._units import resolve
+
+        if depth > 4 or not isinstance(call.func, cst.Name):
+            return
+        helper = resolve(self.ctx, call.func)
+        if not isinstance(helper, cst.FunctionDef):
+            return
+        for inner in iter_calls(helper.body):
+            path = self.ctx.call_api_path(inner)
+            role = self.role(inner) if path else None
+            if role in ("layer", "layer_function", "keras_layer") or path in BEYOND_CATALOGUE:
+                self.refuse(call, f"`{helper.name.value}(...)` makes layers or variables of its own "
+                                  f"(`{_emit.code(inner.func)}`); e2k converts layers written in the model_fn itself")
+            self.check_helper(inner, depth + 1)
 
     def read_layers(self, forward: list[_Def]) -> None:
         """Find every layer applied in the forward statements and give it an attribute."""

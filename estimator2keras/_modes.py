@@ -267,8 +267,6 @@ class ModeAnalysis(ModeTests):
                     reason = self._kept_if(inner)
                     if reason is not None:
                         return reason
-                elif isinstance(inner, cst.For) and _simple_loop(inner):
-                    continue
                 elif isinstance(inner, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
                     for small in inner.body:
                         if isinstance(small, (cst.Return, cst.Break, cst.Continue)):

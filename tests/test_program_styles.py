@@ -159,3 +159,40 @@ def test_spec_chosen_by_a_flag_with_the_same_arguments_is_one_return(rules):
     result, _ = convert(rules, source.replace("mode=mode, loss=loss, train_op=train_op)\n            else",
                                               "mode=mode, loss=loss * 2.0, train_op=train_op)\n            else"))
     assert result.status == "partial"
+
+
+MODEL_FN_WITH = """
+    import tensorflow.compat.v1 as tf
+
+
+    def dense_block(x, units):
+        return tf.layers.dense(x, units, activation=tf.nn.relu)
+
+
+    def model_fn(features, labels, mode, params):
+        x = features["x"]
+    {body}
+        logits = tf.layers.dense(x, 3)
+        loss = tf.losses.sparse_softmax_cross_entropy(labels, logits)
+        train_op = tf.train.AdamOptimizer().minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+    est = tf.estimator.Estimator(model_fn, params={{"deep": True, "hidden_units": [8, 4]}})
+    est.train(lambda: tf.data.Dataset.from_tensor_slices(({{"x": [[1.0]]}}, [1])).batch(1), steps=1)
+"""
+
+
+def test_layers_a_converted_model_cannot_hold_are_refused_not_half_converted(rules):
+    # Found by trying e2k as a new user: both converted "fully" into code that crashed (a loop
+    # of layers under a user's `if` became one layer with an undefined loop variable) or
+    # trained the wrong model (layers made in a helper stayed TF1 layers in `call`).
+    for body, reason in [
+        ('    if params["deep"]:\n            for units in params["hidden_units"]:\n'
+         '                x = tf.layers.dense(x, units, activation=tf.nn.relu)', "`for` statement inside an `if`"),
+        ("    x = dense_block(x, 8)", "`dense_block(...)` makes layers or variables of its own"),
+    ]:
+        result, new = convert(rules, MODEL_FN_WITH.format(body=body))
+        assert result.status == "partial", new
+        assert any(reason in f.message for f in result.findings), [f.format() for f in result.findings]
+        assert "tf.estimator.Estimator(model_fn" in new  # the unit is left as it was
