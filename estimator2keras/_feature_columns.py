@@ -30,7 +30,7 @@ from estimator2keras._context import RewriteContext
 from estimator2keras._rule import Unsupported
 from estimator2keras._symbols import tf2_respellings
 from estimator2keras._units import (
-    Binding, _in_estimator_call, _single_assignment, accesses_of, bind_arguments, resolve, value_of,
+    Binding, _in_estimator_call, _single_assignment, _single_return, accesses_of, bind_arguments, resolve, value_of,
 )
 
 CODE = "E2K504"
@@ -129,6 +129,14 @@ class ColumnReader:
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("list", "tuple") \
                 and len(expr.args) == 1 and not expr.args[0].keyword:
             return self.read_list(expr.args[0].value)
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and not expr.args:
+            # `feature_columns=build_columns()`: what the function of the file returns; the
+            # function goes with the Estimator when nothing else calls it.
+            helper = resolve(self.ctx, expr.func)
+            returned = _single_return(helper) if isinstance(helper, cst.FunctionDef) else None
+            if returned is not None and not helper.params.params and not helper.decorators:
+                self._use_binding(Binding(helper.name.value, helper, helper.name, expr), self.bindings)
+                return self.read_list(returned)
         if isinstance(expr, cst.Call) and (self.ctx.call_api_path(expr) or "").startswith(
                 ("feature_column.shared_embedding", "feature_column.sequence_")):
             raise Unsupported(f"`{_emit.code(expr.func)}` is not converted yet", expr, CODE)

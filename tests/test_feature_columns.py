@@ -181,3 +181,24 @@ est.train(lambda: tf.data.Dataset.from_tensor_slices(({"a": [1.0]}, [1.0])).batc
     result = rewrite_source(program.encode(), "dynamic.py", rules)
     assert result.status == "partial"
     assert any(f.code == "E2K504" and "changed here" in f.message for f in result.findings)
+
+
+@pytest.mark.parametrize("columns, use", [
+    ('    return [tf.feature_column.numeric_column("a"), tf.feature_column.numeric_column("b")]', "build_columns()"),
+    ('    cols = []\n    for name in ["a", "b"]:\n        cols.append(tf.feature_column.numeric_column(name))\n    return cols',
+     "columns"),
+])
+def test_columns_returned_by_a_function_go_with_it(rules, columns, use):
+    from estimator2keras._engine import rewrite_source
+
+    program = (
+        "import tensorflow as tf\n\n\ndef build_columns():\n" + columns + "\n\n\ncolumns = build_columns()\n"
+        f"est = tf.estimator.LinearRegressor(feature_columns={use})\n"
+        "est.train(lambda: tf.data.Dataset.from_tensor_slices(({'a': [1.0], 'b': [2.0]}, [1.0])).batch(1), steps=1)\n"
+    )
+    if use != "columns":
+        program = program.replace("columns = build_columns()\n", "")
+    result = rewrite_source(program.encode(), "helper.py", rules)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    new = result.new.decode()
+    assert "def build_columns" not in new and 'features["a"]' in new and 'features["b"]' in new
