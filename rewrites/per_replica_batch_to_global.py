@@ -222,7 +222,12 @@ def main():
                 if isinstance(call.func, cst.Attribute) and call.func.attr.value in BATCH_METHODS
             ]
             if not batches:
-                plan.leftover(code, self.code, "no .batch() found here; Keras needs a global batch (per replica x replicas)")
+                elsewhere = _called_elsewhere(code, ctx)
+                if elsewhere:
+                    plan.leftover(code, self.code, f"the dataset is batched in `{elsewhere}`, outside this file; pass it "
+                                                   "the global batch (per replica x replicas)")
+                else:
+                    plan.leftover(code, self.code, "no .batch() found here; Keras needs a global batch (per replica x replicas)")
                 continue
             if plan.strategy_name is None or plan.replicas_of_model:
                 if not _scale_at_call_sites(code, batches, plan, ctx) and not _batch_parameter(code, batches, plan, ctx):
@@ -354,6 +359,21 @@ def _fixed_at_definition(size: cst.BaseExpression, function: cst.FunctionDef, ct
 
 def _walk_names(node: cst.CSTNode):
     return (n for n in _walk(node) if isinstance(n, cst.Name))
+
+
+def _called_elsewhere(code: cst.CSTNode, ctx) -> str | None:
+    """The first call in ``code`` of a function imported from another module (``inputs.read(...)``)."""
+    from estimator2keras._units import _single_assignment
+
+    for call in iter_calls(code):
+        root = call.func
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        if isinstance(root, cst.Name) and ctx.api_path(call.func) is None:
+            node = getattr(_single_assignment(ctx, root), "node", None)
+            if isinstance(node, (cst.Import, cst.ImportFrom)):
+                return _emit.code(call.func)
+    return None
 
 
 def _required(plan) -> str | None:
