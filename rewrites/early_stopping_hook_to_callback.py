@@ -99,8 +99,7 @@ model.fit(
     input_fn(),
     epochs=10,
     steps_per_epoch=100,
-    validation_data=input_fn(),
-    validation_steps=10,
+    validation_data=input_fn().take(10),
     callbacks=[tf.keras.callbacks.EarlyStopping(monitor="val_loss", patience=3, mode="min")])
 model.evaluate(input_fn(), steps=10)
 ''',

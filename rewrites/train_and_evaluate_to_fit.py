@@ -43,8 +43,9 @@ class TrainAndEvaluateToFit(UnitRule):
     - The specs' `hooks` become callbacks of `fit` and `evaluate` (E2K406-E2K408).
     - With `EvalSpec(throttle_secs=0)` and `RunConfig(save_checkpoints_steps=N)`, or with an
       early-stopping hook, `fit` evaluates every N steps as the Estimator evaluated every
-      checkpoint: `fit(..., epochs=max_steps // N, steps_per_epoch=N, validation_data=...,
-      validation_steps=...)`.
+      checkpoint: `fit(..., epochs=max_steps // N, steps_per_epoch=N,
+      validation_data=<eval dataset>.take(steps))`: each evaluation reads the eval input anew,
+      as the Estimator's did.
     - `throttle_secs`, `start_delay_secs` and `name` are accounted for (reported).
 
     ## Why
@@ -391,9 +392,15 @@ exports = [export_path]
             fit_args.append(_emit.keyword_arg(
                 "initial_epoch", _emit.expr("{s} // {n}", s=start_step(plan), n=str(steps))))
         fit_args.append(_emit.keyword_arg("steps_per_epoch", cst.Integer(str(steps))))
-        fit_args.append(_emit.keyword_arg("validation_data", plan.dataset(eval_input.call_expression(plan.params_for("eval"), "eval"))))
+        validation = plan.dataset(eval_input.call_expression(plan.params_for("eval"), "eval"))
         if eval_steps is not None:
-            fit_args.append(_emit.keyword_arg("validation_steps", eval_steps.deep_clone()))
+            # Each evaluation read the eval input anew for N steps: `.take(N)`. Keras 2's
+            # `validation_steps=N` reuses one iterator, and a finite input shorter than N
+            # was evaluated after the first epoch only.
+            if not isinstance(validation, (cst.Call, cst.Name, cst.Attribute)):
+                validation = validation.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+            validation = _emit.expr("{d}.take({n})", d=validation, n=eval_steps.deep_clone())
+        fit_args.append(_emit.keyword_arg("validation_data", validation))
         hooks = Hooks()
         hooks.extend(train_hooks)
         hooks.callbacks += [c.deep_clone() for c in eval_hooks.callbacks]
