@@ -70,28 +70,66 @@ def legacy_losses_on_keras_scale(legacy: Mapping[str, Any]) -> tuple[list[float]
         "gradient it applies, as Keras reports for a loss with reduction=\"sum\"; compared as reported")
 
 
-def compare_steps(legacy: list[float], migrated: list[float], tolerance: Tolerance) -> list[StepRow]:
-    """One row per step of the longer run; a step missing on one side fails."""
+def noise_envelope(legacy: list[float], nudged: list[float]) -> tuple[list[float], list[float]]:
+    """The program's own noise, step by step: the raw ``|nudged - legacy|`` loss difference,
+    and the envelope, its running maximum (the largest drift the nudged run showed up to
+    that step). A running maximum because a scalar loss can coincide by chance in two runs
+    whose weights have long separated; chaos does not come back together."""
+    raw, running, top = [], [], 0.0
+    for a, b in zip(legacy, nudged):
+        diff = abs(a - b)
+        if not math.isfinite(diff):
+            diff = math.inf
+        raw.append(diff)
+        top = max(top, diff)
+        running.append(top)
+    return raw, running
+
+
+def compare_steps(legacy: list[float], migrated: list[float], tolerance: Tolerance,
+                  envelope: tuple[list[float], list[float]] | None = None) -> list[StepRow]:
+    """One row per step of the longer run; a step missing on one side fails.
+
+    Without ``envelope`` (raw, running) each step is judged by the fixed schedule. With it,
+    steps 1..strict_steps by the tight tolerance alone, later ones within
+    ``max(tight tolerance, envelope_k * envelope)``."""
     rows = []
+    raw, running = envelope if envelope is not None else ([], [])
     for i in range(max(len(legacy), len(migrated))):
         step = i + 1
-        rtol, atol = tolerance.for_step(step)
         a = legacy[i] if i < len(legacy) else None
         b = migrated[i] if i < len(migrated) else None
+        if envelope is None:
+            rtol, atol = tolerance.for_step(step)
+            noise = level = None
+        else:
+            rtol, atol = tolerance.tight_rtol, tolerance.tight_atol
+            noise = raw[i] if i < len(raw) else None
+            level = running[i] if i < len(running) else None
         if a is None or b is None:
-            rows.append(StepRow(step, a, b, None, None, rtol, atol, False))
+            rows.append(StepRow(step, a, b, None, None, rtol, atol, False, level, noise, None))
             continue
+        allowed = atol + rtol * abs(a) if math.isfinite(a) else 0.0
+        if level is not None and step > tolerance.strict_steps:
+            allowed = max(allowed, tolerance.envelope_k * level)
         diff = abs(a - b) if not (math.isnan(a) or math.isnan(b)) else math.nan
+        if envelope is None or math.isinf(a) or math.isinf(b):
+            passed = allclose(a, b, rtol, atol)
+        else:
+            passed = not math.isnan(diff) and diff <= allowed
         rows.append(StepRow(
             step, a, b, diff, relative(diff, a) if not math.isnan(diff) else math.nan,
-            rtol, atol, allclose(a, b, rtol, atol)))
+            rtol, atol, passed, level, noise, allowed))
     return rows
 
 
 def compare_weights(legacy_table: list[Mapping[str, Any]], migrated_table: list[Mapping[str, Any]],
                     legacy_final: Mapping[str, Any], migrated_final: Mapping[str, Any],
-                    rtol: float, atol: float) -> list[WeightRow]:
-    """Final value of every paired variable: ``max|diff| <= atol + rtol * max|legacy|``.
+                    rtol: float, atol: float, nudged_final: Mapping[str, Any] | None = None,
+                    envelope_k: float = 0.0) -> list[WeightRow]:
+    """Final value of every paired variable: ``max|diff| <= atol + rtol * max|legacy|``, or,
+    with the nudged run's final values, within ``envelope_k`` times that variable's own
+    ``max|nudged - legacy|`` when that is more.
 
     Per tensor rather than per element: one element near zero should not fail a tensor
     whose values agree to the tolerance's relative precision.
@@ -113,9 +151,17 @@ def compare_weights(legacy_table: list[Mapping[str, Any]], migrated_table: list[
         scale = float(np.max(np.abs(a))) if a.size else 0.0
         if not math.isfinite(diff):
             diff = math.nan if np.isnan(a - b).any() else math.inf
-        passed = math.isfinite(diff) and diff <= atol + rtol * scale
+        allowed, envelope = atol + rtol * scale, None
+        if nudged_final is not None and key in nudged_final:
+            c = np.asarray(nudged_final[key], dtype=np.float64)
+            if c.shape == a.shape:
+                envelope = float(np.max(np.abs(a - c))) if a.size else 0.0
+                if math.isfinite(envelope):
+                    allowed = max(allowed, envelope_k * envelope)
+        passed = math.isfinite(diff) and diff <= allowed
         rows.append(WeightRow(i, theirs["name"], mine["name"], tuple(int(d) for d in a.shape),
-                              bool(theirs.get("trainable")), diff, relative(diff, scale), passed))
+                              bool(theirs.get("trainable")), diff, relative(diff, scale), passed,
+                              envelope, allowed))
     return rows
 
 
@@ -153,8 +199,11 @@ def comparable_evaluation(legacy: Mapping[str, Any]) -> tuple[dict[str, float] |
 
 
 def compare_metrics(legacy: Mapping[str, Any] | None, migrated: Mapping[str, Any] | None,
-                    rtol: float, atol: float) -> list[MetricRow]:
-    """Metrics of the last evaluation, by name; names on one side only are listed, not compared."""
+                    rtol: float, atol: float, nudged: Mapping[str, Any] | None = None,
+                    envelope_k: float = 0.0) -> list[MetricRow]:
+    """Metrics of the last evaluation, by name; names on one side only are listed, not compared.
+    With the nudged run's evaluation, a metric may also differ by ``envelope_k`` times its own
+    ``|nudged - legacy|``."""
     if not legacy and not migrated:
         return []
     legacy = {k: v for k, v in (legacy or {}).items() if k not in _NOT_COMPARED_METRICS}
@@ -166,8 +215,23 @@ def compare_metrics(legacy: Mapping[str, Any] | None, migrated: Mapping[str, Any
             rows.append(MetricRow(name, a, b, None, None, None))
             continue
         diff = abs(a - b)
-        rows.append(MetricRow(name, a, b, diff, relative(diff, a), allclose(a, b, rtol, atol)))
+        passed = allclose(a, b, rtol, atol)
+        allowed = atol + rtol * abs(a)
+        c = _scalar((nudged or {}).get(name))
+        envelope = abs(a - c) if c is not None and math.isfinite(a - c) else None
+        if envelope is not None:
+            allowed = max(allowed, envelope_k * envelope)
+            passed = passed or (math.isfinite(diff) and diff <= allowed)
+        rows.append(MetricRow(name, a, b, diff, relative(diff, a), passed, envelope, allowed))
     return rows
+
+
+def _allowance(row: StepRow, tolerance: Tolerance) -> str:
+    fixed = f"{row.atol:g} + {row.rtol:g}*|legacy|"
+    if row.step <= tolerance.strict_steps:
+        return (f"|diff| {row.abs_diff:.3g} > {fixed} (steps 1-{tolerance.strict_steps} are judged by the "
+                "fixed tolerance alone: too early for noise to have been amplified)")
+    return f"|diff| {row.abs_diff:.3g} > max({fixed}, {tolerance.envelope_k:g} x envelope) = {row.allowed:.3g}"
 
 
 def _count(n: int, noun: str) -> str:
@@ -244,24 +308,50 @@ def evaluation_hints(weights: list[WeightRow], failing_metrics: list[MetricRow],
 def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
             legacy_weights: Mapping[str, Any], migrated_weights: Mapping[str, Any],
             tolerance: Tolerance, *, legacy_info: SideInfo, migrated_info: SideInfo,
-            settings: Mapping[str, Any], step_limit: int | None = None) -> ParityResult:
-    """The verdict on two successful runs."""
+            settings: Mapping[str, Any], step_limit: int | None = None,
+            nudged: Mapping[str, Any] | None = None, nudged_weights: Mapping[str, Any] | None = None,
+            envelope_missing: str | None = None) -> ParityResult:
+    """The verdict on two successful runs.
+
+    ``nudged`` (with ``nudged_weights``) is the legacy program's envelope run: the same
+    program, its weights nudged at rounding level at every step. When given (and it ran the
+    same number of steps), the migrated run is judged against the program's own noise, see
+    :class:`Tolerance`; otherwise by the fixed schedule, with ``envelope_missing`` saying why
+    when an envelope was asked for.
+    """
     import numpy as np
 
     legacy_losses, factor, reduction_note = legacy_losses_on_keras_scale(legacy)
     legacy_info.loss_scale = factor
     migrated_losses = [float(x) for x in migrated.get("losses") or []]
-    steps = compare_steps(legacy_losses, migrated_losses, tolerance)
+    envelope, envelope_info = None, None
+    if nudged is not None:
+        nudged_losses = legacy_losses_on_keras_scale(nudged)[0]
+        if len(nudged_losses) == len(legacy_losses):
+            envelope = noise_envelope(legacy_losses, nudged_losses)
+            envelope_info = {"measured": True, **(nudged.get("perturbation") or {}),
+                             "k": tolerance.envelope_k, "strict_steps": tolerance.strict_steps}
+        else:
+            envelope_missing = (f"the envelope run took {len(nudged_losses)} steps, the legacy run "
+                                f"{len(legacy_losses)}: the program does not train the same way twice")
+            nudged = nudged_weights = None
+    if envelope is None and envelope_missing:
+        envelope_info = {"measured": False, "reason": envelope_missing}
+    steps = compare_steps(legacy_losses, migrated_losses, tolerance, envelope)
 
     last_step = max(len(steps), 1)
     final_rtol, final_atol = tolerance.for_step(last_step)
     legacy_table = list(legacy.get("variables") or [])
     migrated_table = list(migrated.get("variables") or [])
     paired = sum(1 for i in range(len(legacy_table)) if f"initial_{i}" in migrated_weights)
+    k = tolerance.envelope_k
     weights = compare_weights(legacy_table[:paired], migrated_table[:paired],
-                              legacy_weights, migrated_weights, final_rtol, final_atol)
+                              legacy_weights, migrated_weights, final_rtol, final_atol,
+                              nudged_weights if envelope is not None else None, k)
     legacy_evaluation, scale_note = comparable_evaluation(legacy)
-    metrics = compare_metrics(legacy_evaluation, final_evaluation(migrated), final_rtol, final_atol)
+    nudged_evaluation = comparable_evaluation(nudged)[0] if envelope is not None and nudged else None
+    metrics = compare_metrics(legacy_evaluation, final_evaluation(migrated), final_rtol, final_atol,
+                              nudged_evaluation, k)
 
     notes = [reduction_note] if reduction_note else []
     if scale_note and any(row.name == "loss" for row in metrics):
@@ -298,6 +388,10 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
         if row.legacy_loss is None or row.migrated_loss is None:
             reason = (f"step counts differ (legacy {legacy_info.steps}, migrated {migrated_info.steps}); "
                       f"the losses agree up to step {failing_step - 1}")
+        elif envelope is not None:
+            reason = (f"diverges beyond the program's own numerical noise at step {failing_step} "
+                      f"(envelope {row.envelope:.3g}, difference {row.abs_diff:.3g}): legacy {row.legacy_loss:.8g}, "
+                      f"migrated {row.migrated_loss:.8g}; {_allowance(row, tolerance)}")
         else:
             reason = (f"losses diverge at step {failing_step}: legacy {row.legacy_loss:.8g}, "
                       f"migrated {row.migrated_loss:.8g} (|diff| {row.abs_diff:.3g} > "
@@ -306,18 +400,35 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
         verdict = "broken"
         worst = max(failing_weights, key=lambda r: r.max_abs_diff if math.isfinite(r.max_abs_diff) else math.inf)
         reason = (f"losses agree, but {_count(len(failing_weights), 'final weight')} differ{'s' if len(failing_weights) == 1 else ''} "
-                  f"(most: {worst.legacy_name}, max |diff| {worst.max_abs_diff:.3g})")
+                  f"(most: {worst.legacy_name}, max |diff| {worst.max_abs_diff:.3g}"
+                  f"{'' if worst.envelope is None else f', envelope {worst.envelope:.3g}'})")
     elif failing_metrics:
         verdict = "broken"
         worst = failing_metrics[0]
         reason = (f"losses and weights agree, but eval metric {worst.name!r} differs: legacy "
-                  f"{worst.legacy:.8g}, migrated {worst.migrated:.8g}")
+                  f"{worst.legacy:.8g}, migrated {worst.migrated:.8g}"
+                  f"{'' if worst.envelope is None else f' (envelope {worst.envelope:.3g})'}")
     else:
         verdict = "parity"
-        reason = (f"{_count(len(steps), 'step')}, {_count(len(weights), 'final weight')} and "
-                  f"{_count(len(compared_metrics), 'eval metric')} agree within tolerance")
+        counts = (f"{_count(len(steps), 'step')}, {_count(len(weights), 'final weight')} and "
+                  f"{_count(len(compared_metrics), 'eval metric')}")
+        if envelope is None:
+            reason = f"{counts} agree within tolerance"
+        else:
+            noisy = [row for row in steps if row.within_noise_only]
+            if noisy:
+                worst = max(noisy, key=lambda r: r.abs_diff / r.allowed if r.allowed else 0.0)
+                reason = (f"agrees within the program's own numerical noise: {counts}; "
+                          f"{_count(len(noisy), 'step')} beyond the fixed tolerance, from step {noisy[0].step}, all "
+                          f"within {k:g} x envelope (closest: step {worst.step}, difference {worst.abs_diff:.3g}, "
+                          f"envelope {worst.envelope:.3g})")
+            else:
+                reason = f"agrees within the program's own numerical noise: {counts} agree within tolerance"
     hints += evaluation_hints(weights, failing_metrics, failing_step, legacy_info)
+    if envelope_info is not None and not envelope_info["measured"]:
+        notes.append(f"no noise envelope: {envelope_missing}; judged by the fixed tolerance")
     return ParityResult(
+        envelope=envelope_info,
         warnings=replica_copy_warnings(migrated),
         verdict=verdict,
         reason=reason,

@@ -55,6 +55,9 @@ class Recorder:
         self.evaluations: list[dict] = []
         self.info: dict = {"notes": []}
         self.model_dirs: dict = {}
+        # The envelope run: the same program, its trainable values nudged by one ulp at every step.
+        self.perturb: dict | None = request.get("perturb")
+        self.nudge = None  # the last training graph's _Nudge
 
     @property
     def limit_reached(self) -> bool:
@@ -105,6 +108,11 @@ def _make_hook(tf, rec: Recorder, loss_tensor):
             # Read tensors are built now, before the graph is finalized: reading a distributed
             # variable (e.g. BatchNorm's sync-on-read moving mean) adds ops to the graph.
             self._reads = [tf.identity(v) for v in self._variables]
+            self._nudge = None
+            if rec.perturb is not None:  # each training call builds its graph: its own ops
+                self._nudge = _Nudge(tf, trainable, int(rec.perturb.get("seed", 0)),
+                                     int(rec.perturb.get("ulps", 1)))
+                rec.nudge = self._nudge
             table = _variable_table(self._variables, len(trainable))
             if rec.variables is None:
                 rec.variables = table
@@ -123,6 +131,8 @@ def _make_hook(tf, rec: Recorder, loss_tensor):
 
         def after_create_session(self, session, coord):
             if rec.initial is None and self._reads:
+                if self._nudge is not None:
+                    self._nudge(session, 0)
                 rec.initial = session.run(self._reads)
 
         def before_run(self, run_context):
@@ -130,6 +140,8 @@ def _make_hook(tf, rec: Recorder, loss_tensor):
 
         def after_run(self, run_context, run_values):
             rec.losses.append(float(run_values.results))
+            if self._nudge is not None:
+                self._nudge(run_context.session, len(rec.losses))
             if rec.limit_reached:
                 run_context.request_stop()
 
@@ -138,6 +150,61 @@ def _make_hook(tf, rec: Recorder, loss_tensor):
                 rec.final = session.run(self._reads)
 
     return ParityHook()
+
+
+class _Nudge:
+    """The envelope run's perturbation: every non-zero element of every float32/float64
+    trainable variable moved by one ulp, up or down at random, when the training session
+    starts and again after every step.
+
+    At every step, not once: a one-time nudge of the initial values heals (the next updates
+    round it away), while a migration differs from the Estimator at every step (another
+    order of reduction, another kernel); the nudged weights make every sum of the forward
+    and backward pass differ at its own rounding level, as those do. Directions come from
+    stateless random ops seeded with (seed, step): the program's random streams are left
+    alone. Zeros stay zeros (one ulp of 0 is a denormal, which CPUs flush to zero). The ops
+    are built in the hook's begin(), before the graph is finalized; a MirroredVariable's
+    copies all get the same value.
+    """
+
+    def __init__(self, tf, variables, seed: int, ulps: int = 1):
+        from tensorflow.python.ops import resource_variable_ops
+
+        self.seed = seed
+        self.ulps = ulps
+        self.counter = tf.compat.v1.placeholder(tf.int64, shape=[], name="e2k_nudge_counter")
+        assigns = []
+        self.elements = self.nudged_variables = 0
+        for i, variable in enumerate(variables):
+            dtype = variable.dtype.base_dtype
+            self.elements += int(variable.shape.num_elements() or 0)
+            if dtype not in (tf.float32, tf.float64):
+                continue
+            self.nudged_variables += 1
+            value = tf.identity(variable)
+            draw = tf.random.stateless_uniform(
+                tf.shape(value), seed=tf.stack([tf.constant(seed * 100003 + i, tf.int64), self.counter]))
+            size = tf.abs(value)
+            ulp = tf.math.nextafter(size, tf.constant(float("inf"), dtype)) - size
+            step = tf.where(draw < 0.5, -ulp, ulp) * tf.constant(float(ulps), dtype)
+            moved = tf.where(tf.equal(value, 0), value, value + step)
+            for copy in list(getattr(variable, "values", None) or [variable]):
+                with tf.device(copy.device):
+                    if resource_variable_ops.is_resource_variable(copy):
+                        assigns.append(resource_variable_ops.assign_variable_op(copy.handle, moved))
+                    else:
+                        assigns.append(tf.compat.v1.assign(copy, moved).op)
+        self.op = tf.group(*assigns) if assigns else None
+
+    def __call__(self, session, step: int) -> None:
+        """Nudge now: ``step`` 0 when the session starts, k after the k-th step (the seed of
+        the directions)."""
+        if self.op is not None:
+            session.run(self.op, {self.counter: step})
+
+    def describe(self) -> dict:
+        return {"seed": self.seed, "ulps": self.ulps, "every_step": True, "elements": self.elements,
+                "variables": self.nudged_variables}
 
 
 def _fresh_model_dir(rec: Recorder, out_dir: str, user_dir) -> str:
@@ -368,6 +435,7 @@ def _save(rec: Recorder, result: dict, out_dir: str) -> None:
         evaluations=rec.evaluations,
         notes=rec.info.get("notes", []),
         user_strategy_devices=rec.info.get("user_strategy_devices", []),
+        perturbation=rec.nudge.describe() if rec.nudge is not None else None,
     )
     common.save_weights(out_dir, result, rec.initial, rec.final)
 

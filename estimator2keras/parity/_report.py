@@ -107,6 +107,14 @@ def _header_lines(result: ParityResult) -> list[str]:
             f"dropout {s.get('dropout')}; op determinism {'on' if s.get('op_determinism') else 'off'}; "
             f"{s.get('initial_weights')}{limit}")
         lines.append(f"tolerance: {s.get('tolerance')}")
+    envelope = result.envelope or {}
+    if envelope.get("measured"):
+        lines.append(
+            f"noise envelope: the legacy program run again with its {envelope.get('elements', '?')} trainable values "
+            f"nudged by {envelope.get('ulps')} ulps at every step (seed {envelope.get('seed')}); the table's "
+            f"'envelope' is the largest |nudged - legacy| loss difference up to each step")
+    elif envelope:
+        lines.append(f"noise envelope: not measured ({envelope.get('reason')})")
     return lines
 
 
@@ -118,44 +126,59 @@ def build_renderables(result: ParityResult, *, max_rows: int = 40) -> list[Any]:
     out += [Text(line) for line in _header_lines(result)]
 
     if result.steps:
+        with_envelope = any(row.envelope is not None for row in result.steps)
         table = Table(title="Training loss per step", title_justify="left", expand=False)
-        for name in ("step", "legacy loss", "migrated loss", "abs diff", "rel diff", "result"):
+        columns = ["step", "legacy loss", "migrated loss", "abs diff", "rel diff"]
+        columns += ["envelope", "allowed"] if with_envelope else []
+        for name in columns + ["result"]:
             table.add_column(name, justify="right" if name != "result" else "left", no_wrap=True)
         for row in visible_step_rows(result.steps, result.first_divergent_step, max_rows):
             if row is None:
-                table.add_row("...", "", "", "", "", "")
+                table.add_row("...", *[""] * len(columns))
                 continue
             first = row.step == result.first_divergent_step
-            status = "ok" if row.passed else ("FAIL <- first divergence" if first else "FAIL")
+            if row.passed:
+                status = "ok (within noise)" if row.within_noise_only else "ok"
+            else:
+                status = "FAIL <- first divergence" if first else "FAIL"
             style = "bold red" if first else ("red" if not row.passed else None)
-            table.add_row(str(row.step), _num(row.legacy_loss), _num(row.migrated_loss),
-                          _num(row.abs_diff, ".3g"), _num(row.rel_diff, ".3g"), status, style=style)
+            cells = [str(row.step), _num(row.legacy_loss), _num(row.migrated_loss),
+                     _num(row.abs_diff, ".3g"), _num(row.rel_diff, ".3g")]
+            if with_envelope:
+                cells += [_num(row.envelope, ".3g"), _num(row.allowed, ".3g")]
+            table.add_row(*cells, status, style=style)
         out.append(table)
 
     if result.weights:
         table = Table(title="Final weights, most different first", title_justify="left")
-        for name in ("variable", "shape", "max abs diff", "rel diff", "result"):
+        with_envelope = any(row.envelope is not None for row in result.weights)
+        columns = ["variable", "shape", "max abs diff", "rel diff"] + (["envelope"] if with_envelope else [])
+        for name in columns + ["result"]:
             table.add_column(name, justify="left" if name in ("variable", "result") else "right")
         ranked = result.weights_by_difference()
         for row in ranked[:TOP_WEIGHTS]:
             name = row.legacy_name if row.legacy_name == row.migrated_name else \
                 f"{row.legacy_name} / {row.migrated_name}"
-            table.add_row(name + ("" if row.trainable else " (state)"), "x".join(map(str, row.shape)) or "scalar",
-                          _num(row.max_abs_diff, ".3g"), _num(row.rel_diff, ".3g"),
-                          "ok" if row.passed else "FAIL", style=None if row.passed else "red")
+            cells = [name + ("" if row.trainable else " (state)"), "x".join(map(str, row.shape)) or "scalar",
+                     _num(row.max_abs_diff, ".3g"), _num(row.rel_diff, ".3g")]
+            cells += [_num(row.envelope, ".3g")] if with_envelope else []
+            table.add_row(*cells, "ok" if row.passed else "FAIL", style=None if row.passed else "red")
         if len(ranked) > TOP_WEIGHTS:
             rest = ranked[TOP_WEIGHTS:]
-            table.add_row(f"... {len(rest)} more ({sum(r.passed for r in rest)} ok)", "", "", "", "")
+            table.add_row(f"... {len(rest)} more ({sum(r.passed for r in rest)} ok)", *[""] * len(columns))
         out.append(table)
 
     if result.metrics:
         table = Table(title="Evaluation metrics (last evaluation)", title_justify="left")
-        for name in ("metric", "legacy", "migrated", "abs diff", "result"):
+        with_envelope = any(row.envelope is not None for row in result.metrics)
+        columns = ["metric", "legacy", "migrated", "abs diff"] + (["envelope"] if with_envelope else [])
+        for name in columns + ["result"]:
             table.add_column(name, justify="left" if name in ("metric", "result") else "right")
         for row in result.metrics:
             status = "not compared (one side only)" if row.passed is None else ("ok" if row.passed else "FAIL")
-            table.add_row(row.name, _num(row.legacy), _num(row.migrated), _num(row.abs_diff, ".3g"), status,
-                          style="red" if row.passed is False else None)
+            cells = [row.name, _num(row.legacy), _num(row.migrated), _num(row.abs_diff, ".3g")]
+            cells += [_num(row.envelope, ".3g")] if with_envelope else []
+            table.add_row(*cells, status, style="red" if row.passed is False else None)
         out.append(table)
 
     for warning in result.warnings:
@@ -238,7 +261,8 @@ def write_json(result: ParityResult, path: str | os.PathLike[str]) -> None:
 
 
 def write_plot(result: ParityResult, path: str | os.PathLike[str]) -> None:
-    """A PNG: both loss curves, and their absolute difference against the tolerance."""
+    """A PNG: both loss curves, and their absolute difference against the tolerance and, when
+    measured, the program's own noise (the envelope) and what it allows."""
     try:
         import matplotlib
     except ImportError as exc:
@@ -261,7 +285,16 @@ def write_plot(result: ParityResult, path: str | os.PathLike[str]) -> None:
     diffs = [_nan(r.abs_diff) for r in rows]
     bounds = [r.atol + r.rtol * abs(r.legacy_loss) if r.legacy_loss is not None else math.nan for r in rows]
     bottom.plot(steps, diffs, marker="o", markersize=3, color="tab:red", label="|legacy - migrated|")
-    bottom.plot(steps, bounds, linestyle=":", color="gray", label="tolerance")
+    if any(r.envelope is not None for r in rows):
+        k = (result.envelope or {}).get("k")
+        bottom.plot(steps, [_nan(r.noise) for r in rows], linewidth=0.8, color="tab:blue", alpha=0.5,
+                    label="|nudged legacy - legacy| (the program's own noise)")
+        bottom.plot(steps, [_nan(r.envelope) for r in rows], color="tab:blue", label="envelope (largest so far)")
+        bottom.plot(steps, [_nan(r.allowed) for r in rows], linestyle="--", color="black",
+                    label=f"allowed: max(tolerance, {k:g} x envelope)" if k else "allowed")
+        bottom.plot(steps, bounds, linestyle=":", color="gray", label="fixed tolerance")
+    else:
+        bottom.plot(steps, bounds, linestyle=":", color="gray", label="tolerance")
     bottom.set_yscale("symlog", linthresh=1e-9)
     bottom.set_xlabel("training step")
     bottom.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
@@ -269,7 +302,7 @@ def write_plot(result: ParityResult, path: str | os.PathLike[str]) -> None:
     if result.first_divergent_step is not None:
         for axis in (top, bottom):
             axis.axvline(result.first_divergent_step, color="tab:red", alpha=0.4)
-    bottom.legend()
+    bottom.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

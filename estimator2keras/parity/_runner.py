@@ -125,10 +125,14 @@ def _collect(run: SideRun, started: float) -> SideRun:
     return run
 
 
-def run_side(run: SideRun, request: dict[str, Any], timeout: float, env: dict[str, str]) -> SideRun:
-    """Run one bootstrap in its interpreter; its own process group, killed whole on timeout."""
+def run_side(run: SideRun, request: dict[str, Any], timeout: float, env: dict[str, str],
+             registry: list | None = None) -> SideRun:
+    """Run one bootstrap in its interpreter; its own process group, killed whole on timeout.
+    ``registry`` collects the process, for a caller that may have to stop it from elsewhere."""
     started = time.perf_counter()
     process = _launch(run, request, env)
+    if registry is not None:
+        registry.append(process)
     try:
         run.returncode = process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -144,11 +148,12 @@ def run_side(run: SideRun, request: dict[str, Any], timeout: float, env: dict[st
 WORKER_GRACE = 10.0
 
 
-def run_workers(run: SideRun, request: dict[str, Any], timeout: float, env: dict[str, str], workers: int) -> SideRun:
+def run_workers(run: SideRun, request: dict[str, Any], timeout: float, env: dict[str, str], workers: int,
+                registry: list | None = None) -> SideRun:
     """Run a side as ``workers`` processes on this machine, a multi-worker job whose TF_CONFIG
     names loopback ports: the chief (worker 0) run, or the first worker that failed."""
     if workers == 1:
-        return run_side(run, request, timeout, env)
+        return run_side(run, request, timeout, env, registry)
     ports = _free_ports(workers)
     cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
     runs = [dataclasses.replace(run, out_dir=run.out_dir / f"worker_{i}") for i in range(workers)]
@@ -157,6 +162,8 @@ def run_workers(run: SideRun, request: dict[str, Any], timeout: float, env: dict
         _launch(r, request, {**env, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})})
         for i, r in enumerate(runs)
     ]
+    if registry is not None:
+        registry.extend(processes)
     deadline = started + timeout
     failed_at = None
     try:
@@ -179,6 +186,40 @@ def run_workers(run: SideRun, request: dict[str, Any], timeout: float, env: dict
         r.returncode = p.returncode
         _collect(r, started)
     return next((r for r in runs if not r.ok and not (r.returncode is None or r.returncode < 0)), None) or runs[0]
+
+
+class Background:
+    """A side run in a thread, alongside the others (the envelope run): ``result()`` waits for
+    it, ``cancel()`` stops its processes (after an error or Ctrl-C in the main thread)."""
+
+    def __init__(self, run: SideRun, request: dict[str, Any], timeout: float, env: dict[str, str], workers: int):
+        import threading
+
+        self._processes: list = []
+        self._run: SideRun | None = None
+        self._error: BaseException | None = None
+
+        def target() -> None:
+            try:
+                self._run = run_workers(run, request, timeout, env, workers, self._processes)
+            except BaseException as exc:  # noqa: BLE001 - reported by result()
+                self._error = exc
+
+        self._thread = threading.Thread(target=target, name=f"e2k-parity-{run.name}", daemon=True)
+        self._thread.start()
+
+    def result(self) -> SideRun:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._run is not None
+        return self._run
+
+    def cancel(self) -> None:
+        for process in list(self._processes):
+            if process.poll() is None:
+                _kill_group(process)
+        self._thread.join(timeout=30)
 
 
 def _free_ports(count: int) -> list[int]:
@@ -248,6 +289,7 @@ def run_parity(
     timeout: float = DEFAULT_TIMEOUT,
     workdir: str | os.PathLike[str] | None = None,
     workers: int = 1,
+    envelope: bool = True,
 ) -> ParityResult:
     """Run an Estimator program and its Keras migration and compare how they train.
 
@@ -259,9 +301,13 @@ def run_parity(
     ``Dataset.shuffle`` and dropout neutralised unless ``keep_shuffle``/``keep_dropout``.
     ``steps`` stops both after that many training steps.
 
-    Losses are compared step by step with ``tolerance`` (default: TF's advice, see
-    :class:`Tolerance`); ``rtol``/``atol`` fix one of its values for every step. Final
-    weights and eval metrics are compared with the tolerance of the last step.
+    ``envelope`` (default) runs the legacy program a second time, alongside, with its
+    trainable weights nudged by ``tolerance.envelope_ulps`` ulps at every step: how far that
+    run drifts from the legacy one, step by step, is the program's own numerical noise, and
+    the migrated run is judged against it (see :class:`Tolerance` and docs/parity.md).
+    Without it, losses are compared with the fixed schedule of ``tolerance`` (TF's advice);
+    ``rtol``/``atol`` fix one of its values for every step. Final weights and eval metrics
+    are compared with the tolerance of the last step (widened by their own envelope).
 
     Never raises for a problem with the programs (missing file, crash, no training call,
     variables that do not match): the result's verdict is then "error" with a reason.
@@ -275,7 +321,7 @@ def run_parity(
         legacy, [migrated], replicas=replicas, steps=steps, rtol=rtol, atol=atol, tolerance=tolerance,
         legacy_python=legacy_python, target_python=target_python, seed=seed, keep_shuffle=keep_shuffle,
         keep_dropout=keep_dropout, op_determinism=op_determinism, timeout=timeout, workdir=workdir,
-        workers=workers)[0]
+        workers=workers, envelope=envelope)[0]
 
 
 def run_parity_many(
@@ -296,6 +342,7 @@ def run_parity_many(
     timeout: float = DEFAULT_TIMEOUT,
     workdir: str | os.PathLike[str] | None = None,
     workers: int = 1,
+    envelope: bool = True,
 ) -> list[ParityResult]:
     """:func:`run_parity` for several migrations of one program: the legacy program runs
     once, each migration is compared with that run. One result per migration, in order.
@@ -329,8 +376,10 @@ def run_parity_many(
         "shuffle": "kept" if keep_shuffle else "neutralised (Dataset.shuffle is the identity, fit(shuffle=False))",
         "dropout": "kept" if keep_dropout else "neutralised (dropout and noise layers act as at inference)",
         "op_determinism": op_determinism,
-        "tolerance": tolerance.describe(),
+        "tolerance": tolerance.describe(envelope=envelope),
         "tolerance_values": dataclasses.asdict(tolerance),
+        "envelope": (f"the legacy program run again, its trainable weights nudged by {tolerance.envelope_ulps} ulps "
+                     f"at every step (seed {seed})") if envelope else "off",
         "initial_weights": "legacy initial values copied into the Keras model",
     }
 
@@ -350,6 +399,7 @@ def run_parity_many(
     kept = str(root) if keep else None
     if keep:
         root.mkdir(parents=True, exist_ok=True)
+    background = None
     try:
         env = child_environment(seed)
         request = {
@@ -361,6 +411,10 @@ def run_parity_many(
             "neutralize_dropout": not keep_dropout,
             "op_determinism": op_determinism,
         }
+        if envelope:  # needs nothing from the legacy run: runs alongside it
+            background = Background(
+                SideRun("legacy", legacy_path, legacy_python, root / "envelope"),
+                {**request, "perturb": {"seed": seed, "ulps": tolerance.envelope_ulps}}, timeout, env, workers)
         legacy_run = run_workers(SideRun("legacy", legacy_path, legacy_python, root / "legacy"),
                                  request, timeout, env, workers)
         legacy_info = side_info(legacy_run.result, str(legacy_path), legacy_python, legacy_run.seconds)
@@ -370,7 +424,8 @@ def run_parity_many(
             return [error(reason, m, legacy_info, detail=detail, workdir=kept) for m in migrated_paths]
         legacy_weights = legacy_run.weights()
 
-        results = []
+        results: list[ParityResult | None] = []
+        finished: list[tuple[int, SideRun, SideInfo]] = []
         for i, (migrated_path, python) in enumerate(candidates):
             if not migrated_path.is_file():
                 results.append(error(f"migrated program not found: {migrated_path}", migrated_path, legacy_info,
@@ -399,12 +454,38 @@ def run_parity_many(
                 results.append(error(reason, migrated_path, legacy_info, migrated_info, detail=detail,
                                      variable_tables=tables, workdir=kept))
                 continue
+            results.append(None)
+            finished.append((len(results) - 1, migrated_run, migrated_info))
+
+        nudged = nudged_weights = missing = None
+        if background is not None and finished:
+            nudged_run = background.result()
+            background = None
+            if nudged_run.ok:
+                nudged, nudged_weights = nudged_run.result, nudged_run.weights()
+            else:
+                missing = _envelope_failure(nudged_run, timeout)
+        if missing:
+            settings["tolerance"] = tolerance.describe()
+        for index, migrated_run, migrated_info in finished:
             result = compare(
                 legacy_run.result, migrated_run.result, legacy_weights, migrated_run.weights(), tolerance,
-                legacy_info=legacy_info, migrated_info=migrated_info, settings=settings, step_limit=steps)
+                legacy_info=legacy_info, migrated_info=migrated_info, settings=settings, step_limit=steps,
+                nudged=nudged, nudged_weights=nudged_weights, envelope_missing=missing)
             result.workdir = kept
-            results.append(result)
-        return results
+            results[index] = result
+        return results  # type: ignore[return-value]
     finally:
+        if background is not None:
+            background.cancel()
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def _envelope_failure(run: SideRun, timeout: float) -> str:
+    """Why the envelope run (the legacy program with nudged weights) gave no envelope."""
+    if run.status == "timeout":
+        return f"the envelope run did not finish within {timeout:g} s"
+    error = run.result.get("error") or {}
+    what = ": ".join(x for x in (error.get("type"), error.get("message")) if x) or f"status {run.status}"
+    return f"the envelope run (the legacy program, its weights nudged) failed ({what})"

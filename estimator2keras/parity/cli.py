@@ -5,6 +5,7 @@ Exit codes: 0 parity holds, 1 parity broken, 2 could not run (the reason is prin
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 
@@ -32,10 +33,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=None, metavar="K",
                         help="stop both programs after K training steps")
     parser.add_argument("--rtol", type=float, default=None, metavar="R",
-                        help=f"relative tolerance for every step (default: {_DEFAULTS.tight_rtol:g} for the first "
-                             f"{_DEFAULTS.tight_steps} steps, {_DEFAULTS.loose_rtol:g} after)")
+                        help=f"relative tolerance for every step (default: {_DEFAULTS.tight_rtol:g}, widened by the "
+                             f"program's own noise after step {_DEFAULTS.strict_steps}; with --no-envelope "
+                             f"{_DEFAULTS.loose_rtol:g} after step {_DEFAULTS.tight_steps})")
     parser.add_argument("--atol", type=float, default=None, metavar="A",
                         help=f"absolute tolerance for every step (default: {_DEFAULTS.tight_atol:g})")
+    parser.add_argument("--no-envelope", action="store_true",
+                        help="do not measure the program's own numerical noise (a second, nudged legacy run "
+                             "alongside): judge every step by the fixed tolerance")
+    parser.add_argument("--envelope-k", type=float, default=None, metavar="K",
+                        help=f"after step {_DEFAULTS.strict_steps}, a loss may differ by K times the program's "
+                             f"own noise (default: {_DEFAULTS.envelope_k:g}; docs/parity.md says why)")
     parser.add_argument("--json", metavar="FILE", help="write the full result as JSON")
     parser.add_argument("--plot", metavar="FILE.png", help="write both loss curves and their difference")
     parser.add_argument("--legacy-python", metavar="PATH",
@@ -67,8 +75,13 @@ def run(args: argparse.Namespace) -> int:
         from estimator2keras.parity._report import print_report, require_rich, write_json, write_plot
 
         require_rich()  # before minutes of training, not after
+        tolerance = None
+        if args.envelope_k is not None:
+            if not args.envelope_k > 0:
+                raise ParityUsageError(f"--envelope-k must be positive, got {args.envelope_k:g}")
+            tolerance = dataclasses.replace(_DEFAULTS, envelope_k=args.envelope_k)
         result = run_parity(
-            args.legacy, args.migrated,
+            args.legacy, args.migrated, tolerance=tolerance, envelope=not args.no_envelope,
             replicas=args.replicas, steps=args.steps, rtol=args.rtol, atol=args.atol,
             legacy_python=args.legacy_python, target_python=args.target_python, seed=args.seed,
             keep_shuffle=args.keep_shuffle, keep_dropout=args.keep_dropout,

@@ -1,0 +1,268 @@
+"""The noise envelope without TensorFlow: how the nudged legacy run's drift judges the migrated
+run (strict first steps, k x envelope after), the verdicts, the report, the plot, the CLI
+options, and the runner starting the envelope run alongside the legacy one (fake interpreters)."""
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from estimator2keras.parity import Tolerance, run_parity
+from estimator2keras.parity._compare import compare, compare_metrics, compare_steps, noise_envelope, side_info
+from estimator2keras.parity._report import render_text, write_plot
+from parity_programs import support
+
+FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "seed_mirrored_linear"
+TOL = Tolerance()
+K = TOL.envelope_k
+S = TOL.strict_steps
+
+
+# --- the envelope ---------------------------------------------------------------------------
+
+def test_envelope_is_the_running_maximum_of_the_nudged_runs_drift():
+    raw, running = noise_envelope([1.0, 1.0, 1.0, 1.0], [1.0, 1.5, 1.1, 0.0])
+    assert raw == pytest.approx([0.0, 0.5, 0.1, 1.0])
+    assert running == pytest.approx([0.0, 0.5, 0.5, 1.0])  # a chance coincidence at step 3 does not shrink it
+    assert noise_envelope([1.0], [math.nan])[1] == [math.inf]
+
+
+def _rows(legacy, migrated, nudged, tolerance=TOL):
+    return compare_steps(legacy, migrated, tolerance, noise_envelope(legacy, nudged))
+
+
+def test_strict_steps_ignore_the_envelope_later_steps_use_k_times_it():
+    n = S + 3
+    legacy = [2.0] * n
+    nudged = [2.0 + 1e-3] * n          # a noisy program: envelope 1e-3 from step 1
+    migrated = [2.0 + 2e-3] * n        # 2 x envelope: noise, once the strict steps are over
+    rows = _rows(legacy, migrated, nudged)
+    assert [row.passed for row in rows] == [False] * S + [True] * 3
+    assert rows[S].within_noise_only and rows[S].allowed == pytest.approx(K * 1e-3)
+    assert rows[0].allowed == pytest.approx(1e-5 + 1e-6 * 2.0)
+    beyond = _rows(legacy, [2.0] * S + [2.0 + 1.01 * K * 1e-3] * 3, nudged)
+    assert [row.passed for row in beyond] == [True] * S + [False] * 3
+
+
+def test_below_the_envelope_the_tight_tolerance_holds_at_every_step():
+    # a quiet program (envelope 1e-9): past step 10 the fixed schedule allowed 5 %, the envelope does not
+    legacy = [1.0] * 30
+    nudged = [1.0 + 1e-9] * 30
+    migrated = list(legacy)
+    migrated[24] = 1.0 + 1e-3
+    rows = _rows(legacy, migrated, nudged)
+    assert [row.step for row in rows if not row.passed] == [25]
+    assert all(row.passed for row in compare_steps(legacy, migrated, TOL))  # the fixed schedule misses it
+
+
+def test_nan_fails_and_missing_steps_fail_with_an_envelope_too():
+    rows = _rows([1.0, 1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, math.nan], [1.0, 1.0, 1.0, 3.0, 1.0])
+    assert [row.passed for row in rows] == [True, True, True, False, False]
+    assert rows[4].migrated_loss is None and rows[4].envelope == pytest.approx(2.0)
+
+
+def test_metric_and_weight_envelopes_widen_their_tolerance():
+    rows = compare_metrics({"loss": 1.0, "acc": 0.5}, {"loss": 1.1, "acc": 0.6}, 1e-6, 1e-5,
+                           {"loss": 1.05, "acc": 0.5}, K)
+    assert [(row.name, row.passed) for row in rows] == [("loss", True), ("acc", False)]
+    assert rows[0].envelope == pytest.approx(0.05) and rows[0].allowed == pytest.approx(K * 0.05)
+
+
+# --- verdicts ---------------------------------------------------------------------------------
+
+def _side(losses, **extra):
+    return {"status": "ok", "losses": list(losses), "replicas": 2, "strategy": "MirroredStrategy",
+            "loss_reduction": "mean", "training_calls": 1,
+            "variables": [{"name": "dense/kernel", "shape": [2], "trainable": True}],
+            "evaluations": [{"loss": 0.5}], **extra}
+
+
+def _weights(final):
+    return {"initial_0": np.zeros(2, np.float32), "final_0": np.array(final, np.float32)}
+
+
+def _judge(legacy, migrated, nudged, *, final=(1.0, 1.0), nudged_final=(1.0, 1.0), **kwargs):
+    legacy_side = _side(legacy)
+    migrated_side = _side(migrated)
+    nudged_side = _side(nudged, perturbation={"seed": 0, "ulps": 16, "elements": 2}) if nudged is not None else None
+    return compare(legacy_side, migrated_side, _weights((1.0, 1.0)), _weights(final), TOL,
+                   legacy_info=side_info(legacy_side, "legacy.py", "python", 1.0),
+                   migrated_info=side_info(migrated_side, "migrated.py", "python", 1.0),
+                   settings={"replicas": 2}, nudged=nudged_side,
+                   nudged_weights=_weights(nudged_final) if nudged is not None else None, **kwargs)
+
+
+def test_verdict_within_the_programs_own_noise():
+    legacy = [2.0, 1.9, 1.8, 1.7, 1.6, 1.5]
+    nudged = [2.0, 1.9, 1.8, 1.7 + 1e-3, 1.6 - 2e-3, 1.5 + 1e-3]
+    migrated = [2.0, 1.9, 1.8, 1.7 - 3e-3, 1.6 + 1e-3, 1.5]
+    result = _judge(legacy, migrated, nudged, final=(1.0, 1.02), nudged_final=(1.01, 1.0))
+    assert result.passed, result.report()
+    assert result.reason.startswith("agrees within the program's own numerical noise: 6 steps")
+    assert "2 steps beyond the fixed tolerance, from step 4" in result.reason
+    assert result.envelope["measured"] and result.envelope["k"] == K
+    assert result.weights[0].envelope == pytest.approx(0.01) and result.weights[0].passed
+    assert _judge(legacy, migrated, None).verdict == "broken"  # without the envelope: step 4 fails
+
+
+def test_verdict_beyond_the_noise_names_the_step_the_envelope_and_the_difference():
+    legacy = [2.0, 1.9, 1.8, 1.7, 1.6]
+    nudged = [2.0, 1.9, 1.8, 1.7 + 1e-4, 1.6]
+    migrated = [2.0, 1.9, 1.8, 1.7 + 1e-2, 1.6]
+    result = _judge(legacy, migrated, nudged)
+    assert result.verdict == "broken" and result.first_divergent_step == 4
+    assert result.reason.startswith(
+        "diverges beyond the program's own numerical noise at step 4 (envelope 0.0001, difference 0.01)")
+    assert f"max(1e-05 + 1e-06*|legacy|, {K:g} x envelope) = 0.0004" in result.reason
+
+
+def test_verdict_in_the_strict_steps_says_so():
+    result = _judge([2.0, 1.9, 1.8], [2.0, 1.9 + 1e-4, 1.8], [2.0, 1.9 + 1e-4, 1.8])
+    assert result.first_divergent_step == 2
+    assert f"steps 1-{S} are judged by the fixed tolerance alone" in result.reason
+
+
+def test_final_weights_beyond_their_envelope_break_parity():
+    result = _judge([1.0] * 4, [1.0] * 4, [1.0] * 4, final=(1.0, 1.5), nudged_final=(1.0, 1.01))
+    assert result.verdict == "broken" and "envelope 0.01" in result.reason
+
+
+def test_an_envelope_run_of_another_length_is_not_used_and_said_so():
+    result = _judge([1.0] * 12, [1.0] * 11 + [1.02], [1.0] * 11)
+    assert result.passed  # judged by the fixed schedule: 2 % at step 12 is within 5 %
+    assert result.envelope == {"measured": False, "reason": result.envelope["reason"]}
+    assert "took 11 steps" in result.envelope["reason"]
+    assert any(note.startswith("no noise envelope") for note in result.notes)
+    assert all(row.envelope is None for row in result.steps)
+
+
+def test_report_and_plot_show_the_envelope(tmp_path):
+    legacy = [2.0, 1.9, 1.8, 1.7, 1.6]
+    nudged = [2.0, 1.9, 1.8, 1.7 + 1e-3, 1.6 - 2e-3]
+    result = _judge(legacy, [2.0, 1.9, 1.8, 1.7 - 2e-3, 1.6], nudged)
+    text = render_text(result)
+    assert "envelope" in text and "allowed" in text and "ok (within noise)" in text
+    assert "noise envelope: the legacy program run again" in text
+    assert json.loads(json.dumps(result.to_dict()))["steps"][3]["envelope"] == pytest.approx(1e-3)
+    path = tmp_path / "plot.png"
+    write_plot(result, path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# --- the runner: the envelope run goes alongside the legacy one -----------------------------
+
+FAKE_SIDE = """#!{python}
+import json, os, sys, time
+import numpy as np
+request = json.load(open(sys.argv[2]))
+legacy = sys.argv[1].endswith("_legacy_side.py")
+kind = "envelope" if "perturb" in request else ("legacy" if legacy else "migrated")
+started = time.time()
+time.sleep(float(os.environ.get("SLEEP", "0")))
+losses = [2.0, 1.9, 1.8, 1.7, 1.6]
+if kind == "envelope":
+    if os.environ.get("ENVELOPE_CRASH"):
+        json.dump({{"status": "crashed", "error": {{"type": "ValueError", "message": "boom"}}}},
+                  open(os.path.join(request["out_dir"], "result.json"), "w"))
+        sys.exit(2)
+    losses = [2.0, 1.9, 1.8, 1.7 + 1e-3, 1.6 + 1e-3]
+elif kind == "migrated":
+    losses = [2.0, 1.9, 1.8, 1.7 + float(os.environ.get("DRIFT", "0")), 1.6]
+np.savez(os.path.join(request["out_dir"], "weights.npz"), initial_0=np.zeros(2), final_0=np.ones(2))
+json.dump({{"status": "ok", "losses": losses, "replicas": 2, "loss_reduction": "mean", "training_calls": 1,
+           "variables": [{{"name": "w", "shape": [2], "trainable": True}}], "evaluations": [],
+           "perturbation": request.get("perturb"), "kind": kind, "started": started, "ended": time.time(),
+           "request": request}}, open(os.path.join(request["out_dir"], "result.json"), "w"))
+"""
+
+
+@pytest.fixture()
+def fake_python(tmp_path):
+    path = tmp_path / "python"
+    path.write_text(FAKE_SIDE.format(python=sys.executable))
+    path.chmod(0o755)
+    return str(path)
+
+
+def _run(tmp_path, fake_python, monkeypatch, **env):
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return run_parity(FIXTURE / "before.py", FIXTURE / "after.py", legacy_python=fake_python,
+                      target_python=fake_python, workdir=tmp_path / "work", seed=7)
+
+
+def test_the_envelope_run_is_the_legacy_program_nudged_and_runs_alongside(tmp_path, fake_python, monkeypatch):
+    result = _run(tmp_path, fake_python, monkeypatch, SLEEP="1", DRIFT="3e-3")
+    assert result.passed and result.reason.startswith("agrees within the program's own numerical noise")
+    work = tmp_path / "work"
+    envelope = json.loads((work / "envelope" / "result.json").read_text())
+    legacy = json.loads((work / "legacy" / "result.json").read_text())
+    assert envelope["kind"] == "envelope" and envelope["request"]["perturb"] == {"seed": 7, "ulps": 16}
+    assert envelope["request"]["program"] == legacy["request"]["program"] == str(FIXTURE / "before.py")
+    assert envelope["started"] < legacy["ended"] and legacy["started"] < envelope["ended"]  # concurrently
+    assert [row.envelope for row in result.steps] == pytest.approx([0, 0, 0, 1e-3, 1e-3])
+
+
+def test_a_migration_beyond_the_noise_is_broken(tmp_path, fake_python, monkeypatch):
+    result = _run(tmp_path, fake_python, monkeypatch, DRIFT="5e-3")
+    assert result.verdict == "broken" and result.first_divergent_step == 4
+    assert "(envelope 0.001, difference 0.005)" in result.reason
+
+
+def test_a_failed_envelope_run_falls_back_to_the_fixed_tolerance(tmp_path, fake_python, monkeypatch):
+    result = _run(tmp_path, fake_python, monkeypatch, ENVELOPE_CRASH="1", DRIFT="3e-3")
+    assert result.verdict == "broken" and result.first_divergent_step == 4  # 3e-3 > the tight tolerance
+    assert result.envelope["measured"] is False and "ValueError: boom" in result.envelope["reason"]
+    assert result.settings["tolerance"].startswith("steps 1-10")
+
+
+def test_no_envelope_runs_no_second_legacy_program(tmp_path, fake_python):
+    result = run_parity(FIXTURE / "before.py", FIXTURE / "after.py", legacy_python=fake_python,
+                        target_python=fake_python, workdir=tmp_path / "work", envelope=False)
+    assert result.passed and result.envelope is None and result.settings["envelope"] == "off"
+    assert not (tmp_path / "work" / "envelope").exists()
+    assert all(row.envelope is None for row in result.steps)
+
+
+# --- CLI --------------------------------------------------------------------------------------
+
+def test_cli_passes_envelope_options(monkeypatch, capsys):
+    from estimator2keras import cli
+    from estimator2keras.parity import cli as parity_cli
+
+    seen = {}
+
+    def fake_run_parity(legacy, migrated, **kwargs):
+        seen.update(kwargs)
+        return _judge([1.0], [1.0], [1.0])
+
+    monkeypatch.setattr(parity_cli, "run_parity", fake_run_parity)
+    base = ["parity", str(FIXTURE / "before.py"), str(FIXTURE / "after.py")]
+    assert cli.main(base) == 0
+    assert seen["envelope"] is True and seen["tolerance"] is None
+    assert cli.main(base + ["--no-envelope", "--envelope-k", "8"]) == 0
+    assert seen["envelope"] is False and seen["tolerance"].envelope_k == 8
+    assert cli.main(base + ["--envelope-k", "0"]) == 2
+    assert "--envelope-k must be positive" in capsys.readouterr().err
+
+
+# --- the nudge itself, in TensorFlow (slow) ----------------------------------------------------
+
+@pytest.mark.slow
+@support.requires_legacy
+def test_the_envelope_run_moves_every_nonzero_weight_by_16_ulps_and_leaves_zeros(tmp_path):
+    result = run_parity(FIXTURE / "before.py", FIXTURE / "after.py", steps=2, workdir=tmp_path,
+                        legacy_python=support.legacy_python())
+    assert result.passed and result.envelope["measured"], result.report()
+    assert result.envelope["elements"] == 3 and result.envelope["ulps"] == 16
+    with np.load(tmp_path / "legacy" / "weights.npz") as legacy, np.load(tmp_path / "envelope" / "weights.npz") as nudged:
+        kernel, bias = legacy["initial_0"], legacy["initial_1"]
+        moved = np.abs(nudged["initial_0"].astype(np.float64) - kernel)
+        assert kernel.dtype == np.float32 and np.all(kernel != 0)
+        np.testing.assert_array_equal(moved, 16 * np.spacing(np.abs(kernel)).astype(np.float64))
+        np.testing.assert_array_equal(bias, 0)  # the bias starts at zero: one ulp of 0 is a denormal
+        np.testing.assert_array_equal(nudged["initial_1"], bias)
