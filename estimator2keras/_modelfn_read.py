@@ -392,10 +392,31 @@ class _ModelReader:
             sparse = loss.with_changes(func=loss.func.with_changes(attr=cst.Name("SparseCategoricalCrossentropy")))
             conversion = LossConversion(sparse, args["indices"].value, conversion.predictions)
             labels, name = self.resolve(args["indices"].value, at), "SparseCategoricalCrossentropy"
-        if name == "SparseCategoricalCrossentropy":
-            while isinstance(labels, cst.Call) and self.ctx.call_api_path(labels) in ("cast", "to_int32", "to_int64"):
-                labels = self.resolve(labels.args[0].value, at) if labels.args else labels
+        # What a Keras loss does to y_true itself: cast it to the prediction's dtype and, for a
+        # loss of one value per example, give it the prediction's rank ([batch] <-> [batch, 1]).
+        casts = ("cast", "to_int32", "to_int64", "to_float")
+        reshapes = name in ("MeanSquaredError", "MeanAbsoluteError", "Huber", "BinaryCrossentropy",
+                            "SparseCategoricalCrossentropy")
+        while isinstance(labels, cst.Call) and labels.args and labels.args[0].keyword is None:
+            path = self.ctx.call_api_path(labels)
+            if not (path in casts and name != "CategoricalCrossentropy" or reshapes and self._to_rank(labels, path)):
+                break
+            labels = labels.args[0].value
+            if isinstance(labels, cst.Name):  # `labels = tf.cast(labels, ...)`: the value before it
+                d = self.latest_def(labels.value, at)
+                if d is not None and isinstance(d.small, cst.Assign):
+                    labels, at = d.value, d.index
         return labels, conversion
+
+    def _to_rank(self, call: cst.Call, path: str | None) -> bool:
+        """``tf.reshape(x, [-1, 1])``, ``tf.reshape(x, [-1])``, ``tf.expand_dims(x, -1)`` or
+        ``tf.squeeze(x)``: one value per example, in either rank."""
+        rest = [_emit.code(a.value).replace(" ", "") for a in call.args[1:]]
+        if path == "reshape":
+            return rest in (["[-1,1]"], ["[-1]"], ["(-1,1)"], ["(-1,)"])
+        if path == "expand_dims":
+            return rest in (["-1"], ["1"], ["axis=-1"])
+        return path == "squeeze" and rest in ([], ["-1"], ["1"], ["axis=-1"])
 
     def _is_regularization(self, expr: cst.BaseExpression) -> bool:
         return isinstance(expr, cst.Call) and self.ctx.call_api_path(expr) in REGULARIZATION_LOSS

@@ -196,3 +196,30 @@ def test_layers_a_converted_model_cannot_hold_are_refused_not_half_converted(rul
         assert result.status == "partial", new
         assert any(reason in f.message for f in result.findings), [f.format() for f in result.findings]
         assert "tf.estimator.Estimator(model_fn" in new  # the unit is left as it was
+
+
+def test_labels_the_keras_loss_casts_and_reshapes_itself(rules):
+    # `labels = tf.cast(tf.reshape(labels, [-1, 1]), tf.float32)` before a loss of one value per
+    # example: Keras casts y_true to the prediction's dtype and matches its rank. The label
+    # rebinds its own name (this once looped forever).
+    source = """
+        import tensorflow as tf
+
+
+        def model_fn(features, labels, mode):
+            logits = tf.layers.dense(features["x"], 1)
+            labels = tf.cast(tf.reshape(labels, [-1, 1]), tf.float32)
+            loss = tf.losses.sigmoid_cross_entropy(multi_class_labels=labels, logits=logits)
+            train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+            return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+        est = tf.estimator.Estimator(model_fn)
+        est.train(lambda: tf.data.Dataset.from_tensor_slices(({"x": [[1.0]]}, [1])).batch(1), steps=1)
+    """
+    result, new = convert(rules, source)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert "tf.keras.losses.BinaryCrossentropy(from_logits=True)" in new
+    # A categorical loss does not reshape its labels: a reshape stays a human's call.
+    result, _ = convert(rules, source.replace("sigmoid_cross_entropy(multi_class_labels=", "softmax_cross_entropy(onehot_labels="))
+    assert result.status == "partial"
