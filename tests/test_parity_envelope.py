@@ -1,6 +1,7 @@
 """The noise envelope without TensorFlow: how the nudged legacy run's drift judges the migrated
 run (strict first steps, k x envelope after), the verdicts, the report, the plot, the CLI
-options, and the runner starting the envelope run alongside the legacy one (fake interpreters)."""
+options, and the runner starting the envelope run alongside the legacy one (fake interpreters);
+and the hyper-parameters compared statically (dropout rates, optimizer settings)."""
 from __future__ import annotations
 
 import json
@@ -12,7 +13,14 @@ import numpy as np
 import pytest
 
 from estimator2keras.parity import Tolerance, run_parity
-from estimator2keras.parity._compare import compare, compare_metrics, compare_steps, noise_envelope, side_info
+from estimator2keras.parity._compare import (
+    compare,
+    compare_hyperparameters,
+    compare_metrics,
+    compare_steps,
+    noise_envelope,
+    side_info,
+)
 from estimator2keras.parity._report import render_text, write_plot
 from parity_programs import support
 
@@ -153,6 +161,75 @@ def test_report_and_plot_show_the_envelope(tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+# --- hyper-parameters read at run time ---------------------------------------------------------
+
+ADAM_TF1 = {"kind": "Adam", "class": "AdamOptimizer",
+            "params": {"learning_rate": 0.003, "beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-8, "amsgrad": False}}
+ADAM_KERAS = {"kind": "Adam", "class": "Adam",
+              "params": {"learning_rate": 0.003000000026077032, "beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-8,
+                         "amsgrad": False}}
+
+
+def _hyper(legacy, migrated):
+    rows, notes = compare_hyperparameters(legacy, migrated)
+    return {row.name: (row.legacy, row.migrated, row.passed) for row in rows}, notes
+
+
+def test_the_same_optimizer_and_dropout_agree_float32_rounding_included():
+    rows, notes = _hyper({"optimizers": [ADAM_TF1], "dropout": [{"kind": "Dropout", "value": 0.5}]},
+                         {"optimizers": [ADAM_KERAS], "dropout": [{"kind": "Dropout", "value": 0.5}]})
+    assert rows["optimizer"] == ("AdamOptimizer", "Adam", True)
+    assert rows["Adam learning_rate"] == (0.003, 0.003, True)  # shown to 8 digits, compared to 1e-6
+    assert rows["dropout #1 (Dropout) rate"] == (0.5, 0.5, True) and not notes
+
+
+def test_a_different_hyper_parameter_or_optimizer_fails_with_both_values():
+    keras = {**ADAM_KERAS, "params": {**ADAM_KERAS["params"], "epsilon": 1e-7}}
+    rows, _ = _hyper({"optimizers": [ADAM_TF1]}, {"optimizers": [keras]})
+    assert rows["Adam epsilon"] == (1e-8, 1e-7, False)
+    sgd = {"kind": "SGD", "class": "SGD", "params": {"learning_rate": 0.003, "momentum": 0.0}}
+    rows, _ = _hyper({"optimizers": [ADAM_TF1]}, {"optimizers": [sgd]})
+    assert rows == {"optimizer": ("AdamOptimizer (Keras: Adam)", "SGD", False)}
+
+
+def test_schedules_and_unpaired_optimizers_are_not_compared():
+    schedule = {**ADAM_TF1, "params": {**ADAM_TF1["params"], "learning_rate": None}}
+    rows, _ = _hyper({"optimizers": [schedule]}, {"optimizers": [ADAM_KERAS]})
+    assert rows["Adam learning_rate"] == ("not static", 0.003, None)
+    rows, notes = _hyper({"optimizers": [ADAM_TF1, ADAM_TF1]}, {"optimizers": [ADAM_KERAS]})
+    assert rows == {} and notes == ["optimizers not compared: the legacy program applied 2, the migrated program 1"]
+    assert _hyper({"optimizers": [ADAM_TF1]}, {}) == ({}, [])  # a side that recorded nothing (older bootstrap)
+
+
+def test_dropout_compared_in_order_or_as_rates_when_counts_differ():
+    def drops(*values):
+        return {"dropout": [{"kind": "Dropout", "value": v} for v in values]}
+
+    rows, _ = _hyper(drops(0.5, 0.1), drops(0.5, 0.2))
+    assert rows["dropout #2 (Dropout) rate"] == (0.1, 0.2, False)
+    rows, _ = _hyper(drops(0.5, 0.5), drops(0.5))  # a loop of tf.nn.dropout calls on one line, say
+    assert rows["dropout (in order of use)"][2] is True
+    rows, _ = _hyper(drops(0.5), drops())
+    assert rows["dropout (in order of use)"] == ("Dropout 0.5", "none", False)  # a forgotten dropout layer
+
+
+def test_a_hyper_parameter_mismatch_breaks_parity_even_when_the_losses_agree():
+    legacy = _side([2.0, 1.9], optimizers=[ADAM_TF1], dropout=[{"kind": "Dropout", "value": 0.5}])
+    migrated = _side([2.0, 1.9], optimizers=[ADAM_KERAS], dropout=[{"kind": "Dropout", "value": 0.4}])
+    result = compare(legacy, migrated, _weights((1.0, 1.0)), _weights((1.0, 1.0)), TOL,
+                     legacy_info=side_info(legacy, "l.py", "python", 1.0),
+                     migrated_info=side_info(migrated, "m.py", "python", 1.0), settings={"replicas": 2})
+    assert result.verdict == "broken" and result.first_divergent_step is None
+    assert result.reason.endswith("dropout #1 (Dropout) rate: legacy 0.5, migrated 0.4")
+    assert "Hyper-parameters" in render_text(result)
+    migrated["losses"] = [2.0, 2.5]  # with a loss difference too, the mismatch is a hint
+    result = compare(legacy, migrated, _weights((1.0, 1.0)), _weights((1.0, 1.0)), TOL,
+                     legacy_info=side_info(legacy, "l.py", "python", 1.0),
+                     migrated_info=side_info(migrated, "m.py", "python", 1.0), settings={"replicas": 2})
+    assert result.first_divergent_step == 2
+    assert any("dropout #1 (Dropout) rate: legacy 0.5, migrated 0.4" in hint for hint in result.hints)
+
+
 # --- the runner: the envelope run goes alongside the legacy one -----------------------------
 
 FAKE_SIDE = """#!{python}
@@ -266,3 +343,75 @@ def test_the_envelope_run_moves_every_nonzero_weight_by_16_ulps_and_leaves_zeros
         np.testing.assert_array_equal(moved, 16 * np.spacing(np.abs(kernel)).astype(np.float64))
         np.testing.assert_array_equal(bias, 0)  # the bias starts at zero: one ulp of 0 is a denormal
         np.testing.assert_array_equal(nudged["initial_1"], bias)
+
+
+# --- what the bootstraps read, in each interpreter (slow) ------------------------------------
+
+READ_PROBE = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("side_common", sys.argv[1])
+common = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(common)
+import tensorflow as tf
+
+record, on = [], {"gate": True}
+common.patch_dropout(tf, record, lambda: on["gate"])
+x = tf.ones((2, 4))
+layer = tf.keras.layers.Dropout(0.3)
+layer(x, training=True)
+layer(x, training=True)          # the same layer again: recorded once
+tf.keras.layers.Dropout(0.9)(x, training=False)  # not training: not recorded
+tf.keras.layers.GaussianNoise(0.2)(x, training=True)
+tf.nn.dropout(x, rate=0.25)
+tf.compat.v1.nn.dropout(x, keep_prob=0.6)
+on["gate"] = False
+tf.keras.layers.Dropout(0.7)(x, training=True)  # outside the gate
+out = {"dropout": [(d["kind"], round(d["value"], 6)) for d in record], "optimizers": []}
+opts = [tf.keras.optimizers.Adam(0.01, epsilon=1e-8), tf.keras.optimizers.SGD(0.1, momentum=0.9),
+        tf.keras.optimizers.RMSprop()]
+if hasattr(tf.compat.v1.train, "MomentumOptimizer"):
+    opts += [tf.compat.v1.train.MomentumOptimizer(0.1, 0.9), tf.compat.v1.train.GradientDescentOptimizer(0.5),
+             tf.compat.v1.train.RMSPropOptimizer(0.01)]
+for opt in opts:
+    out["optimizers"].append(common.describe_optimizer(tf, opt))
+print("RESULT " + json.dumps(out))
+"""
+
+
+def _read_probe(python: str) -> dict:
+    import subprocess
+
+    side_common = Path(__file__).resolve().parent.parent / "estimator2keras" / "parity" / "_side_common.py"
+    done = subprocess.run([python, "-c", READ_PROBE, str(side_common)], capture_output=True, text=True, timeout=300)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert done.returncode == 0 and lines, done.stderr[-3000:]
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def _check_read(out: dict) -> None:
+    assert out["dropout"] == [["Dropout", 0.3], ["GaussianNoise", 0.2], ["Dropout", 0.25], ["Dropout", 0.4]]
+    by_class = {o["class"]: o for o in out["optimizers"]}
+    adam = by_class["Adam"]["params"]
+    assert adam["epsilon"] == pytest.approx(1e-8) and adam["learning_rate"] == pytest.approx(0.01)
+    assert by_class["SGD"]["params"]["momentum"] == pytest.approx(0.9)
+    assert by_class["RMSprop"]["params"]["rho"] == pytest.approx(0.9)
+    if "MomentumOptimizer" in by_class:  # TF1 optimizers, their defaults written out as Keras names
+        assert by_class["MomentumOptimizer"] == {
+            "kind": "SGD", "class": "MomentumOptimizer",
+            "params": {"learning_rate": 0.1, "momentum": 0.9, "nesterov": False}}
+        assert by_class["GradientDescentOptimizer"]["params"] == {"learning_rate": 0.5, "momentum": 0.0,
+                                                                  "nesterov": False}
+        assert by_class["RMSPropOptimizer"]["params"] == {"learning_rate": 0.01, "rho": 0.9, "momentum": 0.0,
+                                                          "epsilon": 1e-10, "centered": False}
+
+
+@pytest.mark.slow
+@support.requires_legacy
+def test_dropout_and_optimizers_are_read_on_the_legacy_interpreter():
+    _check_read(_read_probe(support.legacy_python()))
+
+
+@pytest.mark.slow
+@support.requires_target
+def test_dropout_and_optimizers_are_read_on_the_newest_tensorflow():
+    _check_read(_read_probe(support.target_python()))

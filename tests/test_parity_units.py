@@ -51,7 +51,8 @@ keras_side = _load("_keras_side")
 
 def test_public_surface_is_small():
     assert sorted(parity.__all__) == [
-        "MetricRow", "ParityResult", "ParityUsageError", "StepRow", "Tolerance", "WeightRow", "run_parity", "run_parity_many"]
+        "HyperRow", "MetricRow", "ParityResult", "ParityUsageError", "StepRow", "Tolerance", "WeightRow", "run_parity",
+        "run_parity_many"]
 
 
 def test_default_tolerance_is_tight_for_ten_steps_then_relative():

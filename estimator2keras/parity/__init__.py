@@ -7,10 +7,11 @@
 
 See docs/parity.md for what is compared, how randomness is handled and the tolerances.
 """
-from estimator2keras.parity._result import MetricRow, ParityResult, StepRow, Tolerance, WeightRow
+from estimator2keras.parity._result import HyperRow, MetricRow, ParityResult, StepRow, Tolerance, WeightRow
 from estimator2keras.parity._runner import ParityUsageError, run_parity, run_parity_many
 
 __all__ = [
+    "HyperRow",
     "MetricRow",
     "ParityResult",
     "ParityUsageError",

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from estimator2keras.parity._result import (
+    HyperRow,
     MetricRow,
     ParityResult,
     SideInfo,
@@ -226,6 +227,72 @@ def compare_metrics(legacy: Mapping[str, Any] | None, migrated: Mapping[str, Any
     return rows
 
 
+def _same(a: Any, b: Any) -> bool | None:
+    if a is None or b is None:
+        return None
+    if isinstance(a, bool) or isinstance(b, bool):
+        return bool(a) == bool(b)
+    return math.isclose(float(a), float(b), rel_tol=1e-6, abs_tol=1e-12)
+
+
+def _value(value: Any) -> Any:
+    """A hyper-parameter as the report shows it: floats to 8 significant digits (a Keras
+    optimizer holds its learning rate as float32: 0.0033 reads 0.0032999999821186066)."""
+    if value is None:
+        return "not static"
+    if isinstance(value, float):
+        return float(f"{value:.8g}")
+    return value
+
+
+def compare_hyperparameters(legacy: Mapping[str, Any], migrated: Mapping[str, Any]) -> tuple[list[HyperRow], list[str]]:
+    """Dropout and noise rates (neutralised in the run, so invisible in the losses) and the
+    optimizers' hyper-parameters, as each program held them at run time. Returns the rows
+    and notes on what could not be compared."""
+    rows: list[HyperRow] = []
+    notes: list[str] = []
+    if "dropout" in legacy and "dropout" in migrated:
+        theirs = [(d.get("kind"), d.get("value")) for d in legacy.get("dropout") or []]
+        mine = [(d.get("kind"), d.get("value")) for d in migrated.get("dropout") or []]
+        if len(theirs) == len(mine):
+            for i, ((kind_a, a), (kind_b, b)) in enumerate(zip(theirs, mine)):
+                label = kind_a if kind_a == kind_b else f"{kind_a} / {kind_b}"
+                same = False if kind_a != kind_b else _same(a, b)
+                rows.append(HyperRow(f"dropout #{i + 1} ({label}) {'stddev' if kind_a == 'GaussianNoise' else 'rate'}",
+                                     _value(a), _value(b), same))
+        else:
+            def describe(items):
+                return ", ".join(f"{kind} {_value(v)}" for kind, v in items) or "none"
+
+            same = set(theirs) == set(mine)
+            rows.append(HyperRow("dropout (in order of use)", describe(theirs), describe(mine), same,
+                                 None if not same else
+                                 f"the programs apply dropout {len(theirs)} and {len(mine)} times, at the same rates"))
+    if "optimizers" in legacy and "optimizers" in migrated:
+        theirs, mine = legacy.get("optimizers") or [], migrated.get("optimizers") or []
+        if len(theirs) == 1 and len(mine) == 1:
+            a, b = theirs[0], mine[0]
+            if a.get("kind") != b.get("kind"):
+                rows.append(HyperRow("optimizer", f"{a.get('class')} (Keras: {a.get('kind')})", b.get("class"), False))
+            else:
+                kind = a.get("kind")
+                rows.append(HyperRow("optimizer", a.get("class"), b.get("class"), True))
+                params_a, params_b = a.get("params") or {}, b.get("params") or {}
+                for key in params_a:
+                    if key in params_b:
+                        same = _same(params_a[key], params_b[key])
+                        rows.append(HyperRow(f"{kind} {key}", _value(params_a[key]), _value(params_b[key]), same,
+                                             "a tensor or schedule: not compared here" if same is None else None))
+        elif theirs or mine:
+            notes.append(f"optimizers not compared: the legacy program applied {len(theirs)}, the migrated "
+                         f"program {len(mine)}")
+    return rows, notes
+
+
+def _hyper_text(rows: list[HyperRow]) -> str:
+    return "; ".join(f"{row.name}: legacy {row.legacy}, migrated {row.migrated}" for row in rows)
+
+
 def _allowance(row: StepRow, tolerance: Tolerance) -> str:
     fixed = f"{row.atol:g} + {row.rtol:g}*|legacy|"
     if row.step <= tolerance.strict_steps:
@@ -424,11 +491,21 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
                           f"envelope {worst.envelope:.3g})")
             else:
                 reason = f"agrees within the program's own numerical noise: {counts} agree within tolerance"
+    hyperparameters, hyper_notes = compare_hyperparameters(legacy, migrated)
+    notes += hyper_notes
+    failing_hyper = [row for row in hyperparameters if row.passed is False]
+    if failing_hyper and verdict == "parity":
+        verdict = "broken"
+        reason = (f"the losses, weights and metrics agree, but hyper-parameters differ "
+                  f"(read from both programs at run time): {_hyper_text(failing_hyper)}")
+    elif failing_hyper:
+        hints.append(f"hyper-parameters differ (read from both programs at run time): {_hyper_text(failing_hyper)}")
     hints += evaluation_hints(weights, failing_metrics, failing_step, legacy_info)
     if envelope_info is not None and not envelope_info["measured"]:
         notes.append(f"no noise envelope: {envelope_missing}; judged by the fixed tolerance")
     return ParityResult(
         envelope=envelope_info,
+        hyperparameters=hyperparameters,
         warnings=replica_copy_warnings(migrated),
         verdict=verdict,
         reason=reason,

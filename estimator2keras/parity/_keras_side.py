@@ -63,6 +63,8 @@ class State:
         self.variables: list[dict] = []
         self.pairing_notes: list[str] = []
         self.diverged: list[dict] = []
+        self.dropout: list[dict] = []  # dropout and noise layers as fit trains (see patch_dropout)
+        self.optimizers: list[dict] = []
         self.info: dict = {"notes": []}
 
     @property
@@ -282,6 +284,9 @@ def instrument(tf, state: State) -> None:
             x = _prepare_model(tf, state, self, bound.arguments.get("x"), bound.arguments.get("batch_size"))
             if "x" in bound.arguments:
                 bound.arguments["x"] = x
+            optimizer = getattr(self, "optimizer", None)
+            if optimizer is not None:
+                state.optimizers = [common.describe_optimizer(tf, optimizer)]
         elif state.model is not self:
             raise common.HarnessStop(
                 "unsupported", "the program trains more than one Keras model; the parity harness compares one")
@@ -359,7 +364,7 @@ def main(request_path: str) -> int:
         if request["neutralize_shuffle"]:
             common.patch_shuffle(tf)
         if request["neutralize_dropout"]:
-            common.patch_dropout(tf)
+            common.patch_dropout(tf, state.dropout, lambda: state.in_fit)
         if request["op_determinism"]:
             common.enable_op_determinism(tf, state.info)
         instrument(tf, state)
@@ -393,6 +398,8 @@ def _save(state: State, result: dict, out_dir: str) -> None:
         fit_validation=state.fit_validation,
         pairing_notes=state.pairing_notes,
         diverged_replica_copies=state.diverged,
+        dropout=state.dropout,
+        optimizers=state.optimizers,
         notes=state.info.get("notes", []),
         user_strategy_devices=state.info.get("user_strategy_devices", []),
     )

@@ -22,6 +22,7 @@ import inspect
 import os
 import sys
 import tempfile
+import threading
 
 
 def _load_common():
@@ -58,6 +59,14 @@ class Recorder:
         # The envelope run: the same program, its trainable values nudged by one ulp at every step.
         self.perturb: dict | None = request.get("perturb")
         self.nudge = None  # the last training graph's _Nudge
+        # What parity mode neutralises or cannot see in the losses, for the host to compare:
+        # the dropout and the optimizers of the first training model_fn call (the first
+        # replica's), in order of first use.
+        self.dropout: list[dict] = []
+        self.recording_thread: int | None = None  # the thread recording it
+        self.dropout_recorded = False
+        self.optimizers: list[dict] = []
+        self.optimizer_ids: set = set()
 
     @property
     def limit_reached(self) -> bool:
@@ -284,6 +293,22 @@ def instrument(tf, request: dict, rec: Recorder, devices: list[str], device_kind
 
     Estimator._train_with_estimator_spec = _train_with_estimator_spec
 
+    original_call_model_fn = Estimator._call_model_fn
+
+    def _call_model_fn(self, features, labels, mode, config):
+        # under MirroredStrategy the model_fn runs once per replica, each in its own thread
+        # and at the same time: record the first replica's call only, in its thread
+        if mode != "train" or rec.dropout_recorded or rec.recording_thread is not None:
+            return original_call_model_fn(self, features, labels, mode, config)
+        rec.recording_thread = threading.get_ident()
+        try:
+            return original_call_model_fn(self, features, labels, mode, config)
+        finally:
+            rec.recording_thread = None
+            rec.dropout_recorded = True
+
+    Estimator._call_model_fn = _call_model_fn
+
     original_reduce_op = estimator_lib._get_loss_reduce_op_for_reporting
 
     def _get_loss_reduce_op_for_reporting():
@@ -303,10 +328,10 @@ def instrument(tf, request: dict, rec: Recorder, devices: list[str], device_kind
 
     Estimator.evaluate = evaluate
 
-    _patch_optimizers(tf)
+    _patch_optimizers(tf, rec)
 
 
-def _patch_optimizers(tf) -> None:
+def _patch_optimizers(tf, rec: Recorder) -> None:
     """Remember the graph's variables when an optimizer is first applied (see _model_variables),
     and whether the loss a Keras optimizer differentiates was already divided by the replicas."""
     classes = []
@@ -322,6 +347,9 @@ def _patch_optimizers(tf) -> None:
             graph = tf.compat.v1.get_default_graph()
             if not hasattr(graph, "_e2k_variables_before_optimizer"):
                 graph._e2k_variables_before_optimizer = list(tf.compat.v1.global_variables())
+            if rec.recording_thread == threading.get_ident() and id(self) not in rec.optimizer_ids:
+                rec.optimizer_ids.add(id(self))
+                rec.optimizers.append(common.describe_optimizer(tf, self))
             return _original(self, *args, **kwargs)
 
         cls.apply_gradients = apply_gradients
@@ -362,6 +390,34 @@ def _divided_by_replicas(tf, loss) -> bool:
     return False
 
 
+def _redirect_exports(tf, out_dir: str) -> None:
+    """The envelope run's exports go to its own directory: it runs the program a second time,
+    at the same time as the legacy run, and must neither add a second export where the program
+    exports nor collide with the legacy run's (export directories are named by the second).
+    The program still gets a path it can load back."""
+    import itertools
+
+    from tensorflow_estimator.python.estimator import estimator as estimator_lib
+
+    base = os.path.join(out_dir, "exports")
+    for name in ("export_saved_model", "export_savedmodel", "experimental_export_all_saved_models"):
+        original = getattr(estimator_lib.Estimator, name, None)
+        if original is None:
+            continue
+
+        def method(self, export_dir_base, *args, _original=original, **kwargs):
+            return _original(self, base, *args, **kwargs)
+
+        setattr(estimator_lib.Estimator, name, method)
+    original_save = tf.saved_model.save
+    counter = itertools.count()
+
+    def save(obj, export_dir, *args, **kwargs):
+        return original_save(obj, os.path.join(out_dir, "saved_models", str(next(counter))), *args, **kwargs)
+
+    tf.saved_model.save = save
+
+
 def main(request_path: str) -> int:
     request = common.load_request(request_path)
     out_dir = request["out_dir"]
@@ -396,10 +452,12 @@ def main(request_path: str) -> int:
         if request["neutralize_shuffle"]:
             common.patch_shuffle(tf)
         if request["neutralize_dropout"]:
-            common.patch_dropout(tf)
+            common.patch_dropout(tf, rec.dropout, lambda: rec.recording_thread == threading.get_ident())
         if request["op_determinism"]:
             common.enable_op_determinism(tf, rec.info)
         instrument(tf, request, rec, devices, kind)
+        if rec.perturb is not None:
+            _redirect_exports(tf, out_dir)
 
         status, error = common.run_program(request["program"])
         if status == "ok" and rec.training_calls == 0:
@@ -436,6 +494,8 @@ def _save(rec: Recorder, result: dict, out_dir: str) -> None:
         notes=rec.info.get("notes", []),
         user_strategy_devices=rec.info.get("user_strategy_devices", []),
         perturbation=rec.nudge.describe() if rec.nudge is not None else None,
+        dropout=rec.dropout,
+        optimizers=rec.optimizers,
     )
     common.save_weights(out_dir, result, rec.initial, rec.final)
 

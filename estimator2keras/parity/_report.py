@@ -181,6 +181,18 @@ def build_renderables(result: ParityResult, *, max_rows: int = 40) -> list[Any]:
             table.add_row(*cells, status, style="red" if row.passed is False else None)
         out.append(table)
 
+    if result.hyperparameters:
+        table = Table(title="Hyper-parameters (read from both programs at run time)", title_justify="left")
+        for name in ("hyper-parameter", "legacy", "migrated", "result"):
+            table.add_column(name, justify="left")
+        for row in result.hyperparameters:
+            status = "ok" if row.passed else ("FAIL" if row.passed is False else "not compared")
+            if row.note:
+                status += f" ({row.note})"
+            table.add_row(row.name, str(row.legacy), str(row.migrated), status,
+                          style="red" if row.passed is False else None)
+        out.append(table)
+
     for warning in result.warnings:
         out.append(Text(f"warning: {warning}", style="bold yellow"))
     for hint in result.hints:

@@ -141,6 +141,19 @@ class MetricRow:
     allowed: float | None = None
 
 
+@dataclass(frozen=True)
+class HyperRow:
+    """A hyper-parameter read from both programs at run time: what parity mode neutralises
+    (dropout and noise rates) or what the losses may not show (the optimizer's settings, TF1
+    defaults included). ``passed`` is None when a value is not static (a tensor, a schedule)."""
+
+    name: str
+    legacy: Any
+    migrated: Any
+    passed: bool | None
+    note: str | None = None
+
+
 @dataclass
 class SideInfo:
     """How one program ran."""
@@ -186,6 +199,8 @@ class ParityResult:
     workdir: str | None = None
     #: the noise envelope: whether it was measured ("measured"), how, and why not when not
     envelope: dict[str, Any] | None = None
+    #: hyper-parameters compared statically (dropout rates, the optimizer's settings)
+    hyperparameters: list[HyperRow] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:

@@ -146,10 +146,29 @@ def patch_shuffle(tf) -> None:
         experimental.shuffle_and_repeat = shuffle_and_repeat
 
 
-def patch_dropout(tf) -> None:
-    """Dropout and noise layers, and `tf.nn.dropout`, act as at inference (identity)."""
+def patch_dropout(tf, record: list | None = None, gate=None) -> None:
+    """Dropout and noise layers, and `tf.nn.dropout`, act as at inference (identity).
 
-    def identity_call(self, inputs, *args, **kwargs):
+    What they would have done is still recorded, so that the host can compare it (parity
+    mode must not be blind to a wrong rate): while ``gate()`` is true, each dropout or noise
+    layer called in training, and each `tf.nn.dropout` call, appends ``{"kind", "value",
+    "key"}`` to ``record`` once (a layer by identity, a function call by its call site), in
+    the order of first use. ``value`` is the rate (GaussianNoise: the stddev), None when it
+    is a tensor without a static value.
+    """
+    seen: set = set()
+
+    def note(kind: str, value, key) -> None:
+        if record is None or gate is None or not gate() or key in seen:
+            return
+        seen.add(key)
+        record.append({"kind": kind, "value": _static_float(tf, value), "key": str(key[1:])})
+
+    def identity_call(self, inputs, training=None, *args, **kwargs):
+        if record is not None and gate is not None and gate() and _training(tf, training):
+            kind = next((c.__name__ for c in type(self).__mro__ if c.__name__ in _DROPOUT_LAYER_NAMES), "Dropout")
+            note(kind, getattr(self, "stddev" if kind == "GaussianNoise" else "rate", None),
+                 ("layer", id(self), getattr(self, "name", "")))
         return inputs
 
     layers = tf.keras.layers
@@ -158,11 +177,116 @@ def patch_dropout(tf) -> None:
         if cls is not None:
             cls.call = identity_call
 
-    def dropout(x, *args, **kwargs):
+    def caller():
+        frame = sys._getframe(2)
+        return ("call", frame.f_code.co_filename, frame.f_lineno)
+
+    def dropout(x, rate=None, *args, **kwargs):
+        note("Dropout", rate, caller())
+        return x
+
+    def dropout_v1(x, keep_prob=None, *args, **kwargs):
+        rate = kwargs.get("rate")
+        if rate is None and keep_prob is not None:
+            keep = _static_float(tf, keep_prob)
+            rate = None if keep is None else 1.0 - keep
+        note("Dropout", rate, caller())
         return x
 
     tf.nn.dropout = dropout
-    tf.compat.v1.nn.dropout = dropout
+    tf.compat.v1.nn.dropout = dropout_v1
+
+
+def _training(tf, training) -> bool:
+    """Whether a dropout layer called with ``training`` would drop. None means Keras 2's
+    learning phase, as the layer itself reads it (model_to_estimator sets it for the mode); a
+    tensor without a static value may be true."""
+    if training is None:
+        phase = getattr(getattr(tf.keras, "backend", None), "learning_phase", None)
+        try:
+            training = phase() if phase is not None else None
+        except Exception:  # noqa: BLE001 - Keras 3 has no learning phase
+            training = None
+    if training is None:
+        return False
+    if isinstance(training, (bool, int)):
+        return bool(training)
+    static = tf.get_static_value(training)
+    return True if static is None else bool(static)
+
+
+def _static_float(tf, value):
+    """A Python number from a number or a tensor with a static value; None otherwise."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        static = tf.get_static_value(value)
+    except Exception:  # noqa: BLE001 - a symbolic value: not comparable
+        return None
+    try:
+        return None if static is None else float(static)
+    except (TypeError, ValueError):
+        return None
+
+
+# TF1 optimizers as the Keras optimizer a migration writes, and where each keeps its
+# hyper-parameters (the TF1 defaults are in them when the program left them out).
+_TF1_OPTIMIZERS = {
+    "AdamOptimizer": ("Adam", {"learning_rate": "_lr", "beta_1": "_beta1", "beta_2": "_beta2",
+                               "epsilon": "_epsilon"}, {"amsgrad": False}),
+    "MomentumOptimizer": ("SGD", {"learning_rate": "_learning_rate", "momentum": "_momentum",
+                                  "nesterov": "_use_nesterov"}, {}),
+    "GradientDescentOptimizer": ("SGD", {"learning_rate": "_learning_rate"}, {"momentum": 0.0, "nesterov": False}),
+    "AdagradOptimizer": ("Adagrad", {"learning_rate": "_learning_rate",
+                                     "initial_accumulator_value": "_initial_accumulator_value"}, {}),
+    "RMSPropOptimizer": ("RMSprop", {"learning_rate": "_learning_rate", "rho": "_decay", "momentum": "_momentum",
+                                     "epsilon": "_epsilon", "centered": "_centered"}, {}),
+    "AdadeltaOptimizer": ("Adadelta", {"learning_rate": "_lr", "rho": "_rho", "epsilon": "_epsilon"}, {}),
+    "FtrlOptimizer": ("Ftrl", {"learning_rate": "_learning_rate", "learning_rate_power": "_learning_rate_power",
+                               "initial_accumulator_value": "_initial_accumulator_value",
+                               "l1_regularization_strength": "_l1_regularization_strength",
+                               "l2_regularization_strength": "_l2_regularization_strength",
+                               "l2_shrinkage_regularization_strength": "_l2_shrinkage_regularization_strength",
+                               "beta": "_beta"}, {}),
+}
+# Keras hyper-parameters compared with the TF1 ones (the others have no TF1 counterpart).
+_KERAS_KEYS = {
+    "Adam": ("learning_rate", "beta_1", "beta_2", "epsilon", "amsgrad"),
+    "SGD": ("learning_rate", "momentum", "nesterov"),
+    "Adagrad": ("learning_rate", "initial_accumulator_value"),
+    "RMSprop": ("learning_rate", "rho", "momentum", "epsilon", "centered"),
+    "Adadelta": ("learning_rate", "rho", "epsilon"),
+    "Ftrl": ("learning_rate", "learning_rate_power", "initial_accumulator_value", "l1_regularization_strength",
+             "l2_regularization_strength", "l2_shrinkage_regularization_strength", "beta"),
+}
+
+
+def describe_optimizer(tf, optimizer) -> dict:
+    """``{"kind", "class", "params"}``: the optimizer as the Keras one a migration writes, with
+    its hyper-parameters as it holds them (a value None: a tensor or schedule, not static)."""
+    optimizer = getattr(optimizer, "inner_optimizer", None) or optimizer  # mixed precision's wrapper
+    name = type(optimizer).__name__
+    if name in _TF1_OPTIMIZERS:
+        kind, attributes, fixed = _TF1_OPTIMIZERS[name]
+        params = {key: _hyperparameter(tf, getattr(optimizer, attribute, None)) for key, attribute in attributes.items()}
+        return {"kind": kind, "class": name, "params": {**params, **fixed}}
+    try:
+        config = dict(optimizer.get_config())
+    except Exception:  # noqa: BLE001 - an optimizer we cannot read is only not compared
+        return {"kind": name, "class": name, "params": {}}
+    keys = _KERAS_KEYS.get(name, ())
+    return {"kind": name, "class": name, "params": {key: _hyperparameter(tf, config.get(key)) for key in keys
+                                                    if key in config}}
+
+
+def _hyperparameter(tf, value):
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, dict) or callable(value):  # a serialized schedule, or a function of the step
+        return None
+    return _static_float(tf, value)
 
 
 def enable_op_determinism(tf, record: dict) -> None:

@@ -68,6 +68,6 @@ def model_fn(features, labels, mode, params):
 strategy = tf1.distribute.MirroredStrategy()
 config = tf1.estimator.RunConfig(train_distribute=strategy, eval_distribute=strategy, tf_random_seed=5)
 classifier = tf1.estimator.Estimator(
-    model_fn, config=config, params={"learning_rate": 0.003, "dropout": 0.25})
+    model_fn, config=config, params={"learning_rate": 0.003, "dropout": 0.5})
 classifier.train(train_input_fn)
 print(classifier.evaluate(eval_input_fn))

@@ -47,7 +47,7 @@ def build_model():
       tf.keras.layers.MaxPooling2D(2, 1),
       tf.keras.layers.Flatten(),
       tf.keras.layers.Dense(32, activation="relu"),
-      tf.keras.layers.Dropout(0.25),
+      tf.keras.layers.Dropout(0.5),
       tf.keras.layers.Dense(NUM_CLASSES),
   ])
   model.compile(
