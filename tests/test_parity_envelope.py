@@ -179,7 +179,7 @@ def test_the_same_optimizer_and_dropout_agree_float32_rounding_included():
     rows, notes = _hyper({"optimizers": [ADAM_TF1], "dropout": [{"kind": "Dropout", "value": 0.5}]},
                          {"optimizers": [ADAM_KERAS], "dropout": [{"kind": "Dropout", "value": 0.5}]})
     assert rows["optimizer"] == ("AdamOptimizer", "Adam", True)
-    assert rows["Adam learning_rate"] == (0.003, 0.003, True)  # shown to 8 digits, compared to 1e-6
+    assert rows["Adam learning_rate"] == (0.003, 0.003, True)  # shown to 7 digits, compared to 1e-6
     assert rows["dropout #1 (Dropout) rate"] == (0.5, 0.5, True) and not notes
 
 

@@ -236,12 +236,13 @@ def _same(a: Any, b: Any) -> bool | None:
 
 
 def _value(value: Any) -> Any:
-    """A hyper-parameter as the report shows it: floats to 8 significant digits (a Keras
-    optimizer holds its learning rate as float32: 0.0033 reads 0.0032999999821186066)."""
+    """A hyper-parameter as the report shows it: floats to 7 significant digits, float32's
+    precision (a Keras optimizer holds its learning rate as float32: 0.05 reads
+    0.05000000074505806)."""
     if value is None:
         return "not static"
     if isinstance(value, float):
-        return float(f"{value:.8g}")
+        return float(f"{value:.7g}")
     return value
 
 
