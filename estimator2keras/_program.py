@@ -30,7 +30,7 @@ from typing import Callable, Iterable
 
 from estimator2keras._context import Finding
 from estimator2keras._engine import ESTIMATOR_CODE_LEFT, FileResult
-from estimator2keras._leftovers import column, parse, top_level_definitions
+from estimator2keras._leftovers import _dotted, column, parse, top_level_definitions
 from estimator2keras._suppress import Suppressions
 
 #: An import statement, for the words it names (parenthesised names over several lines too).
@@ -122,15 +122,6 @@ def _bindings(tree: ast.Module) -> dict[str, list[tuple[int, str]]]:
                 dotted = f"{node.module}.{alias.name}" if node.module else alias.name
                 bound.setdefault(alias.asname or alias.name, []).append((node.level, dotted))
     return bound
-
-
-def _dotted(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        base = _dotted(node.value)
-        return None if base is None else f"{base}.{node.attr}"
-    return None
 
 
 def _sites(tree: ast.Module, path: str, modules: _Modules) -> list[_Site]:
