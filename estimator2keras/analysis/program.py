@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Callable
 import libcst as cst
 from libcst.metadata import GlobalScope
 
+from estimator2keras._program import _bindings
 from estimator2keras._program import _Modules as _RunModules
 
 if TYPE_CHECKING:
@@ -77,28 +78,8 @@ def links(sources: dict[str, bytes], modules: _Modules | None = None) -> list[se
     return groups
 
 
-def _imports(tree: ast.Module) -> dict[str, tuple[int, str, str | None]]:
-    """Name -> (level, module, attribute or None) for every import binding it, anywhere."""
-    bound: dict[str, tuple[int, str, str | None]] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.asname:
-                    bound[alias.asname] = (0, alias.name, None)
-        elif isinstance(node, ast.ImportFrom):
-            for alias in node.names:
-                if alias.name != "*":
-                    bound[alias.asname or alias.name] = (node.level, node.module or "", alias.name)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if not alias.asname and "." not in alias.name:
-                    bound.setdefault(alias.name, (0, alias.name, None))
-    return bound
-
-
 def _providers(tree: ast.Module, path: str, modules: _Modules) -> set[str]:
-    imports = _imports(tree)
+    imports = _bindings(tree)
     found = set()
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
@@ -116,15 +97,13 @@ def _providers(tree: ast.Module, path: str, modules: _Modules) -> set[str]:
 
 def _function_file(value, imports, path: str, modules: _Modules) -> str | None:
     """The file defining the function ``value`` names (``model.model_fn``, an imported name)."""
-    if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id in imports:
-        level, module, attribute = imports[value.value.id]
-        dotted = f"{module}.{attribute}" if attribute and module else (attribute or module)
-        return modules.find(path, level, dotted)
-    if isinstance(value, ast.Name) and value.id in imports:
-        level, module, attribute = imports[value.id]
-        if attribute is not None:
-            return modules.find(path, level, module)
-    return None
+    if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name):
+        candidates = [(level, dotted) for level, dotted in imports.get(value.value.id, ())]
+    elif isinstance(value, ast.Name):  # `from model import model_fn`: the module before the name
+        candidates = [(level, dotted.rpartition(".")[0]) for level, dotted in imports.get(value.id, ())]
+    else:
+        return None
+    return next((f for f in (modules.find(path, level, dotted) for level, dotted in candidates) if f), None)
 
 
 # ---------------------------------------------------------------------------------------
