@@ -63,6 +63,8 @@ class _Converter(_ModelReader, _LossReader, _CompileReader, _KerasWriter):
         self.order: dict[cst.BaseSmallStatement, int] = {}
         self.attrs_taken: set[str] = set()
         self.layer_objects: dict[str, _Def] = {}
+        #: Layer objects that are whole Keras models (``model = create_model(...)``).
+        self.model_objects: set[str] = set()
         self.layer_apps: dict[cst.Call, _LayerApp] = {}
         self.layer_attr_of_object: dict[str, str] = {}
         #: The mode whose statements name lookups see (TRAIN for the model, EVAL for

@@ -60,8 +60,11 @@ class _KerasWriter:
         self.check_regularizers(regularized)
 
         sequential = self.sequential(forward, output) if prediction is None else None
+        direct = self.direct_model(forward, output) if prediction is None else None
         statements: list[cst.BaseStatement] = []
-        if sequential is not None:
+        if direct is not None:
+            model = self.fit(_emit.statement("model = {m}", m=direct), 1)
+        elif sequential is not None:
             model = _emit.statement("model = {tf}.keras.Sequential({layers})", tf=self.tf, layers=sequential)
             if self.fit(model, 1) is not model:
                 layers = _emit.vertical_list([e.value for e in sequential.elements])
@@ -123,6 +126,21 @@ class _KerasWriter:
             return None
         return cst.List(_comma_separated(layers))
 
+    def direct_model(self, forward: list[_Def], output: cst.BaseExpression) -> cst.BaseExpression | None:
+        """``model = create_model(...)`` then ``logits = model(features, training=...)``: the
+        Keras model the model_fn made is the model itself."""
+        if len(forward) != 2 or not isinstance(output, cst.Name):
+            return None
+        made, applied = forward
+        if made.name not in self.model_objects or not isinstance(applied.small, cst.Assign) or applied.name != output.value:
+            return None
+        app = self.layer_apps.get(applied.value) if isinstance(applied.value, cst.Call) else None
+        if app is None or app.constructor is None or app.training != "training":
+            return None
+        if not (isinstance(app.inputs, cst.Name) and app.inputs.value == "features") or _emit.code(app.call.func) != made.name:
+            return None
+        return self.constructor(app)
+
     def _call_arguments(self, defs: list[_Def], extra: list[cst.CSTNode] = ()) -> list[str]:
         """The argument names (``params``...) the forward pass itself reads (not a layer's
         constructor, nor a layer loop's iterable: both are in __init__)."""
@@ -130,6 +148,7 @@ class _KerasWriter:
         read = {
             n.value
             for d in defs
+            if not (d.name in self.layer_objects and d.value is self.layer_objects[d.name].value)  # made in __init__
             for n in self.names_read(d.value)
             if not self._inside_constructor(n) and id(n) not in in_init
         }

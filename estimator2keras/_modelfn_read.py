@@ -40,6 +40,8 @@ BEYOND_CATALOGUE = frozenset({
     "add_to_collection", "get_collection", "get_default_graph", "global_variables",
     "trainable_variables", "local_variables", "train.Scaffold", "Session", "map_fn", "scan",
 })
+#: Calls that make a whole Keras model, which a model_fn may then call on its inputs.
+KERAS_MODELS = frozenset({"keras.Sequential", "keras.models.Sequential", "keras.Model", "keras.models.Model"})
 #: Public attributes of tf.keras.Model in Keras 2.15 and Keras 3 (dir() of both): a layer
 #: attribute must not shadow them (`self.output = Dense(1)` breaks the model).
 KERAS_MODEL_ATTRIBUTES = frozenset({
@@ -377,11 +379,114 @@ class _ModelReader:
             if self.is_update_ops(d.value):
                 continue
             for call in iter_calls(d.value):
+                if self.makes_keras_model(call):
+                    self.check_model_factory(call)
+                    continue
                 self.check_helper(call)
                 path = self.ctx.call_api_path(call)
                 contrib_without_rule = (path or "").startswith("contrib.") and self.ctx.rules.expression_role(path) is None
                 if path in BEYOND_CATALOGUE or contrib_without_rule:
                     self.refuse(call, f"`{_emit.code(call.func)}` in the model_fn is beyond what e2k converts")
+
+    # -- Keras models the model_fn makes and calls -------------------------------------------
+    def makes_keras_model(self, call: cst.Call, depth: int = 0) -> bool:
+        """``tf.keras.Sequential([...])``, a ``tf.keras.Model`` subclass, or a function of the
+        program that returns one (``create_model(params["data_format"])``): a whole Keras model,
+        made once, that the converted model holds as it is."""
+        if depth > 4:
+            return False
+        if self.ctx.call_api_path(call) in KERAS_MODELS:
+            return True
+        target = self._definition(call.func)
+        if isinstance(target, cst.ClassDef):
+            return any(self.ctx.api_path(base.value) in KERAS_MODELS for base in target.bases)
+        if isinstance(target, cst.FunctionDef):
+            returns = [n for n in _walk_own(target.body) if isinstance(n, cst.Return)]
+            return bool(returns) and all(self._returns_keras_model(r.value, target, depth) for r in returns)
+        return False
+
+    def _returns_keras_model(self, value, fn: cst.FunctionDef, depth: int) -> bool:
+        if isinstance(value, cst.Name):  # `model = tf.keras.Sequential(...)` ... `return model`
+            values = [
+                small.value
+                for small in _walk_own(fn.body)
+                if isinstance(small, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value == value.value for t in small.targets)
+            ]
+            if len(values) != 1:
+                return False
+            value = values[0]
+        return isinstance(value, cst.Call) and self.makes_keras_model(value, depth + 1)
+
+    def _definition(self, func: cst.BaseExpression) -> cst.FunctionDef | cst.ClassDef | None:
+        """The function or class of the program that ``func`` names, if one definition reaches it."""
+        from estimator2keras._units import _single_assignment
+
+        if not isinstance(func, cst.Name):
+            return None
+        assignment = _single_assignment(self.ctx, func)
+        node = getattr(assignment, "node", None)
+        return node if isinstance(node, (cst.FunctionDef, cst.ClassDef)) else None
+
+    def check_model_factory(self, call: cst.Call) -> None:
+        """The Keras model is made with Keras layers only: it is kept as the program wrote it."""
+        target = self._definition(call.func)
+        within = target if target is not None else call
+        for inner in iter_calls(within):
+            path = self.ctx.call_api_path(inner)
+            if path is None:
+                continue
+            if self.role(inner) in ("layer", "layer_function") or path in BEYOND_CATALOGUE:
+                name = f"`{target.name.value}(...)`" if target is not None else "the Keras model"
+                self.refuse(call, f"{name} makes the Keras model with `{_emit.code(inner.func)}`, which e2k does not convert "
+                                  "inside a model kept as written")
+
+    def check_called_objects(self, forward: list[_Def]) -> None:
+        """A value the forward pass calls (``model(image)``) but that is no layer or Keras model
+        e2k knows was made by code e2k cannot read: left in ``call`` it would be made again at
+        every step, with new weights."""
+        called = {
+            node.func.value for d in forward for node in _walk(d.value) if isinstance(node, cst.Call) and isinstance(node.func, cst.Name)
+        }
+        for d in forward:
+            if d.name in called and d.name not in self.layer_objects and isinstance(d.value, cst.Call):
+                self.refuse(d.value, f"`{d.name}` is made by `{_emit.code(d.value.func)}` and then called on the inputs; "
+                                     "e2k cannot tell that this is a Keras model it can hold")
+
+    def model_object_constructor(self, d: _Def) -> cst.BaseExpression:
+        from estimator2keras._symbols import tf2_respellings
+
+        return _emit.replace_in(d.value, dict(tf2_respellings(self.ctx, d.value, self.tf)))
+
+    def mode_variant(self, call: cst.Call, training: str) -> str:
+        """``logits = model(image, training=True)`` in TRAIN mode and ``logits = model(image,
+        training=False)`` in EVAL and PREDICT mode: one forward pass, with Keras's ``training``
+        flag. Any other difference between the modes is refused: Keras runs one ``call``."""
+        small = call
+        while small is not None and small not in self.order:
+            small = self.ctx.parent(small)
+        d = self.def_of_small.get(small)
+        if training != "True" or d is None or not isinstance(small, cst.Assign):
+            return training
+        if any(small in self.mode_smalls.get(m, ()) for m in (EVAL, PREDICT)):
+            return training  # the same statement runs in inference too: training=True there as well
+        expected = {_normalized(small.deep_replace(call, _with_training(call, value))) for value in ("False", None)}
+        others = []
+        current = self.mode
+        try:
+            for m in (EVAL, PREDICT):
+                self.mode = m
+                other = self.latest_def(d.name, len(self.order))
+                if other is not None:
+                    others.append((m, other))
+        finally:
+            self.mode = current
+        if not others:
+            return training
+        for m, other in others:
+            if _normalized(other.small) not in expected:
+                self.refuse(other.small, f"in {m.upper()} mode `{d.name}` is computed otherwise than in TRAIN mode with "
+                                         "training=False; e2k converts one forward pass for all modes")
+        return "training"
 
     def check_helper(self, call: cst.Call, depth: int = 0) -> None:
         """A function of the file the model_fn calls (``dense_block(net, 64)``) must not make
@@ -414,8 +519,14 @@ class _ModelReader:
             if isinstance(d.small, cst.Assign) and isinstance(d.value, cst.Call) and assigned.count(d.name) == 1
         }
         for d in forward:
-            if isinstance(d.value, cst.Call) and self.role(d.value) in ("layer", "keras_layer") and not self._applied_inline(d.value):
+            if not isinstance(d.value, cst.Call) or self._applied_inline(d.value):
+                continue
+            if self.role(d.value) in ("layer", "keras_layer"):
                 self.layer_objects[d.name] = d  # `layer = tf.layers.Dense(3)`, applied later
+            elif isinstance(d.small, cst.Assign) and self.makes_keras_model(d.value):
+                self.layer_objects[d.name] = d  # `model = create_model(...)`, called later
+                self.model_objects.add(d.name)
+        self.check_called_objects(forward)
         for d in forward:
             for call in iter_calls(d.value):
                 if call in self.layer_apps:
@@ -459,7 +570,10 @@ class _ModelReader:
             return self._app(call, layer, self._name_hint(inner, constructor))
         if isinstance(inner, cst.Name) and inner.value in self.layer_objects:
             d = self.layer_objects[inner.value]
-            constructor = self.translate(self.role(d.value), d.value)
+            if inner.value in self.model_objects:
+                constructor = self.model_object_constructor(d)
+            else:
+                constructor = self.translate(self.role(d.value), d.value)
             attr = self.layer_attr_of_object.get(inner.value)
             if attr is None:
                 attr = self._attr(self._name_hint(d.value, constructor, fallback=inner.value))
@@ -474,6 +588,8 @@ class _ModelReader:
             if arg.keyword is None or arg.keyword.value != "training":
                 self.refuse(arg, "a layer called with arguments other than `training=` is not converted yet")
             training = self.training_value(arg.value)
+            if self.mode == TRAIN:
+                training = self.mode_variant(call, training)
         attr = hint if attr_given else self._attr(hint)
         keras_class = _emit.code(layer.constructor.func).rsplit(".", 1)[-1] if isinstance(layer.constructor, cst.Call) else ""
         app = _LayerApp(call, attr, layer.constructor, layer.inputs, training)
@@ -551,3 +667,30 @@ def _walk(node: cst.CSTNode):
 def _snake(name: str) -> str:
     name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name)
     return re.sub(r"(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower().replace("2_d", "2d").replace("1_d", "1d").replace("3_d", "3d")
+
+
+def _walk_own(node: cst.CSTNode):
+    """Nodes of a function's own body: not those of functions, classes or lambdas inside it."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(c for c in current.children if not isinstance(c, (cst.FunctionDef, cst.ClassDef, cst.Lambda)))
+
+
+def _with_training(call: cst.Call, value: str | None) -> cst.Call:
+    """``call`` with ``training=value`` (``None``: without ``training=``)."""
+    args = []
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == "training":
+            if value is None:
+                continue
+            arg = arg.with_changes(value=cst.Name(value))
+        args.append(arg)
+    return call.with_changes(args=args)
+
+
+def _normalized(node: cst.CSTNode) -> str:
+    """Code without whitespace or comments, to compare two statements' meaning."""
+    code = re.sub(r"#[^\n]*", "", _emit.code(node))
+    return re.sub(r",\)", ")", re.sub(r"\s+", "", code))

@@ -25,6 +25,17 @@ class KerasLayerInModelFn(ExpressionRule):
     model_fn passed becomes the model's `training` flag when it tested the mode
     (`training=mode == tf.estimator.ModeKeys.TRAIN`, or a variable such as `is_training`).
 
+    A whole Keras model that the model_fn makes and calls is kept as written: a
+    `tf.keras.Sequential(...)`, a `tf.keras.Model` subclass, or a function of the program
+    that returns one (`model = create_model(params['data_format'])`, then
+    `logits = model(image, training=...)`). When that is the entire forward pass the model
+    is compiled directly; otherwise the converted model holds it as an attribute made in
+    `__init__` and calls it in `call`. A model_fn that calls the model once per mode,
+    `training=True` in TRAIN mode and `training=False` (or nothing) in EVAL and PREDICT mode
+    with otherwise the same statement, gets one forward pass with Keras's `training` flag;
+    any other difference between the modes is refused (E2K901), as is a model built with
+    TF1 layers, or an object the forward pass calls that e2k cannot tell is a Keras model.
+
     ## Why
     Keras calls the model with `training=True` in `fit` and `False` in `evaluate` and
     `predict`: exactly what `mode == ModeKeys.TRAIN` told the layers in the Estimator.
@@ -98,6 +109,58 @@ def build_model():
 
 
 model = build_model()
+model.fit(input_fn())
+''',
+        ),
+        Case(
+            id="keras-model-from-a-factory",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0, 2.0]], [[0.5]])).batch(1)
+
+
+def create_model(units):
+    return tf.keras.Sequential([tf.keras.layers.Dense(units, activation="relu"), tf.keras.layers.Dense(1)])
+
+
+def model_fn(features, labels, mode, params):
+    model = create_model(params["units"])
+    if mode == tf.estimator.ModeKeys.TRAIN:
+        output = model(features, training=True)
+    else:
+        output = model(features, training=False)
+    loss = tf.losses.mean_squared_error(labels, output)
+    train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+estimator = tf.estimator.Estimator(model_fn, params={"units": 8})
+estimator.train(input_fn)
+''',
+            after='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0, 2.0]], [[0.5]])).batch(1)
+
+
+def create_model(units):
+    return tf.keras.Sequential([tf.keras.layers.Dense(units, activation="relu"), tf.keras.layers.Dense(1)])
+
+
+def build_model(params):
+    model = create_model(params["units"])
+    model.compile(
+        optimizer=tf.keras.optimizers.Adam(0.01, epsilon=1e-08),
+        loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+model = build_model({"units": 8})
 model.fit(input_fn())
 ''',
         ),

@@ -1,0 +1,106 @@
+"""Forward passes the model_fn does not write itself: Keras models it makes and calls, and
+helper functions that make layers. What e2k cannot place is refused, naming the construct."""
+from __future__ import annotations
+
+import textwrap
+
+from estimator2keras._engine import rewrite_source
+
+HEAD = '''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0, 2.0]], [[0.5]])).batch(1)
+
+
+'''
+TAIL = '''
+
+estimator = tf.estimator.Estimator(model_fn, params={"units": 8})
+estimator.train(input_fn)
+'''
+FACTORY = '''\
+def create_model(units):
+    return tf.keras.Sequential([tf.keras.layers.Dense(units), tf.keras.layers.Dropout(0.5), tf.keras.layers.Dense(1)])
+
+
+'''
+
+
+def convert(rules, *parts: str):
+    source = (HEAD + "".join(textwrap.dedent(part) for part in parts) + TAIL).encode()
+    return rewrite_source(source, "program.py", rules)
+
+
+def manual(result) -> list[str]:
+    return [f"{f.code} {f.message}" for f in result.findings if f.kind == "manual"]
+
+
+def test_a_keras_model_called_per_mode_becomes_one_forward_pass_with_the_training_flag(rules):
+    result = convert(rules, FACTORY, '''\
+    def model_fn(features, labels, mode, params):
+        model = create_model(params["units"])
+        net = features * 2.0
+        if mode == tf.estimator.ModeKeys.TRAIN:
+            output = model(net, training=True)
+        else:
+            output = model(net, training=False)
+        loss = tf.losses.mean_squared_error(labels, output)
+        train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+    ''')
+    assert result.status == "converted", manual(result)
+    new = result.new.decode()
+    assert "self.model = create_model(params[\"units\"])" in new
+    assert "output = self.model(net, training=training)" in new
+    assert "def create_model(units):" in new  # the factory is kept as written
+
+
+def test_modes_that_compute_the_output_otherwise_are_refused(rules):
+    result = convert(rules, FACTORY, '''\
+    def model_fn(features, labels, mode, params):
+        model = create_model(params["units"])
+        if mode == tf.estimator.ModeKeys.TRAIN:
+            output = model(features, training=True)
+        else:
+            output = model(features * 0.5, training=False)
+        loss = tf.losses.mean_squared_error(labels, output)
+        train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+    ''')
+    assert result.status == "partial"
+    assert any("E2K901" in m and "is computed otherwise than in TRAIN mode" in m for m in manual(result)), manual(result)
+
+
+def test_a_model_made_with_tf1_layers_is_refused(rules):
+    result = convert(rules, '''\
+    def create_model(units):
+        return tf.keras.Sequential([tf.layers.Dense(units), tf.layers.Dense(1)])
+
+
+    def model_fn(features, labels, mode, params):
+        model = create_model(params["units"])
+        output = model(features, training=mode == tf.estimator.ModeKeys.TRAIN)
+        loss = tf.losses.mean_squared_error(labels, output)
+        train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+    ''')
+    assert result.status == "partial"
+    assert any("`create_model(...)` makes the Keras model with `tf.layers.Dense`" in m for m in manual(result)), manual(result)
+
+
+def test_a_called_object_of_unknown_origin_is_refused(rules):
+    result = convert(rules, '''\
+    from somewhere import make_network
+
+
+    def model_fn(features, labels, mode, params):
+        network = make_network(params["units"])
+        output = network(features)
+        loss = tf.losses.mean_squared_error(labels, output)
+        train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+    ''')
+    assert result.status == "partial"
+    assert any("`network` is made by `make_network`" in m for m in manual(result)), manual(result)
