@@ -35,6 +35,7 @@ from estimator2keras._feature_columns import (
     assign_names,
     identifier,
     respelled,
+    substituted,
 )
 from estimator2keras._rule import Unsupported
 from estimator2keras._units import Binding, bind_arguments, resolve
@@ -242,6 +243,10 @@ class CannedReader:
         if columns_expr is None:
             self.refuse(self.unit.call, "no feature columns")
         columns = self.columns.read_list(columns_expr)
+        if any(c.family is not None for c in columns) and len(columns) > 1:
+            family = next(c for c in columns if c.family is not None)
+            self.refuse(family.call, "columns whose keys are known only at run time, with other columns: the "
+                        "Estimator orders its inputs by name, which e2k cannot tell here; not converted yet")
         for column in columns:
             if column.kind not in ("numeric", "bucketized", "indicator", "embedding"):
                 self.refuse(column.call, f"a {column.kind} column cannot feed a DNN (wrap it in indicator_column "
@@ -271,6 +276,9 @@ class CannedReader:
         for column in columns:
             if column.kind == "embedding":
                 self.refuse(column.call, "an embedding column in a linear model is not converted yet")
+            if column.family is not None:
+                self.refuse(column.call, "a linear model of columns whose keys are known only at run time is not "
+                            "converted yet")
         tower = Tower(columns)
         tower.optimizer = self.read_optimizer(optimizer_arg, "Ftrl", self.linear_learning_rate(len(columns)))
         return tower
@@ -397,11 +405,29 @@ class ModelWriter:
     def code(self, node: cst.BaseExpression) -> str:
         return _emit.code(respelled(self.ctx, node, self.tf))
 
+    def arg(self, column: Column, name: str) -> str:
+        """A column's argument as code, the loop's variable and temporaries replaced by their values."""
+        node = respelled(self.ctx, column.value(name), self.tf)
+        return _emit.code(substituted(node, column.env) if column.env else node)
+
+    def runtime_size(self, column: Column) -> bool:
+        """The column's width is counted when the model is built (``self.<column>_size``)."""
+        if column.kind == "bucketized":
+            return self.reader.columns.literal_sequence(column.value("boundaries")) is None
+        if column.kind == "vocabulary":
+            vocabulary = column.value("vocabulary_list")
+            if self.reader.columns.literal_sequence(vocabulary) is not None:
+                return False
+            return not (isinstance(vocabulary, cst.Name) and vocabulary.value not in column.env)
+        return False
+
     def size(self, column: Column) -> str:
         """The number of ids of a categorical column (its one-hot width), as code."""
         kind = column.kind
         if kind == "weighted":
             return self.size(column.parent)
+        if self.runtime_size(column):
+            return f"self.{column.var}_size"
         if kind == "bucketized":
             return str(len(self.reader.columns.literal_sequence(column.value("boundaries"))) + 1)
         if kind == "vocabulary":
@@ -409,15 +435,17 @@ class ModelWriter:
         if kind == "vocabulary_file":
             return _plus(self.vocabulary_size(column), self.oov(column))
         if kind == "hash" or kind == "crossed":
-            return self.code(column.value("hash_bucket_size"))
+            return self.arg(column, "hash_bucket_size")
         if kind == "identity":
-            return self.code(column.value("num_buckets"))
+            return self.arg(column, "num_buckets")
         raise AssertionError(kind)
 
     def vocabulary_size(self, column: Column) -> str:
         if column.kind == "vocabulary_file":
             size = column.value("vocabulary_size")
             return self.code(size) if size is not None else f"self.{column.var}_size"
+        if self.runtime_size(column):
+            return f"self.{column.var}_size"
         vocabulary = column.value("vocabulary_list")
         literal = self.reader.columns.literal_sequence(vocabulary)
         if isinstance(vocabulary, (cst.List, cst.Tuple)) or (literal is not None and not isinstance(vocabulary, cst.Name)):
@@ -429,6 +457,8 @@ class ModelWriter:
 
     def dtype(self, column: Column) -> str:
         if column.kind in ("vocabulary",):
+            if column.runtime_dtype:
+                return "unknown"
             given = self.reader.columns.dtype(column.value("dtype"))
             if given:
                 return given
@@ -451,6 +481,14 @@ class ModelWriter:
                          else f"{var} = {self.tf}.reshape(features[{key!r}], [-1])")
         return var
 
+    def crossed_raw(self, key: str, lines: list[str]) -> str:
+        """A raw feature in a cross; a numeric one (a numeric_column reads it) is crossed as
+        integers, as the Estimator casts it (HashedCrossing refuses floats)."""
+        values = self.raw_values(key, lines)
+        if not any(c.kind == "numeric" and c.key == key for c in self.columns):
+            return values
+        return f"{self.tf}.cast({values}, {self.tf}.int64)"
+
     def taken(self) -> set[str]:
         return {c.var for c in self.columns} | set(self.values_vars.values()) | {
             "features", "labels", "weights", "inputs", "net", "logits", "self", "training"}
@@ -461,23 +499,33 @@ class ModelWriter:
         lines = []
         for column in self.columns:
             var = column.var
-            if column.kind == "bucketized":
+            if column.family is not None:
+                lines.append("# The Estimator's inputs, in its order: one column per key, sorted by name.")
+                lines.append(f"self.{var}_keys = sorted({self.code(column.family)})")
+            elif column.kind == "bucketized":
                 lines.append(f"self.{var} = {tf}.keras.layers.Discretization("
-                             f"bin_boundaries={self.code(column.value('boundaries'))})")
+                             f"bin_boundaries={self.arg(column, 'boundaries')})")
+                if self.runtime_size(column):
+                    lines.append(f"self.{var}_size = len(self.{var}.bin_boundaries) + 1")
             elif column.kind in ("vocabulary", "vocabulary_file"):
-                lookup = "StringLookup" if self.dtype(column) == "string" else "IntegerLookup"
-                source = column.value("vocabulary_list" if column.kind == "vocabulary" else "vocabulary_file")
-                lines.append(f"self.{var}_lookup = {tf}.keras.layers.{lookup}(vocabulary={self.code(source)})")
+                source = self.arg(column, "vocabulary_list" if column.kind == "vocabulary" else "vocabulary_file")
+                if column.runtime_dtype:
+                    lines.append(f"self.{var}_lookup = self.vocabulary_lookup({source})")
+                else:
+                    lookup = "StringLookup" if self.dtype(column) == "string" else "IntegerLookup"
+                    lines.append(f"self.{var}_lookup = {tf}.keras.layers.{lookup}(vocabulary={source})")
                 if column.kind == "vocabulary_file" and column.value("vocabulary_size") is None:
                     lines.append(f"self.{var}_size = self.{var}_lookup.vocabulary_size() - 1  # the file's lines")
+                elif self.runtime_size(column):
+                    lines.append(f"self.{var}_size = self.{var}_lookup.vocabulary_size() - 1")
                 if self.oov(column):
                     lines.append(f"self.{var}_oov = {tf}.keras.layers.Hashing(num_bins={self.oov(column)})")
             elif column.kind == "hash":
                 lines.append(f"self.{var}_hashing = {tf}.keras.layers.Hashing("
-                             f"num_bins={self.code(column.value('hash_bucket_size'))})")
+                             f"num_bins={self.arg(column, 'hash_bucket_size')})")
             elif column.kind == "crossed":
                 lines.append(f"self.{var} = {tf}.keras.layers.HashedCrossing("
-                             f"num_bins={self.code(column.value('hash_bucket_size'))})")
+                             f"num_bins={self.arg(column, 'hash_bucket_size')})")
         if self.c.label_vocabulary is not None:
             lines.append(f"self.label_lookup = {tf}.keras.layers.StringLookup("
                          f"vocabulary={self.code(self.c.label_vocabulary)}, num_oov_indices=0)")
@@ -485,7 +533,7 @@ class ModelWriter:
         if dnn is not None:
             for column in sorted(dnn.columns, key=lambda c: c.name):
                 if column.kind == "embedding":
-                    dimension = self.code(column.value("dimension"))
+                    dimension = self.arg(column, "dimension")
                     extra = ", trainable=False" if _emit.code(column.value("trainable") or cst.Name("True")) == "False" else ""
                     lines.append(
                         f"self.{column.var} = {tf}.keras.layers.Dense({dimension}, use_bias=False, "
@@ -514,6 +562,11 @@ class ModelWriter:
                     continue
                 value = self.normalized(column)
                 width = self.reader.columns.numeric_width(column)
+                if column.family is not None:
+                    lines.append(f"{var} = {tf}.concat([")
+                    lines.append(f"    {tf}.reshape({tf}.cast({value}, {tf}.float32), [-1, {width}])")
+                    lines.append(f"    for key in self.{var}_keys], axis=1)")
+                    continue
                 lines.append(f"{var} = {tf}.reshape({tf}.cast({value}, {tf}.float32), [-1, {width}])")
             elif kind == "bucketized":
                 lines.append(f"{var} = {tf}.reshape(self.{var}({column.parent.var}), [-1])")
@@ -546,7 +599,7 @@ class ModelWriter:
                 lines.append(f"{var} = {tf}.cast({values}, {tf}.int64)")
             elif kind == "crossed":
                 ids = [k for k in column.keys if isinstance(k, Column)]
-                raws = [self.raw_values(k, lines) for k in column.keys if isinstance(k, str)]
+                raws = [self.crossed_raw(k, lines) for k in column.keys if isinstance(k, str)]
                 # The Estimator crosses its categorical keys' ids first, then the raw features.
                 crossed = ", ".join([k.var for k in ids] + raws)
                 lines.append(f"{var} = self.{var}(({crossed}))")
@@ -600,7 +653,7 @@ class ModelWriter:
         return needed
 
     def normalized(self, column: Column) -> str:
-        value = f'features["{column.key}"]'
+        value = "features[key]" if column.family is not None else f'features["{column.key}"]'
         normalizer = column.value("normalizer_fn")
         return self.apply(normalizer, value) if normalizer is not None else value
 
@@ -726,7 +779,9 @@ class ModelWriter:
                  "# linear model's own optimizer can be built before training."]
         widths = []
         for column in sorted(dnn.columns, key=lambda c: c.name):
-            if column.kind == "numeric":
+            if column.kind == "numeric" and column.family is not None:
+                widths.append(f"len(self.{column.var}_keys)")
+            elif column.kind == "numeric":
                 widths.append(str(self.reader.columns.numeric_width(column)))
             elif column.kind == "bucketized":
                 widths.append(self.size(column))
@@ -734,7 +789,7 @@ class ModelWriter:
                 widths.append(self.size(column.parent))
             else:
                 lines.append(f"self.{column.var}.build((None, {self.size(column.parent)}))")
-                widths.append(self.code(column.value("dimension")))
+                widths.append(self.arg(column, "dimension"))
         previous = _sum(widths)
         for i, units in enumerate(dnn.hidden_units):
             lines.append(f"self.hiddenlayer_{i}.build((None, {previous}))")
@@ -824,6 +879,16 @@ class ModelWriter:
                "",
                f"    def __init__({init_params}):"]
         out += [f"        {line}" if line else "" for line in init]
+        if any(c.runtime_dtype for c in self.columns):
+            tf = self.tf
+            out += ["",
+                    "    @staticmethod",
+                    "    def vocabulary_lookup(vocabulary):",
+                    '        """A vocabulary read from the data: its values are strings or integers, as feature',
+                    '        columns infer it."""',
+                    f"        if {tf}.constant(vocabulary).dtype.is_integer:",
+                    f"            return {tf}.keras.layers.IntegerLookup(vocabulary=vocabulary)",
+                    f"        return {tf}.keras.layers.StringLookup(vocabulary=vocabulary)"]
         out += ["", "    def preprocess(self, features, labels=None):",
                 '        """Raw features -> the model\'s inputs, as the Estimator\'s feature columns computed them."""']
         out += [f"        {line}" for line in preprocess]
@@ -958,11 +1023,19 @@ def convert(unit, plan, ctx, code: str) -> None:
     removable = reader.columns.removable(list(plan.group_calls))
     removed_names = {b.name for b in removable}
     taken -= removed_names
-    class_name = _emit.unique_name(f"{canned.cls}Model", taken)
+    # Estimators converted together (a notebook that builds a second model from more columns)
+    # each get their class: the second LinearClassifier's is LinearClassifierModel2.
+    same = [call for call in plan.group_calls if ctx.call_api_path(call) == ctx.call_api_path(unit.call)]
+    index = next((i for i, call in enumerate(same) if call is unit.call), 0)
+    class_name = _emit.unique_name(f"{canned.cls}Model{index + 1 if index else ''}", taken)
     linear_class = _emit.unique_name("LinearModel", taken | {class_name})
     writer = ModelWriter(canned, reader, class_name, linear_class)
-    assign_names(writer.columns, taken - {b.name for b in removable} | {class_name, linear_class}
-                 - {b.name for b in removable})
+    # A column is named as the source bound it, even where that statement stays (read elsewhere
+    # too): the model's own names do not reach the module's.
+    columns = reader.columns
+    own = {b.name for b in columns.list_bindings + columns.extended_bindings + columns.bindings
+           + columns.unpacked_bindings}
+    assign_names(writer.columns, (taken | {class_name, linear_class}) - removed_names - own)
     for column in writer.columns:
         plan.fixed(column.call, "E2K504", f"feature column `{column.name}` -> Keras preprocessing")
 

@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass, field
 
 import libcst as cst
+from libcst.metadata import BuiltinScope, ComprehensionScope, GlobalScope
 
 from estimator2keras import _emit
 from estimator2keras._context import RewriteContext
@@ -83,7 +84,12 @@ class Column:
     keys: list = field(default_factory=list)  # crossed: str (a raw feature) or Column, as given
     var: str = ""  # the Python name the emitted code gives it
     key: str | None = None  # the raw feature it reads (numeric and base categorical columns)
-    env: dict = field(default_factory=dict)  # comprehension variable -> its literal value
+    env: dict = field(default_factory=dict)  # loop variable or loop temporary -> its value (as source)
+    #: A loop over keys known only at run time (``for key in train.keys(): ...append(
+    #: numeric_column(key))``): the iterable, as source; the column stands for one column per key.
+    family: cst.BaseExpression | None = None
+    #: A vocabulary read at run time without dtype=: strings or integers, told when the model is built.
+    runtime_dtype: bool = False
 
     def value(self, name: str) -> cst.BaseExpression | None:
         arg = self.args.get(name)
@@ -111,6 +117,8 @@ class ColumnReader:
         self.alias_bindings: list[Binding] = []  # `fc = tf.feature_column`
         #: `wide, deep = build_model_columns()`: one binding per name the statement binds.
         self.unpacked_bindings: list[Binding] = []
+        #: A read of the columns by other code: their statements then stay (``removable`` is empty).
+        self.kept: cst.CSTNode | None = None
 
     # -- lists of columns -----------------------------------------------------------------------
     def read_list(self, expr: cst.BaseExpression) -> list[Column]:
@@ -226,6 +234,8 @@ class ColumnReader:
             if all(_in_estimator_call(self.ctx, n) for n in mentions):
                 continue  # no mention, or only other Estimators reading the list (converted with this one)
             part = self._mutation(statement, name.value)
+            if part is None and all(_pure_read(self.ctx, n) for n in mentions):
+                continue  # `age_column = feature_columns[7]`: read elsewhere too (the columns then stay)
             if part is None:
                 raise Unsupported(f"`{name.value}` is changed here in a way e2k cannot read", statement, CODE)
             parts.append((statement, part))
@@ -240,9 +250,29 @@ class ColumnReader:
             elif kind == "column":
                 columns.append(self.read_column(value))
             else:
-                variable, values, call = value
-                columns += [self._column_call(call, None, env={variable: v}) for v in values]
+                variable, values, iterable, call, temps = value
+                if values is not None:
+                    columns += [self._column_call(call, None, env={**temps, variable: v}) for v in values]
+                else:
+                    columns.append(self._family(call, variable, iterable, temps))
         return columns
+
+    def _family(self, call: cst.Call, variable: str, iterable: cst.BaseExpression, temps: dict) -> Column:
+        """``for key in train.keys(): columns.append(numeric_column(key))``: the keys are known
+        only at run time, so one column stands for all of them."""
+        self.runtime(iterable, {}, "the loop's keys")
+        column = self._column_call(call, None, env={**temps, variable: cst.Name(variable)}, family=iterable)
+        if column.kind != "numeric":
+            raise Unsupported("a loop over keys known only at run time builds columns other than numeric_column: "
+                              "not converted yet", call, CODE)
+        key = column.value("key")
+        if not (isinstance(key, cst.Name) and key.value == variable):
+            raise Unsupported(f"the column's key is not the loop's `{variable}`", call, CODE)
+        for arg in ("shape", "normalizer_fn", "default_value"):
+            value = column.value(arg)
+            if value is not None and any(isinstance(n, cst.Name) and n.value in column.env for n in _walk(value)):
+                raise Unsupported(f"numeric_column({arg}=...) depends on the loop's key", value, CODE)
+        return column
 
     def _mutation(self, statement: cst.BaseStatement, name: str):
         """What ``statement`` adds to the list ``name``: ("list", expr), ("column", expr),
@@ -261,17 +291,58 @@ class ColumnReader:
                     return ("column" if method == "append" else "list"), call.args[0].value
             return None
         if (isinstance(statement, cst.For) and statement.orelse is None and isinstance(statement.target, cst.Name)
-                and isinstance(statement.body, cst.IndentedBlock) and len(statement.body.body) == 1):
-            inner = self._mutation(statement.body.body[0], name)
-            values = self.literal_sequence(statement.iter)
-            if inner is None or inner[0] != "column" or values is None or not isinstance(inner[1], cst.Call):
+                and isinstance(statement.body, cst.IndentedBlock) and not statement.asynchronous):
+            # `for name in CATEGORICAL: vocabulary = df[name].unique(); columns.append(...)`
+            # (TensorFlow's linear-model tutorial): temporaries, then the append.
+            body = statement.body.body
+            temps: dict[str, cst.BaseExpression] = {}
+            for line in body[:-1]:
+                target = _assigned_name(line)
+                if target is None or target.value in temps or not self._loop_local(target, statement):
+                    return None
+                temps[target.value] = line.body[0].value
+            inner = self._mutation(body[-1], name)
+            if inner is None or inner[0] != "column" or not isinstance(inner[1], cst.Call):
                 return None
-            variable = statement.target.value
-            for arg in inner[1].args[1:]:
-                if any(isinstance(n, cst.Name) and n.value == variable for n in _walk(arg)):
-                    return None  # only the column's key may come from the loop
-            return "loop", (variable, values, inner[1])
+            return "loop", (statement.target.value, self.literal_sequence(statement.iter), statement.iter,
+                            inner[1], temps)
         return None
+
+    def _loop_local(self, target: cst.Name, loop: cst.For) -> bool:
+        """A temporary of the loop body: bound there only and read nowhere else."""
+        scope = self.ctx.scope(target)
+        if scope is None:
+            return False
+        assignments = list(scope.assignments[target.value])
+        accesses = list(scope.accesses[target.value])
+        return len(assignments) == 1 and all(self.ctx.within(a.node, (loop,)) for a in accesses)
+
+    def runtime(self, expr: cst.BaseExpression, env: dict, what: str) -> None:
+        """``expr`` is carried over as code evaluated when the model is built: every name it
+        reads must be a loop variable or temporary (substituted), a builtin, or a module-level
+        name bound once (an import, a definition, ``df = pd.read_csv(...)``)."""
+        for node in _walk(expr):
+            if not isinstance(node, cst.Name):
+                continue
+            if node.value in env:
+                value = env[node.value]
+                if not (isinstance(value, cst.Name) and value.value == node.value):  # a family's own key
+                    self.runtime(value, {k: v for k, v in env.items() if k != node.value}, what)
+                continue
+            parent = self.ctx.parent(node)
+            if isinstance(parent, cst.Attribute) and parent.attr is node:
+                continue
+            if isinstance(parent, (cst.Arg, cst.Param)) and getattr(parent, "keyword", None) is node:
+                continue
+            if isinstance(parent, cst.Param):
+                continue
+            scope = self.ctx.scope(node)
+            assignments = list(scope[node.value]) if scope is not None else []
+            if assignments and (all(isinstance(a.scope, (BuiltinScope, ComprehensionScope)) for a in assignments)
+                                or (len(assignments) == 1 and isinstance(assignments[0].scope, GlobalScope))):
+                continue
+            raise Unsupported(f"{what} reads `{node.value}`, which is not a module-level name bound once: e2k "
+                              "evaluates it when the model is built", node, CODE)
 
     def _comprehension(self, comp: cst.ListComp) -> list[Column]:
         loop = comp.for_in
@@ -351,7 +422,8 @@ class ColumnReader:
         if all(b.statement is not binding.statement for b in into):
             into.append(binding)
 
-    def _column_call(self, call: cst.BaseExpression, binding: Binding | None, env: dict | None = None) -> Column:
+    def _column_call(self, call: cst.BaseExpression, binding: Binding | None, env: dict | None = None,
+                     family: cst.BaseExpression | None = None) -> Column:
         if not isinstance(call, cst.Call):
             raise Unsupported("this feature column is not a feature_column call e2k can follow", call, CODE)
         path = self._aliased_path(call) or self.ctx.call_api_path(call)  # the alias goes with the columns
@@ -361,7 +433,7 @@ class ColumnReader:
             raise Unsupported(f"`{what}` is not a feature column e2k converts", call, CODE)
         args = bind_arguments(call, SIGNATURES[function])
         kind = KINDS[function]
-        column = Column(kind, call, args, name="", binding=binding, env=env or {})
+        column = Column(kind, call, args, name="", binding=binding, env=env or {}, family=family)
         if env is None:
             self.columns[id(call)] = column
         getattr(self, f"_read_{kind}")(column)
@@ -417,7 +489,10 @@ class ColumnReader:
 
     # -- each kind ------------------------------------------------------------------------------
     def _read_numeric(self, column: Column) -> None:
-        column.key = column.name = self._key(column)
+        if column.family is not None:
+            column.name = "numeric_features"
+        else:
+            column.key = column.name = self._key(column)
         shape = column.value("shape")
         if shape is not None and _dimension(shape) is None:
             raise Unsupported("numeric_column(shape=...) must be a literal int or a 1-d tuple", shape, CODE)
@@ -430,8 +505,12 @@ class ColumnReader:
             raise Unsupported("bucketized_column of something other than a numeric_column", column.call, CODE)
         if self.numeric_width(source) != 1:
             raise Unsupported("bucketized_column of a numeric column with shape > 1 is not converted yet", column.call, CODE)
-        if self.literal_sequence(column.value("boundaries")) is None:
-            raise Unsupported("the bucket boundaries are not a literal list e2k can count", column.value("boundaries"), CODE)
+        boundaries = column.value("boundaries")
+        if boundaries is None:
+            raise Unsupported("bucketized_column without boundaries", column.call, CODE)
+        if self.literal_sequence(boundaries) is None:
+            # `np.arange(15, 45, 1).tolist()`: evaluated when the model is built, counted by the layer.
+            self.runtime(boundaries, column.env, "the bucket boundaries")
         column.parent = source
         column.name = f"{source.name}_bucketized"
 
@@ -443,7 +522,15 @@ class ColumnReader:
         if dtype is None and literal:
             dtype = "string" if all(isinstance(v, (cst.SimpleString, cst.ConcatenatedString)) for v in literal) else (
                 "int64" if all(isinstance(v, cst.Integer) for v in literal) else None)
-        if dtype is None or dtype not in STRING_DTYPES | INT_DTYPES:
+        if literal is None:
+            # `dftrain[name].unique()`: read from the data when the model is built.
+            self.runtime(vocabulary, column.env, "the vocabulary")
+        if dtype is None and literal is None:
+            column.runtime_dtype = True
+            if self.integer(column.value("num_oov_buckets"), 0):
+                raise Unsupported("a vocabulary read at run time with out-of-vocabulary buckets: pass dtype= so "
+                                  "that e2k knows which values feature columns ignore", vocabulary, CODE)
+        elif dtype is None or dtype not in STRING_DTYPES | INT_DTYPES:
             raise Unsupported("the vocabulary's type is not known: write its values as literals or pass dtype=",
                               vocabulary, CODE)
         self._check_oov(column)
@@ -495,6 +582,9 @@ class ColumnReader:
                                   "feature's name", key, CODE)
             if inner.kind not in ("bucketized", "vocabulary", "vocabulary_file", "identity"):
                 raise Unsupported(f"crossing a {inner.kind} column is not converted yet", key, CODE)
+            if inner.runtime_dtype:
+                raise Unsupported("crossing a vocabulary read at run time without dtype= is not converted yet",
+                                  key, CODE)
             column.keys.append(inner)
             names.append(inner.name)
         column.name = "_X_".join(sorted(names))
@@ -551,11 +641,16 @@ class ColumnReader:
             else:
                 reads = accesses_of(self.ctx, binding.target) or [None]
             for read in reads:
-                if read is None or not (self.ctx.within(read, inside)
-                                        or self._feeds_only(self.ctx.enclosing_statement(read), consumers, set())):
+                if read is None:
                     raise Unsupported(
-                        f"`{binding.name}` is used elsewhere too; e2k converts feature columns that only "
-                        "feed the Estimator", read or binding.target, CODE)
+                        f"`{binding.name}` may be rebound where it is read; e2k converts feature columns it can "
+                        "follow", binding.target, CODE)
+                if not (self.ctx.within(read, inside)
+                        or self._feeds_only(self.ctx.enclosing_statement(read), consumers, set())):
+                    # Read elsewhere too (`tf.keras.layers.DenseFeatures([feature_columns[7]])`): the
+                    # columns stay for that code; the model does not need them.
+                    self.kept = read
+                    return []
         # `fc = tf.feature_column` goes too when nothing else reads it.
         inside += [b.statement for b in self.alias_bindings]
         for alias in self.alias_bindings:
@@ -572,6 +667,53 @@ def _assigned_name(statement) -> cst.Name | None:
     if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
         return small.targets[0].target
     return None
+
+
+def _pure_read(ctx: RewriteContext, name: cst.Name) -> bool:
+    """``columns[7]`` or ``len(columns)``: a read that cannot change the list."""
+    parent = ctx.parent(name)
+    if isinstance(parent, cst.Subscript) and parent.value is name:
+        statement = ctx.enclosing_statement(name)
+        small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
+        targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else []
+        return all(not ctx.within(parent, (t,)) for t in targets) and not isinstance(small, (cst.Del, cst.AugAssign))
+    arg = parent if isinstance(parent, cst.Arg) else None
+    call = ctx.parent(arg) if arg is not None else None
+    return isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == "len"
+
+
+def substituted(node: cst.BaseExpression, env: dict) -> cst.BaseExpression:
+    """``node`` with the loop's variable and temporaries replaced by their values (a
+    temporary's value may read the variable: replaced again)."""
+    for _ in range(4):
+        replaced = node.visit(_Substitute(env))
+        if replaced.deep_equals(node):
+            return replaced
+        node = replaced
+    return node
+
+
+class _Substitute(cst.CSTTransformer):
+    def __init__(self, env: dict):
+        super().__init__()
+        self.env = env
+
+    def visit_Attribute(self, node):  # only the value side of `x.attr`
+        node.value.visit(self)
+        return False
+
+    def leave_Attribute(self, original, updated):
+        return updated.with_changes(value=original.value.visit(self))
+
+    def visit_Arg(self, node):
+        return True
+
+    def leave_Arg(self, original, updated):
+        return updated.with_changes(keyword=original.keyword)
+
+    def leave_Name(self, original, updated):
+        value = self.env.get(original.value)
+        return value.deep_clone() if isinstance(value, cst.BaseExpression) else updated
 
 
 def _signed_int(node: cst.BaseExpression) -> int | None:

@@ -152,10 +152,113 @@ def test_what_cannot_be_converted_faithfully_is_left_and_marked(rules, estimator
     assert reason in refused(estimator, rules, code)
 
 
-def test_a_column_used_elsewhere_keeps_the_unit_unconverted(rules):
+def test_a_column_used_elsewhere_stays_for_that_code(rules):
     program = PROGRAM.replace("estimator.train(input_fn)", "estimator.train(input_fn)\nprint(age)")
+    text = converted("tf1.estimator.LinearRegressor([age, city])", rules, program=program)
+    # The columns stay (other code reads them); the model does not read them.
+    assert 'age = tf.feature_column.numeric_column("age")' in text and "print(age)" in text
+    assert 'LinearModel(1, ["age", "city"])' in text
+    assert "self.age" not in text.split("class LinearRegressorModel")[1].split("def call")[1]
+
+
+def test_a_column_rebound_after_the_estimator_is_refused(rules):
+    program = PROGRAM.replace("estimator.train(input_fn)", "estimator.train(input_fn)\nif input_fn:\n    age = 1\nprint(age)")
     message = refused("tf1.estimator.LinearRegressor([age, city])", rules, "E2K504", program=program)
-    assert "`age` is used elsewhere too" in message
+    assert "`age` may be rebound where it is read" in message
+
+
+RUNTIME = textwrap.dedent('''\
+    import numpy as np
+    import tensorflow as tf
+
+    data = {{"age": np.array([30.0, 40.0]), "city": np.array(["paris", "oslo"], dtype=object), "n": np.array([1, 2])}}
+    columns = []
+    for name in ["city", "n"]:
+        vocabulary = np.unique(data[name])
+        columns.append(tf.feature_column.categorical_column_with_vocabulary_list(name, vocabulary))
+    ages = tf.feature_column.bucketized_column(
+        tf.feature_column.numeric_column("age"), boundaries=np.arange(20, 60, 10).tolist())
+
+
+    def input_fn():
+        return tf.data.Dataset.from_tensor_slices((data, [0, 1])).batch(2)
+
+
+    estimator = {estimator}
+    estimator.train(input_fn)
+''')
+
+
+def test_values_read_from_the_data_are_evaluated_when_the_model_is_built(rules):
+    text = converted("tf.estimator.LinearClassifier(columns + [ages])", rules, program=RUNTIME)
+    # The loop's variable and temporary are replaced by their values, per column.
+    assert "self.city_lookup = self.vocabulary_lookup(np.unique(data[\"city\"]))" in text
+    assert "self.n_lookup = self.vocabulary_lookup(np.unique(data[\"n\"]))" in text
+    assert "self.n_size = self.n_lookup.vocabulary_size() - 1" in text
+    assert "bin_boundaries=np.arange(20, 60, 10).tolist())" in text
+    assert "self.ages_size = len(self.ages.bin_boundaries) + 1" in text
+    assert "tf.one_hot(ages, self.ages_size)" in text and "tf.one_hot(city, self.city_size)" in text
+    assert "def vocabulary_lookup(vocabulary):" in text
+    assert "for name in" not in text and "feature_column" not in text
+
+
+def test_a_value_read_from_a_name_bound_twice_is_refused(rules):
+    # `bounds` is bound twice: its value when the model is built may not be the columns'.
+    program = RUNTIME.replace("ages = ", "bounds = [1.0]\nbounds = np.arange(20, 60, 10).tolist()\nages = ")
+    program = program.replace("boundaries=np.arange(20, 60, 10).tolist())", "boundaries=bounds)")
+    result, _ = convert("tf.estimator.LinearClassifier(columns + [ages])", rules, program=program)
+    assert any("`bounds`" in f.message for f in result.findings if f.code == "E2K504"), [
+        f.format() for f in result.findings]
+
+
+def test_a_vocabulary_read_at_run_time_with_oov_buckets_needs_a_dtype(rules):
+    program = RUNTIME.replace("(name, vocabulary)", "(name, vocabulary, num_oov_buckets=2)")
+    result, _ = convert("tf.estimator.LinearClassifier(columns)", rules, program=program)
+    assert any(f.code == "E2K504" and "pass dtype=" in f.message for f in result.findings)
+
+
+FAMILY = textwrap.dedent('''\
+    import numpy as np
+    import tensorflow as tf
+
+    train = {{"b": np.array([1.0, 2.0]), "a": np.array([3.0, 4.0])}}
+    feature_columns = []
+    for key in train.keys():
+        feature_columns.append(tf.feature_column.numeric_column(key=key))
+
+
+    def input_fn():
+        return tf.data.Dataset.from_tensor_slices((train, [0, 1])).batch(2)
+
+
+    estimator = {estimator}
+    estimator.train(input_fn)
+''')
+
+
+def test_numeric_columns_over_keys_known_at_run_time(rules):
+    program = FAMILY.replace("train = {{", "train = dict({{").replace("[3.0, 4.0])}}", "[3.0, 4.0])}})")
+    text = converted("tf.estimator.DNNClassifier([4], feature_columns)", rules, program=program)
+    assert "self.numeric_features_keys = sorted(train.keys())" in text
+    assert "for key in self.numeric_features_keys], axis=1)" in text
+    assert "net = numeric_features" in text
+
+
+@pytest.mark.parametrize("estimator, reason", [
+    ("tf.estimator.LinearClassifier(feature_columns)", "a linear model of columns whose keys are known only at run time"),
+    ("tf.estimator.DNNClassifier([4], feature_columns + [tf.feature_column.numeric_column('c')])", "with other columns"),
+])
+def test_numeric_columns_over_run_time_keys_refused_where_the_order_is_unknown(rules, estimator, reason):
+    program = FAMILY.replace("train = {{", "train = dict({{").replace("[3.0, 4.0])}}", "[3.0, 4.0])}})")
+    result, _ = convert(estimator, rules, program=program)
+    assert any(f.code in ("E2K501", "E2K502") and reason in f.message for f in result.findings), [
+        f.format() for f in result.findings]
+
+
+def test_a_crossed_numeric_feature_is_crossed_as_integers(rules):
+    program = PROGRAM.replace("estimator = {estimator}", "cross = {fc}.crossed_column(['age', 'city'], 10)\nestimator = {estimator}")
+    text = converted("tf1.estimator.LinearRegressor([age, city, cross])", rules, program=program)
+    assert "self.cross((tf.cast(age_values, tf.int64), city_values))" in text
 
 
 def test_column_lists_built_in_steps_and_through_an_alias(rules):

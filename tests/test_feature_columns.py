@@ -172,9 +172,8 @@ def test_a_list_changed_in_a_way_e2k_cannot_read_is_refused(rules):
     program = '''\
 import tensorflow as tf
 
-columns = []
-for key in load_keys():
-    columns.append(tf.feature_column.numeric_column(key=key))
+columns = [tf.feature_column.numeric_column(key="a")]
+columns.insert(0, tf.feature_column.numeric_column(key="b"))
 est = tf.estimator.LinearRegressor(feature_columns=columns)
 est.train(lambda: tf.data.Dataset.from_tensor_slices(({"a": [1.0]}, [1.0])).batch(1), steps=1)
 '''
