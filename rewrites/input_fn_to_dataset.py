@@ -25,6 +25,12 @@ class InputFnToDataset(UnitRule):
       `return tf1.data.make_one_shot_iterator(ds).get_next()`, and
       `it = ds.make_one_shot_iterator()` / `features, labels = it.get_next()` /
       `return features, labels` all become `return ds`.
+    - Statements between `get_next()` and the `return` that change the tensors (a features
+      dict made from the tensors, a scaling) are mapped over the dataset: `return
+      ds.map(lambda image, label: ({"image": image}, label))`, or, when they do not fold into
+      one line, a function of the `get_next()` names defined in place (`prepare_batch`)
+      holding those statements as written. They ran once per batch on the iterator's tensors;
+      mapped over the batched dataset they run once per batch on the same tensors.
     - `tf.estimator.ModeKeys.TRAIN` / `EVAL` / `PREDICT` inside an input_fn become the strings
       they stand for (`"train"`, `"eval"`, `"infer"`); the call sites pass `mode` (E2K003).
 
@@ -38,8 +44,10 @@ class InputFnToDataset(UnitRule):
     sizes under a distribution strategy are rule E2K602's business.
 
     ## Limitations
-    An iterator made otherwise (`make_initializable_iterator`, tensors changed between
-    `get_next()` and `return`) and input_fns reading their `config` are reported (E2K902).
+    An iterator made otherwise (`make_initializable_iterator`), one `get_next()` result
+    bound to a single name and then changed (`batch = it.get_next()`: whether `map` passes
+    it one argument or several depends on the dataset), control flow between `get_next()`
+    and `return`, and input_fns reading their `config` are reported (E2K902).
 
     ## References
     - https://www.tensorflow.org/guide/migrate/migrating_estimator
@@ -90,6 +98,83 @@ def build_model():
 
 model = build_model()
 model.fit(input_fn())
+''',
+        ),
+        Case(
+            id="tensors-changed-after-get-next",
+            before='''\
+import tensorflow as tf
+import tensorflow.compat.v1 as tf1
+
+
+def make_input_fn(images, labels, batch_size):
+    def input_fn():
+        dataset = tf1.data.Dataset.from_tensor_slices((images, labels)).batch(batch_size)
+        image, label = dataset.make_one_shot_iterator().get_next()
+        features = {"image": image}
+        return features, label
+    return input_fn
+
+
+def parsed_input_fn():
+    dataset = tf1.data.Dataset.from_tensor_slices(([[1.0]] * 4, [[2.0]] * 4)).batch(2)
+    iterator = dataset.make_one_shot_iterator()
+    x, y = iterator.get_next()
+    # scaled as the model expects
+    x = x / 255.0
+    return {"image": x}, y
+
+
+def model_fn(features, labels, mode):
+    logits = tf1.layers.Dense(1)(features["image"])
+    loss = tf1.losses.mean_squared_error(labels, logits)
+    train_op = tf1.train.GradientDescentOptimizer(0.1).minimize(loss, tf1.train.get_global_step())
+    return tf1.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+estimator = tf1.estimator.Estimator(model_fn)
+estimator.train(make_input_fn([[1.0]] * 4, [[2.0]] * 4, 2))
+estimator.train(parsed_input_fn)
+''',
+            after='''\
+import tensorflow as tf
+
+
+def make_input_fn(images, labels, batch_size):
+    def input_fn():
+        dataset = tf.data.Dataset.from_tensor_slices((images, labels)).batch(batch_size)
+        return dataset.map(lambda image, label: ({"image": image}, label))
+    return input_fn
+
+
+def parsed_input_fn():
+    dataset = tf.data.Dataset.from_tensor_slices(([[1.0]] * 4, [[2.0]] * 4)).batch(2)
+    # scaled as the model expects
+    def prepare_batch(x, y):
+        x = x / 255.0
+        return {"image": x}, y
+    return dataset.map(prepare_batch)
+
+
+class Model(tf.keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.logits = tf.keras.layers.Dense(1)
+
+    def call(self, features, training=False):
+        logits = self.logits(features["image"])
+        return logits
+
+
+def build_model():
+    model = Model()
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+model = build_model()
+model.fit(make_input_fn([[1.0]] * 4, [[2.0]] * 4, 2)())
+model.fit(parsed_input_fn())
 ''',
         ),
         Case(
@@ -194,10 +279,11 @@ print(model.evaluate(eval_input_fn(), return_dict=True))
 
     def _iterator_to_dataset(self, fn: cst.FunctionDef, plan, ctx) -> None:
         """``return ds.make_one_shot_iterator().get_next()`` (or the same in three statements,
-        through a variable) -> ``return ds``."""
+        through a variable) -> ``return ds``; tensors changed between ``get_next()`` and the
+        ``return`` -> the same statements mapped over the dataset."""
         body = list(fn.body.body)
         for index, statement in enumerate(body):
-            small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
+            small = _only_small(statement)
             if not isinstance(small, cst.Return) or small.value is None:
                 continue
             dataset = self._next_of(small.value, ctx)
@@ -207,15 +293,109 @@ print(model.evaluate(eval_input_fn(), return_dict=True))
                 plan.iterator_calls.update(c for c in iter_calls(small.value))
                 plan.fixed(small.value, self.code, "iterator tensors -> the dataset they came from")
                 continue
-            found = self._unpacked(body, index, ctx)
-            if found is not None:
-                iterator_statement, next_statement, dataset, calls = found
-                plan.remove_statement(iterator_statement)
-                plan.remove_statement(next_statement)
+            tail = self._tail(body, index, ctx)
+            if tail is None:
+                continue
+            removed, dataset, calls, target, post = tail
+            for old in removed:
+                plan.remove_statement(old)
+            self.replaced += [small.value, *removed]
+            plan.iterator_calls.update(calls)
+            if not post and _emit.code(_bare(target)) == _emit.code(_bare(small.value)):
                 plan.replace(small.value, dataset)
-                self.replaced += [small.value, iterator_statement, next_statement]
-                plan.iterator_calls.update(calls)
                 plan.fixed(small.value, self.code, "iterator tensors -> the dataset they came from")
+                continue
+            mapped = self._mapped(dataset, target, post, small.value, fn, plan, ctx)
+            for old in post:
+                plan.remove_statement(old)
+            self.replaced += post
+            plan.replace_statement(statement, mapped)
+            plan.fixed(small.value, self.code,
+                       "tensors changed after get_next() -> the same statements mapped over the dataset")
+
+    def _tail(self, body, index, ctx):
+        """The statements from an iterator to the ``return`` at ``index``: ``it = <iterator>``
+        (optional), ``<names> = it.get_next()`` (or ``<iterator>.get_next()``), then simple
+        assignments. (statements removed, dataset, iterator calls, get_next target, the
+        assignments after it), or None."""
+        post: list[cst.BaseStatement] = []
+        at = index - 1
+        while at >= 0:
+            small = _only_small(body[at])
+            if isinstance(small, cst.Assign) and len(small.targets) == 1 and self._is_get_next(small.value):
+                break
+            if not (isinstance(body[at], cst.SimpleStatementLine)
+                    and all(isinstance(s, (cst.Assign, cst.AugAssign, cst.AnnAssign)) for s in body[at].body)):
+                return None
+            post.insert(0, body[at])
+            at -= 1
+        if at < 0:
+            return None
+        next_statement = body[at]
+        assign = next_statement.body[0]
+        target = assign.targets[0].target
+        names = _target_names(target)
+        if names is None:
+            return None
+        receiver = assign.value.func.value
+        dataset = self._iterator_of(receiver, ctx)
+        removed, calls = [next_statement], list(iter_calls(assign.value))
+        if dataset is None:
+            if not isinstance(receiver, cst.Name):
+                return None
+            found = next((
+                k for k in range(at - 1, -1, -1)
+                if isinstance(_only_small(body[k]), cst.Assign) and len(body[k].body[0].targets) == 1
+                and isinstance(body[k].body[0].targets[0].target, cst.Name)
+                and body[k].body[0].targets[0].target.value == receiver.value
+            ), None)
+            if found is None or self._iterator_of(body[found].body[0].value, ctx) is None:
+                return None
+            dataset = self._iterator_of(body[found].body[0].value, ctx)
+            removed.insert(0, body[found])
+            calls += iter_calls(body[found].body[0].value)
+            names = [receiver.value, *names]
+        if post and not isinstance(target, cst.Tuple):
+            return None  # `batch = it.get_next()`: whether map gives one argument or several is not known
+        # The iterator and its tensors are used nowhere else in the function.
+        kept = [s for i, s in enumerate(body) if s not in removed and s not in post and i != index]
+        if any(n.value in names for s in kept for n in _names_in(s)):
+            return None
+        return removed, dataset.deep_clone(), calls, target, post
+
+    def _is_get_next(self, node) -> bool:
+        return (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+                and node.func.attr.value == "get_next" and not node.args)
+
+    def _mapped(self, dataset, target, post, returned, fn, plan, ctx) -> list[cst.BaseStatement]:
+        """``return <dataset>.map(...)``: a lambda when the statements after get_next() fold into
+        the returned expression, else a function of the get_next() names defined in place."""
+        params = [e.value.value for e in target.elements]
+        post = [self._respelled(s, plan, ctx) for s in post]
+        returned = self._respelled(returned, plan, ctx)
+        folded = _fold(post, returned, params)
+        if folded is not None and "\n" not in _emit.code(folded):
+            if isinstance(folded, cst.Tuple) and not folded.lpar:
+                folded = folded.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+            mapper = _emit.expr(f"lambda {', '.join(params)}: {_emit.code(folded)}")
+            return [cst.SimpleStatementLine([cst.Return(_emit.expr("{d}.map({m})", d=dataset, m=mapper))])]
+        taken = {n.value for n in _names_in(fn)}
+        name = next(n for n in ("prepare_batch", "prepare_batch_", "_prepare_batch") if n not in taken)
+        ret = returned.with_changes(lpar=[], rpar=[]) if isinstance(returned, cst.Tuple) else returned
+        # Their comments stay where the removed statements were: above the function (the edit
+        # carries the comments of removed statements to the code that follows).
+        post = [s.with_changes(leading_lines=[line for line in s.leading_lines if line.comment is None]) for s in post]
+        mapper = cst.FunctionDef(
+            name=cst.Name(name),
+            params=cst.Parameters([cst.Param(cst.Name(p)) for p in params]),
+            body=cst.IndentedBlock([*post, cst.SimpleStatementLine([cst.Return(ret)])]),
+        )
+        return [mapper, cst.SimpleStatementLine([cst.Return(_emit.expr(f"{{d}}.map({name})", d=dataset))])]
+
+    def _respelled(self, node, plan, ctx):
+        for old, new in tf2_respellings(ctx, node, plan.tf):
+            node = node.deep_replace(old, new)
+        return node
 
     def _iterator_of(self, node, ctx) -> cst.BaseExpression | None:
         """The dataset of ``ds.make_one_shot_iterator()`` / ``tf1.data.make_one_shot_iterator(ds)``."""
@@ -236,40 +416,52 @@ print(model.evaluate(eval_input_fn(), return_dict=True))
             return dataset.deep_clone() if dataset is not None else None
         return None
 
-    def _unpacked(self, body, index, ctx):
-        """``it = <iterator>``; ``features, labels = it.get_next()``; ``return features, labels``."""
-        if index < 2:
-            return None
-        returned = body[index].body[0].value
-        first, second = body[index - 2], body[index - 1]
-        assigns = []
-        for statement in (first, second):
-            if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
-                    and isinstance(statement.body[0], cst.Assign) and len(statement.body[0].targets) == 1):
-                return None
-            assigns.append(statement.body[0])
-        iterator_target, next_target = assigns[0].targets[0].target, assigns[1].targets[0].target
-        dataset = self._iterator_of(assigns[0].value, ctx)
-        get_next = assigns[1].value
-        if dataset is None or not isinstance(iterator_target, cst.Name):
-            return None
-        if not (isinstance(get_next, cst.Call) and isinstance(get_next.func, cst.Attribute)
-                and get_next.func.attr.value == "get_next" and _emit.code(get_next.func.value) == iterator_target.value):
-            return None
-        if _emit.code(_bare(next_target)) != _emit.code(_bare(returned)):
-            return None  # the tensors are changed before they are returned
-        names = [iterator_target.value] + [n.value for n in _names_in(next_target)]
-        for later in body[index + 1:]:
-            if any(n.value in names for n in _names_in(later)):
-                return None
-        return first, second, dataset.deep_clone(), [assigns[0].value, get_next]
-
-
 def _bare(node: cst.BaseExpression) -> cst.BaseExpression:
     """``(a, b)`` and ``a, b`` print the same."""
     if isinstance(node, cst.Tuple):
         return node.with_changes(lpar=[], rpar=[])
     return node
+
+
+def _only_small(statement: cst.BaseStatement) -> cst.BaseSmallStatement | None:
+    if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
+        return statement.body[0]
+    return None
+
+
+def _target_names(target: cst.BaseExpression) -> list[str] | None:
+    """``x`` or ``a, b`` (names only): the names; else None."""
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, cst.Tuple) and all(isinstance(e, cst.Element) and isinstance(e.value, cst.Name)
+                                             for e in target.elements):
+        return [e.value.value for e in target.elements]
+    return None
+
+
+#: Expressions that need no parentheses wherever they are put.
+_ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Dict, cst.List, cst.SimpleString,
+          cst.Integer, cst.Float)
+
+
+def _fold(post, returned, params):
+    """``d = {"x": f}`` / ``return d, l`` -> ``{"x": f}, l``: each assigned name read once
+    later, its value an atom, no comment lost. None when the statements do not fold."""
+    for statement in reversed(post):
+        small = _only_small(statement)
+        if not (isinstance(small, cst.Assign) and len(small.targets) == 1
+                and isinstance(small.targets[0].target, cst.Name) and isinstance(small.value, _ATOMS)):
+            return None
+        if any(line.comment for line in statement.leading_lines) or statement.trailing_whitespace.comment:
+            return None
+        name = small.targets[0].target.value
+        if name in params:
+            return None
+        uses = [n for n in _names_in(returned) if n.value == name]
+        if len(uses) != 1:
+            return None
+        returned = returned.deep_replace(uses[0], small.value)
+    return returned
 
 
 def _names_in(node: cst.CSTNode):

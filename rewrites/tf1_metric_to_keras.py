@@ -46,6 +46,7 @@ class Tf1MetricToKeras(ExpressionRule):
     | TF1 metric | its predictions | Keras metric |
     |---|---|---|
     | `accuracy` | `tf.argmax(logits, 1)` | `SparseCategoricalAccuracy(name=...)` |
+    | `accuracy` of `tf.argmax(labels, 1)` (one-hot labels) | `tf.argmax(logits, 1)` | `CategoricalAccuracy(name=...)` (either argument order: equality is symmetric) |
     | `accuracy` | `tf.round(tf.sigmoid(logits))`, `logits > 0` | `BinaryAccuracy(name=..., threshold=0.0)` |
     | `mean_squared_error`, `root_mean_squared_error`, `mean_absolute_error` | the output | `MeanSquaredError`, `RootMeanSquaredError`, `MeanAbsoluteError` |
     | `auc` | `tf.sigmoid(logits)` | `AUC(name=..., from_logits=True)` |
@@ -126,6 +127,52 @@ model.fit(input_fn())
 print(model.evaluate(input_fn(), return_dict=True)["accuracy"])
 ''',
         ),
+        Case(
+            id="one-hot-labels",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0, 2.0]], [[0.0, 1.0, 0.0]])).batch(1)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.dense(features, 3)
+    loss = tf.losses.softmax_cross_entropy(onehot_labels=labels, logits=logits)
+    metrics = {"accuracy": tf.metrics.accuracy(tf.argmax(logits, axis=1), tf.argmax(labels, axis=1))}
+    if mode == tf.estimator.ModeKeys.EVAL:
+        return tf.estimator.EstimatorSpec(mode, loss=loss, eval_metric_ops=metrics)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+estimator = tf.estimator.Estimator(model_fn)
+estimator.train(input_fn)
+print(estimator.evaluate(input_fn)["accuracy"])
+''',
+            after='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0, 2.0]], [[0.0, 1.0, 0.0]])).batch(1)
+
+
+def build_model():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(3)])
+    model.compile(
+        optimizer=tf.keras.optimizers.SGD(0.1),
+        loss=tf.keras.losses.CategoricalCrossentropy(from_logits=True),
+        metrics=[tf.keras.metrics.CategoricalAccuracy(name="accuracy")])
+    return model
+
+
+model = build_model()
+model.fit(input_fn())
+print(model.evaluate(input_fn(), return_dict=True)["accuracy"])
+''',
+        ),
     ]
 
     def convert(self, call, ctx, tf, name: str, derive):
@@ -137,6 +184,14 @@ print(model.evaluate(input_fn(), return_dict=True)["accuracy"])
         labels, predictions = bound.get("labels"), bound.get("predictions")
         if labels is None or predictions is None:
             raise Unsupported("the metric needs labels and predictions")
+        if path == "metrics.accuracy" and _class_of_one_hot(predictions.value, ctx):
+            labels, predictions = predictions, labels  # equal or not: the order does not matter
+        if path == "metrics.accuracy" and _class_of_one_hot(labels.value, ctx):
+            derived = derive(predictions.value)
+            if derived is None or derived.kind != "argmax":
+                raise Unsupported("the metric compares the one-hot labels' classes with something other than "
+                                  "the model output's")
+            return _emit.expr('{tf}.keras.metrics.CategoricalAccuracy(name={name})', tf=tf, name=_quote(name))
         if not (isinstance(labels.value, cst.Name) and labels.value.value == "labels"):
             raise Unsupported("the metric's labels are not the model_fn's `labels`")
         derived: Derived | None = derive(predictions.value)
@@ -153,6 +208,16 @@ print(model.evaluate(input_fn(), return_dict=True)["accuracy"])
         if path == "metrics.auc":
             args += _auc_arguments(bound)
         return cst.Call(_emit.expr("{tf}.keras.metrics.{k}", tf=tf, k=keras), args=_emit.call_args(args))
+
+
+def _class_of_one_hot(node: cst.BaseExpression, ctx) -> bool:
+    """``tf.argmax(labels, 1)`` (or ``axis=-1``): the class of one-hot labels as they come."""
+    if not (isinstance(node, cst.Call) and ctx.call_api_path(node) in ("argmax", "math.argmax")):
+        return False
+    bound = bind(node, ("input", "axis", "name", "dimension", "output_type"))
+    source, axis = bound.get("input"), bound.get("axis") or bound.get("dimension")
+    return (source is not None and isinstance(source.value, cst.Name) and source.value.value == "labels"
+            and axis is not None and _emit.code(axis.value) in ("1", "-1"))
 
 
 #: Precision and recall of `round(sigmoid(logits))`: Keras's classes threshold probabilities

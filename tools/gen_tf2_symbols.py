@@ -43,6 +43,11 @@ MANUAL = {
     "data.TextLineDataset": "data.TextLineDataset",
     "data.FixedLengthRecordDataset": "data.FixedLengthRecordDataset",
     "data.experimental.AUTOTUNE": "data.AUTOTUNE",
+    # tf.contrib.data's dataset classes (TF 1.2-1.3), the same classes since TF 1.4's tf.data.
+    "contrib.data.Dataset": "data.Dataset",
+    "contrib.data.TFRecordDataset": "data.TFRecordDataset",
+    "contrib.data.TextLineDataset": "data.TextLineDataset",
+    "contrib.data.FixedLengthRecordDataset": "data.FixedLengthRecordDataset",
 }
 # Namespaces that are TF1 concepts even where an object is shared (converted by rules, not renamed).
 SKIP_PREFIXES = ("estimator.", "keras.", "layers.", "losses.", "metrics.", "train.", "summary.", "compat.",
