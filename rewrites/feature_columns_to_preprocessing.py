@@ -46,12 +46,25 @@ class FeatureColumnsToPreprocessingLayers(UnitRule):
     dense gradients train exactly like the Estimator. The cost is a dense matmul per step,
     noticeable for hash buckets or vocabularies of 10^5 and more.
 
+    Values the source does not spell are carried over as the same code, evaluated when the
+    model is built (where the Estimator was built): a vocabulary read from the data
+    (`dftrain[name].unique()` in TensorFlow's linear-model tutorial: `StringLookup` or
+    `IntegerLookup` as feature columns infer its dtype, the width counted by the layer),
+    bucket boundaries such as `np.arange(15, 45, 1).tolist()` (counted by the
+    `Discretization` layer), and numeric columns appended in a loop over keys known only at
+    run time (`for key in train.keys()`, TensorFlow's premade-Estimator tutorial: one input of
+    the keys' columns, sorted by name as the Estimator orders them). Such code may read the
+    loop's variable and temporaries, builtins and module-level names bound once. A raw
+    numeric feature in a cross is crossed as integers, as the Estimator casts it. Columns
+    that other code reads too (`feature_columns[7]`) stay as they were for that code.
+
     ## Limitations
     Columns must be built where e2k can read them (calls bound to names once, list
-    literals, `+` of lists, a comprehension or a loop of `append`s over values the source
-    spells: a literal list, a constant, the keys of a dict literal, even one a function of
-    the file returns, as TensorFlow's premade-Estimator tutorial builds them) and only feed
-    the Estimator. Features must hold one value per example; sequence columns, shared
+    literals, `+` of lists, a comprehension or a loop of `append`s, after temporaries,
+    over values the source spells or over keys known at run time) and be read elsewhere
+    only in ways that cannot change them. Keys known only at run time are converted for a
+    DNN whose only columns they are; a vocabulary read at run time with OOV buckets needs
+    `dtype=`. Features must hold one value per example; sequence columns, shared
     embeddings, `crossed_column(hash_key=...)`, embedding initializers and checkpoints,
     `max_norm`, and a `default_value` other than -1 are not converted (E2K504, the unit is
     left as it was).
