@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from estimator2keras import _emit
+from estimator2keras import _emit, _receiver
 from estimator2keras._rule import Unsupported
 from estimator2keras._symbols import tf2_respellings
 from estimator2keras._units import accesses_of, bind_arguments, resolve_call
@@ -34,8 +34,9 @@ def export_path(plan, base: cst.BaseExpression, *parts: str) -> cst.BaseExpressi
 
 
 def signatures_dict(names: list[str], function: str) -> cst.Dict:
+    """``{"name": function, ...}``; ``function`` is a name, or a call that makes the function."""
     return cst.Dict([
-        cst.DictElement(cst.SimpleString(f'"{name}"'), cst.Name(function),
+        cst.DictElement(cst.SimpleString(f'"{name}"'), _emit.expr(function),
                         comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")) if i < len(names) - 1
                         else cst.MaybeSentinel.DEFAULT)
         for i, name in enumerate(names)
@@ -81,18 +82,34 @@ def signature_names(plan, ctx, call) -> list[str]:
     return names
 
 
-def serving_function(node, plan, ctx) -> tuple[str, list[cst.BaseStatement]]:
-    """The serving tf.function of a serving_input_receiver_fn: its name, and the statements to
-    put before the export when the receiver fn was not a named one (whose binding it replaces)."""
+def serving_function(node, plan, ctx, code: str, names: list[str]) -> tuple[str, list[cst.BaseStatement]]:
+    """The serving tf.function of a serving_input_receiver_fn: how the export names it, and the
+    statements to put before the export (a receiver fn that was not a named one; the function a
+    hand-written one's factory makes for this model, when more than one signature names it)."""
     inline: list[cst.BaseStatement] = []
     receiver, binding = resolve_call(ctx, node, RAW | PARSING)
-    known = plan.serving_functions.get(receiver) if receiver is not None else None
+    if receiver is None:
+        function = _receiver.handwritten(ctx, node)
+        if function is None:
+            raise Unsupported(
+                "the serving_input_receiver_fn is not build_raw_serving_input_receiver_fn(...), "
+                "build_parsing_serving_input_receiver_fn(...) or a function of this file that returns a "
+                "ServingInputReceiver", node)
+        made = plan.serving_functions.get(function)
+        if made is None:
+            visible = ctx.scope(function.name) is ctx.scope(plan.unit.target)
+            made = _receiver.convert(ctx, plan, function, visible, code)
+            plan.serving_functions[function] = made
+        if "{model}" not in made:
+            return made, []
+        made = made.format(model=plan.model_var)
+        if len(names) == 1:
+            return made, []
+        name = plan.unique_name("serving_fn")
+        return name, [_emit.statement("{n} = {v}", n=name, v=made)]
+    known = plan.serving_functions.get(receiver)
     if known is not None:
         return known, []
-    if receiver is None:
-        raise Unsupported(
-            "the serving_input_receiver_fn is not build_raw_serving_input_receiver_fn(...) or "
-            "build_parsing_serving_input_receiver_fn(...); a hand-written one is not converted", node)
     raw = ctx.call_api_path(receiver) in RAW
     args = bind_arguments(receiver, ("features", "default_batch_size") if raw else ("feature_spec", "default_batch_size"))
     batch = args["default_batch_size"].value if "default_batch_size" in args else cst.Name("None")

@@ -26,7 +26,18 @@ class ExportSavedModelToSavedModel(UnitRule):
     - `build_raw_serving_input_receiver_fn(features)`: one input per feature, named as the
       feature, of any batch size (`default_batch_size` kept);
     - `build_parsing_serving_input_receiver_fn(feature_spec)`: one string input `examples`
-      (serialized `tf.train.Example`s) parsed with `tf.io.parse_example(examples, feature_spec)`.
+      (serialized `tf.train.Example`s) parsed with `tf.io.parse_example(examples, feature_spec)`;
+    - a hand-written function of the file that returns
+      `ServingInputReceiver(features, receiver_tensors)` (or `TensorServingInputReceiver`):
+      its placeholders become the function's parameters and their `TensorSpec`s its input
+      signature, named by their receiver keys (`{"x": tf.placeholder(...)}` bound to a name,
+      a dict comprehension of placeholders, placeholders bound to names and gathered in the
+      receiver dict, a single placeholder named `input`; `placeholder_with_default` of a
+      literal default too). The function keeps its name, comments and feature code (TF1
+      names put in TF2 spelling) and returns the model's `predict_step` on its features.
+      Where the model is not visible from the function (it is built inside another function),
+      the function takes it, `def serving_input_fn(model)`, and returns the `tf.function`;
+      the export calls `serving_input_fn(model)`.
 
     `estimator.export_saved_model(base, serving_input_receiver_fn)` (and the older
     `export_savedmodel`) becomes `tf.saved_model.save(model, <base>/<timestamp>,
@@ -41,13 +52,18 @@ class ExportSavedModelToSavedModel(UnitRule):
 
     ## Fix safety
     Safe: loading both exports and calling their `serving_default` on the same inputs gives
-    the same predictions (fixture `export_reload`). The Keras SavedModel also holds the
+    the same predictions (fixtures `export_reload`, `serving_example_proto`,
+    `serving_input_fn_exporter`). The Keras SavedModel also holds the
     model's other functions; the Estimator's held only the serving graph.
 
     ## Limitations
-    A hand-written `serving_input_receiver_fn` (returning a `ServingInputReceiver`),
     `assets_extra`, `as_text=True`, `ClassificationOutput` / `RegressionOutput` signatures
-    and a raw receiver of one tensor rather than a dict are reported (E2K902).
+    and a raw receiver of one tensor rather than a dict are reported (E2K902). A hand-written
+    serving function converts only when every use of it is an export e2k converts (one used
+    elsewhere, or defined in another module, stays as it was, with a finding), when its
+    receiver tensors are placeholders in one of the forms above (not built in a loop), and
+    when e2k can tell whether its features are a dict or one tensor;
+    `receiver_tensors_alternatives` are reported.
 
     ## References
     - https://www.tensorflow.org/guide/migrate/saved_model
@@ -133,6 +149,138 @@ tf.saved_model.save(
     signatures={"serving_default": serving_input_fn})
 ''',
         ),
+        Case(
+            id="hand-written-receiver",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": [[1.0, 2.0]]}, [[2.0]])).batch(1)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features["x"])
+    if mode == tf.estimator.ModeKeys.PREDICT:
+        return tf.estimator.EstimatorSpec(mode, predictions={"logits": logits})
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def serving_input_fn():
+    inputs = {"x": tf.placeholder(tf.float32, [None, 2])}
+    return tf.estimator.export.ServingInputReceiver(inputs, inputs)
+
+
+estimator = tf.estimator.Estimator(model_fn)
+estimator.train(input_fn)
+estimator.export_saved_model("export", serving_input_fn)
+''',
+            after='''\
+import tensorflow as tf
+import os
+import time
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": [[1.0, 2.0]]}, [[2.0]])).batch(1)
+
+
+class Model(tf.keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.logits = tf.keras.layers.Dense(1)
+
+    def call(self, features, training=False):
+        logits = self.logits(features["x"])
+        return logits
+
+    def predict_step(self, data):
+        features, _, _ = tf.keras.utils.unpack_x_y_sample_weight(data)
+        logits = self(features, training=False)
+        return {"logits": logits}
+
+
+def build_model():
+    model = Model()
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+# The serving signature the Estimator exported: the receiver tensors in, the PREDICT predictions out.
+@tf.function(input_signature=[{"x": tf.TensorSpec([None, 2], tf.float32, name="x")}])
+def serving_input_fn(inputs):
+    return model.predict_step(inputs)
+
+
+model = build_model()
+model.fit(input_fn())
+tf.saved_model.save(
+    model,
+    os.fsencode(os.path.join("export", str(int(time.time())))),
+    signatures={"serving_default": serving_input_fn})
+''',
+        ),
+        Case(
+            id="hand-written-receiver-used-elsewhere",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": [[1.0, 2.0]]}, [[2.0]])).batch(1)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features["x"])
+    if mode == tf.estimator.ModeKeys.PREDICT:
+        return tf.estimator.EstimatorSpec(mode, predictions={"logits": logits})
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def serving_input_fn():
+    inputs = {"x": tf.placeholder(tf.float32, [None, 2])}
+    return tf.estimator.export.ServingInputReceiver(inputs, inputs)
+
+
+estimator = tf.estimator.Estimator(model_fn)
+estimator.train(input_fn)
+estimator.export_saved_model("export", serving_input_fn)
+print(serving_input_fn)
+''',
+            after='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": [[1.0, 2.0]]}, [[2.0]])).batch(1)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features["x"])
+    if mode == tf.estimator.ModeKeys.PREDICT:
+        return tf.estimator.EstimatorSpec(mode, predictions={"logits": logits})
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def serving_input_fn():
+    inputs = {"x": tf.placeholder(tf.float32, [None, 2])}
+    return tf.estimator.export.ServingInputReceiver(inputs, inputs)
+
+
+estimator = tf.estimator.Estimator(model_fn)
+estimator.train(input_fn)
+estimator.export_saved_model("export", serving_input_fn)
+# e2k: E2K007 `serving_input_fn` is used outside this Estimator's exports, which still need it as it is
+print(serving_input_fn)
+''',
+            findings=("E2K007",),
+        ),
     ]
 
     def plan(self, unit, plan, ctx) -> None:
@@ -147,7 +295,7 @@ tf.saved_model.save(
             if mode is not None and not _emit.code(mode.value).endswith(("PREDICT", '"infer"')):
                 raise Unsupported("only the PREDICT graph is exported by e2k", mode)
             names = signature_names(plan, ctx, use.call)
-            function, inline = serving_function(args["serving_input_receiver_fn"].value, plan, ctx)
+            function, inline = serving_function(args["serving_input_receiver_fn"].value, plan, ctx, self.code, names)
             path = export_path(plan, args["export_dir_base"].value)
             statement = ctx.enclosing_statement(use.call)
             small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None

@@ -474,7 +474,7 @@ exports = [export_path]
                 plan.fixed(exporter, self.code, "no model_dir: the Estimator exported into a temporary directory")
                 continue
             names = signature_names(plan, ctx, exporter)
-            function, inline = serving_function(found["serving_input_receiver_fn"].value, plan, ctx)
+            function, inline = serving_function(found["serving_input_receiver_fn"].value, plan, ctx, self.code, names)
             path = export_path(plan, plan.model_dir, "export", name.value.evaluated_value)
             target = plan.unique_name("export_path")
             statements += [*inline, _emit.statement("{t} = {p}", t=target, p=path),

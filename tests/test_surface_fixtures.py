@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import FIXTURES
@@ -17,14 +18,22 @@ from parity_programs import support
 
 pytestmark = [pytest.mark.slow, support.requires_legacy]
 
-#: Loads SavedModels and calls one signature on the same inputs: {path: {signatures, inputs, outputs}}.
+#: Loads SavedModels and calls their serving_default on the inputs given as JSON (a list of
+#: floats or, under "examples", serialized tf.train.Examples of such features): {path: {signatures, inputs, outputs}}.
 LOAD_EXPORTS = r"""
 import json, sys
 import numpy as np
 import tensorflow as tf
-inputs = {"x": tf.constant([[1.5, 2.0], [2.5, 3.0], [9.0, 9.5]])}
+given = json.loads(sys.argv[1])
+if "examples" in given:
+    def example(values):
+        features = {k: tf.train.Feature(float_list=tf.train.FloatList(value=v)) for k, v in values.items()}
+        return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+    inputs = {given["name"]: tf.constant([example(e) for e in given["examples"]])}
+else:
+    inputs = {k: tf.constant(v) for k, v in given.items()}
 out = {}
-for path in sys.argv[1:]:
+for path in sys.argv[2:]:
     loaded = tf.saved_model.load(path)
     serving = loaded.signatures["serving_default"]
     results = serving(**inputs)
@@ -37,26 +46,35 @@ print(json.dumps(out))
 """
 
 
+def _load(paths: list[Path], inputs: dict) -> list[dict]:
+    loader = support.target_python() or support.legacy_python()
+    done = subprocess.run([loader, "-c", LOAD_EXPORTS, json.dumps(inputs), *map(str, paths)], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    return [loaded[str(p)] for p in paths]
+
+
+def _parity(case: str, export_dir: Path, workdir: Path | None = None):
+    after = FIXTURES / case / "after.py"
+    targets = [after] + ([(after, support.target_python())] if support.target_python() else [])
+    export_dir.mkdir(parents=True, exist_ok=True)
+    os.environ["EXPORT_DIR"] = str(export_dir)  # the programs read it; both sides get the harness's environment
+    try:
+        return run_parity_many(FIXTURES / case / "before.py", targets, replicas=2,
+                               legacy_python=support.legacy_python(), workdir=workdir)
+    finally:
+        del os.environ["EXPORT_DIR"]
+
+
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
     """One parity run of export_reload (and on the newest TF when set); the exports each side wrote."""
     base = tmp_path_factory.mktemp("exports")
-    after = FIXTURES / "export_reload" / "after.py"
-    targets = [after] + ([(after, support.target_python())] if support.target_python() else [])
-    os.environ["EXPORT_DIR"] = str(base)  # the programs read it; both sides get the harness's environment
-    try:
-        results = run_parity_many(FIXTURES / "export_reload" / "before.py", targets, replicas=2,
-                                  legacy_python=support.legacy_python())
-    finally:
-        del os.environ["EXPORT_DIR"]
+    results = _parity("export_reload", base)
     # Timestamped directories, in the order the programs ran: the Estimator's first.
     written = sorted(base.iterdir(), key=lambda p: int(p.name))
-    loader = support.target_python() or support.legacy_python()
-    done = subprocess.run([loader, "-c", LOAD_EXPORTS, *map(str, written)], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
-    assert done.returncode == 0, done.stderr[-3000:]
-    loaded = json.loads(done.stdout.strip().splitlines()[-1])
-    return results, [loaded[str(p)] for p in written]
+    return results, _load(written, {"x": [[1.5, 2.0], [2.5, 3.0], [9.0, 9.5]]})
 
 
 def test_export_reload_trains_like_the_estimator(exports):
@@ -79,6 +97,53 @@ def test_keras_export_serves_what_the_estimator_export_served(exports):
         assert migrated["outputs"]["above_one"] == estimator["outputs"]["above_one"]
         for mine, theirs in zip(migrated["outputs"]["value"], estimator["outputs"]["value"]):
             assert mine == pytest.approx(theirs, abs=1e-5)
+
+
+#: Fixtures whose serving_input_receiver_fn is hand-written (E2K007, E2K002): what a client
+#: sends to serving_default, the Estimator export's signatures, inputs and outputs.
+HANDWRITTEN = {
+    "serving_example_proto": (
+        {"name": "example_proto", "examples": [{"x": [1.5, 2.0]}, {"x": [2.5, 3.0]}, {"x": [9.0, 9.5]}]},
+        ["serving_default"], ["example_proto"], ["output"]),
+    "serving_input_fn_exporter": (
+        {"rawdata": [[0.1, 0.2, 0.3, 0.4], [0.5, 0.6, 0.7, 0.8], [2.0, 1.0, 0.5, 0.25]]},
+        ["predict_export_outputs", "serving_default"], ["rawdata"], ["predicted"]),
+}
+
+
+def _exported(root: Path) -> list[Path]:
+    """SavedModel directories under ``root`` (``<base>/<timestamp>``), oldest first."""
+    found = [p.parent for p in root.rglob("saved_model.pb")]
+    return sorted(found, key=lambda p: int(p.name))
+
+
+@pytest.mark.parametrize("case", sorted(HANDWRITTEN))
+def test_handwritten_serving_fn_serves_what_the_estimator_export_served(case, tmp_path):
+    """Parity of the training, then both exports loaded and called: the same signature names,
+    input names, output names and predictions (the Keras model starts from the Estimator's
+    weights under the harness, so its predictions match)."""
+    inputs, signatures, names, outputs = HANDWRITTEN[case]
+    results = _parity(case, tmp_path / "exports", tmp_path / "work")
+    for result in results:
+        assert result.passed, result.report()
+    # The Estimator's export: under the model_dir the harness gave it (an exporter's), else the
+    # first where the programs export (export_saved_model; the legacy program runs first). The
+    # envelope run's went to its own directory.
+    exported = _exported(tmp_path / "exports")
+    estimator = _exported(tmp_path / "work" / "legacy") or exported[:1]
+    migrated = [p for p in exported if p not in estimator]
+    assert len(estimator) == 1 and len(migrated) == len(results), (estimator, migrated)
+    theirs, *mine = _load(estimator + migrated, inputs)
+    assert theirs["signatures"] == signatures
+    assert theirs["inputs"] == names
+    assert sorted(theirs["outputs"]) == outputs
+    for migration in mine:
+        assert migration["signatures"] == theirs["signatures"]
+        assert migration["inputs"] == theirs["inputs"]
+        assert sorted(migration["outputs"]) == sorted(theirs["outputs"])
+        for key in outputs:
+            mine, expected = (np.ravel(o["outputs"][key]) for o in (migration, theirs))
+            assert mine.tolist() == pytest.approx(expected.tolist(), rel=1e-5, abs=1e-5)
 
 
 def _run(python: str, program: Path, model_dir: Path) -> str:

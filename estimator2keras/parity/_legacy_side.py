@@ -406,6 +406,8 @@ def _redirect_exports(tf, out_dir: str) -> None:
             continue
 
         def method(self, export_dir_base, *args, _original=original, **kwargs):
+            # An exporter (LatestExporter) lists its own export directory after exporting.
+            tf.io.gfile.makedirs(export_dir_base)
             return _original(self, base, *args, **kwargs)
 
         setattr(estimator_lib.Estimator, name, method)
