@@ -31,6 +31,13 @@ class RunConfigDistributeToStrategyScope(UnitRule):
     and builds and compiles the Keras model inside `with strategy.scope():`. `fit`,
     `evaluate` and `predict` then run on all of the strategy's replicas.
 
+    A strategy made by a function of the module (`train_distribute=distribution_strategy()`,
+    a function that picks `OneDeviceStrategy` or `MirroredStrategy` by the number of GPUs)
+    is called once, as `strategy = distribution_strategy()`, and each strategy its `return`s
+    give gets its TF2 name there. `tf.contrib.distribute.MirroredStrategy(num_gpus=n)`
+    becomes `tf.distribute.MirroredStrategy(devices=[f"/gpu:{i}" for i in range(n)])`, the
+    devices contrib's `num_gpus` meant.
+
     ## Why
     Keras has no RunConfig: a model is distributed by creating its variables, optimizer and
     metrics under the strategy's scope (TensorFlow's migration guide, "Migrate single-worker
@@ -46,7 +53,8 @@ class RunConfigDistributeToStrategyScope(UnitRule):
     `MirroredStrategy`, `OneDeviceStrategy`, and `MultiWorkerMirroredStrategy` /
     `CollectiveAllReduceStrategy` (E2K606 makes its input read as the Estimator read it).
     Different strategies for training and evaluation, or `eval_distribute` alone, are
-    reported (E2K902) and not converted.
+    reported (E2K902) and not converted; so is a function that takes arguments or returns
+    anything else than one of these strategies.
 
     ## References
     - https://www.tensorflow.org/guide/migrate/mirrored_strategy
@@ -119,7 +127,12 @@ model.fit(input_fn())
             raise Unsupported("training and evaluation use different strategies", evaluation)
         call, binding = resolve_call(ctx, train, frozenset(STRATEGIES))
         if call is None:
-            raise Unsupported("the strategy is not one e2k converts (MirroredStrategy, OneDeviceStrategy)", train)
+            made = _made_by_function(ctx, train)
+            if made is None:
+                raise Unsupported("the strategy is not one e2k converts (MirroredStrategy, OneDeviceStrategy, "
+                                  "or a function of the program returning one)", train)
+            self._from_function(unit, train, made, plan, ctx)
+            return
         plan.claimed_config.update({"train_distribute", "eval_distribute"})
         plan.has_strategy = True
         plan.multi_worker = STRATEGIES[ctx.call_api_path(call)] in MULTI_WORKER
@@ -132,6 +145,7 @@ model.fit(input_fn())
             for arg in call.args:
                 for node, new in tf2_respellings(ctx, arg, plan.tf):
                     plan.replace(node, new)
+            _num_gpus(call, plan, ctx)
             plan.scope_strategy = cst.Name(binding.name)
             if isinstance(ctx.scope(binding.target), GlobalScope):
                 plan.strategy_name = binding.name
@@ -140,8 +154,75 @@ model.fit(input_fn())
             name = _emit.unique_name("strategy", plan.names_taken())
             respelled = dict(tf2_respellings(ctx, call, plan.tf))
             created = _emit.replace_in(call, respelled).with_changes(func=tf2_class)
+            created = created.with_changes(args=_devices_for_num_gpus(created, ctx.call_api_path(call)))
             plan.before_build.append(_emit.statement("{name} = {call}", name=name, call=created))
             plan.scope_strategy = cst.Name(name)
             if isinstance(scope, GlobalScope):
                 plan.strategy_name = name
         plan.fixed(train, self.code, "the model is built and compiled under the strategy's scope")
+
+    def _from_function(self, unit, train, made, plan, ctx) -> None:
+        """``train_distribute=distribution_strategy()``: each strategy the function returns gets
+        its TF2 name there; the program calls the function once, before the model is built."""
+        plan.claimed_config.update({"train_distribute", "eval_distribute"})
+        plan.has_strategy = True
+        plan.multi_worker = any(STRATEGIES[ctx.call_api_path(c)] in MULTI_WORKER for c in made)
+        for call in made:
+            tf2_class = _emit.expr("{tf}.distribute.{cls}", tf=plan.tf, cls=STRATEGIES[ctx.call_api_path(call)])
+            plan.replace(call.func, tf2_class)  # also when spelled alike: `tf` may be compat.v1 here
+            for arg in call.args:
+                for node, new in tf2_respellings(ctx, arg, plan.tf):
+                    plan.replace(node, new)
+            _num_gpus(call, plan, ctx)
+        name = _emit.unique_name("strategy", plan.names_taken())
+        plan.before_build.append(_emit.statement("{name} = {call}", name=name, call=train.deep_clone()))
+        plan.scope_strategy = cst.Name(name)
+        if isinstance(ctx.scope(unit.statement), GlobalScope):
+            plan.strategy_name = name
+        plan.fixed(train, self.code, "the model is built and compiled under the strategy the function returns")
+
+
+def _made_by_function(ctx, node) -> list[cst.Call] | None:
+    """``distribution_strategy()``, a function of this module whose every ``return`` gives a
+    strategy e2k converts (chosen by the number of GPUs, say): those calls."""
+    from estimator2keras._units import _single_assignment
+
+    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and not node.args):
+        return None
+    assignment = _single_assignment(ctx, node.func)
+    function = getattr(assignment, "node", None)
+    if not isinstance(function, cst.FunctionDef) or function.decorators or function.params.params:
+        return None
+    returns, stack = [], list(function.body.children)
+    while stack:
+        current = stack.pop()
+        if isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        if isinstance(current, (cst.Yield, cst.Await)):
+            return None
+        if isinstance(current, cst.Return):
+            returns.append(current.value)
+        stack.extend(current.children)
+    if not returns or not all(isinstance(v, cst.Call) and ctx.call_api_path(v) in STRATEGIES for v in returns):
+        return None
+    return returns
+
+
+def _num_gpus(call: cst.Call, plan, ctx) -> None:
+    """``tf.contrib.distribute.MirroredStrategy(num_gpus=n)``: TF2's takes the devices."""
+    args = _devices_for_num_gpus(call, ctx.call_api_path(call))
+    if args is not call.args:
+        for old, new in zip(call.args, args):
+            if old is not new:
+                plan.replace(old, new)
+
+
+def _devices_for_num_gpus(call: cst.Call, path: str | None):
+    if path != "contrib.distribute.MirroredStrategy":
+        return call.args
+    args = list(call.args)
+    for i, arg in enumerate(args):
+        if arg.keyword is not None and arg.keyword.value == "num_gpus":
+            devices = _emit.expr('[f"/gpu:{{i}}" for i in range({n})]', n=arg.value)
+            args[i] = arg.with_changes(keyword=cst.Name("devices"), value=devices)
+    return args

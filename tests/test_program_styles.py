@@ -190,7 +190,9 @@ def test_layers_a_converted_model_cannot_hold_are_refused_not_half_converted(rul
     for body, reason in [
         ('    if params["deep"]:\n            for units in params["hidden_units"]:\n'
          '                x = tf.layers.dense(x, units, activation=tf.nn.relu)', "`for` statement inside an `if`"),
-        ("    x = dense_block(x, 8)", "`dense_block(...)` makes layers or variables of its own"),
+        # A helper called once becomes a method of the model (test_modelfn_helpers); called
+        # twice it made two sets of layers, which one method cannot hold.
+        ("    x = dense_block(x, 8)\n        x = dense_block(x, 4)", "`dense_block(...)` is called again and makes new layers"),
     ]:
         result, new = convert(rules, MODEL_FN_WITH.format(body=body))
         assert result.status == "partial", new
@@ -303,3 +305,50 @@ def test_an_unused_estimator_import_goes_and_a_used_one_stays(rules):
     assert "from tensorflow.estimator import RunConfig" in new
     assert not any(f.code == "E2K010" for f in result.findings)
     assert result.status == "partial"
+
+
+_STRATEGY_PROGRAM = """
+    import tensorflow as tf
+
+
+    def distribution_strategy():
+        num_gpus = 4
+        if num_gpus <= 1:
+            return tf.contrib.distribute.OneDeviceStrategy(device="/gpu:0")
+        return {returned}
+
+
+    def model_fn(features, labels, mode):
+        logits = tf.layers.dense(features["x"], 1)
+        loss = tf.losses.mean_squared_error(labels, logits)
+        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+    def input_fn():
+        return tf.data.Dataset.from_tensor_slices(({"x": [[1.0]] * 4}, [[2.0]] * 4)).batch(2)
+
+
+    run_config = tf.estimator.RunConfig(train_distribute=distribution_strategy())
+    estimator = tf.estimator.Estimator(model_fn, config=run_config)
+    estimator.train(input_fn)
+"""
+
+
+def test_a_strategy_returned_by_a_function_of_the_program(rules):
+    result, new = convert(rules, _STRATEGY_PROGRAM.replace(
+        "{returned}", "tf.contrib.distribute.MirroredStrategy(num_gpus=num_gpus)"))
+    assert result.status == "converted", [f.format() for f in result.findings]
+    # Each strategy it returns in TF2 names (contrib's num_gpus as TF2's devices), called once.
+    assert 'return tf.distribute.OneDeviceStrategy(device="/gpu:0")' in new
+    assert 'return tf.distribute.MirroredStrategy(devices=[f"/gpu:{i}" for i in range(num_gpus)])' in new
+    assert new.count("distribution_strategy()") == 2  # its definition and the one call
+    assert "strategy = distribution_strategy()\nwith strategy.scope():\n    model = build_model()" in new
+    assert "batch(2 * strategy.num_replicas_in_sync)" in new
+
+
+def test_a_function_returning_something_else_than_a_strategy_is_refused(rules):
+    result, new = convert(rules, _STRATEGY_PROGRAM.replace("{returned}", "None"))
+    assert result.status == "partial"
+    assert any(f.code == "E2K601" for f in result.findings)
+    assert "tf.estimator.RunConfig(train_distribute=distribution_strategy())" in new
