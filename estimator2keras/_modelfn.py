@@ -65,6 +65,10 @@ class _Converter(_ModelReader, _LossReader, _CompileReader, _KerasWriter):
         self.layer_objects: dict[str, _Def] = {}
         #: Layer objects that are whole Keras models (``model = create_model(...)``).
         self.model_objects: set[str] = set()
+        #: Helpers of the program that make layers, and their calls in the forward pass.
+        self.helpers: dict = {}
+        self.helper_calls: dict = {}
+        self._scope_reuse: dict = {}
         self.layer_apps: dict[cst.Call, _LayerApp] = {}
         self.layer_attr_of_object: dict[str, str] = {}
         #: The mode whose statements name lookups see (TRAIN for the model, EVAL for

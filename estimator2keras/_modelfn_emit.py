@@ -80,7 +80,22 @@ class _KerasWriter:
         kind = None
         if predict.get("predictions") is not None:
             kind = "output" if prediction is None else ("dict" if isinstance(prediction[1], cst.Dict) else "tensor")
+        self.absorb_helpers()
         return ModelConversion(name, statements, arguments, kind)
+
+    def absorb_helpers(self) -> None:
+        """A helper that only this model_fn called is now a method of the model: its TF1
+        definition goes (another use keeps it)."""
+        if self.plan is None:
+            return
+        from estimator2keras._units import accesses_of
+
+        calls = {id(call.func) for call in self.helper_calls}
+        for helper in self.helpers.values():
+            reads = accesses_of(self.ctx, helper.fn.name)
+            if reads and all(id(read) in calls for read in reads):
+                self.plan.remove_statement(helper.fn)
+                self.plan.fixed(helper.fn, "E2K302", f"`{helper.fn.name.value}` -> method `{helper.method}` of the Keras model")
 
     def carry_comments(self, statements: list[cst.BaseStatement], folded: list[_Def]) -> list[cst.BaseStatement]:
         """Comments of the model_fn that no emitted statement carries move along: those of
@@ -158,10 +173,23 @@ class _KerasWriter:
     def _inside_constructor(self, node: cst.CSTNode) -> bool:
         current = self.ctx.parent(node)
         while current is not None:
+            if isinstance(current, cst.Call) and current in self.helper_calls:
+                # A helper's argument is code of the forward pass only where the method takes it.
+                helper = self.helper_calls[current]
+                bound = next(b for c, b in helper.calls if c is current)
+                return not any(self._within(node, bound[p]) for p in helper.forward)
             if isinstance(current, cst.Call):
                 for app in self.layer_apps.values():
                     if current is app.call and not self._is_input(node, app):
                         return True
+            current = self.ctx.parent(current)
+        return False
+
+    def _within(self, node: cst.CSTNode, ancestor: cst.CSTNode) -> bool:
+        current = node
+        while current is not None:
+            if current is ancestor:
+                return True
             current = self.ctx.parent(current)
         return False
 
@@ -260,6 +288,8 @@ class _KerasWriter:
             _function("__init__", ", ".join(["self", *class_arguments]), init),
             _function("call", "self, features, training=False", body, blank_before=True),
         ]
+        for helper in self.helpers.values():
+            methods.append(self.helper_method(helper))
         if prediction is not None:
             post, value = prediction
             output_name = self.output_name or "outputs"
@@ -272,6 +302,30 @@ class _KerasWriter:
             methods.append(_function("predict_step", "self, data", lines, blank_before=True))
         klass = _emit.statement(f"class {class_name}({self.tf}.keras.Model):\n    pass")
         return klass.with_changes(body=cst.IndentedBlock(body=methods)), class_arguments
+
+    def helper_method(self, helper) -> cst.FunctionDef:
+        """``def conv_net(x_dict, n_classes, dropout, reuse, is_training)`` -> a method
+        ``conv_net(self, x_dict, training=False)`` whose layers the model made in __init__."""
+        params = ["self", *helper.forward] + (["training=False"] if helper.training else [])
+        respelled = {}
+        for stmt in helper.body:
+            respelled.update(tf2_respellings(self.ctx, stmt, self.tf))
+        rewriter = _ForwardRewriter(self, respelled, in_helper=helper)
+        body = [stmt.visit(rewriter) for stmt in helper.body]
+        doc = _docstring(helper.fn)
+        if doc is not None and body and body[0] is not doc and not _docstring_line(body[0]):
+            body.insert(0, doc)
+        return _function(helper.method, ", ".join(params), body, blank_before=True)
+
+    def helper_call(self, original: cst.Call, inputs: list[cst.BaseExpression]) -> cst.Call:
+        """``conv_net(features, num_classes, dropout, reuse=False, is_training=True)`` ->
+        ``self.conv_net(features, training=training)``."""
+        helper = self.helper_calls[original]
+        args = [cst.Arg(value) for value in inputs]
+        training = self.helper_training(original, helper)
+        if training is not None:
+            args.append(_emit.keyword_arg("training", cst.Name(training)))
+        return cst.Call(_emit.expr(f"self.{helper.method}"), args=_emit.call_args(args))
 
     def rewrite_loop(self, loop: cst.For) -> cst.For:
         """``for units in params[...]: net = dense(net, units)`` -> ``for dense in self.dense_layers: net = dense(net)``."""
@@ -390,13 +444,22 @@ class _ForwardRewriter(cst.CSTTransformer):
     """Layer applications -> ``self.<layer>(...)``, ``params`` -> ``self.params``, mode tests
     -> ``training``, TF1 names -> TF2 names."""
 
-    def __init__(self, conv: _Converter, respelled: dict):
+    def __init__(self, conv: _Converter, respelled: dict, in_helper=None):
         super().__init__()
         self.conv = conv
         self.respelled = respelled
+        #: The helper whose body becomes a method: its own names, its `training` parameter.
+        self.in_helper = in_helper
         self.inputs: dict[cst.Call, cst.BaseExpression] = {}
 
     def on_visit(self, node) -> bool:
+        if isinstance(node, cst.Call) and node in self.conv.helper_calls:
+            # Only the arguments the method takes are code of the forward pass; the others
+            # configured the layers (__init__) or were the training flag and `reuse`.
+            helper = self.conv.helper_calls[node]
+            bound = next(b for c, b in helper.calls if c is node)
+            self.inputs[node] = [bound[p].visit(self) for p in helper.forward]
+            return False
         app = self.conv.layer_apps.get(node) if isinstance(node, cst.Call) else None
         if app is None:
             return True
@@ -407,6 +470,8 @@ class _ForwardRewriter(cst.CSTTransformer):
 
     def on_leave(self, original, updated):
         conv = self.conv
+        if isinstance(original, cst.Call) and original in conv.helper_calls and original in self.inputs:
+            return conv.helper_call(original, self.inputs.pop(original))
         if isinstance(original, cst.Call) and original in self.inputs:
             app = conv.layer_apps[original]
             inputs = self.inputs.pop(original)
@@ -417,7 +482,12 @@ class _ForwardRewriter(cst.CSTTransformer):
                 args.append(_emit.keyword_arg("training", cst.Name(app.training)))
             layer = app.item if app.loop is not None else f"self.{app.attr}"
             return cst.Call(_emit.expr(layer), args=_emit.call_args(args))
-        if isinstance(original, cst.Name) and conv._is_read(original):
+        if isinstance(original, cst.Name) and conv._is_read(original) and self.in_helper is not None:
+            if original.value in self.in_helper.training:
+                return cst.Name("training")
+            if original.value == self.in_helper.reuse:
+                conv.refuse(original, f"`{original.value}` is read outside `tf.variable_scope(reuse=...)`")
+        elif isinstance(original, cst.Name) and conv._is_read(original):
             if original.value in getattr(conv, "call_arguments", ()):
                 return _emit.expr(f"self.{original.value}")
             if original.value == "mode":
@@ -474,6 +544,13 @@ def _docstring(fn: cst.FunctionDef) -> cst.BaseStatement | None:
         if isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString)):
             return body[0]
     return None
+
+
+def _docstring_line(stmt) -> bool:
+    return (
+        isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr)
+        and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
 
 
 def _comma_separated(elements):

@@ -40,6 +40,8 @@ BEYOND_CATALOGUE = frozenset({
     "add_to_collection", "get_collection", "get_default_graph", "global_variables",
     "trainable_variables", "local_variables", "train.Scaffold", "Session", "map_fn", "scan",
 })
+#: Scopes a helper wraps its layers in: names only, which Keras layers do not need.
+SCOPES = frozenset({"variable_scope", "name_scope", "compat.v1.variable_scope", "compat.v1.name_scope"})
 #: Calls that make a whole Keras model, which a model_fn may then call on its inputs.
 KERAS_MODELS = frozenset({"keras.Sequential", "keras.models.Sequential", "keras.Model", "keras.models.Model"})
 #: Public attributes of tf.keras.Model in Keras 2.15 and Keras 3 (dir() of both): a layer
@@ -158,6 +160,26 @@ class _LayerApp:
     loop: cst.For | None = None
     #: Inside the loop in `call`, the name one layer of the list goes by.
     item: str | None = None
+
+
+@dataclass
+class _Helper:
+    """A function of the program that the forward pass calls and that makes layers
+    (``logits = conv_net(features, num_classes, dropout, reuse=False, is_training=True)``): it
+    becomes a method of the Keras model, its layers made once in ``__init__``."""
+
+    fn: cst.FunctionDef
+    method: str
+    #: Its statements, `with tf.variable_scope(...)` blocks unwrapped.
+    body: list[cst.BaseStatement]
+    #: Parameters that layers take as `training=` (the method's `training` flag).
+    training: set[str] = field(default_factory=set)
+    #: The parameter given to `tf.variable_scope(..., reuse=...)`, if any.
+    reuse: str | None = None
+    #: Parameters the forward statements read: the method's parameters.
+    forward: list[str] = field(default_factory=list)
+    #: (call, {parameter: value}) for each call of the helper in the forward pass.
+    calls: list = field(default_factory=list)
 
 
 class _ModelReader:
@@ -379,6 +401,8 @@ class _ModelReader:
             if self.is_update_ops(d.value):
                 continue
             for call in iter_calls(d.value):
+                if call in self.helper_calls:
+                    continue  # read with its helper
                 if self.makes_keras_model(call):
                     self.check_model_factory(call)
                     continue
@@ -488,6 +512,168 @@ class _ModelReader:
                                          "training=False; e2k converts one forward pass for all modes")
         return "training"
 
+    # -- helpers of the program that make layers ---------------------------------------------
+    def makes_layers(self, fn: cst.FunctionDef) -> bool:
+        return any(self.role(inner) in ("layer", "layer_function", "keras_layer") for inner in iter_calls(fn.body))
+
+    def read_helpers(self, forward: list[_Def]) -> None:
+        """Find the helpers that make layers among the forward pass's calls, and read them."""
+        for d in forward:
+            for call in iter_calls(d.value):
+                fn = self._definition(call.func)
+                if not isinstance(fn, cst.FunctionDef) or self.makes_keras_model(call) or not self.makes_layers(fn):
+                    continue
+                helper = self.helpers.get(fn)
+                if helper is None:
+                    if self.ctx.parent(fn) is not self.ctx.module:
+                        self.refuse(call, f"`{fn.name.value}` makes layers but is defined inside a function; e2k converts "
+                                          "helpers defined at the top of the module")
+                    helper = self.helpers[fn] = _Helper(fn, self._attr(fn.name.value), self._helper_body(fn))
+                from estimator2keras._units import bind_arguments
+
+                signature = tuple(p.name.value for p in fn.params.params)
+                try:
+                    bound = {k: a.value for k, a in bind_arguments(call, signature).items()}
+                except Exception:
+                    self.refuse(call, f"the arguments of `{fn.name.value}(...)` cannot be matched to its parameters")
+                for p in fn.params.params:
+                    if p.name.value not in bound:
+                        if p.default is None:
+                            self.refuse(call, f"`{fn.name.value}(...)` is called without `{p.name.value}`")
+                        bound[p.name.value] = p.default
+                helper.calls.append((call, bound))
+                self.helper_calls[call] = helper
+        for helper in self.helpers.values():
+            self.read_helper(helper)
+
+    def _helper_body(self, fn: cst.FunctionDef) -> list[cst.BaseStatement]:
+        """The helper's statements; `with tf.variable_scope(...)` (sharing by name, which Keras
+        layers do by being one object) is unwrapped."""
+        fn_params = params = fn.params
+        if isinstance(params.star_arg, (cst.Param, cst.ParamStar)) or params.kwonly_params or params.star_kwarg or params.posonly_params:
+            self.refuse(fn, f"`{fn.name.value}` has *args, **kwargs or keyword-only parameters, which e2k does not convert")
+        del fn_params
+        body = []
+        pending = list(fn.body.body)
+        while pending:
+            stmt = pending.pop(0)
+            if isinstance(stmt, cst.With) and all(
+                isinstance(item.item, cst.Call) and self.ctx.call_api_path(item.item) in SCOPES for item in stmt.items
+            ):
+                for item in stmt.items:
+                    for arg in item.item.args:
+                        if arg.keyword is not None and arg.keyword.value == "reuse" and isinstance(arg.value, cst.Name):
+                            self._scope_reuse[fn] = arg.value.value
+                inner = list(stmt.body.body)
+                if inner:
+                    inner[0] = inner[0].with_changes(leading_lines=[*stmt.leading_lines, *inner[0].leading_lines])
+                pending[:0] = inner
+                continue
+            if not isinstance(stmt, cst.SimpleStatementLine):
+                self.refuse(stmt, f"a `{type(stmt).__name__.lower()}` statement in `{fn.name.value}`, a helper that makes layers, "
+                                  "is not converted")
+            for small in stmt.body:
+                if not isinstance(small, (cst.Assign, cst.AugAssign, cst.Expr, cst.Return)):
+                    self.refuse(small, f"a `{type(small).__name__}` statement in `{fn.name.value}` is not converted")
+            body.append(stmt)
+        last = body[-1].body[-1] if body else None
+        if not isinstance(last, cst.Return) or last.value is None or any(
+            isinstance(n, cst.Return) for stmt in body for n in _walk(stmt) if n is not last
+        ):
+            self.refuse(fn, f"`{fn.name.value}` makes layers but does not end with the one `return` of its result")
+        return body
+
+    def read_helper(self, helper: _Helper) -> None:
+        fn, name = helper.fn, helper.fn.name.value
+        params = [p.name.value for p in fn.params.params]
+        helper.reuse = self._scope_reuse.get(fn)
+        local = {t.value for stmt in helper.body for n in _walk(stmt) if isinstance(n, cst.AssignTarget) for t in _walk(n.target)
+                 if isinstance(t, cst.Name)}
+        # Which parameters layers take as `training=`.
+        for inner in iter_calls(cst.Module(body=helper.body)):
+            for arg in inner.args:
+                if arg.keyword is not None and arg.keyword.value == "training" and isinstance(arg.value, cst.Name) and arg.value.value in params:
+                    helper.training.add(arg.value.value)
+        # Calls after the first share the first one's layers only through `reuse=True`.
+        for call, bound in helper.calls[1:]:
+            reuse = bound.get(helper.reuse) if helper.reuse else None
+            if not (isinstance(reuse, cst.Name) and reuse.value == "True"):
+                self.refuse(call, f"`{name}(...)` is called again and makes new layers at each call; e2k converts a helper "
+                                  "called once, or again with `reuse=True` (its layers shared)")
+        # The layers, their attribute names as the helper named their outputs.
+        assigned = [t.value for stmt in helper.body for n in _walk(stmt) if isinstance(n, cst.AssignTarget) for t in [n.target]
+                    if isinstance(t, cst.Name)]
+        for stmt in helper.body:
+            for small in stmt.body:
+                if isinstance(small, cst.Assign) and isinstance(small.value, cst.Call) and len(small.targets) == 1:
+                    target = small.targets[0].target
+                    if isinstance(target, cst.Name) and assigned.count(target.value) == 1:
+                        self.preferred_attr[small.value] = target.value
+        self._helper_training = helper.training
+        try:
+            for stmt in helper.body:
+                for inner in iter_calls(stmt):
+                    path = self.ctx.call_api_path(inner)
+                    role = self.role(inner) if path else None
+                    contrib_without_rule = (path or "").startswith("contrib.") and role is None
+                    if path in BEYOND_CATALOGUE or contrib_without_rule:
+                        self.refuse(inner, f"`{_emit.code(inner.func)}` in `{name}` is beyond what e2k converts")
+                    if role in ("layer", "keras_layer") and not self._applied_inline(inner):
+                        self.refuse(inner, f"a layer object made in `{name}` and applied later is not converted yet")
+                    self.check_helper(inner)
+                    app = self.layer_app(inner)
+                    if app is None:
+                        continue
+                    app.constructor = self._bound_constructor(helper, app.constructor, params, local)
+                    self.layer_apps[inner] = app
+        finally:
+            self._helper_training = set()
+        # The method's parameters: those the forward statements read outside layers' constructors.
+        reads = {n.value for stmt in helper.body for n in self.names_read(stmt) if not self._inside_constructor(n)}
+        helper.forward = [p for p in params if p in reads and p not in helper.training and p != helper.reuse]
+        for p in helper.forward:
+            if p == "mode":
+                self.refuse(fn, f"`{name}` reads `mode` itself, which e2k does not translate")
+
+    def _bound_constructor(self, helper: _Helper, constructor, params: list[str], local: set[str]):
+        """A layer's constructor with the helper's parameters replaced by the values the calls
+        pass (the same in every call: the layers are made once)."""
+        replacements = {}
+        skipped = {id(n) for n in _walk(constructor) for n in (
+            [n.keyword] if isinstance(n, cst.Arg) and n.keyword is not None else [n.attr] if isinstance(n, cst.Attribute) else [])}
+        for n in _walk(constructor):
+            if not isinstance(n, cst.Name) or id(n) in skipped:
+                continue
+            if n.value in local:
+                self.refuse(constructor, f"a layer in `{helper.fn.name.value}` is configured with `{n.value}`, computed in the "
+                                         "helper; e2k makes layers in __init__")
+            if n.value not in params or n.value in helper.training:
+                continue
+            values = {_emit.code(bound[n.value]) for _, bound in helper.calls}
+            if len(values) != 1:
+                self.refuse(helper.calls[-1][0], f"`{helper.fn.name.value}(...)` configures its layers with `{n.value}`, which "
+                                                 "differs between calls; e2k makes its layers once")
+            value = helper.calls[0][1][n.value]
+            for read in self.names_read(value) if isinstance(value, cst.CSTNode) else ():
+                if read.value not in self.arguments and read.value not in ("tf", self.tf) and not self._is_module_name(read):
+                    self.refuse(value, f"`{helper.fn.name.value}(...)` configures its layers with `{read.value}`, computed in "
+                                       "the model_fn; e2k makes layers in __init__")
+            replacements[n] = value
+        return _emit.replace_in(constructor, replacements)
+
+    def helper_training(self, call: cst.Call, helper: _Helper) -> str | None:
+        """What the forward pass passes as the helper's `training`: the model's flag, or a literal."""
+        if not helper.training:
+            return None
+        bound = dict(next(b for c, b in helper.calls if c is call))
+        values = {_emit.code(bound[p]) for p in helper.training}
+        if len(values) != 1:
+            self.refuse(call, f"`{helper.fn.name.value}(...)` is given two different training flags")
+        value = self.training_value(bound[next(iter(helper.training))])
+        if self.mode == TRAIN:
+            value = self.mode_variant(call, value)
+        return value
+
     def check_helper(self, call: cst.Call, depth: int = 0) -> None:
         """A function of the file the model_fn calls (``dense_block(net, 64)``) must not make
         layers or TF1 state of its own: in a Keras model they belong in ``__init__``, and
@@ -509,7 +695,6 @@ class _ModelReader:
 
     def read_layers(self, forward: list[_Def]) -> None:
         """Find every layer applied in the forward statements and give it an attribute."""
-        self.check_beyond_catalogue(forward)
         # `conv1 = tf.layers.conv2d(...)`: the layer is called `self.conv1`, as the user named
         # it, when that name holds this layer's output only (not `net = ...` three times).
         assigned = [d.name for d in forward]
@@ -518,6 +703,8 @@ class _ModelReader:
             for d in forward
             if isinstance(d.small, cst.Assign) and isinstance(d.value, cst.Call) and assigned.count(d.name) == 1
         }
+        self.read_helpers(forward)
+        self.check_beyond_catalogue(forward)
         for d in forward:
             if not isinstance(d.value, cst.Call) or self._applied_inline(d.value):
                 continue
@@ -620,6 +807,8 @@ class _ModelReader:
         return False
 
     def training_value(self, value: cst.BaseExpression) -> str:
+        if isinstance(value, cst.Name) and value.value in getattr(self, "_helper_training", ()):
+            return "training"  # a helper's training parameter: the method's flag
         if isinstance(value, cst.Name) and value.value in ("True", "False"):
             return value.value
         if self.modes.is_training_test(value):

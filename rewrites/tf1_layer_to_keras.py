@@ -133,6 +133,19 @@ class Tf1LayerFunctionToKeras(ExpressionRule):
     `separable_conv2d`, `max_pooling1d/2d/3d`, `average_pooling1d/2d/3d`. The first argument
     after `inputs` stays positional; the others become keywords.
 
+    A function of the module that the model_fn calls and that makes layers
+    (`logits = conv_net(features, num_classes, dropout, is_training=...)`) becomes a method
+    of the Keras model: its layers are made once in `__init__`, configured with the values
+    the call passed for the helper's parameters, and the method keeps the helper's name,
+    statements and comments. A parameter the helper gives layers as `training=` becomes the
+    method's `training` flag; `with tf.variable_scope(...)` is unwrapped. A helper called
+    again with `reuse=True` (its variable scope's `reuse=`) shares the first call's layers,
+    as the method does. Refused (E2K901), naming the helper: a helper called again without
+    `reuse=True` (each call made new layers), one whose layers are configured with values
+    it computes itself or with values that differ between calls, helpers defined inside a
+    function, and helpers with statements other than assignments and one final `return`.
+    When only the model_fn called it, the TF1 helper goes.
+
     ## Why
     The functional forms created a layer object on every call; Keras models own their layer
     objects, created once, and call them in the forward pass.

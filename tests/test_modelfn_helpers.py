@@ -104,3 +104,86 @@ def test_a_called_object_of_unknown_origin_is_refused(rules):
     ''')
     assert result.status == "partial"
     assert any("`network` is made by `make_network`" in m for m in manual(result)), manual(result)
+
+
+def test_a_helper_that_makes_layers_becomes_a_method_with_its_layers_made_once(rules):
+    result = convert(rules, '''\
+    def dense_net(x_dict, units, rate, is_training):
+        with tf.variable_scope("DenseNet"):
+            x = x_dict["x"]
+            hidden = tf.layers.dense(x, units, activation=tf.nn.relu)
+            hidden = tf.layers.dropout(hidden, rate=rate, training=is_training)
+            out = tf.layers.dense(hidden, 1)
+        return out
+
+
+    def model_fn(features, labels, mode, params):
+        output = dense_net(features, params["units"], 0.5, is_training=mode == tf.estimator.ModeKeys.TRAIN)
+        loss = tf.losses.mean_squared_error(labels, output)
+        train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+    ''')
+    assert result.status == "converted", manual(result)
+    new = result.new.decode()
+    # The helper's parameters that configured layers take the values the call passed.
+    assert 'self.dense = tf.keras.layers.Dense(params["units"], activation=tf.nn.relu)' in new
+    assert "self.dropout = tf.keras.layers.Dropout(rate=0.5)" in new
+    assert "output = self.dense_net(features, training=training)" in new
+    assert "def dense_net(self, x_dict, training=False):" in new
+    assert "hidden = self.dropout(hidden, training=training)" in new
+    assert "variable_scope" not in new and "def dense_net(x_dict" not in new  # the TF1 helper is gone
+
+
+def test_a_helper_called_again_with_reuse_shares_its_layers(rules):
+    result = convert(rules, '''\
+    def tower(x, reuse):
+        with tf.variable_scope("tower", reuse=reuse):
+            return tf.layers.dense(x, 4, activation=tf.nn.relu)
+
+
+    def model_fn(features, labels, mode, params):
+        a = tower(features, reuse=False)
+        b = tower(features * 2.0, reuse=True)
+        output = tf.layers.dense(tf.abs(a - b), 1)
+        loss = tf.losses.mean_squared_error(labels, output)
+        train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+    ''')
+    assert result.status == "converted", manual(result)
+    new = result.new.decode()
+    assert new.count("tf.keras.layers.Dense(4") == 1  # one layer, applied twice
+    assert "a = self.tower(features)" in new and "b = self.tower(features * 2.0)" in new
+
+
+def test_a_helper_called_again_without_reuse_is_refused(rules):
+    result = convert(rules, '''\
+    def tower(x, units):
+        return tf.layers.dense(x, units, activation=tf.nn.relu)
+
+
+    def model_fn(features, labels, mode, params):
+        a = tower(features, 4)
+        output = tower(a, 1)
+        loss = tf.losses.mean_squared_error(labels, output)
+        train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+    ''')
+    assert result.status == "partial"
+    assert any("`tower(...)` is called again and makes new layers at each call" in m for m in manual(result)), manual(result)
+
+
+def test_a_helper_whose_layers_read_its_own_values_is_refused(rules):
+    result = convert(rules, '''\
+    def tower(x, units):
+        wide = units * 2
+        return tf.layers.dense(x, wide)
+
+
+    def model_fn(features, labels, mode, params):
+        output = tower(features, 1)
+        loss = tf.losses.mean_squared_error(labels, output)
+        train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+    ''')
+    assert result.status == "partial"
+    assert any("is configured with `wide`, computed in the helper" in m for m in manual(result)), manual(result)
