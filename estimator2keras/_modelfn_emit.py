@@ -45,7 +45,11 @@ class _KerasWriter:
         self.output_name = output.value if isinstance(output, cst.Name) else None
         forward = self.forward_slice(output, loss_at)
         self.forward_smalls = {d.small for d in forward}
-        self.check_beyond_catalogue([d for d in self.defs if d.small not in self.forward_smalls])
+        self._outside_forward = True  # a helper's layers here would be a second model
+        try:
+            self.check_beyond_catalogue([d for d in self.defs if d.small not in self.forward_smalls])
+        finally:
+            self._outside_forward = False
         self.read_layers(forward)
         optimizer, builder_defs = self.read_train_op(train["train_op"], train["loss"])
         self.kept.update(d.small for d in builder_defs)

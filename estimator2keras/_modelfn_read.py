@@ -688,6 +688,9 @@ class _ModelReader:
         for inner in iter_calls(helper.body):
             path = self.ctx.call_api_path(inner)
             role = self.role(inner) if path else None
+            if depth == 0 and getattr(self, "_outside_forward", False) and role in ("layer", "layer_function", "keras_layer"):
+                self.refuse(call, f"`{helper.name.value}(...)` makes layers for a value the TRAIN loss does not read (a second "
+                                  "forward pass, for evaluation or predictions), which e2k does not convert yet")
             if role in ("layer", "layer_function", "keras_layer") or path in BEYOND_CATALOGUE:
                 self.refuse(call, f"`{helper.name.value}(...)` makes layers or variables of its own "
                                   f"(`{_emit.code(inner.func)}`); e2k converts layers written in the model_fn itself")
