@@ -670,8 +670,16 @@ def _assigned_name(statement) -> cst.Name | None:
 
 
 def _pure_read(ctx: RewriteContext, name: cst.Name) -> bool:
-    """``columns[7]`` or ``len(columns)``: a read that cannot change the list."""
+    """``columns[7]``, ``len(columns)``, ``crossed_column(wide, ...)`` (another feature column
+    reads it) or ``return wide, deep``: a read that cannot change the list."""
     parent = ctx.parent(name)
+    if isinstance(ctx.enclosing_statement(name), cst.SimpleStatementLine) and isinstance(
+            ctx.enclosing_statement(name).body[0], cst.Return) and len(ctx.enclosing_statement(name).body) == 1:
+        return True
+    if isinstance(parent, cst.Arg) and parent.value is name:
+        call = ctx.parent(parent)
+        if isinstance(call, cst.Call) and (ctx.call_api_path(call) or "").startswith("feature_column."):
+            return True
     if isinstance(parent, cst.Subscript) and parent.value is name:
         statement = ctx.enclosing_statement(name)
         small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None

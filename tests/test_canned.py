@@ -286,3 +286,45 @@ def test_datasets_are_mapped_through_preprocess(rules):
     text = converted("tf1.estimator.LinearRegressor([age, city])", rules, program=program)
     assert "model.fit(input_fn().take(1).map(model.preprocess))" in text
     assert "model.evaluate(input_fn().map(model.preprocess), steps=1)" in text
+
+
+def test_a_wide_list_crossed_and_returned_by_a_function(rules):
+    # The babyweight trainer's style: columns unpacked from a list, bucketized with computed
+    # boundaries, the wide list crossed as a whole and embedded, both lists returned.
+    program = textwrap.dedent('''\
+        import numpy as np
+        import tensorflow as tf
+
+
+        def get_wide_deep():
+            is_male, mother_age = [
+                tf.feature_column.categorical_column_with_vocabulary_list("is_male", ["True", "False"]),
+                tf.feature_column.numeric_column("mother_age"),
+            ]
+            age_buckets = tf.feature_column.bucketized_column(mother_age, boundaries=np.arange(15, 45, 5).tolist())
+            wide = [is_male, age_buckets]
+            crossed = tf.feature_column.crossed_column(wide, hash_bucket_size=20)
+            deep = [mother_age, tf.feature_column.embedding_column(crossed, 3)]
+            return wide, deep
+
+
+        def input_fn():
+            features = {{"is_male": ["True", "False"], "mother_age": [20.0, 31.0]}}
+            return tf.data.Dataset.from_tensor_slices((features, [3.0, 4.0])).batch(2)
+
+
+        wide, deep = get_wide_deep()
+        estimator = {estimator}
+        estimator.train(input_fn)
+    ''')
+    text = converted("tf.estimator.DNNLinearCombinedRegressor(linear_feature_columns=wide, dnn_feature_columns=deep, "
+                     "dnn_hidden_units=[4])", rules, program=program)
+    assert "bin_boundaries=np.arange(15, 45, 5).tolist())" in text
+    assert "self.crossed((age_buckets, is_male))" in text or "self.crossed((is_male, age_buckets))" in text
+    assert "def get_wide_deep" not in text
+
+
+def test_a_list_passed_to_other_code_before_the_estimator_is_refused(rules):
+    program = PROGRAM.replace("estimator = {estimator}", "columns = [age, city]\nshow(columns)\nestimator = {estimator}")
+    message = refused("tf1.estimator.LinearRegressor(columns)", rules, "E2K504", program=program)
+    assert "`columns` is changed here in a way e2k cannot read" in message
