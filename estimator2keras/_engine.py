@@ -49,6 +49,10 @@ class FileResult:
     #: reference to an Estimator API, in their lines): the program pass reports the calls
     #: into them from other files (_program).
     definitions: tuple[tuple[str, int, int], ...] = ()
+    #: Names of the top-level functions and classes that referred to an Estimator API in the
+    #: original file, and that the conversion kept under their names without one: a file
+    #: that only calls them (a trainer's task.py) is converted with them (_program).
+    converted_definitions: tuple[str, ...] = ()
     #: Set by ``release``: whether the file changed, once its bytes are gone.
     _changed: bool | None = field(default=None, repr=False)
 
@@ -230,7 +234,23 @@ def _finish(
             if lines is not None and result.manual:
                 held.update(lines(r.line)[0] for r in references)
             result.definitions = _leftovers.holding(_leftovers.top_level_definitions(tree), held)
+    if new != source and _leftovers.mentions_estimator(source):
+        result.converted_definitions = _converted_definitions(result, tree)
     return result
+
+
+def _converted_definitions(result: FileResult, tree: ast.Module | None) -> tuple[str, ...]:
+    """The top-level definitions that referred to an Estimator API before the conversion and
+    do not after, under the same name."""
+    before = tree if tree is not None else _leftovers.parse(result.original)
+    after = _leftovers.parse(result.new)
+    if before is None or after is None:
+        return ()
+    lines = {r.line for r in _leftovers.find_references(before)}
+    held = {name for name, _, _ in _leftovers.holding(_leftovers.top_level_definitions(before), lines)}
+    kept = {name for name, _, _ in _leftovers.top_level_definitions(after)}
+    still = {name for name, _, _ in result.definitions}
+    return tuple(sorted((held & kept) - still))
 
 
 def _kept_by_choice(

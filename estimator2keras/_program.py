@@ -40,6 +40,8 @@ _WORD = re.compile(rb"\w+")
 _SEARCHED_STEMS = 32
 #: What every call this pass reports is, as a blocker counted over files (coverage summary).
 CALLS_ESTIMATOR_CODE = "calls a function of another module that still runs Estimator code"
+#: The code of the note on a file converted with the functions it calls: the program pass's.
+CONVERTED_WITH = ESTIMATOR_CODE_LEFT
 
 
 @dataclass(frozen=True)
@@ -169,11 +171,13 @@ def link(results: list[FileResult], enabled: Callable[[FileResult], bool]) -> in
     # (module file, name) -> its first line, for each definition that holds Estimator code.
     holding: dict[tuple[str, str], int] = {}
     queue: deque[tuple[str, str]] = deque()
+    converted: set[tuple[str, str]] = set()
     for path, result in by_path.items():
         for name, first, _ in result.definitions:
             holding[(path, name)] = first
             queue.append((path, name))
-    if not queue:
+        converted.update((path, name) for name in result.converted_definitions)
+    if not queue and not converted:
         return 0
 
     callers = {path: r for path, r in by_path.items() if r.status == "unchanged" and enabled(r)}
@@ -260,6 +264,31 @@ def link(results: list[FileResult], enabled: Callable[[FileResult], bool]) -> in
                             flag(caller, site, called)
         for caller, site in sites_to.get(target, ()):
             flag(caller, site, target)
+    # A file that only calls what the conversion converted (`model.train_and_evaluate(...)`)
+    # is converted with it: it runs no Estimator code now, and needs no edit of its own.
+    for target in sorted(converted):
+        stem = _stem(target[0])
+        if stem not in stems_seen:
+            stems_seen.add(stem)
+            for caller in list(importers(stem.encode())):
+                if caller in parsed:
+                    continue
+                parsed.add(caller)
+                tree = parse(source(caller) or b"")
+                for site in _sites(tree, caller, modules) if tree is not None else ():
+                    for called in site.targets:
+                        sites_to.setdefault(called, []).append((caller, site))
+        for caller, site in sites_to.get(target, ()):
+            result = by_path[caller]
+            if result.status != "unchanged" or caller not in callers:
+                continue
+            data = source(caller) or b""
+            col = column(data.splitlines(), site.line, site.offset)
+            where = f"{by_path[target[0]].path}"
+            result.findings.append(Finding(
+                result.path, site.line, col, CONVERTED_WITH,
+                f"calls {site.text} ({where}), which e2k converted: this file needs no change of its own", "fixed"))
+            result.status = "converted"
     return added
 
 

@@ -27,7 +27,10 @@ class EstimatorCodeLeft(Diagnostic):
     whose definition still holds Estimator code is reported at the call:
     `E2K905 calls model.train_and_evaluate (trainer/model.py:120), which still runs
     Estimator code`. That is how a `task.py` that only calls its package's
-    `train_and_evaluate` fails the check while `model.py` does.
+    `train_and_evaluate` fails the check while `model.py` does. Once `model.py` converts,
+    such a file runs no Estimator code and needs no edit: it is reported converted with its
+    program, with a note at the call (`calls model.train_and_evaluate (trainer/model.py),
+    which e2k converted: this file needs no change of its own`).
 
     ## Why
     `tf.estimator` is gone from TensorFlow 2.16. A model_fn module whose Estimator is built

@@ -244,3 +244,57 @@ def test_coverage_benchmark_counts_silent_misses_independently(tmp_path, capsys)
     benchmark.main([str(tree), "-q", "-j", "1", "--json", str(tmp_path / "figures.json")])
     figures = json.loads((tmp_path / "figures.json").read_text())
     assert figures["silent_misses"] == ["trainer/task.py"]
+
+
+CONVERTIBLE_MODEL = """\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": [[1.0]] * 4}, [[2.0]] * 4)).batch(2)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.dense(features["x"], 1)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def train_and_evaluate(args):
+    estimator = tf.estimator.Estimator(model_fn, model_dir=args.job_dir)
+    train_spec = tf.estimator.TrainSpec(input_fn, max_steps=10)
+    eval_spec = tf.estimator.EvalSpec(input_fn, steps=1)
+    tf.estimator.train_and_evaluate(estimator, train_spec, eval_spec)
+
+
+def helper(x):
+    return x + 1
+"""
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_task_calling_only_what_its_model_module_converted_is_converted_with_it(tmp_path, jobs):
+    package(tmp_path, "from . import model", model=CONVERTIBLE_MODEL)
+    before = (tmp_path / "trainer" / "task.py").read_bytes()
+    code, files = check(tmp_path, jobs=jobs)
+    assert code == 1  # --check: files would change
+    assert files["trainer/model.py"]["status"] == "converted"
+    task = files["trainer/task.py"]
+    # Nothing to edit in task.py; its Estimator-facing call now reaches Keras code.
+    assert task["status"] == "converted" and not task["changed"]
+    (note,) = task["findings"]
+    assert note["kind"] == "fixed" and note["line"] == 9
+    assert note["message"].startswith("calls model.train_and_evaluate (") and "which e2k converted" in note["message"]
+    assert (tmp_path / "trainer" / "task.py").read_bytes() == before
+    assert files["coverage"]["converted"] == files["coverage"]["estimator_files"]
+
+
+def test_a_task_calling_a_converted_and_an_unconverted_function_is_partial(tmp_path):
+    model = CONVERTIBLE_MODEL + "\n\ndef legacy_config():\n    return tf.estimator.RunConfig(save_summary_steps=1)\n"
+    trainer = package(tmp_path, "from . import model", model=model)
+    (trainer / "task.py").write_text("from . import model\n\nmodel.legacy_config()\nmodel.train_and_evaluate(None)\n")
+    _, files = check(tmp_path)
+    task = files["trainer/task.py"]
+    assert task["status"] == "partial"
+    assert [f["kind"] for f in task["findings"]] == ["manual"]
