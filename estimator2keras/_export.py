@@ -11,7 +11,7 @@ import libcst as cst
 from estimator2keras import _emit, _receiver
 from estimator2keras._rule import Unsupported
 from estimator2keras._symbols import tf2_respellings
-from estimator2keras._units import accesses_of, bind_arguments, resolve_call
+from estimator2keras._units import Binding, accesses_of, bind_arguments, resolve, resolve_call
 
 RAW = frozenset({"estimator.export.build_raw_serving_input_receiver_fn"})
 PARSING = frozenset({"estimator.export.build_parsing_serving_input_receiver_fn"})
@@ -89,17 +89,7 @@ def serving_function(node, plan, ctx, code: str, names: list[str]) -> tuple[str,
     inline: list[cst.BaseStatement] = []
     receiver, binding = resolve_call(ctx, node, RAW | PARSING)
     if receiver is None:
-        function = _receiver.handwritten(ctx, node)
-        if function is None:
-            raise Unsupported(
-                "the serving_input_receiver_fn is not build_raw_serving_input_receiver_fn(...), "
-                "build_parsing_serving_input_receiver_fn(...) or a function of this file that returns a "
-                "ServingInputReceiver", node)
-        made = plan.serving_functions.get(function)
-        if made is None:
-            visible = ctx.scope(function.name) is ctx.scope(plan.unit.target)
-            made = _receiver.convert(ctx, plan, function, visible, code)
-            plan.serving_functions[function] = made
+        made = _handwritten(node, plan, ctx, code)
         if "{model}" not in made:
             return made, []
         made = made.format(model=plan.model_var)
@@ -146,6 +136,49 @@ def serving_function(node, plan, ctx, code: str, names: list[str]) -> tuple[str,
         inline.append(function.with_changes(leading_lines=[*blank, *function.leading_lines]))
     plan.serving_functions[receiver] = name
     return name, inline
+
+
+def _handwritten(node, plan, ctx, code: str) -> str:
+    """How an export names the serving tf.function of a hand-written serving_input_receiver_fn
+    (``{model}`` standing for the model where the function takes it), the function converted:
+    a function of the file, or ``FUNCTIONS[key]`` of a dict of such functions (each converted;
+    the key, known only when the program runs, picks one as it picked the receiver fn)."""
+    table = None
+    if isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+        table = resolve(ctx, node.value) if isinstance(node.value, cst.Name) else None
+        if not (isinstance(table, Binding) and isinstance(table.value, cst.Dict) and table.value.elements and all(
+                isinstance(e, cst.DictElement) and isinstance(e.value, cst.Name) for e in table.value.elements)):
+            raise Unsupported("the serving_input_receiver_fn is picked from something other than a dict of "
+                              "serving functions of this file", node)
+        reads = accesses_of(ctx, table.target)
+        if reads is None or not all(plan.owns(read) for read in reads):
+            raise Unsupported(f"`{table.name}` is used outside this Estimator's exports too", table.target)
+        plan.owned.append(table.value)  # the functions' reads in it are the exports' own
+        candidates = [e.value for e in table.value.elements]
+    else:
+        candidates = [node]
+    functions = []
+    for candidate in candidates:
+        function = _receiver.handwritten(ctx, candidate)
+        if function is None:
+            raise Unsupported(
+                "the serving_input_receiver_fn is not build_raw_serving_input_receiver_fn(...), "
+                "build_parsing_serving_input_receiver_fn(...) or a function of this file that returns a "
+                "ServingInputReceiver", candidate)
+        functions.append(function)
+    # One spelling for all of a dict's functions: each takes the model unless all see it.
+    visible = all(ctx.scope(f.name) is ctx.scope(plan.unit.target) for f in functions)
+    for function in functions:
+        made = plan.serving_functions.get(function)
+        if made is None:
+            made = _receiver.convert(ctx, plan, function, visible, code)
+            plan.serving_functions[function] = made
+        elif ("{model}" in made) == visible:
+            raise Unsupported("a serving function used both where the model is visible and where it is not", node)
+    if table is None:
+        return made
+    picked = _emit.code(node)
+    return picked if visible else picked + "({model})"
 
 
 def _raw_signature(features, batch, plan, ctx) -> cst.BaseExpression:

@@ -118,7 +118,7 @@ def read(ctx, plan, function: cst.FunctionDef, respell: dict) -> Receiver:
     receiver = args["receiver_tensors"].value
     local = _local_binding(ctx, function, receiver)
     value = local.value if local is not None else receiver
-    if isinstance(value, cst.Dict):
+    if isinstance(value, cst.Dict) and value.elements:
         specs, names = [], []
         for element in value.elements:
             if not isinstance(element, cst.DictElement):
@@ -163,7 +163,8 @@ def read(ctx, plan, function: cst.FunctionDef, respell: dict) -> Receiver:
         found.removed.append(local.statement)
     else:
         raise Unsupported("receiver tensors e2k cannot follow to the placeholders they are (a dict of placeholders, "
-                          "a dict comprehension of one, or a placeholder bound in the function)", receiver)
+                          "a dict comprehension of one, or a placeholder bound in the function; not a dict filled "
+                          "in a loop)", receiver)
     for placeholder in placeholders:
         if placeholder not in used:
             raise Unsupported("a placeholder that is not one of the receiver tensors", placeholder)

@@ -37,7 +37,9 @@ class ExportSavedModelToSavedModel(UnitRule):
       names put in TF2 spelling) and returns the model's `predict_step` on its features.
       Where the model is not visible from the function (it is built inside another function),
       the function takes it, `def serving_input_fn(model)`, and returns the `tf.function`;
-      the export calls `serving_input_fn(model)`.
+      the export calls `serving_input_fn(model)`. A dict of such functions picked by a key
+      known only when the program runs (`SERVING_FUNCTIONS[args.export_format]`) converts
+      each of them and keeps the pick: `SERVING_FUNCTIONS[args.export_format](model)`.
 
     `estimator.export_saved_model(base, serving_input_receiver_fn)` (and the older
     `export_savedmodel`) becomes `tf.saved_model.save(model, <base>/<timestamp>,
@@ -53,7 +55,7 @@ class ExportSavedModelToSavedModel(UnitRule):
     ## Fix safety
     Safe: loading both exports and calling their `serving_default` on the same inputs gives
     the same predictions (fixtures `export_reload`, `serving_example_proto`,
-    `serving_input_fn_exporter`). The Keras SavedModel also holds the
+    `serving_input_fn_exporter`, `serving_functions_table`). The Keras SavedModel also holds the
     model's other functions; the Estimator's held only the serving graph.
 
     ## Limitations

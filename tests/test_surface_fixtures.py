@@ -105,6 +105,9 @@ HANDWRITTEN = {
     "serving_example_proto": (
         {"name": "example_proto", "examples": [{"x": [1.5, 2.0]}, {"x": [2.5, 3.0]}, {"x": [9.0, 9.5]}]},
         ["serving_default"], ["example_proto"], ["output"]),
+    "serving_functions_table": (
+        {"age": [0.3, 0.5, 0.9], "hours_per_week": [0.4, 0.2, 0.6]},
+        ["serving_default"], ["age", "hours_per_week"], ["logits", "probabilities"]),
     "serving_input_fn_exporter": (
         {"rawdata": [[0.1, 0.2, 0.3, 0.4], [0.5, 0.6, 0.7, 0.8], [2.0, 1.0, 0.5, 0.25]]},
         ["predict_export_outputs", "serving_default"], ["rawdata"], ["predicted"]),

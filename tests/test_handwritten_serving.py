@@ -1,0 +1,158 @@
+"""Hand-written serving_input_receiver_fns (E2K007, E2K002's exporters): the spellings that
+convert, and the ones that are refused with a finding naming the construct (fail closed:
+the whole unit stays as it was)."""
+from __future__ import annotations
+
+import pytest
+
+from estimator2keras._engine import rewrite_source
+
+PROGRAM = '''\
+import tensorflow as tf
+from helpers import make_features
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": [[1.0, 2.0]]}, [[2.0]])).batch(1)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features["x"])
+    if mode == tf.estimator.ModeKeys.PREDICT:
+        return tf.estimator.EstimatorSpec(mode, predictions={"logits": logits})
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+SERVING
+
+
+estimator = tf.estimator.Estimator(model_fn)
+estimator.train(input_fn)
+estimator.export_saved_model("export", EXPORTED)
+'''
+
+
+def _rewrite(serving: str, rules, exported: str = "serving_input_fn"):
+    source = PROGRAM.replace("SERVING", serving.strip()).replace("EXPORTED", exported).encode()
+    return rewrite_source(source, "program.py", rules)
+
+
+def _refused(result, words: str) -> None:
+    assert result.status == "partial"
+    assert "tf.estimator.Estimator(" in result.new.decode(), "the unit must stay as it was"
+    messages = [f.format() for f in result.findings]
+    assert any(words in m for m in messages), messages
+
+
+def test_a_tensor_receiver_feeds_the_model_the_tensor_itself(rules):
+    result = _rewrite('''
+def serving_input_fn():
+    image = tf.placeholder(tf.float32, [None, 2], name="image")
+    return tf.estimator.export.TensorServingInputReceiver(image, {"image_bytes": image})
+''', rules)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    new = result.new.decode()
+    assert '@tf.function(input_signature=[tf.TensorSpec([None, 2], tf.float32, name="image_bytes")])' in new
+    assert "def serving_input_fn(image):\n    return model.predict_step(image)" in new
+
+
+def test_one_tensor_of_a_serving_input_receiver_is_the_feature_named_feature(rules):
+    # ServingInputReceiver wraps features that are not a dict as {"feature": tensor}, and a
+    # single receiver tensor as {"input": tensor}: the model_fn and the signature saw those.
+    result = _rewrite('''
+def serving_input_fn():
+    x = tf.placeholder(tf.float32, [None, 2])
+    return tf.estimator.export.ServingInputReceiver(x, x)
+''', rules)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    new = result.new.decode()
+    assert 'tf.TensorSpec([None, 2], tf.float32, name="input")' in new
+    assert 'return model.predict_step({"feature": x})' in new
+
+
+def test_a_placeholder_with_a_literal_default_takes_the_defaults_dtype(rules):
+    result = _rewrite('''
+def serving_input_fn():
+    feature_placeholders = {
+        "x": tf.placeholder(tf.float32, [None, 2]),
+        "key": tf.placeholder_with_default(tf.constant(["nokey"]), [None]),
+    }
+    return tf.estimator.export.ServingInputReceiver(feature_placeholders, feature_placeholders)
+''', rules)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    new = result.new.decode()
+    assert '"key": tf.TensorSpec([None], tf.string, name="key")' in new
+    assert "placeholder" not in new.replace("feature_placeholders", "")
+
+
+def test_receiver_alternatives_are_refused(rules):
+    _refused(_rewrite('''
+def serving_input_fn():
+    x = tf.placeholder(tf.float32, [None, 2])
+    return tf.estimator.export.ServingInputReceiver({"x": x}, {"x": x}, receiver_tensors_alternatives={"y": {"x": x}})
+''', rules), "receiver_tensors_alternatives")
+
+
+def test_receiver_tensors_built_in_a_loop_are_refused(rules):
+    _refused(_rewrite('''
+def serving_input_fn():
+    inputs = {}
+    for name in ["x"]:
+        inputs[name] = tf.placeholder(shape=[None, 2], dtype=tf.float32)
+    return tf.estimator.export.ServingInputReceiver(inputs, inputs)
+''', rules), "receiver tensors e2k cannot follow")
+
+
+def test_a_placeholder_that_is_not_a_receiver_tensor_is_refused(rules):
+    _refused(_rewrite('''
+def serving_input_fn():
+    x = tf.placeholder(tf.float32, [None, 2])
+    scale = tf.placeholder(tf.float32, [])
+    return tf.estimator.export.ServingInputReceiver({"x": x * scale}, {"x": x})
+''', rules), "not one of the receiver tensors")
+
+
+def test_features_of_a_kind_e2k_cannot_tell_are_refused(rules):
+    _refused(_rewrite('''
+def serving_input_fn():
+    x = tf.placeholder(tf.float32, [None, 2])
+    return tf.estimator.export.ServingInputReceiver(make_features(x), {"x": x})
+''', rules), "a dict of tensors or one tensor")
+
+
+def test_a_serving_fn_imported_from_another_module_is_refused(rules):
+    result = _rewrite("from helpers import serving_input_fn", rules)
+    _refused(result, "a function of this file that returns a ServingInputReceiver")
+
+
+SERVING_TABLE = '''
+def json_serving_input_fn():
+    inputs = {"x": tf.placeholder(tf.float32, [None, 2])}
+    return tf.estimator.export.ServingInputReceiver(inputs, inputs)
+
+
+def csv_serving_input_fn():
+    csv_row = tf.placeholder(tf.string, [None])
+    features = {"x": tf.stack(tf.decode_csv(csv_row, [[0.0], [0.0]]), axis=1)}
+    return tf.estimator.export.ServingInputReceiver(features, {"csv_row": csv_row})
+
+
+SERVING_FUNCTIONS = {"JSON": json_serving_input_fn, "CSV": csv_serving_input_fn}
+FORMAT = "CSV"
+'''
+
+
+def test_a_dict_of_serving_fns_converts_each_and_keeps_the_choice(rules):
+    result = _rewrite(SERVING_TABLE, rules, "SERVING_FUNCTIONS[FORMAT]")
+    assert result.status == "converted", [f.format() for f in result.findings]
+    new = result.new.decode()
+    assert "def json_serving_input_fn(inputs):" in new and "def csv_serving_input_fn(csv_row):" in new
+    assert 'signatures={"serving_default": SERVING_FUNCTIONS[FORMAT]})' in new
+    assert "ServingInputReceiver" not in new
+
+
+def test_a_dict_of_serving_fns_read_elsewhere_too_is_refused(rules):
+    _refused(_rewrite(SERVING_TABLE + "\nprint(sorted(SERVING_FUNCTIONS))", rules, "SERVING_FUNCTIONS[FORMAT]"),
+             "`SERVING_FUNCTIONS` is used outside this Estimator's exports")
