@@ -1,12 +1,25 @@
 """Reading a model_fn's loss: the Keras loss it becomes, the model output it compares with the
 labels, and the statements that make it up (``_LossReader``, a part of ``_modelfn._Converter``).
+
+A loss that no loss rule maps (a hand-written one: reductions, arithmetic with constants,
+Keras losses with reduction NONE, ops on the labels and the model output) becomes a small
+``tf.keras.losses.Loss`` subclass that computes what the Estimator computed on each replica's
+batch (rule E2K204, ``rewrites/hand_written_loss_to_keras.py``, documents why it looks as it
+does).
 """
 from __future__ import annotations
 
 import libcst as cst
 
 from estimator2keras import _emit
-from estimator2keras._modelfn_read import REGULARIZATION_LOSS, LossConversion, _Def
+from estimator2keras._modelfn_read import BEYOND_CATALOGUE, REGULARIZATION_LOSS, LossConversion, _Def, _walk
+from estimator2keras._rule import Unsupported
+
+HAND_WRITTEN = "E2K204"
+#: Calls through which the labels keep their values whatever rank Keras hands them in.
+_CASTS = frozenset({"cast", "to_float", "to_int32", "to_int64", "dtypes.cast"})
+#: Calls that read the model's variables or the graph rather than the labels and the output.
+_INTERNALS = BEYOND_CATALOGUE | {"losses.get_regularization_losses", "get_collection", "trainable_variables"}
 
 
 class _LossReader:
@@ -42,8 +55,20 @@ class _LossReader:
                     continue
             break
         if not isinstance(expr, cst.Call) or self.role(expr) != "loss":
-            self.refuse(expr, "the loss is not a call e2k converts (tf.losses.* or a cross-entropy idiom)")
-        conversion: LossConversion = self.translate("loss", expr)
+            if not self._hand_written_enabled():
+                self.refuse(expr, "the loss is not a call e2k converts (tf.losses.* or a cross-entropy idiom)")
+            conversion, defs = self.hand_written_loss(expr, at, used)
+            return conversion, at, used + defs, regularized
+        try:
+            conversion: LossConversion = self.translate("loss", expr)
+        except Unsupported as refused:
+            if not self._hand_written_enabled():
+                raise
+            try:  # `tf.reduce_mean(x, axis=1)`: a reduction no loss rule maps, written by hand
+                conversion, defs = self.hand_written_loss(expr, at, used)
+            except Unsupported:
+                raise refused from None
+            return conversion, at, used + defs, regularized
         labels = self.resolve(conversion.labels, at)
         labels, conversion = self.sparse_labels(labels, conversion, at)
         if not (isinstance(labels, cst.Name) and labels.value == "labels"):
@@ -101,3 +126,209 @@ class _LossReader:
 
     def _is_regularization(self, expr: cst.BaseExpression) -> bool:
         return isinstance(expr, cst.Call) and self.ctx.call_api_path(expr) in REGULARIZATION_LOSS
+
+    # -- losses written by hand --------------------------------------------------------------
+    def _hand_written_enabled(self) -> bool:
+        return HAND_WRITTEN in self.ctx.rules.rules and self.ctx.rules.enabled(HAND_WRITTEN)
+
+    def hand_written_loss(self, expr: cst.BaseExpression, at: int, named: list[_Def] = ()) -> tuple[LossConversion, list[_Def]]:
+        """A loss computed by hand from the labels and the model output -> a Keras ``Loss``
+        subclass whose ``call(labels, <output>)`` runs the same statements. Refuses (E2K901)
+        what compile(loss=...) cannot hand such a loss: other values of the model, the model's
+        variables, the features, the labels in a form whose rank Keras changes."""
+        self._check_internals(expr)
+        steps: dict[int, _Def] = {}
+        outputs: dict[str, _Def] = {}
+        reads_labels = False
+        pending = [(n, at) for n in self.names_read(expr)]
+        while pending:
+            name, before = pending.pop()
+            d = self.latest_def(name.value, before)
+            if name.value == "labels" and d is None:
+                reads_labels = True
+                continue
+            if name.value == "features" and d is None:
+                self.refuse(name, "the loss reads `features` itself; a Keras loss sees only the labels and the model output")
+            if name.value in self.arguments and d is None:
+                self.refuse(name, f"the loss reads `{name.value}`; e2k writes losses that read only the labels, "
+                                  "the model output and module constants")
+            if d is None:
+                if name.value in ("tf", self.tf) or self._is_module_name(name):
+                    continue
+                self.refuse(name, f"`{name.value}` is not computed in the model_fn")
+            if d.index in steps or outputs.get(d.name) is d:
+                continue
+            if not self._depends_on_labels(d, set()):
+                outputs[d.name] = d
+                continue
+            if not isinstance(d.small, cst.Assign) or len(d.small.targets) != 1 \
+                    or not isinstance(d.small.targets[0].target, cst.Name):
+                self.refuse(d.small, "this statement of the loss is not converted (e2k carries plain assignments)")
+            self._check_internals(d.value)
+            steps[d.index] = d
+            pending.extend((n, d.index) for n in self.names_read(d.value))
+        for d in outputs.values():
+            self._check_internals(d.value, calls=False)
+        if not reads_labels:
+            what = ", ".join(f"`{n}`" for n in outputs) or f"`{_emit.code(expr)}`"
+            self.refuse(expr, f"the loss does not read the labels: it is computed from the model's internals ({what}), "
+                              "which compile(loss=...) cannot see; move it into the model (add_loss) or a train_step")
+        if len(outputs) != 1:
+            if not outputs:
+                self.refuse(expr, "the loss reads no model output that e2k can pass to a Keras loss")
+            names = ", ".join(f"`{n}`" for n in sorted(outputs))
+            self.refuse(expr, f"the loss reads several values of the model ({names}); a Keras loss is handed the labels "
+                              "and one model output: move the others into the model (add_loss) or a train_step")
+        (output_name, output_def), = outputs.items()
+        last = named[-1] if named else None
+        if last is not None and last.value is expr and isinstance(last.small, cst.Assign) and len(last.small.targets) == 1 \
+                and isinstance(last.small.targets[0].target, cst.Name):
+            steps[last.index] = last  # `loss = ...` stays a statement; `call` returns `loss`
+            expr = cst.Name(last.name)
+        ordered = [steps[i] for i in sorted(steps)]
+        self._check_label_uses(ordered, expr, output_name)
+        self._check_reductions()
+        name = self._loss_class_name()
+        self.definitions.append(self._loss_class(name, ordered, expr, output_name))
+        if self.plan is not None:
+            self.plan.fixed(expr, HAND_WRITTEN, f"the loss written by hand -> `{name}`, a Keras loss")
+        keras_loss = _emit.expr(f"{name}()")
+        return LossConversion(keras_loss, cst.Name("labels"), cst.Name(output_name)), ordered
+
+    def _depends_on_labels(self, d: _Def, seen: set[int]) -> bool:
+        if d.index in seen:
+            return False
+        seen.add(d.index)
+        for n in self.names_read(d.value):
+            inner = self.latest_def(n.value, d.index)
+            if inner is None:
+                if n.value == "labels":
+                    return True
+                continue
+            if self._depends_on_labels(inner, seen):
+                return True
+        return False
+
+    def _check_internals(self, node: cst.CSTNode, calls: bool = True) -> None:
+        """The model's variables and the graph's collections are no loss a Keras loss can compute."""
+        from estimator2keras._context import iter_calls
+
+        for call in iter_calls(node):
+            path = self.ctx.call_api_path(call)
+            if path in _INTERNALS or (path or "").endswith("trainable_variables"):
+                self.refuse(call, f"the loss reads the model's variables or the graph (`{_emit.code(call.func)}(...)`), "
+                                  "which a Keras loss cannot see: use the layers' kernel_regularizer= (or add_loss) for a weight penalty")
+            if calls and path is None and isinstance(call.func, cst.Name) and not self._is_loss_object_call(call):
+                self.refuse(call, f"the loss calls `{call.func.value}(...)`, a function of the program that e2k does not "
+                                  "read into; it converts losses written with TensorFlow ops in the model_fn")
+        for node_ in _walk(node) if calls else ():
+            if isinstance(node_, cst.Attribute) and node_.attr.value in ("losses", "trainable_variables", "trainable_weights", "variables") \
+                    and self.ctx.api_path(node_) is None:
+                self.refuse(node_, f"the loss reads `{_emit.code(node_)}`, the model's own state, which a Keras loss cannot see: "
+                                   "it belongs in the model (add_loss) or a train_step")
+
+    def _is_loss_object_call(self, call: cst.Call) -> bool:
+        return isinstance(call.func, cst.Call) and (self.ctx.call_api_path(call.func) or "").startswith("keras.losses.")
+
+    def _check_label_uses(self, steps: list[_Def], expr: cst.BaseExpression, output: str) -> None:
+        """Keras hands a loss the labels converted to the output's dtype (Keras 3) and, for
+        labels of one dimension against an output of two, expanded to ``[batch, 1]`` (Keras 2).
+        The labels must reach the loss's arithmetic through what gives the same values either
+        way: a Keras loss (which matches the ranks itself) or ``tf.reshape`` (maybe cast)."""
+        raw = {"labels"}
+        for node, where in [*((d.value, d) for d in steps), (expr, None)]:
+            for name in self.names_read(node):
+                if name.value in raw and not self._label_use_kept(name):
+                    self.refuse(name, f"the loss computes with `{name.value}` as they come "
+                                      f"(`{_emit.code(self.ctx.parent(name) if not isinstance(self.ctx.parent(name), cst.Arg) else self.ctx.parent(self.ctx.parent(name)))}`); "
+                                      "Keras hands a loss labels of the output's rank in Keras 2 and as they come in Keras 3, "
+                                      "so the result could change: reshape them (tf.reshape(labels, ...)) or use a Keras loss")
+            if where is not None:
+                value = where.value
+                while isinstance(value, cst.Call) and self.ctx.call_api_path(value) in _CASTS and value.args:
+                    value = value.args[0].value
+                if isinstance(value, cst.Name) and value.value in raw:
+                    raw.add(where.name)  # `y = labels`: the same labels by another name
+                else:
+                    raw.discard(where.name)
+
+    def _label_use_kept(self, name: cst.Name) -> bool:
+        node: cst.CSTNode = name
+        while True:
+            parent = self.ctx.parent(node)
+            if isinstance(parent, cst.AssignTarget) or (isinstance(parent, cst.Assign) and parent.value is node):
+                return True  # an alias, checked where it is read
+            if not isinstance(parent, cst.Arg):
+                return False
+            call = self.ctx.parent(parent)
+            if not isinstance(call, cst.Call):
+                return False
+            first = call.args and call.args[0] is parent and parent.keyword is None
+            keyword = parent.keyword.value if parent.keyword is not None else None
+            if self._is_loss_object_call(call):
+                return bool(first) or keyword == "y_true"
+            path = self.ctx.call_api_path(call) or ""
+            if path.startswith("keras.losses.") and path.rsplit(".", 1)[-1][:1].islower():
+                return bool(first) or keyword == "y_true"  # tf.keras.losses.mean_squared_error(labels, ...)
+            if path in ("reshape", "manip.reshape"):
+                return bool(first) or keyword == "tensor"
+            if path in _CASTS and (first or keyword == "x"):
+                node = call
+                continue
+            return False
+
+    def _check_reductions(self) -> None:
+        """The TF1 optimizer divided the loss by the replicas unless the last loss made in the
+        graph was reduced with SUM; a Keras loss with another reduction inside a loss written by
+        hand is refused too (Keras 2 rejects it under a strategy)."""
+        from estimator2keras._context import iter_calls
+
+        for call in iter_calls(self.fn.body):
+            for arg in call.args:
+                if arg.keyword is None or arg.keyword.value != "reduction":
+                    continue
+                value = arg.value
+                path = self.ctx.api_path(value) or ""
+                text = value.evaluated_value if isinstance(value, cst.SimpleString) else None
+                if not (path.endswith("Reduction.NONE") or text == "none"):
+                    self.refuse(arg, f"a loss written by hand around `reduction={_emit.code(value)}` is not converted: "
+                                     "only per-example losses (reduction NONE) reduced by the model_fn's own code are")
+
+    def _loss_class_name(self) -> str:
+        from estimator2keras._modelfn import class_name_for
+
+        taken = {n.value for n in _walk(self.ctx.module) if isinstance(n, cst.Name)}
+        taken |= {stmt.name.value for stmt in self.definitions if isinstance(stmt, cst.ClassDef)}
+        return _emit.unique_name(f"{class_name_for(self.fn.name.value)}Loss", taken)
+
+    def _loss_class(self, name: str, steps: list[_Def], expr: cst.BaseExpression, output: str) -> cst.ClassDef:
+        from estimator2keras._modelfn_emit import _line
+        from estimator2keras._symbols import tf2_respellings
+
+        def keras(node):
+            replacements = dict(tf2_respellings(self.ctx, node, self.tf))
+            for inner in _walk(node):
+                path = self.ctx.api_path(inner) if isinstance(inner, cst.Attribute) else None
+                if path is not None and path.startswith("keras.losses.Reduction."):
+                    # Keras 3 has no Reduction enum; both take the string.
+                    replacements[inner] = cst.SimpleString(f'"{path.rsplit(".", 1)[-1].lower()}"')
+            return _emit.replace_in(node, replacements)
+
+        body = [_line(keras(d.small), d.line, d.small) for d in steps]
+        value = keras(expr)
+        if isinstance(value, (cst.BinaryOperation, cst.UnaryOperation, cst.IfExp, cst.BooleanOperation)):
+            value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        body.append(_emit.statement(
+            "return {v} / {tf}.distribute.get_strategy().num_replicas_in_sync", v=value, tf=self.tf))
+        call = _emit.statement(f"def call(self, labels, {output}):\n    pass")
+        call = call.with_changes(body=cst.IndentedBlock(body=body), leading_lines=[_emit.blank_line()])
+        indent = self.ctx.module.default_indent
+        doc = (
+            f'"""The model_fn\'s loss, as the Estimator computed it on each replica\'s batch.\n\n'
+            f'{indent}The Estimator\'s optimizer divided it by the number of replicas and added up their\n'
+            f'{indent}gradients; reduction="sum" has Keras add them up as they come."""'
+        )
+        init = _emit.statement('def __init__(self, name="loss"):\n    super().__init__(reduction="sum", name=name)')
+        init = init.with_changes(leading_lines=[_emit.blank_line()])
+        klass = _emit.statement(f"class {name}({self.tf}.keras.losses.Loss):\n    {doc}\n")
+        return klass.with_changes(body=cst.IndentedBlock(body=[klass.body.body[0], init, call]))

@@ -1,0 +1,132 @@
+from __future__ import annotations
+
+from estimator2keras._rule import Case, ExpressionRule, Safety
+
+_TUTORIAL = '''\
+import tensorflow as tf
+
+BATCH_SIZE = 8
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0, 2.0]] * 16, [1] * 16)).batch(BATCH_SIZE)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.compat.v1.layers.dense(features, 3)
+    loss = tf.keras.losses.SparseCategoricalCrossentropy(
+        from_logits=True, reduction=tf.keras.losses.Reduction.NONE)(labels, logits)
+    loss = tf.reduce_sum(loss) * (1. / BATCH_SIZE)
+    train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
+        loss, tf.compat.v1.train.get_or_create_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+estimator = tf.estimator.Estimator(model_fn)
+estimator.train(input_fn)
+'''
+
+_TUTORIAL_AFTER = '''\
+import tensorflow as tf
+
+BATCH_SIZE = 8
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0, 2.0]] * 16, [1] * 16)).batch(BATCH_SIZE)
+
+
+class ModelLoss(tf.keras.losses.Loss):
+    """The model_fn's loss, as the Estimator computed it on each replica's batch.
+
+    The Estimator's optimizer divided it by the number of replicas and added up their
+    gradients; reduction="sum" has Keras add them up as they come."""
+
+    def __init__(self, name="loss"):
+        super().__init__(reduction="sum", name=name)
+
+    def call(self, labels, logits):
+        loss = tf.keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True, reduction="none")(labels, logits)
+        loss = tf.reduce_sum(loss) * (1. / BATCH_SIZE)
+        return loss / tf.distribute.get_strategy().num_replicas_in_sync
+
+
+def build_model():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(3)])
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=ModelLoss())
+    return model
+
+
+model = build_model()
+model.fit(input_fn())
+'''
+
+class HandWrittenLossToKeras(ExpressionRule):
+    """A loss the model_fn computes by hand becomes a small `tf.keras.losses.Loss` subclass.
+
+    ## What it does
+    When the loss the EstimatorSpec returns is no call a loss rule maps (E2K201, E2K203) but
+    an expression of TensorFlow ops on the model_fn's `labels` and the model output (sums and
+    means, arithmetic with constants, Keras losses with `reduction=NONE`, `tf.nn.*` ops), its
+    statements move into the `call(labels, <output>)` of a `Loss` subclass that `compile`
+    takes, unchanged but for TF2 spellings:
+
+    | TF1 model_fn | Keras |
+    |---|---|
+    | `loss = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=tf.keras.losses.Reduction.NONE)(labels, logits)` | the same statement in `call`, with `reduction="none"` |
+    | `loss = tf.reduce_sum(loss) * (1. / BATCH_SIZE)` | the same statement in `call` |
+    | `EstimatorSpec(loss=loss, ...)` | `return loss / tf.distribute.get_strategy().num_replicas_in_sync`; `compile(loss=ModelLoss())` |
+
+    ## Why
+    Under `MirroredStrategy` the TF1 optimizer divided a hand-written loss by the number of
+    replicas (it does unless the last TF1 loss in the graph was reduced with SUM) and added up
+    the replicas' gradients. Keras treats a loss function's result by its shape, and not alike
+    in its two versions: Keras 2.15 divides what a loss function returns by the replicas,
+    Keras 3 divides a per-example vector but not a scalar. A `Loss` with `reduction="sum"` is
+    divided by neither, so dividing by `num_replicas_in_sync` in `call` gives the Estimator's
+    update on both, whatever the batch: a loss that divides by a constant `BATCH_SIZE` keeps
+    doing so on a partial last batch, as the Estimator did (a per-example vector averaged by
+    Keras would divide by the examples actually there).
+
+    ## Fix safety
+    Safe: the same statements on the same values. `e2k parity` proves it on two replicas, on
+    TF 2.15 and the newest TF, with a partial last batch
+    (`fixtures/hand_written_loss_per_replica_batch`); forgetting the division by the replicas,
+    or the `1/BATCH_SIZE`, fails it. Keras hands a loss the labels converted to the output's
+    dtype (Keras 3) and, for labels of rank 1 against an output of rank 2, expanded to
+    `[batch, 1]` (Keras 2): the labels must reach the loss's arithmetic through a Keras loss
+    (which matches ranks itself) or `tf.reshape` (maybe cast), which give the same values either
+    way. Labels used as they come in arithmetic (`predictions - labels`, where TF1 may have
+    broadcast `[batch]` against `[batch, 1]` to `[batch, batch]`) are refused.
+
+    ## Limitations
+    Refused, the model_fn left as it was (E2K901, naming the construct): a loss that does not
+    read the labels (computed from the model's internals, as a VAE's `-elbo`); a loss reading
+    other values of the model besides one output (activations), the model's variables
+    (`tf.trainable_variables()`, `model.losses`), `features` or `params`; a function of the
+    program called in the loss (e2k does not read into it yet); statements other than plain
+    assignments; and any `reduction=` other than NONE in the model_fn (which decides whether
+    the Estimator divided by the replicas).
+
+    The loss `evaluate` reports is Keras's mean of the per-replica values weighted by their
+    examples, where the Estimator averaged the loss of each evaluation batch alike: for a loss
+    divided by a constant `BATCH_SIZE` the two differ when the evaluation data ends in a
+    partial batch (the fixture evaluates whole rounds of batches for that reason). Training is
+    not affected.
+
+    ## References
+    - https://www.tensorflow.org/tutorials/distribute/multi_worker_with_estimator
+    - https://www.tensorflow.org/tutorials/distribute/custom_training#define_the_loss_function
+    - https://www.tensorflow.org/api_docs/python/tf/keras/losses/Loss
+    """
+
+    code = "E2K204"
+    summary = "a loss written by hand in a model_fn -> a tf.keras.losses.Loss subclass with the same statements"
+    safety = Safety.SAFE
+    role = "hand_written_loss"
+    targets = ()
+
+    cases = [
+        Case(_TUTORIAL, _TUTORIAL_AFTER, id="multi-worker-tutorial"),
+    ]

@@ -1,0 +1,112 @@
+"""E2K204: losses written by hand in a model_fn. What converts (into a Loss subclass whose
+``call`` runs the same statements) and what is refused, with the construct named."""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from estimator2keras._engine import rewrite_source
+from estimator2keras._registry import RuleSet
+
+PROGRAM = '''\
+import tensorflow as tf
+
+BATCH_SIZE = 4
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0, 2.0]] * 8, [[1.0]] * 8)).batch(BATCH_SIZE)
+
+
+def model_fn(features, labels, mode):
+    hidden = tf.compat.v1.layers.dense(features, 3, activation=tf.nn.relu)
+    predictions = tf.compat.v1.layers.dense(hidden, 1)
+{body}
+    train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
+        loss, tf.compat.v1.train.get_or_create_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+estimator = tf.estimator.Estimator(model_fn)
+estimator.train(input_fn)
+'''
+
+
+def rewrite(body: str, rules: RuleSet | None = None):
+    source = PROGRAM.format(body=textwrap.indent(textwrap.dedent(body).strip("\n"), "    "))
+    return rewrite_source(source.encode(), "prog.py", rules or RuleSet.load())
+
+
+def loss_class(result) -> str:
+    text = result.new.decode()
+    start = text.index("class ModelLoss")
+    return text[start:text.index("\n\n\n", start)]
+
+
+def test_reshaped_labels_in_arithmetic_convert():
+    result = rewrite("""
+        errors = predictions - tf.reshape(labels, [-1, 1])
+        loss = tf.nn.l2_loss(errors) / BATCH_SIZE
+    """)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert loss_class(result).endswith(
+        "    def call(self, labels, predictions):\n"
+        "        errors = predictions - tf.reshape(labels, [-1, 1])\n"
+        "        loss = tf.nn.l2_loss(errors) / BATCH_SIZE\n"
+        "        return loss / tf.distribute.get_strategy().num_replicas_in_sync")
+    assert "loss=ModelLoss()" in result.new.decode()
+    assert any(f.code == "E2K204" for f in result.findings)
+
+
+def test_a_reduction_over_an_axis_no_loss_rule_maps_is_written_by_hand():
+    result = rewrite("""
+        loss = tf.reduce_mean(tf.reduce_sum(tf.square(predictions - tf.reshape(labels, [-1, 1])), axis=1))
+    """)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert "        loss = tf.reduce_mean(tf.reduce_sum(" in loss_class(result)
+
+
+def test_keras_loss_functions_take_the_labels_as_they_come():
+    result = rewrite("""
+        loss = 0.5 * tf.reduce_sum(tf.keras.losses.mean_squared_error(labels, predictions)) / BATCH_SIZE
+    """)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert "return loss / tf.distribute" in loss_class(result)
+
+
+@pytest.mark.parametrize("body,named", [
+    # the labels as they come, in arithmetic: Keras 2 and Keras 3 hand them in different ranks
+    ("loss = tf.nn.l2_loss(predictions - labels)", "computes with `labels` as they come (`predictions - labels`)"),
+    ("y = tf.cast(labels, tf.float32)\nloss = tf.reduce_sum(tf.abs(predictions - y))", "computes with `y` as they come"),
+    # a value of the model besides its output
+    ("loss = tf.reduce_sum(tf.reshape(labels, [-1, 1]) - predictions) + tf.reduce_sum(hidden)",
+     "reads several values of the model (`hidden`, `predictions`)"),
+    # the model's variables
+    ("penalty = tf.add_n([tf.nn.l2_loss(v) for v in tf.compat.v1.trainable_variables()])\n"
+     "loss = tf.reduce_sum(tf.reshape(labels, [-1, 1]) - predictions) + penalty",
+     "reads the model's variables or the graph (`tf.compat.v1.trainable_variables(...)`)"),
+    # no labels at all: the model's internals (a VAE's -elbo)
+    ("elbo = tf.reduce_mean(hidden)\nloss = -elbo", "does not read the labels: it is computed from the model's internals (`elbo`)"),
+    # the features
+    ("loss = tf.reduce_sum(tf.reshape(labels, [-1, 1]) - predictions) + tf.reduce_sum(features)",
+     "reads `features` itself"),
+    # a function of the program
+    ("loss = my_loss(labels, predictions)", "calls `my_loss(...)`, a function of the program"),
+    # a reduction that decides whether the Estimator divided by the replicas
+    ("loss = tf.reduce_sum(tf.keras.losses.MeanSquaredError(reduction='sum')(labels, predictions))",
+     "around `reduction='sum'`"),
+])
+def test_refused_with_the_construct_named(body, named):
+    result = rewrite(body)
+    found = [f for f in result.findings if f.code == "E2K901"]
+    assert found, [f.format() for f in result.findings]
+    assert named in found[0].message, found[0].message
+    assert "class ModelLoss" not in result.new.decode()
+    assert "def model_fn(features, labels, mode):" in result.new.decode()  # left as it was
+
+
+def test_without_the_rule_the_hand_written_loss_is_refused_as_before():
+    result = rewrite("loss = tf.reduce_sum(tf.keras.losses.mean_squared_error(labels, predictions))",
+                     RuleSet.load(ignore=("E2K204",)))
+    assert any("the loss is not a call e2k converts" in f.message for f in result.findings)
