@@ -118,7 +118,22 @@ def read(ctx, plan, function: cst.FunctionDef, respell: dict) -> Receiver:
     receiver = args["receiver_tensors"].value
     local = _local_binding(ctx, function, receiver)
     value = local.value if local is not None else receiver
-    if isinstance(value, cst.Dict) and value.elements:
+    filled = _filled_in_loop(ctx, function, local) if local is not None else None
+    if filled is not None:
+        # `inputs = {}` and `for feat in COLUMNS: inputs[feat.name] = tf.placeholder(...)`: the
+        # signature is the comprehension the loop spells.
+        loop, key, placeholder = filled
+        used.add(placeholder)
+        spec = _spec(ctx, placeholder, key, respell)
+        header = _emit.code(loop.with_changes(body=cst.SimpleStatementSuite([cst.Pass()]), leading_lines=[]))
+        header = header.strip().removesuffix(": pass")
+        found.params = [(local.name, f"{{{_emit.code(key)}: {spec} {header}}}")]
+        found.removed += [local.statement, loop]
+        found.dict_params.add(local.name)
+        value = None
+    if value is None:
+        pass
+    elif isinstance(value, cst.Dict) and value.elements:
         specs, names = [], []
         for element in value.elements:
             if not isinstance(element, cst.DictElement):
@@ -179,6 +194,29 @@ def read(ctx, plan, function: cst.FunctionDef, respell: dict) -> Receiver:
                               found.features)
         found.wrap_feature = not is_dict
     return found
+
+
+def _filled_in_loop(ctx, function, local: Binding):
+    """``d = {}`` then, right after it, ``for ... in ...: d[key] = placeholder(...)`` (the loop's
+    only statement, no else): (the loop, the key, the placeholder); None for anything else."""
+    if not (isinstance(local.value, cst.Dict) and not local.value.elements):
+        return None
+    body = list(function.body.body)
+    index = next(i for i, s in enumerate(body) if s is local.statement)
+    loop = body[index + 1] if index + 1 < len(body) else None
+    if not isinstance(loop, cst.For) or loop.orelse is not None or loop.asynchronous is not None \
+            or not isinstance(loop.body, cst.IndentedBlock) or len(loop.body.body) != 1:
+        return None
+    line = loop.body.body[0]
+    assign = line.body[0] if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
+    if not (isinstance(assign, cst.Assign) and len(assign.targets) == 1 and _is_placeholder(ctx, assign.value)):
+        return None
+    target = assign.targets[0].target
+    if not (isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name)
+            and target.value.value == local.name and len(target.slice) == 1
+            and isinstance(target.slice[0].slice, cst.Index)):
+        return None
+    return loop, target.slice[0].slice.value, assign.value
 
 
 def _placeholders(ctx, function) -> list[cst.Call]:
@@ -298,10 +336,15 @@ def convert(ctx, plan, function: cst.FunctionDef, visible: bool, code: str) -> s
         predictions = f'{{"output": {predictions}}}'
     body = function.body.body
     new_body = []
+    comments: list[cst.EmptyLine] = []  # the comments above a statement that goes stay
     for statement in body:
         if any(statement is r for r in receiver.removed):
+            comments += [line for line in statement.leading_lines if line.comment is not None]
             continue
-        if statement is receiver.returned:
+        if comments:
+            statement = statement.with_changes(leading_lines=[*comments, *statement.leading_lines])
+            comments = []
+        if statement.body[-1] is receiver.returned.body[-1] if isinstance(statement, cst.SimpleStatementLine) else False:
             new_body.append(_emit.statement(f"return {predictions}").with_changes(leading_lines=statement.leading_lines))
         else:
             new_body.append(statement)

@@ -95,11 +95,27 @@ def serving_input_fn():
 ''', rules), "receiver_tensors_alternatives")
 
 
-def test_receiver_tensors_built_in_a_loop_are_refused(rules):
+def test_receiver_tensors_filled_in_a_loop_become_a_comprehension_of_specs(rules):
+    result = _rewrite('''
+def serving_input_fn():
+    inputs = {}
+    for name, dtype in [("x", tf.float32)]:
+        inputs[name] = tf.placeholder(shape=[None, 2], dtype=dtype)
+    return tf.estimator.export.ServingInputReceiver(inputs, inputs)
+''', rules)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    new = result.new.decode()
+    assert ("@tf.function(input_signature=[{name: tf.TensorSpec([None, 2], dtype, name=name) "
+            "for name, dtype in [(\"x\", tf.float32)]}])\ndef serving_input_fn(inputs):\n"
+            "    return model.predict_step(inputs)") in new
+
+
+def test_receiver_tensors_filled_by_a_loop_that_does_more_are_refused(rules):
     _refused(_rewrite('''
 def serving_input_fn():
     inputs = {}
     for name in ["x"]:
+        print(name)
         inputs[name] = tf.placeholder(shape=[None, 2], dtype=tf.float32)
     return tf.estimator.export.ServingInputReceiver(inputs, inputs)
 ''', rules), "receiver tensors e2k cannot follow")
