@@ -36,7 +36,9 @@ class RunConfigDistributeToStrategyScope(UnitRule):
     is called once, as `strategy = distribution_strategy()`, and each strategy its `return`s
     give gets its TF2 name there. `tf.contrib.distribute.MirroredStrategy(num_gpus=n)`
     becomes `tf.distribute.MirroredStrategy(devices=[f"/gpu:{i}" for i in range(n)])`, the
-    devices contrib's `num_gpus` meant.
+    devices contrib's `num_gpus` meant. A strategy returned by a function another module
+    defines (`distribution_utils.get_distribution_strategy(...)`) is taken as that function
+    makes it: the model is built under its scope, and that module converts on its own.
 
     ## Why
     Keras has no RunConfig: a model is distributed by creating its variables, optimizer and
@@ -128,10 +130,14 @@ model.fit(input_fn())
         call, binding = resolve_call(ctx, train, frozenset(STRATEGIES))
         if call is None:
             made = _made_by_function(ctx, train)
-            if made is None:
+            if made is not None:
+                self._from_function(unit, train, made, plan, ctx)
+                return
+            imported = _imported_call(ctx, train)
+            if imported is None:
                 raise Unsupported("the strategy is not one e2k converts (MirroredStrategy, OneDeviceStrategy, "
                                   "or a function of the program returning one)", train)
-            self._from_function(unit, train, made, plan, ctx)
+            self._from_import(unit, train, imported, plan, ctx)
             return
         plan.claimed_config.update({"train_distribute", "eval_distribute"})
         plan.has_strategy = True
@@ -161,6 +167,26 @@ model.fit(input_fn())
                 plan.strategy_name = name
         plan.fixed(train, self.code, "the model is built and compiled under the strategy's scope")
 
+    def _from_import(self, unit, train, imported, plan, ctx) -> None:
+        """A strategy from another module's function: the model is built under its scope, the
+        strategy as that function makes it."""
+        call, binding = imported
+        plan.claimed_config.update({"train_distribute", "eval_distribute"})
+        plan.has_strategy = True
+        if binding is not None:
+            plan.scope_strategy = cst.Name(binding.name)
+            if isinstance(ctx.scope(binding.target), GlobalScope):
+                plan.strategy_name = binding.name
+            anchor = binding.target
+        else:
+            name = _emit.unique_name("strategy", plan.names_taken())
+            plan.before_build.append(_emit.statement("{name} = {call}", name=name, call=call.deep_clone()))
+            plan.scope_strategy = cst.Name(name)
+            if isinstance(ctx.scope(unit.statement), GlobalScope):
+                plan.strategy_name = name
+            anchor = train
+        plan.fixed(anchor, self.code, f"the model is built under the strategy `{_emit.code(call.func)}` returns")
+
     def _from_function(self, unit, train, made, plan, ctx) -> None:
         """``train_distribute=distribution_strategy()``: each strategy the function returns gets
         its TF2 name there; the program calls the function once, before the model is built."""
@@ -180,6 +206,31 @@ model.fit(input_fn())
         if isinstance(ctx.scope(unit.statement), GlobalScope):
             plan.strategy_name = name
         plan.fixed(train, self.code, "the model is built and compiled under the strategy the function returns")
+
+
+def _imported_call(ctx, node):
+    """``distribution_utils.get_distribution_strategy(...)`` (or a name bound once to it): a
+    call of a function another module defines, whose strategy e2k takes as it comes. (call,
+    binding or None), or None."""
+    from estimator2keras._units import Binding, _single_assignment, resolve
+
+    binding = None
+    if isinstance(node, cst.Name):
+        bound = resolve(ctx, node)
+        if not (isinstance(bound, Binding) and isinstance(bound.value, cst.Call)):
+            return None
+        binding, node = bound, bound.value
+    if not isinstance(node, cst.Call) or ctx.call_api_path(node) is not None:
+        return None
+    head = node.func
+    while isinstance(head, cst.Attribute):
+        head = head.value
+    if not isinstance(head, cst.Name):
+        return None
+    assignment = _single_assignment(ctx, head)
+    if not isinstance(getattr(assignment, "node", None), (cst.Import, cst.ImportFrom)):
+        return None  # a function of this module, or a value e2k cannot follow
+    return node, binding
 
 
 def _made_by_function(ctx, node) -> list[cst.Call] | None:

@@ -352,3 +352,15 @@ def test_a_function_returning_something_else_than_a_strategy_is_refused(rules):
     assert result.status == "partial"
     assert any(f.code == "E2K601" for f in result.findings)
     assert "tf.estimator.RunConfig(train_distribute=distribution_strategy())" in new
+
+
+def test_a_strategy_made_by_an_imported_function_is_taken_as_it_comes(rules):
+    source = _STRATEGY_PROGRAM.replace("    import tensorflow as tf\n", "    import tensorflow as tf\n    from utils import distribution_utils\n")
+    source = source.replace("train_distribute=distribution_strategy()",
+                            "train_distribute=strategy_made")
+    source = source.replace("    run_config =", "    strategy_made = distribution_utils.get_distribution_strategy(num_gpus=2)\n    run_config =")
+    result, new = convert(rules, source.replace("{returned}", "None"))
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert "strategy_made = distribution_utils.get_distribution_strategy(num_gpus=2)\n" in new
+    assert "with strategy_made.scope():\n    model = build_model()" in new
+    assert "batch(2 * strategy_made.num_replicas_in_sync)" in new
