@@ -31,9 +31,9 @@ class ExportSavedModelToSavedModel(UnitRule):
       `ServingInputReceiver(features, receiver_tensors)` (or `TensorServingInputReceiver`):
       its placeholders become the function's parameters and their `TensorSpec`s its input
       signature, named by their receiver keys (`{"x": tf.placeholder(...)}` bound to a name,
-      a dict comprehension of placeholders, placeholders bound to names and gathered in the
-      receiver dict, a single placeholder named `input`; `placeholder_with_default` of a
-      literal default too). The function keeps its name, comments and feature code (TF1
+      a dict comprehension of placeholders, a dict filled by a loop of one placeholder
+      assignment, placeholders bound to names and gathered in the receiver dict, a single
+      placeholder named `input`; `placeholder_with_default` of a literal default too). The function keeps its name, comments and feature code (TF1
       names put in TF2 spelling) and returns the model's `predict_step` on its features.
       Where the model is not visible from the function (it is built inside another function),
       the function takes it, `def serving_input_fn(model)`, and returns the `tf.function`;
@@ -63,7 +63,7 @@ class ExportSavedModelToSavedModel(UnitRule):
     and a raw receiver of one tensor rather than a dict are reported (E2K902). A hand-written
     serving function converts only when every use of it is an export e2k converts (one used
     elsewhere, or defined in another module, stays as it was, with a finding), when its
-    receiver tensors are placeholders in one of the forms above (not built in a loop), and
+    receiver tensors are placeholders in one of the forms above, and
     when e2k can tell whether its features are a dict or one tensor;
     `receiver_tensors_alternatives` are reported.
 
