@@ -410,6 +410,11 @@ class ModelWriter:
         node = respelled(self.ctx, column.value(name), self.tf)
         return _emit.code(substituted(node, column.env) if column.env else node)
 
+    def width(self, column: Column) -> str:
+        """A numeric column's width, as code."""
+        width = self.reader.columns.numeric_width(column)
+        return f"self.{column.var}_width" if width is None else str(width)
+
     def runtime_size(self, column: Column) -> bool:
         """The column's width is counted when the model is built (``self.<column>_size``)."""
         if column.kind == "bucketized":
@@ -499,6 +504,8 @@ class ModelWriter:
         lines = []
         for column in self.columns:
             var = column.var
+            if column.kind == "numeric" and column.runtime_shape:
+                lines.append(f"self.{var}_width = {tf}.TensorShape({self.arg(column, 'shape')}).num_elements()")
             if column.family is not None:
                 lines.append("# The Estimator's inputs, in its order: one column per key, sorted by name.")
                 lines.append(f"self.{var}_keys = sorted({self.code(column.family)})")
@@ -561,7 +568,7 @@ class ModelWriter:
                 if column not in needed and not any(c.parent is column for c in self.columns):
                     continue
                 value = self.normalized(column)
-                width = self.reader.columns.numeric_width(column)
+                width = self.width(column)
                 if column.family is not None:
                     lines.append(f"{var} = {tf}.concat([")
                     lines.append(f"    {tf}.reshape({tf}.cast({value}, {tf}.float32), [-1, {width}])")
@@ -780,9 +787,10 @@ class ModelWriter:
         widths = []
         for column in sorted(dnn.columns, key=lambda c: c.name):
             if column.kind == "numeric" and column.family is not None:
-                widths.append(f"len(self.{column.var}_keys)")
+                width = self.width(column)
+                widths.append(f"len(self.{column.var}_keys)" + (f" * {width}" if width != "1" else ""))
             elif column.kind == "numeric":
-                widths.append(str(self.reader.columns.numeric_width(column)))
+                widths.append(self.width(column))
             elif column.kind == "bucketized":
                 widths.append(self.size(column))
             elif column.kind == "indicator":
@@ -800,7 +808,7 @@ class ModelWriter:
         shapes = []
         for column in sorted(linear.columns, key=lambda c: c.name):
             if column.kind == "numeric":
-                shapes.append(f"(None, {self.reader.columns.numeric_width(column)})")
+                shapes.append(f"(None, {self.width(column)})")
             elif column.kind == "indicator":
                 shapes.append(f"(None, {self.size(column.parent)})")
             else:

@@ -90,6 +90,9 @@ class Column:
     family: cst.BaseExpression | None = None
     #: A vocabulary read at run time without dtype=: strings or integers, told when the model is built.
     runtime_dtype: bool = False
+    #: A numeric column's shape read at run time (``shape=images.shape[1:]``): its width is
+    #: counted when the model is built.
+    runtime_shape: bool = False
 
     def value(self, name: str) -> cst.BaseExpression | None:
         arg = self.args.get(name)
@@ -495,7 +498,9 @@ class ColumnReader:
             column.key = column.name = self._key(column)
         shape = column.value("shape")
         if shape is not None and _dimension(shape) is None:
-            raise Unsupported("numeric_column(shape=...) must be a literal int or a 1-d tuple", shape, CODE)
+            # `shape=mnist.train.images.shape[1:]`: read from the data when the model is built.
+            self.runtime(shape, column.env, "the column's shape")
+            column.runtime_shape = True
         if self.dtype(column.value("dtype")) in STRING_DTYPES:
             raise Unsupported("a numeric column of strings", column.call, CODE)
 
@@ -622,7 +627,8 @@ class ColumnReader:
             raise Unsupported("this column wraps a column that is not categorical", column.call, CODE)
         return inner
 
-    def numeric_width(self, column: Column) -> int:
+    def numeric_width(self, column: Column) -> int | None:
+        """The number of values the column gives each example (None: counted at run time)."""
         shape = column.value("shape")
         return 1 if shape is None else _dimension(shape)
 
@@ -733,10 +739,16 @@ def _signed_int(node: cst.BaseExpression) -> int | None:
 
 
 def _dimension(shape: cst.BaseExpression) -> int | None:
+    """The number of values of a literal shape (``3``, ``(28, 28)``: 784), as the Estimator's
+    input layer flattens them."""
     if isinstance(shape, cst.Integer):
         return int(shape.evaluated_value)
-    if isinstance(shape, (cst.Tuple, cst.List)) and len(shape.elements) == 1 and isinstance(shape.elements[0].value, cst.Integer):
-        return int(shape.elements[0].value.evaluated_value)
+    if isinstance(shape, (cst.Tuple, cst.List)) and shape.elements and all(
+            isinstance(e, cst.Element) and isinstance(e.value, cst.Integer) for e in shape.elements):
+        width = 1
+        for element in shape.elements:
+            width *= int(element.value.evaluated_value)
+        return width
     return None
 
 

@@ -328,3 +328,29 @@ def test_a_list_passed_to_other_code_before_the_estimator_is_refused(rules):
     program = PROGRAM.replace("estimator = {estimator}", "columns = [age, city]\nshow(columns)\nestimator = {estimator}")
     message = refused("tf1.estimator.LinearRegressor(columns)", rules, "E2K504", program=program)
     assert "`columns` is changed here in a way e2k cannot read" in message
+
+
+@pytest.mark.parametrize("shape, width", [
+    ("images.shape[1:]", "self.pixels_width"),  # read from the data, as kubeflow's mnist example does
+    ("(4, 2)", "8"),  # a literal shape of several dimensions is flattened, as the input layer does
+])
+def test_a_numeric_shape_read_from_the_data_or_of_several_dimensions(rules, shape, width):
+    program = textwrap.dedent(f'''\
+        import numpy as np
+        import tensorflow as tf
+
+        images = np.zeros((4, 4, 2), np.float32)
+        pixels = tf.feature_column.numeric_column("x", shape={shape})
+
+
+        def input_fn():
+            return tf.data.Dataset.from_tensor_slices(({{{{"x": images}}}}, [0, 1, 0, 1])).batch(2)
+
+
+        estimator = {{estimator}}
+        estimator.train(input_fn)
+    ''')
+    text = converted("tf.estimator.LinearClassifier([pixels], n_classes=3)", rules, program=program)
+    assert f'pixels = tf.reshape(tf.cast(features["x"], tf.float32), [-1, {width}])' in text
+    if width.startswith("self."):
+        assert "self.pixels_width = tf.TensorShape(images.shape[1:]).num_elements()" in text
