@@ -44,6 +44,10 @@ PLACEHOLDER = "placeholder"
 WITH_DEFAULT = "placeholder_with_default"
 #: Calls whose result is a dict of tensors (the features' kind is told through them).
 DICT_CALLS = ("parse_example", "parse_single_example", "io.parse_example", "io.parse_single_example")
+#: Parts of the API paths of TensorFlow calls that return structures (not one tensor), whose
+#: result e2k does not take for a tensor.
+STRUCTURED = ("parse", "nest", "estimator", "data.", "decode_csv", "split", "unstack", "py_function", "numpy_function",
+              "while_loop", "cond", "case", "switch_case", "scan", "foldl", "foldr", "unique", "top_k", "compat.v1.")
 #: ServingInputReceiver named a single receiver tensor "input", a single feature "feature".
 SINGLE_RECEIVER = "input"
 SINGLE_FEATURE = "feature"
@@ -306,6 +310,8 @@ def _is_dict(ctx, function, node, params: set[str], dict_params: set[str], depth
             return True
         if isinstance(node.func, cst.Name) and node.func.value == "dict" and resolve(ctx, node.func) is None:
             return True
+        if path and not any(part in path for part in STRUCTURED):
+            return False  # a TensorFlow op (tf.map_fn, tf.image.decode_jpeg...): one tensor
         callee = resolve(ctx, node.func) if isinstance(node.func, cst.Name) else None
         if isinstance(callee, cst.FunctionDef):
             returned = _single_return(callee)

@@ -72,6 +72,17 @@ def serving_input_fn():
     assert 'return model.predict_step({"feature": x})' in new
 
 
+def test_features_a_tensorflow_op_makes_are_one_tensor(rules):
+    result = _rewrite('''
+def serving_input_fn():
+    image_bytes_list = tf.placeholder(shape=[None], dtype=tf.string)
+    images = tf.map_fn(lambda b: tf.io.decode_raw(b, tf.float32), image_bytes_list, dtype=tf.float32)
+    return tf.estimator.export.ServingInputReceiver(images, {"image_bytes": image_bytes_list})
+''', rules)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert 'return model.predict_step({"feature": images})' in result.new.decode()
+
+
 def test_a_placeholder_with_a_literal_default_takes_the_defaults_dtype(rules):
     result = _rewrite('''
 def serving_input_fn():
