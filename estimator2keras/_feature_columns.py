@@ -122,6 +122,9 @@ class ColumnReader:
         self.unpacked_bindings: list[Binding] = []
         #: A read of the columns by other code: their statements then stay (``removable`` is empty).
         self.kept: cst.CSTNode | None = None
+        #: The parameters of the helper being read (``add_more_features(feats)``): name -> the
+        #: argument it was called with.
+        self.params: dict[str, cst.BaseExpression] = {}
 
     # -- lists of columns -----------------------------------------------------------------------
     def read_list(self, expr: cst.BaseExpression) -> list[Column]:
@@ -140,6 +143,12 @@ class ColumnReader:
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("list", "tuple") \
                 and len(expr.args) == 1 and not expr.args[0].keyword:
             return self.read_list(expr.args[0].value)
+        if isinstance(expr, cst.Name) and expr.value in self.params and self._is_param(expr):
+            return self._argument(expr, self.read_list)
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.args:
+            returned = self._helper_with_arguments(expr)
+            if returned is not None:
+                return returned
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and not expr.args:
             # `feature_columns=build_columns()`: what the function of the file returns; the
             # function goes with the Estimator when nothing else calls it.
@@ -165,6 +174,51 @@ class ColumnReader:
         raise Unsupported("these feature columns are not a list e2k can read (a list literal, names bound once, "
                           "`+`, `+=`, append or extend of lists, a comprehension or loop over values the source spells)",
                           expr, CODE)
+
+    def _helper_with_arguments(self, call: cst.Call) -> list[Column] | None:
+        """``feature_cols = add_more_features(INPUT_COLUMNS)`` (the taxifare trainer): a function
+        of the file that only returns an expression of its parameters, read with the arguments
+        it is called with. It goes with the Estimator when nothing else calls it."""
+        helper = resolve(self.ctx, call.func)
+        if not isinstance(helper, cst.FunctionDef) or helper.decorators or helper.asynchronous:
+            return None
+        body = helper.body.body if isinstance(helper.body, cst.IndentedBlock) else []
+        statements = [s for s in body if not _docstring(s)]
+        returned = _single_return(helper)
+        if returned is None or len(statements) != 1:
+            raise Unsupported(f"`{helper.name.value}` does more than return the columns; e2k reads a helper that "
+                              "only returns an expression of its parameters", call, CODE)
+        params = helper.params
+        if params.star_arg is not cst.MaybeSentinel.DEFAULT and params.star_arg is not None or params.kwonly_params \
+                or params.star_kwarg is not None or params.posonly_params:
+            raise Unsupported(f"`{helper.name.value}` takes *args, **kwargs or keyword-only parameters", call, CODE)
+        bound = bind_arguments(call, tuple(p.name.value for p in params.params))
+        env = {}
+        for param in params.params:
+            arg = bound.get(param.name.value)
+            if arg is None and param.default is None:
+                raise Unsupported(f"`{helper.name.value}` is called without `{param.name.value}`", call, CODE)
+            env[param.name.value] = arg.value if arg is not None else param.default
+        self._use_binding(Binding(helper.name.value, helper, helper.name, call), self.bindings)
+        outer, self.params = self.params, env
+        try:
+            return self.read_list(returned)
+        finally:
+            self.params = outer
+
+    def _is_param(self, name: cst.Name) -> bool:
+        scope = self.ctx.scope(name)
+        assignments = list(scope[name.value]) if scope is not None else []
+        return len(assignments) == 1 and isinstance(getattr(assignments[0], "node", None), cst.Param)
+
+    def _argument(self, name: cst.Name, read):
+        """A parameter of the helper being read: its argument, read where the call is."""
+        value = self.params[name.value]
+        outer, self.params = self.params, {}
+        try:
+            return read(value)
+        finally:
+            self.params = outer
 
     def _returned_by_helper(self, name: cst.Name) -> cst.BaseExpression | None:
         """``wide, deep = build_model_columns()`` (TensorFlow's official wide & deep): what the
@@ -403,6 +457,8 @@ class ColumnReader:
 
     # -- one column -----------------------------------------------------------------------------
     def read_column(self, expr: cst.BaseExpression) -> Column:
+        if isinstance(expr, cst.Name) and expr.value in self.params and self._is_param(expr):
+            return self._argument(expr, self.read_column)
         if isinstance(expr, cst.Name) and not isinstance(resolve(self.ctx, expr), Binding):
             value = value_of(self.ctx, expr)  # `a, b = [numeric_column("a"), ...]`
             if isinstance(value, cst.Call):
@@ -691,6 +747,8 @@ def _pure_read(ctx: RewriteContext, name: cst.Name) -> bool:
         small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
         targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else []
         return all(not ctx.within(parent, (t,)) for t in targets) and not isinstance(small, (cst.Del, cst.AugAssign))
+    if isinstance(parent, (cst.CompFor, cst.For)) and parent.iter is name:
+        return True  # iterated over (what the loop does with the columns is another mention)
     arg = parent if isinstance(parent, cst.Arg) else None
     call = ctx.parent(arg) if arg is not None else None
     return isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == "len"
@@ -728,6 +786,13 @@ class _Substitute(cst.CSTTransformer):
     def leave_Name(self, original, updated):
         value = self.env.get(original.value)
         return value.deep_clone() if isinstance(value, cst.BaseExpression) else updated
+
+
+def _docstring(statement) -> bool:
+    return (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
+            and isinstance(statement.body[0], cst.Expr)
+            and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))) or (
+        isinstance(statement, cst.SimpleStatementLine) and all(isinstance(b, cst.Pass) for b in statement.body))
 
 
 def _signed_int(node: cst.BaseExpression) -> int | None:

@@ -354,3 +354,55 @@ def test_a_numeric_shape_read_from_the_data_or_of_several_dimensions(rules, shap
     assert f'pixels = tf.reshape(tf.cast(features["x"], tf.float32), [-1, {width}])' in text
     if width.startswith("self."):
         assert "self.pixels_width = tf.TensorShape(images.shape[1:]).num_elements()" in text
+
+
+HELPER = textwrap.dedent('''\
+    import tensorflow as tf
+
+    INPUT_COLUMNS = [
+        tf.feature_column.numeric_column("pickuplon"),
+        tf.feature_column.numeric_column("pickuplat"),
+    ]
+
+
+    def add_more_features(feats, extra=()):
+        """Nothing to add (yet!)"""
+        {body}
+
+
+    feature_cols = add_more_features(INPUT_COLUMNS{extra})
+    names = [column.name for column in INPUT_COLUMNS]
+
+
+    def input_fn():
+        features = {{"pickuplon": [1.0, 2.0], "pickuplat": [3.0, 4.0], "passengers": [1, 2]}}
+        return tf.data.Dataset.from_tensor_slices((features, [5.0, 6.0])).batch(2)
+
+
+    estimator = {estimator}
+    estimator.train(input_fn)
+''')
+
+
+@pytest.mark.parametrize("body, extra, keys", [
+    ("return feats", "", ["pickuplat", "pickuplon"]),
+    ("return feats + list(extra)", ", extra=[tf.feature_column.numeric_column('passengers')]",
+     ["passengers", "pickuplat", "pickuplon"]),
+])
+def test_columns_a_helper_returns_from_its_arguments(rules, body, extra, keys):
+    program = HELPER.replace("{body}", body).replace("{extra}", extra)
+    text = converted("tf.estimator.LinearRegressor(feature_cols)", rules, program=program)
+    assert f"LinearModel(1, [{', '.join(repr(k).replace(chr(39), chr(34)) for k in keys)}])" in text
+    # Other code reads INPUT_COLUMNS: the columns stay, and so does the helper.
+    assert "def add_more_features" in text and "for column in INPUT_COLUMNS" in text
+    # Read only for the Estimator, the helper and the columns go with it.
+    text = converted("tf.estimator.LinearRegressor(feature_cols)", rules,
+                     program=program.replace("names = [column.name for column in INPUT_COLUMNS]\n", ""))
+    assert "def add_more_features" not in text and "INPUT_COLUMNS" not in text
+
+
+def test_a_helper_that_does_more_than_return_is_refused(rules):
+    program = HELPER.replace("{body}", "feats.append(tf.feature_column.numeric_column('x'))\n    return feats")
+    message = refused("tf.estimator.LinearRegressor(feature_cols)", rules, "E2K504",
+                      program=program.replace("{extra}", "").replace("estimator.train(input_fn)", "estimator.train(input_fn)"))
+    assert "`add_more_features` does more than return the columns" in message
