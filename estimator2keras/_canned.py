@@ -115,6 +115,9 @@ REDUCTIONS = {"SUM": "sum", "SUM_OVER_BATCH_SIZE": "sum_over_batch_size"}
 class Tower:
     columns: list[Column]
     hidden_units: list[cst.BaseExpression] = field(default_factory=list)
+    #: Hidden units computed by the program (``hidden_units=args['hidden_units']``): given to the
+    #: model's constructor where the Estimator was built, the layers made from them.
+    hidden_given: cst.BaseExpression | None = None
     activation: str = '"relu"'
     dropout: cst.BaseExpression | None = None
     batch_norm: bool = False
@@ -253,9 +256,14 @@ class CannedReader:
                             "or embedding_column); the Estimator would refuse it too")
         hidden = self.value(hidden_arg)
         units = self.columns.literal_sequence(hidden) if hidden is not None else None
-        if not units:
-            self.refuse(hidden or self.unit.call, "the hidden units are not a literal list e2k can read")
-        tower = Tower(columns, hidden_units=[respelled(self.ctx, u, self.tf) for u in units])
+        if hidden is None:
+            self.refuse(self.unit.call, "no hidden units")
+        if units is not None and not units:
+            self.refuse(hidden, "an empty list of hidden units")
+        tower = Tower(columns, hidden_units=[respelled(self.ctx, u, self.tf) for u in units or []])
+        if units is None:
+            # Computed by the program: evaluated where the Estimator was built, as it was.
+            tower.hidden_given = respelled(self.ctx, hidden, self.tf)
         activation = self.value(activation_arg)
         if activation is not None:
             path = self.ctx.api_path(activation) or ""
@@ -545,6 +553,12 @@ class ModelWriter:
                     lines.append(
                         f"self.{column.var} = {tf}.keras.layers.Dense({dimension}, use_bias=False, "
                         f"kernel_initializer={tf}.keras.initializers.TruncatedNormal(stddev={_power(dimension)}){extra})")
+            if dnn.hidden_given is not None:
+                lines.append(f"self.hidden_layers = [{tf}.keras.layers.Dense(units, activation={dnn.activation}) "
+                             "for units in hidden_units]")
+                if dnn.batch_norm:
+                    lines.append(f"self.batch_norms = [{tf}.keras.layers.BatchNormalization(momentum=0.999) "
+                                 "for _ in hidden_units]")
             for i, units in enumerate(dnn.hidden_units):
                 lines.append(f"self.hiddenlayer_{i} = {tf}.keras.layers.Dense({_emit.code(units)}, "
                              f"activation={dnn.activation})")
@@ -733,6 +747,14 @@ class ModelWriter:
                 lines.append(f"net = {self.tf}.concat([")
                 lines += [f"    {d}," for d in dense]
                 lines.append("], axis=1)")
+            if dnn.hidden_given is not None:
+                layers = "zip(self.hidden_layers, self.batch_norms)" if dnn.batch_norm else "self.hidden_layers"
+                lines.append(f"for {'hidden_layer, batch_norm' if dnn.batch_norm else 'hidden_layer'} in {layers}:")
+                lines.append("    net = hidden_layer(net)")
+                if dnn.dropout is not None:
+                    lines.append("    net = self.dropout(net, training=training)")
+                if dnn.batch_norm:
+                    lines.append("    net = batch_norm(net, training=training)")
             for i in range(len(dnn.hidden_units)):
                 lines.append(f"net = self.hiddenlayer_{i}(net)")
                 if dnn.dropout is not None:
@@ -799,6 +821,14 @@ class ModelWriter:
                 lines.append(f"self.{column.var}.build((None, {self.size(column.parent)}))")
                 widths.append(self.arg(column, "dimension"))
         previous = _sum(widths)
+        if dnn.hidden_given is not None:
+            lines.append(f"width = {previous}")
+            lines.append("for i, units in enumerate(hidden_units):")
+            lines.append("    self.hidden_layers[i].build((None, width))")
+            if dnn.batch_norm:
+                lines.append("    self.batch_norms[i].build((None, units))")
+            lines.append("    width = units")
+            previous = "width"
         for i, units in enumerate(dnn.hidden_units):
             lines.append(f"self.hiddenlayer_{i}.build((None, {previous}))")
             if dnn.batch_norm:
@@ -874,8 +904,10 @@ class ModelWriter:
         call = self.call_lines()
         init = ["super().__init__()", *self.init_lines()]
         init_params = "self"
+        if self.c.dnn is not None and self.c.dnn.hidden_given is not None:
+            init_params += ", hidden_units"
         if self.two_optimizers():
-            init_params = "self, linear_optimizer"
+            init_params += ", linear_optimizer"
             init += self.head_lines()
             init += self.eager_build_lines()
         summary = self.summary()
@@ -912,7 +944,10 @@ class ModelWriter:
         version = "tf.compat.v1.estimator" if self.c.v1 else "tf.estimator"
         parts = []
         if self.c.dnn is not None:
-            parts.append(f"hidden units [{', '.join(_emit.code(u) for u in self.c.dnn.hidden_units)}]")
+            if self.c.dnn.hidden_given is not None:
+                parts.append("hidden units as the program gives them")
+            else:
+                parts.append(f"hidden units [{', '.join(_emit.code(u) for u in self.c.dnn.hidden_units)}]")
         if self.c.head == "multi":
             parts.append(f"{self.c.units} classes")
         parts.append("loss summed over the batch" if self.c.reduction == "sum" else "loss averaged over the batch")
@@ -1054,7 +1089,9 @@ def convert(unit, plan, ctx, code: str) -> None:
 
     optimizer, extra = writer.compile_args()
     var = plan.model_var
-    args = ", ".join(f"linear_optimizer={e}" for e in extra)
+    given = [f"hidden_units={_emit.code(canned.dnn.hidden_given)}"] if canned.dnn is not None and \
+        canned.dnn.hidden_given is not None else []
+    args = ", ".join(given + [f"linear_optimizer={e}" for e in extra])
     plan.build.append(_emit.statement(f"{var} = {class_name}({args})"))
     compile_args = [f"optimizer={optimizer}"]
     # The Estimator's metrics are weighted by weight_column; Keras weights only `weighted_metrics`.

@@ -29,6 +29,12 @@ class CannedDnnToKerasModel(UnitRule):
     `weight_column` becomes the dataset's sample weights and `label_vocabulary` a
     `StringLookup` of the labels, both in `preprocess`.
 
+    Hidden units the program computes (`hidden_units=args['hidden_units']`, as trainer
+    packages read them from their command line) are given to the model's constructor where
+    the Estimator was built (`DNNRegressorModel(hidden_units=args['hidden_units'])`), which
+    makes one `Dense` layer per entry (`self.hidden_layers`); the same holds for
+    `dnn_hidden_units` of the wide & deep Estimators (E2K503).
+
     ## Why
     Canned Estimators were removed with `tf.estimator` in TensorFlow 2.16, and Keras has no
     pre-made equivalent that trains the same: TensorFlow's migration guide rebuilds them by

@@ -140,7 +140,7 @@ def test_dnn_inputs_are_ordered_by_column_name(rules):
     (f"tf1.estimator.DNNRegressor([4], [age], loss_reduction=tf1.losses.Reduction.MEAN)", "E2K501",
      "loss_reduction is not converted"),
     (f"tf1.estimator.DNNRegressor([4], [age], input_layer_partitioner=p)", "E2K501", "input_layer_partitioner"),
-    (f"tf1.estimator.DNNRegressor(HIDDEN, [age])", "E2K501", "hidden units are not a literal list"),
+    (f"tf1.estimator.DNNRegressor([], [age])", "E2K501", "an empty list of hidden units"),
     (f"tf1.estimator.DNNRegressor([4], [age], optimizer=make_optimizer())", "E2K501", "not one e2k converts"),
     ("tf1.estimator.LinearRegressor([tf.feature_column.crossed_column(['age', 'city'], 10, hash_key=7)])",
      "E2K504", "hash_key"),
@@ -406,3 +406,21 @@ def test_a_helper_that_does_more_than_return_is_refused(rules):
     message = refused("tf.estimator.LinearRegressor(feature_cols)", rules, "E2K504",
                       program=program.replace("{extra}", "").replace("estimator.train(input_fn)", "estimator.train(input_fn)"))
     assert "`add_more_features` does more than return the columns" in message
+
+
+@pytest.mark.parametrize("estimator", [
+    "tf1.estimator.DNNClassifier(feature_columns=[age, {DNN}], hidden_units=sizes(), dropout=0.1, batch_norm=True)",
+    "tf1.estimator.DNNLinearCombinedClassifier(linear_feature_columns=[age], dnn_feature_columns=[age, {DNN}], "
+    "dnn_hidden_units=sizes(), batch_norm=True)",
+])
+def test_hidden_units_the_program_computes_are_given_to_the_model(rules, estimator):
+    # `hidden_units=args['hidden_units']` (the taxifare trainer): evaluated where the Estimator was built.
+    program = PROGRAM.replace("estimator = {estimator}", "def sizes():\n    return [4, 2]\n\n\nestimator = {estimator}")
+    text = converted(estimator.replace("{DNN}", DNN), rules, program=program)
+    assert "model = DNN" in text and "Model(hidden_units=sizes()" in text
+    assert "def __init__(self, hidden_units" in text
+    assert "self.hidden_layers = [" in text and 'tf.keras.layers.Dense(units, activation="relu")' in text
+    assert "for units in hidden_units" in text
+    assert "for hidden_layer, batch_norm in zip(self.hidden_layers, self.batch_norms):" in text
+    if "Combined" in estimator:
+        assert "self.hidden_layers[i].build((None, width))" in text and "self.logits.build((None, width))" in text
