@@ -51,7 +51,8 @@ class FeatureColumnsToPreprocessingLayers(UnitRule):
     (`dftrain[name].unique()` in TensorFlow's linear-model tutorial: `StringLookup` or
     `IntegerLookup` as feature columns infer its dtype, the width counted by the layer),
     bucket boundaries such as `np.arange(15, 45, 1).tolist()` (counted by the
-    `Discretization` layer), and numeric columns appended in a loop over keys known only at
+    `Discretization` layer), a numeric column's shape (`shape=images.shape[1:]`, counted by
+    `tf.TensorShape(...).num_elements()`), and numeric columns appended in a loop over keys known only at
     run time (`for key in train.keys()`, TensorFlow's premade-Estimator tutorial: one input of
     the keys' columns, sorted by name as the Estimator orders them). Such code may read the
     loop's variable and temporaries, builtins and module-level names bound once. A raw
@@ -61,8 +62,10 @@ class FeatureColumnsToPreprocessingLayers(UnitRule):
     ## Limitations
     Columns must be built where e2k can read them (calls bound to names once, list
     literals, `+` of lists, a comprehension or a loop of `append`s, after temporaries,
-    over values the source spells or over keys known at run time) and be read elsewhere
-    only in ways that cannot change them. Keys known only at run time are converted for a
+    over values the source spells or over keys known at run time, a function of the file
+    that only returns them, from its arguments or not: `add_more_features(INPUT_COLUMNS)`)
+    and be read elsewhere only in ways that cannot change them (an index, `len`, a loop
+    over them, another column, a `return`). Keys known only at run time are converted for a
     DNN whose only columns they are; a vocabulary read at run time with OOV buckets needs
     `dtype=`. Features must hold one value per example; sequence columns, shared
     embeddings, `crossed_column(hash_key=...)`, embedding initializers and checkpoints,
