@@ -140,6 +140,7 @@ class _LossReader:
         steps: dict[int, _Def] = {}
         outputs: dict[str, _Def] = {}
         reads_labels = False
+        arguments: set[str] = set()
         pending = [(n, at) for n in self.names_read(expr)]
         while pending:
             name, before = pending.pop()
@@ -150,8 +151,8 @@ class _LossReader:
             if name.value == "features" and d is None:
                 self.refuse(name, "the loss reads `features` itself; a Keras loss sees only the labels and the model output")
             if name.value in self.arguments and d is None:
-                self.refuse(name, f"the loss reads `{name.value}`; e2k writes losses that read only the labels, "
-                                  "the model output and module constants")
+                arguments.add(name.value)  # `params`: the Loss takes it as the model does
+                continue
             if d is None:
                 if name.value in ("tf", self.tf) or self._is_module_name(name):
                     continue
@@ -189,10 +190,11 @@ class _LossReader:
         self._check_label_uses(ordered, expr, output_name)
         self._check_reductions()
         name = self._loss_class_name()
-        self.definitions.append(self._loss_class(name, ordered, expr, output_name))
+        arguments = [a for a in self.arguments if a in arguments]
+        self.definitions.append(self._loss_class(name, ordered, expr, output_name, arguments))
         if self.plan is not None:
             self.plan.fixed(expr, HAND_WRITTEN, f"the loss written by hand -> `{name}`, a Keras loss")
-        keras_loss = _emit.expr(f"{name}()")
+        keras_loss = _emit.expr(f"{name}({', '.join(arguments)})")
         return LossConversion(keras_loss, cst.Name("labels"), cst.Name(output_name)), ordered
 
     def _depends_on_labels(self, d: _Def, seen: set[int]) -> bool:
@@ -219,13 +221,83 @@ class _LossReader:
                 self.refuse(call, f"the loss reads the model's variables or the graph (`{_emit.code(call.func)}(...)`), "
                                   "which a Keras loss cannot see: use the layers' kernel_regularizer= (or add_loss) for a weight penalty")
             if calls and path is None and isinstance(call.func, cst.Name) and not self._is_loss_object_call(call):
-                self.refuse(call, f"the loss calls `{call.func.value}(...)`, a function of the program that e2k does not "
-                                  "read into; it converts losses written with TensorFlow ops in the model_fn")
+                self._loss_helper(call)
         for node_ in _walk(node) if calls else ():
             if isinstance(node_, cst.Attribute) and node_.attr.value in ("losses", "trainable_variables", "trainable_weights", "variables") \
                     and self.ctx.api_path(node_) is None:
                 self.refuse(node_, f"the loss reads `{_emit.code(node_)}`, the model's own state, which a Keras loss cannot see: "
                                    "it belongs in the model (add_loss) or a train_step")
+
+    def _loss_helper(self, call: cst.Call) -> tuple[cst.FunctionDef, dict[str, cst.Arg]]:
+        """A function of the program the loss calls (``loss = my_loss(labels, logits)``): the
+        Keras loss calls it as it is, so it must be TF2 code computing from its arguments
+        alone (assignments ending in one ``return``), and is read with the rules of the loss."""
+        from estimator2keras._units import resolve
+        from estimator2keras._symbols import tf2_respellings
+
+        helper = resolve(self.ctx, call.func) if isinstance(call.func, cst.Name) else None
+        what = f"`{_emit.code(call.func)}(...)`"
+        if not isinstance(helper, cst.FunctionDef) or not isinstance(self.ctx.parent(helper), cst.Module):
+            self.refuse(call, f"the loss calls {what}, which is not a function of the module e2k can read")
+        params = helper.params
+        if helper.decorators or isinstance(params.star_arg, (cst.Param, cst.ParamStar)) \
+                or params.star_kwarg or params.kwonly_params or params.posonly_params:
+            self.refuse(call, f"the loss calls {what}, whose signature e2k does not read (decorators, *args, **kwargs)")
+        body = list(helper.body.body) if isinstance(helper.body, cst.IndentedBlock) else []
+        smalls = []
+        for i, line in enumerate(body):
+            if not isinstance(line, cst.SimpleStatementLine):
+                self.refuse(line, f"{what} computes the loss with a `{type(line).__name__}`; e2k reads loss functions "
+                                  "that are assignments ending in one return")
+            for small in line.body:
+                docstring = i == 0 and isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString))
+                if not (docstring or isinstance(small, (cst.Assign, cst.Return))):
+                    self.refuse(small, f"{what} has a statement e2k does not read in a loss function")
+                smalls.append(small)
+        if not smalls or not isinstance(smalls[-1], cst.Return) or smalls[-1].value is None \
+                or any(isinstance(x, cst.Return) for x in smalls[:-1]):
+            self.refuse(call, f"{what} does not end in the one `return` of its loss")
+        respelled = [(old, new) for old, new in tf2_respellings(self.ctx, helper, self.tf) if _emit.code(old) != _emit.code(new)]
+        if respelled:
+            old = respelled[0][0]
+            self.refuse(old, f"{what} uses `{_emit.code(old)}`, a TF1 spelling; e2k leaves functions of the program "
+                             "as they are, and the Keras loss would call it on TF2")
+        reading = getattr(self, "_helpers_read", set())
+        if helper not in reading:  # a helper calling itself is read once
+            self._helpers_read = reading | {helper}
+            self._check_internals(helper.body)
+        names = [p.name.value for p in params.params]
+        bound: dict[str, cst.Arg] = {}
+        for index, arg in enumerate(call.args):
+            if arg.star:
+                self.refuse(arg, f"{what} is called with *args or **kwargs")
+            key = arg.keyword.value if arg.keyword is not None else (names[index] if index < len(names) else None)
+            if key not in names:
+                self.refuse(arg, f"{what} does not take this argument")
+            bound[key] = arg
+        return helper, bound
+
+    def _helper_param_kept(self, helper: cst.FunctionDef, param: str) -> bool:
+        """Every read of ``param`` (the labels as they come) in ``helper`` is one whose values do
+        not depend on the rank Keras hands the labels in."""
+        raw = {param}
+        for line in helper.body.body:
+            for small in line.body:
+                value = getattr(small, "value", None)
+                if value is None:
+                    continue
+                for node in _walk(value):
+                    if isinstance(node, cst.Name) and node.value in raw and self._is_read(node) \
+                            and not self._label_use_kept(node):
+                        self._refuse_label_use(node, f" in `{helper.name.value}`")
+                if isinstance(small, cst.Assign):
+                    for target in small.targets:
+                        if isinstance(target.target, cst.Name):
+                            inner = value
+                            while isinstance(inner, cst.Call) and self.ctx.call_api_path(inner) in _CASTS and inner.args:
+                                inner = inner.args[0].value
+                            (raw.add if isinstance(inner, cst.Name) and inner.value in raw else raw.discard)(target.target.value)
+        return True
 
     def _is_loss_object_call(self, call: cst.Call) -> bool:
         return isinstance(call.func, cst.Call) and (self.ctx.call_api_path(call.func) or "").startswith("keras.losses.")
@@ -239,10 +311,7 @@ class _LossReader:
         for node, where in [*((d.value, d) for d in steps), (expr, None)]:
             for name in self.names_read(node):
                 if name.value in raw and not self._label_use_kept(name):
-                    self.refuse(name, f"the loss computes with `{name.value}` as they come "
-                                      f"(`{_emit.code(self.ctx.parent(name) if not isinstance(self.ctx.parent(name), cst.Arg) else self.ctx.parent(self.ctx.parent(name)))}`); "
-                                      "Keras hands a loss labels of the output's rank in Keras 2 and as they come in Keras 3, "
-                                      "so the result could change: reshape them (tf.reshape(labels, ...)) or use a Keras loss")
+                    self._refuse_label_use(name)
             if where is not None:
                 value = where.value
                 while isinstance(value, cst.Call) and self.ctx.call_api_path(value) in _CASTS and value.args:
@@ -251,6 +320,14 @@ class _LossReader:
                     raw.add(where.name)  # `y = labels`: the same labels by another name
                 else:
                     raw.discard(where.name)
+
+    def _refuse_label_use(self, name: cst.Name, where: str = ""):
+        parent = self.ctx.parent(name)
+        if isinstance(parent, cst.Arg):
+            parent = self.ctx.parent(parent)
+        self.refuse(name, f"the loss computes with `{name.value}` as they come (`{_emit.code(parent)}`{where}); "
+                          "Keras hands a loss labels of the output's rank in Keras 2 and as they come in Keras 3, "
+                          "so the result could change: reshape them (tf.reshape(labels, ...)) or use a Keras loss")
 
     def _label_use_kept(self, name: cst.Name) -> bool:
         node: cst.CSTNode = name
@@ -275,6 +352,10 @@ class _LossReader:
             if path in _CASTS and (first or keyword == "x"):
                 node = call
                 continue
+            if not path and isinstance(call.func, cst.Name):  # a loss function of the program
+                helper, bound = self._loss_helper(call)
+                param = next((key for key, arg in bound.items() if arg is parent), None)
+                return param is not None and self._helper_param_kept(helper, param)
             return False
 
     def _check_reductions(self) -> None:
@@ -301,7 +382,8 @@ class _LossReader:
         taken |= {stmt.name.value for stmt in self.definitions if isinstance(stmt, cst.ClassDef)}
         return _emit.unique_name(f"{class_name_for(self.fn.name.value)}Loss", taken)
 
-    def _loss_class(self, name: str, steps: list[_Def], expr: cst.BaseExpression, output: str) -> cst.ClassDef:
+    def _loss_class(self, name: str, steps: list[_Def], expr: cst.BaseExpression, output: str,
+                    arguments: list[str] = ()) -> cst.ClassDef:
         from estimator2keras._modelfn_emit import _line
         from estimator2keras._symbols import tf2_respellings
 
@@ -312,9 +394,16 @@ class _LossReader:
                 if path is not None and path.startswith("keras.losses.Reduction."):
                     # Keras 3 has no Reduction enum; both take the string.
                     replacements[inner] = cst.SimpleString(f'"{path.rsplit(".", 1)[-1].lower()}"')
+                if isinstance(inner, cst.Name) and inner.value in arguments and self._is_read(inner):
+                    replacements[inner] = _emit.expr(f"self.{inner.value}")
             return _emit.replace_in(node, replacements)
 
         body = [_line(keras(d.small), d.line, d.small) for d in steps]
+        if body:  # no blank line right below `def call`
+            leading = list(body[0].leading_lines)
+            while leading and leading[0].comment is None:
+                leading.pop(0)
+            body[0] = body[0].with_changes(leading_lines=leading)
         value = keras(expr)
         if isinstance(value, (cst.BinaryOperation, cst.UnaryOperation, cst.IfExp, cst.BooleanOperation)):
             value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
@@ -328,7 +417,10 @@ class _LossReader:
             f'{indent}The Estimator\'s optimizer divided it by the number of replicas and added up their\n'
             f'{indent}gradients; reduction="sum" has Keras add them up as they come."""'
         )
-        init = _emit.statement('def __init__(self, name="loss"):\n    super().__init__(reduction="sum", name=name)')
+        init = _emit.statement(
+            f'def __init__(self, {"".join(a + ", " for a in arguments)}name="loss"):\n'
+            '    super().__init__(reduction="sum", name=name)\n'
+            + "".join(f"    self.{a} = {a}\n" for a in arguments))
         init = init.with_changes(leading_lines=[_emit.blank_line()])
         klass = _emit.statement(f"class {name}({self.tf}.keras.losses.Loss):\n    {doc}\n")
         return klass.with_changes(body=cst.IndentedBlock(body=[klass.body.body[0], init, call]))

@@ -78,6 +78,13 @@ class HandWrittenLossToKeras(ExpressionRule):
     | `loss = tf.reduce_sum(loss) * (1. / BATCH_SIZE)` | the same statement in `call` |
     | `EstimatorSpec(loss=loss, ...)` | `return loss / tf.distribute.get_strategy().num_replicas_in_sync`; `compile(loss=ModelLoss())` |
 
+    `params` (and other arguments the model_fn is given) that the loss reads become the
+    Loss's own: `ModelLoss(params)`, read as `self.params` in `call`. A function of the
+    module the loss calls (`loss = squared_error(labels, predictions, params["batch_size"])`)
+    is called as it is from `call`, when it is TF2 code of assignments ending in one `return`
+    that computes from its arguments alone; it is read with the same rules as the model_fn's
+    own statements (`fixtures/hand_written_loss_helper_regression`).
+
     ## Why
     Under `MirroredStrategy` the TF1 optimizer divided a hand-written loss by the number of
     replicas (it does unless the last TF1 loss in the graph was reduced with SUM) and added up
@@ -92,7 +99,7 @@ class HandWrittenLossToKeras(ExpressionRule):
     ## Fix safety
     Safe: the same statements on the same values. `e2k parity` proves it on two replicas, on
     TF 2.15 and the newest TF, with a partial last batch
-    (`fixtures/hand_written_loss_per_replica_batch`); forgetting the division by the replicas,
+    (`fixtures/hand_written_loss_per_replica_batch`, `fixtures/hand_written_loss_helper_regression`); forgetting the division by the replicas,
     or the `1/BATCH_SIZE`, fails it. Keras hands a loss the labels converted to the output's
     dtype (Keras 3) and, for labels of rank 1 against an output of rank 2, expanded to
     `[batch, 1]` (Keras 2): the labels must reach the loss's arithmetic through a Keras loss
@@ -104,10 +111,11 @@ class HandWrittenLossToKeras(ExpressionRule):
     Refused, the model_fn left as it was (E2K901, naming the construct): a loss that does not
     read the labels (computed from the model's internals, as a VAE's `-elbo`); a loss reading
     other values of the model besides one output (activations), the model's variables
-    (`tf.trainable_variables()`, `model.losses`), `features` or `params`; a function of the
-    program called in the loss (e2k does not read into it yet); statements other than plain
-    assignments; and any `reduction=` other than NONE in the model_fn (which decides whether
-    the Estimator divided by the replicas).
+    (`tf.trainable_variables()`, `model.losses`) or `features`; a function of the program
+    with branches, several returns, TF1 spellings (it is left as it is) or that returns several
+    values (`loss, rmse = compute_errors(...)`); statements other than plain assignments; and
+    any `reduction=` other than NONE in the model_fn (which decides whether the Estimator
+    divided by the replicas).
 
     The loss `evaluate` reports is Keras's mean of the per-replica values weighted by their
     examples, where the Estimator averaged the loss of each evaluation batch alike: for a loss

@@ -33,8 +33,30 @@ estimator.train(input_fn)
 '''
 
 
+HELPERS = '''
+
+def raw_difference(labels, predictions):
+    return tf.reduce_sum(tf.square(predictions - labels))
+
+
+def tf1_spelling(labels, predictions):
+    return tf.reduce_sum(tf.keras.losses.mean_squared_error(labels, predictions)) * tf.log(2.0)
+
+
+def compat_loss(labels, predictions):
+    return 2.0 * tf.compat.v1.losses.mean_squared_error(labels, predictions)
+
+
+def branching(labels, predictions):
+    if BATCH_SIZE > 1:
+        return tf.reduce_sum(tf.keras.losses.mean_squared_error(labels, predictions))
+    return tf.reduce_sum(tf.square(predictions - tf.reshape(labels, [-1, 1])))
+'''
+
+
 def rewrite(body: str, rules: RuleSet | None = None):
     source = PROGRAM.format(body=textwrap.indent(textwrap.dedent(body).strip("\n"), "    "))
+    source = source.replace("\n\ndef model_fn", HELPERS + "\n\ndef model_fn")
     return rewrite_source(source.encode(), "prog.py", rules or RuleSet.load())
 
 
@@ -92,7 +114,13 @@ def test_keras_loss_functions_take_the_labels_as_they_come():
     ("loss = tf.reduce_sum(tf.reshape(labels, [-1, 1]) - predictions) + tf.reduce_sum(features)",
      "reads `features` itself"),
     # a function of the program
-    ("loss = my_loss(labels, predictions)", "calls `my_loss(...)`, a function of the program"),
+    ("loss = my_loss(labels, predictions)", "calls `my_loss(...)`, which is not a function of the module"),
+    # functions of the program the loss calls: read with the same rules
+    ("loss = raw_difference(labels, predictions)", "computes with `labels` as they come (`predictions - labels` in `raw_difference`)"),
+    ("loss = tf1_spelling(labels, predictions)", "`tf1_spelling(...)` uses `tf.log`, a TF1 spelling"),
+    ("loss = compat_loss(labels, predictions)",
+     "computes with `labels` as they come (`tf.compat.v1.losses.mean_squared_error(labels, predictions)` in `compat_loss`)"),
+    ("loss = branching(labels, predictions)", "`branching(...)` computes the loss with a `If`"),
     # a reduction that decides whether the Estimator divided by the replicas
     ("loss = tf.reduce_sum(tf.keras.losses.MeanSquaredError(reduction='sum')(labels, predictions))",
      "around `reduction='sum'`"),
@@ -110,3 +138,20 @@ def test_without_the_rule_the_hand_written_loss_is_refused_as_before():
     result = rewrite("loss = tf.reduce_sum(tf.keras.losses.mean_squared_error(labels, predictions))",
                      RuleSet.load(ignore=("E2K204",)))
     assert any("the loss is not a call e2k converts" in f.message for f in result.findings)
+
+
+def test_params_the_loss_reads_are_the_loss_objects_own():
+    source = PROGRAM.replace("def model_fn(features, labels, mode):", "def model_fn(features, labels, mode, params):")
+    source = source.replace("tf.estimator.Estimator(model_fn)", 'tf.estimator.Estimator(model_fn, params={"batch_size": 4})')
+    body = '    loss = tf.reduce_sum(tf.keras.losses.mean_squared_error(labels, predictions)) / params["batch_size"]'
+    result = rewrite_source(source.replace("{body}", body).encode(), "prog.py", RuleSet.load())
+    assert result.status == "converted", [f.format() for f in result.findings]
+    text = result.new.decode()
+    assert loss_class(result).startswith(
+        'class ModelLoss(tf.keras.losses.Loss):\n'
+        '    """The model_fn\'s loss') and (
+        '    def __init__(self, params, name="loss"):\n'
+        '        super().__init__(reduction="sum", name=name)\n'
+        '        self.params = params\n') in text
+    assert '/ self.params["batch_size"]' in text
+    assert "loss=ModelLoss(params)" in text
