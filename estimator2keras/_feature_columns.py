@@ -145,7 +145,9 @@ class ColumnReader:
             return self.read_list(expr.args[0].value)
         if isinstance(expr, cst.Name) and expr.value in self.params and self._is_param(expr):
             return self._argument(expr, self.read_list)
-        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.args:
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and (
+                expr.args or isinstance(resolve(self.ctx, expr.func), cst.FunctionDef)
+                and resolve(self.ctx, expr.func).params.params):
             returned = self._helper_with_arguments(expr)
             if returned is not None:
                 return returned
@@ -176,18 +178,21 @@ class ColumnReader:
                           expr, CODE)
 
     def _helper_with_arguments(self, call: cst.Call) -> list[Column] | None:
-        """``feature_cols = add_more_features(INPUT_COLUMNS)`` (the taxifare trainer): a function
-        of the file that only returns an expression of its parameters, read with the arguments
-        it is called with. It goes with the Estimator when nothing else calls it."""
+        """``feature_cols = add_more_features(INPUT_COLUMNS)`` (the taxifare trainer) or
+        ``get_deep_and_wide_columns()`` with ``embedding_size=8`` (census): a function of the
+        file returning the columns, read with the arguments it is called with (or its
+        defaults). Its parameters may only be read (not changed) in its body. It goes with the
+        Estimator when nothing else calls it."""
         helper = resolve(self.ctx, call.func)
         if not isinstance(helper, cst.FunctionDef) or helper.decorators or helper.asynchronous:
             return None
-        body = helper.body.body if isinstance(helper.body, cst.IndentedBlock) else []
-        statements = [s for s in body if not _docstring(s)]
         returned = _single_return(helper)
-        if returned is None or len(statements) != 1:
-            raise Unsupported(f"`{helper.name.value}` does more than return the columns; e2k reads a helper that "
-                              "only returns an expression of its parameters", call, CODE)
+        names = {p.name.value for p in helper.params.params}
+        changed = [n for n in _walk(helper.body) if isinstance(n, cst.Name) and n.value in names
+                   and not self.ctx.within(n, (returned,)) and not _pure_read(self.ctx, n)]
+        if returned is None or changed:
+            raise Unsupported(f"`{helper.name.value}` changes its parameters or returns more than once; e2k reads "
+                              "a helper that returns the columns, reading its parameters only", call, CODE)
         params = helper.params
         if params.star_arg is not cst.MaybeSentinel.DEFAULT and params.star_arg is not None or params.kwonly_params \
                 or params.star_kwarg is not None or params.posonly_params:
@@ -492,6 +497,8 @@ class ColumnReader:
             raise Unsupported(f"`{what}` is not a feature column e2k converts", call, CODE)
         args = bind_arguments(call, SIGNATURES[function])
         kind = KINDS[function]
+        if self.params:  # inside a helper being read: its parameters hold the call's arguments
+            env = {**self.params, **(env or {})}
         column = Column(kind, call, args, name="", binding=binding, env=env or {}, family=family)
         if env is None:
             self.columns[id(call)] = column
@@ -526,9 +533,11 @@ class ColumnReader:
             return value if isinstance(value, str) else None
         return None
 
-    def integer(self, expr: cst.BaseExpression | None, default: int | None = None) -> int | None:
+    def integer(self, expr: cst.BaseExpression | None, default: int | None = None, env: dict | None = None) -> int | None:
         if expr is None:
             return default
+        if isinstance(expr, cst.Name) and env and expr.value in env:
+            expr = env[expr.value]
         if isinstance(expr, cst.Name):
             bound = resolve(self.ctx, expr)
             expr = bound.value if isinstance(bound, Binding) else expr
@@ -547,6 +556,13 @@ class ColumnReader:
         raise Unsupported("this dtype is not one e2k reads (tf.string, tf.int64, tf.float32...)", expr, CODE)
 
     # -- each kind ------------------------------------------------------------------------------
+    def _count(self, column: Column, name: str, what: str) -> None:
+        """A width the emitted model writes as code (``hash_bucket_size=int(1e4)``,
+        ``dimension=EMBEDDING_SIZE``): an int literal, or code it can evaluate where it is."""
+        value = column.value(name)
+        if value is not None and self.integer(value, env=column.env) is None:
+            self.runtime(value, column.env, what)
+
     def _read_numeric(self, column: Column) -> None:
         if column.family is not None:
             column.name = "numeric_features"
@@ -614,17 +630,20 @@ class ColumnReader:
 
     def _read_hash(self, column: Column) -> None:
         column.key = column.name = self._key(column)
+        self._count(column, "hash_bucket_size", "the number of hash buckets")
         dtype = self.dtype(column.value("dtype")) or "string"
         if dtype not in STRING_DTYPES | INT_DTYPES:
             raise Unsupported("a hashed column of this dtype", column.call, CODE)
 
     def _read_identity(self, column: Column) -> None:
         column.key = column.name = self._key(column)
+        self._count(column, "num_buckets", "the number of buckets")
         default = column.value("default_value")
         if default is not None and _emit.code(default) != "None":
             raise Unsupported("categorical_column_with_identity(default_value=...) is not converted yet", default, CODE)
 
     def _read_crossed(self, column: Column) -> None:
+        self._count(column, "hash_bucket_size", "the number of hash buckets")
         if column.value("hash_key") is not None and _emit.code(column.value("hash_key")) != "None":
             raise Unsupported("crossed_column(hash_key=...): Keras's HashedCrossing has no hash key", column.call, CODE)
         keys = self.literal_sequence(column.value("keys"))
@@ -656,6 +675,7 @@ class ColumnReader:
 
     def _read_embedding(self, column: Column) -> None:
         column.parent = self._categorical(column)
+        self._count(column, "dimension", "the embedding's dimension")
         column.name = f"{column.parent.name}_embedding"
         if self.integer(column.value("dimension")) is None and column.value("dimension") is None:
             raise Unsupported("embedding_column without a dimension", column.call, CODE)
@@ -747,6 +767,8 @@ def _pure_read(ctx: RewriteContext, name: cst.Name) -> bool:
         small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
         targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else []
         return all(not ctx.within(parent, (t,)) for t in targets) and not isinstance(small, (cst.Del, cst.AugAssign))
+    if isinstance(parent, (cst.BinaryOperation, cst.UnaryOperation, cst.ComparisonTarget, cst.Comparison)):
+        return True  # `size + 1`, `feats + extra` (a new value)
     if isinstance(parent, (cst.CompFor, cst.For)) and parent.iter is name:
         return True  # iterated over (what the loop does with the columns is another mention)
     arg = parent if isinstance(parent, cst.Arg) else None

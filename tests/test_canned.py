@@ -405,7 +405,7 @@ def test_a_helper_that_does_more_than_return_is_refused(rules):
     program = HELPER.replace("{body}", "feats.append(tf.feature_column.numeric_column('x'))\n    return feats")
     message = refused("tf.estimator.LinearRegressor(feature_cols)", rules, "E2K504",
                       program=program.replace("{extra}", "").replace("estimator.train(input_fn)", "estimator.train(input_fn)"))
-    assert "`add_more_features` does more than return the columns" in message
+    assert "`add_more_features` changes its parameters" in message
 
 
 @pytest.mark.parametrize("estimator", [
@@ -424,3 +424,21 @@ def test_hidden_units_the_program_computes_are_given_to_the_model(rules, estimat
     assert "for hidden_layer, batch_norm in zip(self.hidden_layers, self.batch_norms):" in text
     if "Combined" in estimator:
         assert "self.hidden_layers[i].build((None, width))" in text and "self.logits.build((None, width))" in text
+
+
+def test_a_width_read_from_a_parameter_default_or_a_local_name(rules):
+    # census's featurizer: `embedding_column(occupation, dimension=embedding_size)`, a parameter
+    # of the function building the columns, called without it: its default.
+    program = PROGRAM.replace("estimator = {estimator}", textwrap.dedent('''\
+        def deep_columns(embedding_size=3):
+            return [{fc}.embedding_column(city, dimension=embedding_size)]
+
+
+        estimator = {estimator}'''))
+    text = converted("tf1.estimator.DNNRegressor([4], deep_columns())", rules, program=program)
+    assert "TruncatedNormal(stddev=3 ** -0.5)" in text and "embedding_size" not in text
+    # A local name computed in the function: the model cannot read it.
+    program = program.replace("    return [", "    size = embedding_size + 1\n    return [").replace(
+        "dimension=embedding_size)", "dimension=size)")
+    message = refused("tf1.estimator.DNNRegressor([4], deep_columns())", rules, "E2K504", program=program)
+    assert "the embedding's dimension reads `size`" in message
