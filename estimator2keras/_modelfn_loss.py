@@ -18,6 +18,21 @@ from estimator2keras._rule import Unsupported
 HAND_WRITTEN = "E2K204"
 #: Calls through which the labels keep their values whatever rank Keras hands them in.
 _CASTS = frozenset({"cast", "to_float", "to_int32", "to_int64", "dtypes.cast"})
+#: tf.nn per-example cross-entropies -> the Keras loss function of the same per-example values
+#: (which takes the labels in either rank Keras hands them, and casts them itself).
+_NN_PER_EXAMPLE = {
+    "nn.sparse_softmax_cross_entropy_with_logits": "sparse_categorical_crossentropy",
+    "nn.softmax_cross_entropy_with_logits": "categorical_crossentropy",
+    "nn.softmax_cross_entropy_with_logits_v2": "categorical_crossentropy",
+}
+#: Keras loss functions that give the same values for labels of [batch] and [batch, 1] (a
+#: loss object matches the ranks itself; `mean_squared_error(labels, x)` does not).
+_KERAS_RANKLESS = frozenset({"keras.losses.sparse_categorical_crossentropy", "keras.losses.categorical_crossentropy"})
+#: Ops whose result needs integer labels (Keras 3 hands a loss float32 labels).
+_INTEGER_OPS = frozenset({
+    "one_hot", "gather", "gather_nd", "nn.embedding_lookup", "equal", "math.equal", "not_equal",
+    "math.not_equal", "nn.in_top_k", "math.in_top_k", "math.bincount", "bincount", "math.unsorted_segment_sum",
+})
 #: Calls that read the model's variables or the graph rather than the labels and the output.
 _INTERNALS = BEYOND_CATALOGUE | {"losses.get_regularization_losses", "get_collection", "trainable_variables"}
 
@@ -277,86 +292,134 @@ class _LossReader:
             bound[key] = arg
         return helper, bound
 
-    def _helper_param_kept(self, helper: cst.FunctionDef, param: str) -> bool:
-        """Every read of ``param`` (the labels as they come) in ``helper`` is one whose values do
-        not depend on the rank Keras hands the labels in."""
-        raw = {param}
-        for line in helper.body.body:
-            for small in line.body:
-                value = getattr(small, "value", None)
-                if value is None:
-                    continue
-                for node in _walk(value):
-                    if isinstance(node, cst.Name) and node.value in raw and self._is_read(node) \
-                            and not self._label_use_kept(node):
-                        self._refuse_label_use(node, f" in `{helper.name.value}`")
-                if isinstance(small, cst.Assign):
-                    for target in small.targets:
-                        if isinstance(target.target, cst.Name):
-                            inner = value
-                            while isinstance(inner, cst.Call) and self.ctx.call_api_path(inner) in _CASTS and inner.args:
-                                inner = inner.args[0].value
-                            (raw.add if isinstance(inner, cst.Name) and inner.value in raw else raw.discard)(target.target.value)
-        return True
-
     def _is_loss_object_call(self, call: cst.Call) -> bool:
         return isinstance(call.func, cst.Call) and (self.ctx.call_api_path(call.func) or "").startswith("keras.losses.")
 
+    # The labels Keras hands a loss are not always the labels the Estimator's model_fn got:
+    # Keras 2 expands labels of rank 1 to [batch, 1] against an output of rank 2, Keras 3
+    # converts them to float32. A loss written by hand is converted only where its labels reach
+    # each op through what gives the same values either way: a Keras loss (or a TF1 loss or
+    # tf.nn cross-entropy, which become Keras losses), tf.reshape for ops that read the rank,
+    # and a cast as well for ops that need integers (one_hot, gather, equal).
     def _check_label_uses(self, steps: list[_Def], expr: cst.BaseExpression, output: str) -> None:
-        """Keras hands a loss the labels converted to the output's dtype (Keras 3) and, for
-        labels of one dimension against an output of two, expanded to ``[batch, 1]`` (Keras 2).
-        The labels must reach the loss's arithmetic through what gives the same values either
-        way: a Keras loss (which matches the ranks itself) or ``tf.reshape`` (maybe cast)."""
-        raw = {"labels"}
+        known: dict[str, tuple[bool, bool]] = {"labels": (False, False)}  # name -> (rank fixed, dtype fixed)
         for node, where in [*((d.value, d) for d in steps), (expr, None)]:
+            derived = None
             for name in self.names_read(node):
-                if name.value in raw and not self._label_use_kept(name):
-                    self._refuse_label_use(name)
+                if name.value in known:
+                    flags = self._label_flow(name, known[name.value])
+                    if flags is not None:
+                        derived = flags if derived is None else (derived[0] and flags[0], derived[1] and flags[1])
             if where is not None:
-                value = where.value
-                while isinstance(value, cst.Call) and self.ctx.call_api_path(value) in _CASTS and value.args:
-                    value = value.args[0].value
-                if isinstance(value, cst.Name) and value.value in raw:
-                    raw.add(where.name)  # `y = labels`: the same labels by another name
+                if derived is not None:
+                    known[where.name] = derived  # `y = tf.reshape(labels, [-1])`: checked where read
                 else:
-                    raw.discard(where.name)
+                    known.pop(where.name, None)
 
-    def _refuse_label_use(self, name: cst.Name, where: str = ""):
-        parent = self.ctx.parent(name)
-        if isinstance(parent, cst.Arg):
-            parent = self.ctx.parent(parent)
-        self.refuse(name, f"the loss computes with `{name.value}` as they come (`{_emit.code(parent)}`{where}); "
-                          "Keras hands a loss labels of the output's rank in Keras 2 and as they come in Keras 3, "
-                          "so the result could change: reshape them (tf.reshape(labels, ...)) or use a Keras loss")
-
-    def _label_use_kept(self, name: cst.Name) -> bool:
+    def _label_flow(self, name: cst.Name, flags: tuple[bool, bool], where: str = "") -> tuple[bool, bool] | None:
+        """Follow one read of labels (with what is known of their rank and dtype) up to the op
+        that uses them: None when that op gives the same values whatever Keras hands in, the
+        flags when the value is assigned to a name (checked where that name is read); refuses
+        the rest, naming the op."""
+        rank, dtype = flags
         node: cst.CSTNode = name
         while True:
             parent = self.ctx.parent(node)
-            if isinstance(parent, cst.AssignTarget) or (isinstance(parent, cst.Assign) and parent.value is node):
-                return True  # an alias, checked where it is read
-            if not isinstance(parent, cst.Arg):
-                return False
-            call = self.ctx.parent(parent)
-            if not isinstance(call, cst.Call):
-                return False
-            first = call.args and call.args[0] is parent and parent.keyword is None
-            keyword = parent.keyword.value if parent.keyword is not None else None
-            if self._is_loss_object_call(call):
-                return bool(first) or keyword == "y_true"
-            path = self.ctx.call_api_path(call) or ""
-            if path.startswith("keras.losses.") and path.rsplit(".", 1)[-1][:1].islower():
-                return bool(first) or keyword == "y_true"  # tf.keras.losses.mean_squared_error(labels, ...)
-            if path in ("reshape", "manip.reshape"):
-                return bool(first) or keyword == "tensor"
-            if path in _CASTS and (first or keyword == "x"):
-                node = call
-                continue
-            if not path and isinstance(call.func, cst.Name):  # a loss function of the program
-                helper, bound = self._loss_helper(call)
-                param = next((key for key, arg in bound.items() if arg is parent), None)
-                return param is not None and self._helper_param_kept(helper, param)
-            return False
+            if isinstance(parent, cst.Assign) and parent.value is node:
+                return rank, dtype
+            if isinstance(parent, cst.Arg):
+                call = self.ctx.parent(parent)
+                first = call.args[0] is parent and parent.keyword is None
+                keyword = parent.keyword.value if parent.keyword is not None else None
+                path = self.ctx.call_api_path(call) or ""
+                if self._is_loss_object_call(call) or path in _KERAS_RANKLESS:
+                    if first or keyword == "y_true":
+                        return None  # a Keras loss object (or a cross-entropy) matches ranks and dtypes itself
+                elif self._inner_tf1_loss(call) is not None and not where:  # (a helper is left as it is)
+                    if first or keyword == self._inner_tf1_loss(call)[1]:
+                        return None  # it becomes a Keras loss
+                elif path in _NN_PER_EXAMPLE and not where:
+                    if keyword == "labels":
+                        return None  # it becomes a Keras loss function
+                elif path in ("reshape", "manip.reshape") and (first or keyword == "tensor"):
+                    rank, node = True, call
+                    continue
+                elif path in _CASTS and (first or keyword == "x"):
+                    dtype, node = True, call
+                    continue
+                elif not path and isinstance(call.func, cst.Name):  # a loss function of the program
+                    helper, bound = self._loss_helper(call)
+                    param = next(key for key, arg in bound.items() if arg is parent)
+                    self._helper_labels(helper, param, (rank, dtype))
+                    return None
+                elif path in _INTEGER_OPS:
+                    if rank and dtype:
+                        return None
+                    self._refuse_label_use(name, where, call, "an op that needs integer labels: reshape and cast them first")
+                if not rank:
+                    self._refuse_label_use(name, where, call, "reshape them (tf.reshape(labels, ...)) or use a Keras loss")
+                return None
+            if not rank:
+                self._refuse_label_use(name, where, parent, "reshape them (tf.reshape(labels, ...)) or use a Keras loss")
+            return None
+
+    def _helper_labels(self, helper: cst.FunctionDef, param: str, flags: tuple[bool, bool]) -> None:
+        """The labels passed as ``param`` of a loss function of the program, followed in it."""
+        known = {param: flags}
+        for line in helper.body.body:
+            for small in line.body:
+                value = getattr(small, "value", None)
+                if value is None or not isinstance(small, (cst.Assign, cst.Return)):
+                    continue
+                derived = None
+                for node in _walk(value):
+                    if isinstance(node, cst.Name) and node.value in known and self._is_read(node):
+                        got = self._label_flow(node, known[node.value], f" in `{helper.name.value}`")
+                        if got is not None:
+                            derived = got if derived is None else (derived[0] and got[0], derived[1] and got[1])
+                if isinstance(small, cst.Assign):
+                    for target in small.targets:
+                        if isinstance(target.target, cst.Name):
+                            if derived is not None:
+                                known[target.target.value] = derived
+                            else:
+                                known.pop(target.target.value, None)
+
+    def _refuse_label_use(self, name: cst.Name, where: str, op: cst.CSTNode, fix: str):
+        self.refuse(name, f"the loss computes with `{name.value}` as they come (`{_emit.code(op)}`{where}); "
+                          "Keras hands a loss labels of the output's rank in Keras 2 and as float32 in Keras 3, "
+                          f"so the result could change: {fix}")
+
+    def _inner_tf1_loss(self, call: cst.Call):
+        """A TF1 ``tf.losses.*`` call inside a loss written by hand: (its CallSpec entry, the
+        name of its labels argument), or None."""
+        from estimator2keras.rewrites.tf1_loss_to_keras import LOSSES
+
+        entry = LOSSES.get(self.ctx.call_api_path(call) or "")
+        return (entry, entry[1]) if entry is not None else None
+
+    def _keras_per_example(self, call: cst.Call, keras) -> cst.BaseExpression | None:
+        """The Keras code of the same value as a TF1 loss or a tf.nn cross-entropy inside a
+        loss written by hand (``keras`` puts the arguments in TF2 spelling)."""
+        from estimator2keras._translate import bind
+
+        path = self.ctx.call_api_path(call)
+        if path in _NN_PER_EXAMPLE:
+            args = bind(call, ("_sentinel", "labels", "logits", "dim", "name", "axis"))
+            if set(args) - {"labels", "logits", "name"} or not {"labels", "logits"} <= set(args):
+                self.refuse(call, f"`{_emit.code(call.func)}` with other arguments than labels=, logits= is not converted")
+            return _emit.expr("{tf}.keras.losses.{f}({labels}, {logits}, from_logits=True)", tf=self.tf,
+                              f=_NN_PER_EXAMPLE[path], labels=keras(args["labels"].value), logits=keras(args["logits"].value))
+        if self._inner_tf1_loss(call) is None:
+            return None
+        # TF1's mean over every element (default reduction, weights 1) is the mean of the
+        # Keras loss's per-example values (the mean over the last axis), as compile sees it.
+        conversion: LossConversion = self.translate("loss", call)
+        loss = conversion.keras_loss
+        args = [arg.with_changes(value=keras(arg.value)) for arg in loss.args]  # `label_smoothing=params[...]`
+        loss = loss.with_changes(args=_emit.call_args([*args, _emit.keyword_arg("reduction", cst.SimpleString('"none"'))]))
+        return _emit.expr("{tf}.reduce_mean({loss}({labels}, {output}))", tf=self.tf, loss=loss,
+                          labels=keras(conversion.labels), output=keras(conversion.predictions))
 
     def _check_reductions(self) -> None:
         """The TF1 optimizer divided the loss by the replicas unless the last loss made in the
@@ -390,6 +453,10 @@ class _LossReader:
         def keras(node):
             replacements = dict(tf2_respellings(self.ctx, node, self.tf))
             for inner in _walk(node):
+                if isinstance(inner, cst.Call):
+                    per_example = self._keras_per_example(inner, keras)
+                    if per_example is not None:
+                        replacements[inner] = per_example
                 path = self.ctx.api_path(inner) if isinstance(inner, cst.Attribute) else None
                 if path is not None and path.startswith("keras.losses.Reduction."):
                     # Keras 3 has no Reduction enum; both take the string.
@@ -398,7 +465,8 @@ class _LossReader:
                     replacements[inner] = _emit.expr(f"self.{inner.value}")
             return _emit.replace_in(node, replacements)
 
-        body = [_line(keras(d.small), d.line, d.small) for d in steps]
+        indent = self.ctx.module.default_indent
+        body = [_emit.fit_line(_line(keras(d.small), d.line, d.small), 2, indent) for d in steps]
         if body:  # no blank line right below `def call`
             leading = list(body[0].leading_lines)
             while leading and leading[0].comment is None:

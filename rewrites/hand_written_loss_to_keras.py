@@ -78,6 +78,14 @@ class HandWrittenLossToKeras(ExpressionRule):
     | `loss = tf.reduce_sum(loss) * (1. / BATCH_SIZE)` | the same statement in `call` |
     | `EstimatorSpec(loss=loss, ...)` | `return loss / tf.distribute.get_strategy().num_replicas_in_sync`; `compile(loss=ModelLoss())` |
 
+    Inside such a loss, a TF1 loss (`tf.losses.softmax_cross_entropy(onehot, logits,
+    label_smoothing=s)`) becomes `tf.reduce_mean(<its Keras loss>(..., reduction="none")(onehot,
+    logits))` (TF1's mean over every element), and `tf.nn.sparse_softmax_cross_entropy_with_logits`
+    / `tf.nn.softmax_cross_entropy_with_logits[_v2]` the Keras loss function of the same
+    per-example values (`tf.keras.losses.sparse_categorical_crossentropy(labels, logits,
+    from_logits=True)`), which take the labels in either rank Keras hands them
+    (`fixtures/hand_written_loss_mixed_terms`).
+
     `params` (and other arguments the model_fn is given) that the loss reads become the
     Loss's own: `ModelLoss(params)`, read as `self.params` in `call`. A function of the
     module the loss calls (`loss = squared_error(labels, predictions, params["batch_size"])`)
@@ -99,13 +107,17 @@ class HandWrittenLossToKeras(ExpressionRule):
     ## Fix safety
     Safe: the same statements on the same values. `e2k parity` proves it on two replicas, on
     TF 2.15 and the newest TF, with a partial last batch
-    (`fixtures/hand_written_loss_per_replica_batch`, `fixtures/hand_written_loss_helper_regression`); forgetting the division by the replicas,
+    (`fixtures/hand_written_loss_per_replica_batch`, `..._helper_regression`, `..._mixed_terms`); forgetting the division by the replicas,
     or the `1/BATCH_SIZE`, fails it. Keras hands a loss the labels converted to the output's
-    dtype (Keras 3) and, for labels of rank 1 against an output of rank 2, expanded to
-    `[batch, 1]` (Keras 2): the labels must reach the loss's arithmetic through a Keras loss
-    (which matches ranks itself) or `tf.reshape` (maybe cast), which give the same values either
-    way. Labels used as they come in arithmetic (`predictions - labels`, where TF1 may have
-    broadcast `[batch]` against `[batch, 1]` to `[batch, batch]`) are refused.
+    dtype, float32 (Keras 3) and, for labels of rank 1 against an output of rank 2, expanded
+    to `[batch, 1]` (Keras 2): the labels must reach each op through what gives the same values
+    either way: a Keras loss object, `sparse_categorical_crossentropy` / `categorical_crossentropy`
+    (which match ranks and dtypes themselves), a TF1 loss or tf.nn cross-entropy (which become
+    those), `tf.reshape` for ops that read the rank, and `tf.reshape` and a cast for ops that
+    need integers (`tf.one_hot`, `tf.gather`, `tf.equal`). Labels used as they come in arithmetic
+    (`predictions - labels`, where TF1 may have broadcast `[batch]` against `[batch, 1]` to
+    `[batch, batch]`) or in a Keras loss function that does not match ranks
+    (`mean_squared_error(labels, x)`) are refused, naming the op.
 
     ## Limitations
     Refused, the model_fn left as it was (E2K901, naming the construct): a loss that does not

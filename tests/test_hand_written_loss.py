@@ -86,12 +86,12 @@ def test_a_reduction_over_an_axis_no_loss_rule_maps_is_written_by_hand():
         loss = tf.reduce_mean(tf.reduce_sum(tf.square(predictions - tf.reshape(labels, [-1, 1])), axis=1))
     """)
     assert result.status == "converted", [f.format() for f in result.findings]
-    assert "        loss = tf.reduce_mean(tf.reduce_sum(" in loss_class(result)
+    assert "        loss = tf.reduce_mean(" in loss_class(result) and "axis=1))" in loss_class(result)
 
 
-def test_keras_loss_functions_take_the_labels_as_they_come():
+def test_keras_loss_functions_take_reshaped_labels():
     result = rewrite("""
-        loss = 0.5 * tf.reduce_sum(tf.keras.losses.mean_squared_error(labels, predictions)) / BATCH_SIZE
+        loss = 0.5 * tf.reduce_sum(tf.keras.losses.mean_squared_error(tf.reshape(labels, [-1, 1]), predictions)) / BATCH_SIZE
     """)
     assert result.status == "converted", [f.format() for f in result.findings]
     assert "return loss / tf.distribute" in loss_class(result)
@@ -101,6 +101,11 @@ def test_keras_loss_functions_take_the_labels_as_they_come():
     # the labels as they come, in arithmetic: Keras 2 and Keras 3 hand them in different ranks
     ("loss = tf.nn.l2_loss(predictions - labels)", "computes with `labels` as they come (`predictions - labels`)"),
     ("y = tf.cast(labels, tf.float32)\nloss = tf.reduce_sum(tf.abs(predictions - y))", "computes with `y` as they come"),
+    # a Keras loss function does not match the ranks itself (a loss object does)
+    ("loss = tf.reduce_sum(tf.keras.losses.mean_squared_error(labels, predictions))",
+     "(`tf.keras.losses.mean_squared_error(labels, predictions)`)"),
+    # integer ops need the labels reshaped and cast (Keras 3 hands them in float32)
+    ("y = tf.reshape(labels, [-1])\nloss = tf.reduce_sum(tf.one_hot(y, 3) * predictions)", "(`tf.one_hot(y, 3)`)"),
     # a value of the model besides its output
     ("loss = tf.reduce_sum(tf.reshape(labels, [-1, 1]) - predictions) + tf.reduce_sum(hidden)",
      "reads several values of the model (`hidden`, `predictions`)"),
@@ -143,7 +148,7 @@ def test_without_the_rule_the_hand_written_loss_is_refused_as_before():
 def test_params_the_loss_reads_are_the_loss_objects_own():
     source = PROGRAM.replace("def model_fn(features, labels, mode):", "def model_fn(features, labels, mode, params):")
     source = source.replace("tf.estimator.Estimator(model_fn)", 'tf.estimator.Estimator(model_fn, params={"batch_size": 4})')
-    body = '    loss = tf.reduce_sum(tf.keras.losses.mean_squared_error(labels, predictions)) / params["batch_size"]'
+    body = '    loss = tf.reduce_sum(tf.keras.losses.mean_squared_error(tf.reshape(labels, [-1, 1]), predictions)) / params["batch_size"]'
     result = rewrite_source(source.replace("{body}", body).encode(), "prog.py", RuleSet.load())
     assert result.status == "converted", [f.format() for f in result.findings]
     text = result.new.decode()
@@ -155,3 +160,19 @@ def test_params_the_loss_reads_are_the_loss_objects_own():
         '        self.params = params\n') in text
     assert '/ self.params["batch_size"]' in text
     assert "loss=ModelLoss(params)" in text
+
+
+def test_tf1_losses_and_nn_cross_entropies_inside_become_keras_losses():
+    source = PROGRAM.replace("predictions = tf.compat.v1.layers.dense(hidden, 1)", "logits = tf.compat.v1.layers.dense(hidden, 3)")
+    body = """\
+    xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+    onehot = tf.one_hot(tf.cast(tf.reshape(labels, [-1]), tf.int32), 3)
+    smooth = tf.compat.v1.losses.softmax_cross_entropy(onehot, logits, label_smoothing=0.1)
+    loss = 0.5 * tf.reduce_mean(xent) + 0.5 * smooth"""
+    result = rewrite_source(source.replace("{body}", body).encode(), "prog.py", RuleSet.load())
+    assert result.status == "converted", [f.format() for f in result.findings]
+    text = loss_class(result)
+    assert "xent = tf.keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)" in text
+    assert ('tf.keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=0.1, reduction="none")'
+            "(onehot, logits)") in text
+    assert "smooth = tf.reduce_mean(" in text and "compat" not in text
