@@ -235,6 +235,11 @@ class InputFn:
     #: ``numpy_input_fn(...)`` / ``pandas_input_fn(...)``, and the binding when it is named.
     array_call: cst.Call | None = None
     array_binding: Binding | None = None
+    #: ``get_input_fn(df, shuffle=True)``, a function of the file returning ``array_call``:
+    #: that call (the Estimator got its result), and the function. The call gives the dataset
+    #: once the function returns it (E2K006).
+    array_factory_call: cst.Call | None = None
+    array_factory: cst.FunctionDef | None = None
 
     def definitions(self) -> list[cst.FunctionDef]:
         """Functions whose code builds the dataset (the input_fn itself, or what a lambda calls)."""
@@ -278,6 +283,8 @@ class InputFn:
         if self.array_call is not None:
             if self.array_binding is not None:
                 return cst.Call(func=cst.Name(self.array_binding.name))
+            if self.array_factory_call is not None:
+                return self.array_factory_call  # the function returns the dataset now
             return self.array_call  # the input rule replaces the call with its dataset
         if self.lambda_ is not None:
             return self.lambda_.body
@@ -377,6 +384,9 @@ def resolve_input_fn(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn:
     array_call, binding = resolve_call(ctx, node, ARRAY_INPUT_FNS)
     if array_call is not None:
         return InputFn(node, array_call=array_call, array_binding=binding)
+    made = _array_factory_call(ctx, node)
+    if made is not None:
+        return made
     bound = resolve(ctx, node)
     if isinstance(bound, cst.FunctionDef):
         _check_input_fn_params(ctx, bound)
@@ -408,6 +418,21 @@ def resolve_input_fn(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn:
             _check_input_fn_params(ctx, inner)
             return InputFn(node, function=inner, factory_call=node)
     raise Unsupported("this input_fn is not a function, a lambda or an input_fn factory that e2k can follow", node)
+
+
+def _array_factory_call(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn | None:
+    """``input_fn=get_input_fn(df, num_epochs=None, shuffle=True)`` where the function's one
+    ``return`` is a ``numpy_input_fn(...)`` / ``pandas_input_fn(...)`` (TensorFlow's 2017-2018
+    tutorials), passed directly."""
+    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Name)):
+        return None
+    factory = resolve(ctx, node.func)
+    if not isinstance(factory, cst.FunctionDef) or factory.decorators:
+        return None
+    returned = _single_return(factory)
+    if not (isinstance(returned, cst.Call) and ctx.call_api_path(returned) in ARRAY_INPUT_FNS):
+        return None
+    return InputFn(node, array_call=returned, array_factory_call=node, array_factory=factory)
 
 
 def _returned_function(factory: cst.FunctionDef) -> cst.FunctionDef | None:

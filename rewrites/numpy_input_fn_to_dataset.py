@@ -27,6 +27,14 @@ class NumpyInputFnToDataset(UnitRule):
     `y` the dataset holds the features only. An input_fn bound to a name becomes a function
     of that name returning the dataset, so every call site stays as it was.
 
+    A function of the file that returns one (`def get_input_fn(data, num_epochs=None,
+    shuffle=True): return numpy_input_fn(...)`, TensorFlow's input_fn tutorials; `input_fn=
+    get_input_fn(test_set, num_epochs=1, shuffle=False)`) returns the dataset instead, and
+    each call of it gives `fit` or `evaluate` its dataset. When `shuffle=` is the caller's
+    (a name), the dataset is shuffled under `if shuffle:`; `num_epochs` goes to `repeat`,
+    which repeats forever for `None` as numpy_input_fn did. Every call of the function must
+    be one the converted program makes: a function also called elsewhere is refused.
+
     ## Why
     These input_fns fed the Estimator from queues and threads (`tf.train.QueueRunner`), which
     TensorFlow 2 does not have; `tf.data` reads the same arrays in the same order, repeats
@@ -124,9 +132,23 @@ model.evaluate(tf.data.Dataset.from_tensor_slices(({"x": x_train}, y_train)).bat
             if plan.has_strategy:
                 raise Unsupported(
                     "the Estimator refused this input_fn under a distribution strategy (it needs a Dataset)", factory)
-            dataset = self._dataset(factory, ctx, plan.tf)
+            runtime = input_fn.array_factory is not None and self._runtime_shuffle(factory)
+            dataset = None if runtime else self._dataset(factory, ctx, plan.tf)
             binding = input_fn.array_binding
-            if binding is None:
+            if input_fn.array_factory is not None:
+                # `def get_input_fn(...): return pandas_input_fn(...)`: it returns the dataset,
+                # and every call of it is one the Keras program makes for this model.
+                function = input_fn.array_factory
+                reads = accesses_of(ctx, function.name) or []
+                if not reads or not all(plan.owns(read) for read in reads):
+                    raise Unsupported(f"`{function.name.value}` is called outside this Estimator's calls, which still "
+                                      "need the input_fn it returns", function)
+                if dataset is None:  # shuffled or not as the caller says: statements
+                    statement = ctx.enclosing_statement(factory)
+                    plan.replace_statement(statement, self._statements(factory, function, ctx, plan.tf, statement))
+                else:
+                    plan.replace(factory, dataset)
+            elif binding is None:
                 plan.replace(factory, dataset)
             else:
                 reads = accesses_of(ctx, binding.target) or []
@@ -140,12 +162,33 @@ model.evaluate(tf.data.Dataset.from_tensor_slices(({"x": x_train}, y_train)).bat
             kind = "pandas_input_fn" if (ctx.call_api_path(factory) or "").endswith("pandas_input_fn") else "numpy_input_fn"
             plan.fixed(factory, self.code, f"{kind} -> tf.data.Dataset.from_tensor_slices")
 
-    def _dataset(self, call: cst.Call, ctx, tf: str) -> cst.BaseExpression:
+    def _runtime_shuffle(self, call: cst.Call) -> bool:
+        """``shuffle=shuffle``: a name (the factory's parameter), not a literal."""
+        shuffle = bind_arguments(call, SIGNATURE).get("shuffle")
+        return shuffle is not None and isinstance(shuffle.value, cst.Name) and shuffle.value.value not in ("True", "False")
+
+    def _statements(self, call: cst.Call, function: cst.FunctionDef, ctx, tf: str, statement) -> list[cst.BaseStatement]:
+        """``return pandas_input_fn(..., shuffle=shuffle)`` -> the dataset, shuffled when the
+        caller says so, then repeated and batched as the input_fn did."""
+        args = {k: a.value for k, a in bind_arguments(call, SIGNATURE).items()}
+        taken = {n.value for n in _names(function)}
+        name = _emit.unique_name("dataset", taken)
+        base = self._dataset(call, ctx, tf, shuffled=False, stop="base")
+        capacity = args.get("queue_capacity") or cst.Integer(DEFAULT_QUEUE_CAPACITY)
+        tail = self._dataset(call, ctx, tf, shuffled=False, stop="tail", base=cst.Name(name))
+        return [
+            _emit.statement("{n} = {b}", n=name, b=base).with_changes(leading_lines=statement.leading_lines),
+            _emit.statement("if {s}:\n    {n} = {n}.shuffle({c})", s=args["shuffle"], n=name, c=capacity),
+            _emit.statement("return {t}", t=tail),
+        ]
+
+    def _dataset(self, call: cst.Call, ctx, tf: str, shuffled: bool | None = None, stop: str | None = None,
+                 base: cst.BaseExpression | None = None) -> cst.BaseExpression:
         args = {k: a.value for k, a in bind_arguments(call, SIGNATURE).items()}
         pandas = (ctx.call_api_path(call) or "").endswith("pandas_input_fn")
         if "shuffle" not in args:
             raise Unsupported("this input_fn does not say whether to shuffle; the Estimator refused it", call)
-        shuffle = _emit.code(args["shuffle"])
+        shuffle = _emit.code(args["shuffle"]) if shuffled is None else str(shuffled)
         if shuffle not in ("True", "False"):
             raise Unsupported("shuffle= is not True or False", args["shuffle"])
         features = _emit.expr("dict({x})", x=args["x"]) if pandas else args["x"]
@@ -156,6 +199,10 @@ model.evaluate(tf.data.Dataset.from_tensor_slices(({"x": x_train}, y_train)).bat
         else:
             elements = features
         dataset = _emit.expr("{tf}.data.Dataset.from_tensor_slices({e})", tf=tf, e=elements)
+        if stop == "base":
+            return dataset
+        if base is not None:
+            dataset = base
         if shuffle == "True":
             capacity = args.get("queue_capacity") or cst.Integer(DEFAULT_QUEUE_CAPACITY)
             dataset = _emit.expr("{d}.shuffle({c})", d=dataset, c=capacity)
@@ -166,3 +213,12 @@ model.evaluate(tf.data.Dataset.from_tensor_slices(({"x": x_train}, y_train)).bat
             dataset = _emit.expr("{d}.repeat({n})", d=dataset, n=epochs)
         batch = args.get("batch_size") or cst.Integer(DEFAULT_BATCH_SIZE)
         return _emit.expr("{d}.batch({b})", d=dataset, b=batch)
+
+
+def _names(node: cst.CSTNode):
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Name):
+            yield current
+        stack.extend(current.children)

@@ -364,3 +364,41 @@ def test_a_strategy_made_by_an_imported_function_is_taken_as_it_comes(rules):
     assert "strategy_made = distribution_utils.get_distribution_strategy(num_gpus=2)\n" in new
     assert "with strategy_made.scope():\n    model = build_model()" in new
     assert "batch(2 * strategy_made.num_replicas_in_sync)" in new
+
+
+_ARRAY_FACTORY_PROGRAM = """
+    import numpy as np
+    import tensorflow as tf
+
+    x = np.ones((8, 1), np.float32)
+
+
+    def get_input_fn(num_epochs=None, shuffle=True):
+        return tf.estimator.inputs.numpy_input_fn(
+            x={"x": x}, y=x, batch_size=4, num_epochs=num_epochs, shuffle=shuffle)
+
+
+    regressor = tf.estimator.LinearRegressor(feature_columns=[tf.feature_column.numeric_column("x")])
+    regressor.train(input_fn=get_input_fn(), steps=2)
+    regressor.evaluate(input_fn=get_input_fn(num_epochs=1, shuffle=False))
+    {tail}
+"""
+
+
+def test_a_function_returning_numpy_input_fn_returns_the_dataset(rules):
+    result, new = convert(rules, _ARRAY_FACTORY_PROGRAM.replace("{tail}", ""))
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert "numpy_input_fn" not in new
+    # Shuffled or not as each caller says; repeated as many epochs as it says (None: forever).
+    assert ("    dataset = tf.data.Dataset.from_tensor_slices(({\"x\": x}, x))\n"
+            "    if shuffle:\n        dataset = dataset.shuffle(1000)\n"
+            "    return dataset.repeat(num_epochs).batch(4)\n") in new
+    assert "model.fit(get_input_fn().map(model.preprocess), steps_per_epoch=2)" in new
+    assert "model.evaluate(get_input_fn(num_epochs=1, shuffle=False).map(model.preprocess)" in new
+
+
+def test_a_numpy_input_fn_factory_called_elsewhere_too_is_refused(rules):
+    result, new = convert(rules, _ARRAY_FACTORY_PROGRAM.replace("{tail}", "other = get_input_fn()"))
+    assert result.status == "partial"
+    assert any("`get_input_fn` is called outside" in f.message for f in result.findings)
+    assert "return tf.estimator.inputs.numpy_input_fn(" in new
