@@ -158,6 +158,7 @@ class CannedReader:
         self.v1 = is_v1(ctx, unit.call)
         self.args = bind_arguments(unit.call, SIGNATURES[(self.cls, self.v1)])
         self.columns = ColumnReader(ctx)
+        self.columns.site_scope = ctx.scope(unit.call)
 
     def value(self, name: str) -> cst.BaseExpression | None:
         arg = self.args.get(name)
@@ -407,6 +408,8 @@ class ModelWriter:
         self.top = [col for t in towers for col in t.columns]
         self.columns = all_columns(self.top)
         self.values_vars: dict[str, str] = {}
+        #: Constructor parameters -> the code the Estimator's site passes.
+        self.given: dict[str, str] = {}
         self.inputs: list[str] = []
 
     # -- small pieces ---------------------------------------------------------------------------
@@ -414,9 +417,16 @@ class ModelWriter:
         return _emit.code(respelled(self.ctx, node, self.tf))
 
     def arg(self, column: Column, name: str) -> str:
-        """A column's argument as code, the loop's variable and temporaries replaced by their values."""
+        """A column's argument as code, the loop's variable and temporaries replaced by their
+        values; one that reads names of the function building the Estimator is a constructor
+        argument, kept as an attribute (``self.occupation_dimension``)."""
         node = respelled(self.ctx, column.value(name), self.tf)
-        return _emit.code(substituted(node, column.env) if column.env else node)
+        code = _emit.code(substituted(node, column.env) if column.env else node)
+        if name not in column.given:
+            return code
+        param = f"{column.var}_{'vocabulary' if name == 'vocabulary_list' else name}"
+        self.given[param] = code
+        return f"self.{param}"
 
     def width(self, column: Column) -> str:
         """A numeric column's width, as code."""
@@ -431,7 +441,8 @@ class ModelWriter:
             vocabulary = column.value("vocabulary_list")
             if self.reader.columns.literal_sequence(vocabulary) is not None:
                 return False
-            return not (isinstance(vocabulary, cst.Name) and vocabulary.value not in column.env)
+            return "vocabulary_list" in column.given or not (
+                isinstance(vocabulary, cst.Name) and vocabulary.value not in column.env)
         return False
 
     def size(self, column: Column) -> str:
@@ -910,6 +921,9 @@ class ModelWriter:
             init_params += ", linear_optimizer"
             init += self.head_lines()
             init += self.eager_build_lines()
+        if self.given:  # values read where the Estimator was built
+            init_params = "self" + "".join(f", {param}" for param in self.given) + init_params[4:]
+            init[1:1] = [f"self.{param} = {param}" for param in self.given]
         summary = self.summary()
         out = [f"class {self.class_name}({self.tf}.keras.Model):",
                f'    """{summary[0]}',
@@ -1025,7 +1039,8 @@ def _sum(parts: list[str]) -> str:
 
 
 def _power(dimension: str) -> str:
-    return f"{dimension} ** -0.5" if dimension.isdigit() or dimension.isidentifier() else f"({dimension}) ** -0.5"
+    simple = dimension.isdigit() or all(part.isidentifier() for part in dimension.split("."))
+    return f"{dimension} ** -0.5" if simple else f"({dimension}) ** -0.5"
 
 
 LINEAR_MODEL = '''\
@@ -1089,10 +1104,12 @@ def convert(unit, plan, ctx, code: str) -> None:
 
     optimizer, extra = writer.compile_args()
     var = plan.model_var
-    given = [f"hidden_units={_emit.code(canned.dnn.hidden_given)}"] if canned.dnn is not None and \
+    given = [f"{param}={code}" for param, code in writer.given.items()]
+    given += [f"hidden_units={_emit.code(canned.dnn.hidden_given)}"] if canned.dnn is not None and \
         canned.dnn.hidden_given is not None else []
     args = ", ".join(given + [f"linear_optimizer={e}" for e in extra])
-    plan.build.append(_emit.statement(f"{var} = {class_name}({args})"))
+    depth = _depth(ctx, unit.statement) + (1 if unit.config_value("train_distribute") is not None else 0)
+    plan.build.append(_emit.fit_line(_emit.statement(f"{var} = {class_name}({args})"), depth, ctx.module.default_indent))
     compile_args = [f"optimizer={optimizer}"]
     # The Estimator's metrics are weighted by weight_column; Keras weights only `weighted_metrics`.
     keyword = "weighted_metrics" if canned.weight_key is not None else "metrics"

@@ -93,6 +93,9 @@ class Column:
     #: A numeric column's shape read at run time (``shape=images.shape[1:]``): its width is
     #: counted when the model is built.
     runtime_shape: bool = False
+    #: Arguments whose code reads names of the function that builds the Estimator
+    #: (``dimension=embedding_size``): the model's constructor takes their values there.
+    given: set = field(default_factory=set)
 
     def value(self, name: str) -> cst.BaseExpression | None:
         arg = self.args.get(name)
@@ -125,6 +128,8 @@ class ColumnReader:
         #: The parameters of the helper being read (``add_more_features(feats)``): name -> the
         #: argument it was called with.
         self.params: dict[str, cst.BaseExpression] = {}
+        #: The scope the Estimator is built in: code reading its names is evaluated there.
+        self.site_scope = None
 
     # -- lists of columns -----------------------------------------------------------------------
     def read_list(self, expr: cst.BaseExpression) -> list[Column]:
@@ -379,17 +384,20 @@ class ColumnReader:
         accesses = list(scope.accesses[target.value])
         return len(assignments) == 1 and all(self.ctx.within(a.node, (loop,)) for a in accesses)
 
-    def runtime(self, expr: cst.BaseExpression, env: dict, what: str) -> None:
+    def runtime(self, expr: cst.BaseExpression, env: dict, what: str, column: Column | None = None,
+                arg: str | None = None) -> None:
         """``expr`` is carried over as code evaluated when the model is built: every name it
         reads must be a loop variable or temporary (substituted), a builtin, or a module-level
-        name bound once (an import, a definition, ``df = pd.read_csv(...)``)."""
+        name bound once (an import, a definition, ``df = pd.read_csv(...)``). A name bound once
+        in the function that builds the Estimator (``embedding_size``, ``mnist``) is read there:
+        the column's argument is then given to the model's constructor."""
         for node in _walk(expr):
             if not isinstance(node, cst.Name):
                 continue
             if node.value in env:
                 value = env[node.value]
                 if not (isinstance(value, cst.Name) and value.value == node.value):  # a family's own key
-                    self.runtime(value, {k: v for k, v in env.items() if k != node.value}, what)
+                    self.runtime(value, {k: v for k, v in env.items() if k != node.value}, what, column, arg)
                 continue
             parent = self.ctx.parent(node)
             if isinstance(parent, cst.Attribute) and parent.attr is node:
@@ -402,6 +410,10 @@ class ColumnReader:
             assignments = list(scope[node.value]) if scope is not None else []
             if assignments and (all(isinstance(a.scope, (BuiltinScope, ComprehensionScope)) for a in assignments)
                                 or (len(assignments) == 1 and isinstance(assignments[0].scope, GlobalScope))):
+                continue
+            if (column is not None and self.site_scope is not None and scope is self.site_scope
+                    and len(assignments) == 1 and assignments[0].scope is self.site_scope):
+                column.given.add(arg)
                 continue
             raise Unsupported(f"{what} reads `{node.value}`, which is not a module-level name bound once: e2k "
                               "evaluates it when the model is built", node, CODE)
@@ -561,7 +573,7 @@ class ColumnReader:
         ``dimension=EMBEDDING_SIZE``): an int literal, or code it can evaluate where it is."""
         value = column.value(name)
         if value is not None and self.integer(value, env=column.env) is None:
-            self.runtime(value, column.env, what)
+            self.runtime(value, column.env, what, column, name)
 
     def _read_numeric(self, column: Column) -> None:
         if column.family is not None:
@@ -571,7 +583,7 @@ class ColumnReader:
         shape = column.value("shape")
         if shape is not None and _dimension(shape) is None:
             # `shape=mnist.train.images.shape[1:]`: read from the data when the model is built.
-            self.runtime(shape, column.env, "the column's shape")
+            self.runtime(shape, column.env, "the column's shape", column, "shape")
             column.runtime_shape = True
         if self.dtype(column.value("dtype")) in STRING_DTYPES:
             raise Unsupported("a numeric column of strings", column.call, CODE)
@@ -587,7 +599,7 @@ class ColumnReader:
             raise Unsupported("bucketized_column without boundaries", column.call, CODE)
         if self.literal_sequence(boundaries) is None:
             # `np.arange(15, 45, 1).tolist()`: evaluated when the model is built, counted by the layer.
-            self.runtime(boundaries, column.env, "the bucket boundaries")
+            self.runtime(boundaries, column.env, "the bucket boundaries", column, "boundaries")
         column.parent = source
         column.name = f"{source.name}_bucketized"
 
@@ -601,7 +613,7 @@ class ColumnReader:
                 "int64" if all(isinstance(v, cst.Integer) for v in literal) else None)
         if literal is None:
             # `dftrain[name].unique()`: read from the data when the model is built.
-            self.runtime(vocabulary, column.env, "the vocabulary")
+            self.runtime(vocabulary, column.env, "the vocabulary", column, "vocabulary_list")
         if dtype is None and literal is None:
             column.runtime_dtype = True
             if self.integer(column.value("num_oov_buckets"), 0):
@@ -614,6 +626,9 @@ class ColumnReader:
 
     def _read_vocabulary_file(self, column: Column) -> None:
         column.key = column.name = self._key(column)
+        path = column.value("vocabulary_file")
+        if path is not None and self.string(path, column.env) is None:
+            self.runtime(path, column.env, "the vocabulary file", column, "vocabulary_file")
         dtype = self.dtype(column.value("dtype")) or "string"
         if dtype not in STRING_DTYPES | INT_DTYPES:
             raise Unsupported("a vocabulary file of this dtype", column.call, CODE)

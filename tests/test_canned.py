@@ -417,7 +417,7 @@ def test_hidden_units_the_program_computes_are_given_to_the_model(rules, estimat
     # `hidden_units=args['hidden_units']` (the taxifare trainer): evaluated where the Estimator was built.
     program = PROGRAM.replace("estimator = {estimator}", "def sizes():\n    return [4, 2]\n\n\nestimator = {estimator}")
     text = converted(estimator.replace("{DNN}", DNN), rules, program=program)
-    assert "model = DNN" in text and "Model(hidden_units=sizes()" in text
+    assert "model = DNN" in text and "hidden_units=sizes()" in text
     assert "def __init__(self, hidden_units" in text
     assert "self.hidden_layers = [" in text and 'tf.keras.layers.Dense(units, activation="relu")' in text
     assert "for units in hidden_units" in text
@@ -442,3 +442,54 @@ def test_a_width_read_from_a_parameter_default_or_a_local_name(rules):
         "dimension=embedding_size)", "dimension=size)")
     message = refused("tf1.estimator.DNNRegressor([4], deep_columns())", rules, "E2K504", program=program)
     assert "the embedding's dimension reads `size`" in message
+
+
+def test_values_read_from_the_function_building_the_estimator_are_constructor_arguments(rules):
+    # kubeflow's mnist (`shape=mnist.train.images.shape[1:]`, `mnist` local to main()) and
+    # census (`dimension=embedding_size`, a parameter): read where the Estimator is built.
+    program = textwrap.dedent('''\
+        import numpy as np
+        import tensorflow as tf
+
+
+        def main(embedding_size=3):
+            images = np.zeros((4, 2, 3), np.float32)
+            cities = np.array(["paris", "rome", "oslo", "lima"], dtype=object)
+            pixels = tf.feature_column.numeric_column("x", shape=images.shape[1:])
+            city = tf.feature_column.categorical_column_with_vocabulary_list("city", np.unique(cities))
+            city_embedding = tf.feature_column.embedding_column(city, dimension=embedding_size)
+
+            def input_fn():
+                return tf.data.Dataset.from_tensor_slices(({{"x": images, "city": cities}}, [0, 1, 0, 1])).batch(2)
+
+            estimator = {estimator}
+            estimator.train(input_fn)
+        ''')
+    text = converted("tf.estimator.DNNClassifier(hidden_units=[4], feature_columns=[pixels, city_embedding])", rules,
+                     program=program)
+    assert "def __init__(self, pixels_shape, city_vocabulary, city_embedding_dimension):" in text
+    assert "self.pixels_width = tf.TensorShape(self.pixels_shape).num_elements()" in text
+    assert "stddev=self.city_embedding_dimension ** -0.5" in text
+    assert ("pixels_shape=images.shape[1:],\n        city_vocabulary=np.unique(cities),\n"
+            "        city_embedding_dimension=embedding_size)") in text
+
+
+def test_a_local_name_rebound_is_refused(rules):
+    program = textwrap.dedent('''\
+        import numpy as np
+        import tensorflow as tf
+
+
+        def main():
+            shape = (2,)
+            pixels = tf.feature_column.numeric_column("x", shape=tuple(shape))
+            shape = (3,)
+
+            def input_fn():
+                return tf.data.Dataset.from_tensor_slices(({{"x": np.zeros((4, 2))}}, [0, 1, 0, 1])).batch(2)
+
+            estimator = {estimator}
+            estimator.train(input_fn)
+        ''')
+    message = refused("tf.estimator.LinearClassifier([pixels])", rules, "E2K504", program=program)
+    assert "the column's shape reads `shape`" in message
