@@ -55,7 +55,9 @@ class FeatureColumnsToPreprocessingLayers(UnitRule):
     `tf.TensorShape(...).num_elements()`), and numeric columns appended in a loop over keys known only at
     run time (`for key in train.keys()`, TensorFlow's premade-Estimator tutorial: one input of
     the keys' columns, sorted by name as the Estimator orders them). Such code may read the
-    loop's variable and temporaries, builtins and module-level names bound once. A raw
+    loop's variable and temporaries, builtins and module-level names bound once; code reading
+    names bound once in the function that builds the Estimator is evaluated there and given
+    to the model's constructor (`DNNClassifierModel(pixels_shape=images.shape[1:])`). A raw
     numeric feature in a cross is crossed as integers, as the Estimator casts it. Columns
     that other code reads too (`feature_columns[7]`) stay as they were for that code.
 
