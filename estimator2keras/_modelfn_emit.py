@@ -45,9 +45,11 @@ class _KerasWriter:
         self.output_name = output.value if isinstance(output, cst.Name) else None
         forward = self.forward_slice(output, loss_at)
         self.forward_smalls = {d.small for d in forward}
+        self.read_inference_passes(forward)
+        inference = {d.small for d in self.inference_passes.values()}
         self._outside_forward = True  # a helper's layers here would be a second model
         try:
-            self.check_beyond_catalogue([d for d in self.defs if d.small not in self.forward_smalls])
+            self.check_beyond_catalogue([d for d in self.defs if d.small not in self.forward_smalls and d.small not in inference])
         finally:
             self._outside_forward = False
         self.read_layers(forward)
@@ -95,6 +97,7 @@ class _KerasWriter:
         from estimator2keras._units import accesses_of
 
         calls = {id(call.func) for call in self.helper_calls}
+        calls |= {id(d.value.func) for d in self.inference_passes.values()}  # `logits_test = conv_net(...)`
         for helper in self.helpers.values():
             reads = accesses_of(self.ctx, helper.fn.name)
             if reads and all(id(read) in calls for read in reads):
@@ -264,7 +267,10 @@ class _KerasWriter:
                     body.append(self.rewrite(d.small))
                 continue
             new = self.rewrite(d.small)
-            body.append(_line(new, d.line, d.small))
+            line = _line(new, d.line, d.small)
+            if d.small in self.twinned:
+                line = line.with_changes(leading_lines=[*line.leading_lines, *self.inference_comment(d)])
+            body.append(line)
         body.append(_emit.statement("return {o}", o=self.rewrite(output)))
         init_reads = self._init_arguments()
         class_arguments = [name for name in self.arguments if name in init_reads or name in call_arguments]
@@ -296,7 +302,9 @@ class _KerasWriter:
             methods.append(self.helper_method(helper))
         if prediction is not None:
             post, value = prediction
-            output_name = self.output_name or "outputs"
+            read = {n.value for node in [*(d.value for d in post), value] for n in self.names_read(node)}
+            names = [n for n in [self.output_name, *self.inference_passes] if n is not None and n in read]
+            output_name = " = ".join(names or [self.output_name or "outputs"])
             lines = [
                 _emit.statement("features, _, _ = {tf}.keras.utils.unpack_x_y_sample_weight(data)", tf=self.tf),
                 _emit.statement(f"{output_name} = self(features, training=False)"),
@@ -306,6 +314,19 @@ class _KerasWriter:
             methods.append(_function("predict_step", "self, data", lines, blank_before=True))
         klass = _emit.statement(f"class {class_name}({self.tf}.keras.Model):\n    pass")
         return klass.with_changes(body=cst.IndentedBlock(body=methods)), class_arguments
+
+    def inference_comment(self, d: _Def) -> list[cst.EmptyLine]:
+        """Above the training pass in `call`: where its inference pass went, and what evaluate
+        computes otherwise than the Estimator did."""
+        twins = ", ".join(f"`{name}`" for name in self.inference_passes)
+        text = [f"# fit runs this pass with training=True; evaluate and predict with training=False ({twins})."]
+        if self.eval_loss_in_training and self.modes.paths[EVAL].ret is not None:
+            text.append(f"# The Estimator's evaluation loss used `{d.name}` (training=True); Keras's uses training=False.")
+            if self.plan is not None:
+                self.plan.fixed(d.small, "E2K302", f"the Estimator's EVAL loss came from `{d.name}`, computed with training=True "
+                                                   "(dropout and batch normalization as in training); Keras's evaluate computes the "
+                                                   "loss with training=False, like the metrics: evaluation loss values differ")
+        return [cst.EmptyLine(indent=True, comment=cst.Comment(t)) for t in text]
 
     def helper_method(self, helper) -> cst.FunctionDef:
         """``def conv_net(x_dict, n_classes, dropout, reuse, is_training)`` -> a method

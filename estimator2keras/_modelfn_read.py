@@ -489,6 +489,8 @@ class _ModelReader:
         while small is not None and small not in self.order:
             small = self.ctx.parent(small)
         d = self.def_of_small.get(small)
+        if small in getattr(self, "twinned", {}) and training in ("True", "training"):
+            return "training"  # its inference pass (`logits_test`) is what evaluate and predict see
         if training != "True" or d is None or not isinstance(small, cst.Assign):
             return training
         if any(small in self.mode_smalls.get(m, ()) for m in (EVAL, PREDICT)):
@@ -511,6 +513,103 @@ class _ModelReader:
                 self.refuse(other.small, f"in {m.upper()} mode `{d.name}` is computed otherwise than in TRAIN mode with "
                                          "training=False; e2k converts one forward pass for all modes")
         return "training"
+
+    # -- a second forward pass, for evaluation and predictions ------------------------------
+    def read_inference_passes(self, forward: list[_Def]) -> None:
+        """``logits_test = conv_net(x, n, dropout, reuse=True, is_training=False)`` beside the
+        forward pass's ``logits_train = conv_net(x, n, dropout, reuse=False, is_training=True)``
+        (or a Keras model called with ``training=True``, then ``training=False``): the same
+        layers run again for inference. Keras runs one pass, with ``training=True`` in fit and
+        ``False`` in evaluate and predict: there the inference value is the model's output, and
+        the training pass takes Keras's flag. Calls that differ otherwise, or whose layers are not
+        shared, are not such a pair (and are refused as a second model)."""
+        self.inference_passes: dict[str, _Def] = {}
+        self.twinned: dict[cst.BaseSmallStatement, _Def] = {}
+        self.eval_loss_in_training = False
+        candidates = [d for d in forward if _single_call_assign(d)]
+        for d in self.defs:
+            if d.small in self.forward_smalls or not _single_call_assign(d):
+                continue
+            for train in candidates:
+                if _emit.code(train.value.func) != _emit.code(d.value.func) or d.name == train.name:
+                    continue
+                if not any(d.small in runs and train.small in runs for runs in self.mode_smalls.values()):
+                    continue  # one per mode (TRAIN's, and EVAL's or PREDICT's): see mode_variant
+                literal = self._pass_pair(train, d)
+                if literal is None:
+                    continue
+                self.inference_passes[d.name] = d
+                self.twinned[train.small] = train
+                self.consumed.add(d.small)
+                self.eval_loss_in_training |= literal
+                if self.plan is not None:
+                    self.plan.fixed(d.value, "E2K302", f"`{d.name} = {_emit.code(d.value.func)}(...)` for inference -> the "
+                                                      "model's output with training=False (evaluate, predict)")
+                break
+
+    def _pass_pair(self, train: _Def, test: _Def) -> bool | None:
+        """Whether ``test`` runs ``train``'s layers with training off, and nothing else differs.
+        Returns whether the training pass's flag was a literal ``True`` (rather than a test of
+        the mode), or None when the two are not such a pair."""
+        fn = self._definition(train.value.func)
+        if isinstance(fn, cst.FunctionDef) and not self.makes_keras_model(train.value) and self.makes_layers(fn):
+            names = tuple(p.name.value for p in fn.params.params)
+            training, reuse, auto = _helper_flags(self.ctx, fn)
+            if not training or not (reuse or auto):
+                return None  # nothing differs, or the second call makes layers of its own
+            from estimator2keras._units import bind_arguments
+
+            try:
+                bound = [{k: a.value for k, a in bind_arguments(c, names).items()} for c in (train.value, test.value)]
+            except Exception:
+                return None
+            for values in bound:
+                for p in fn.params.params:
+                    if p.name.value not in values and p.default is not None:
+                        values[p.name.value] = p.default
+            first, second = bound
+            literal = False
+            for name in names:
+                a, b = first.get(name), second.get(name)
+                if name in training:
+                    if not (_is_literal(b, "False") and a is not None):
+                        return None
+                    if _is_literal(a, "True"):
+                        literal = True
+                    elif not self.modes.is_training_test(a):
+                        return None
+                elif name == reuse:
+                    if not _is_literal(b, "True"):
+                        return None
+                elif (a is None) != (b is None) or (a is not None and _normalized(a) != _normalized(b)):
+                    return None
+            return literal
+        # A Keras model the model_fn made: `model(x, training=True)`, then `model(x, training=False)`.
+        func = train.value.func
+        made = self.latest_def(func.value, train.index) if isinstance(func, cst.Name) else None
+        if made is None or not isinstance(made.value, cst.Call) or not self.makes_keras_model(made.value):
+            return None
+        if self.latest_def(func.value, test.index) is not made:
+            return None
+        a, b = (_split_training(c) for c in (train.value, test.value))
+        if a is None or b is None or a[0] != b[0] or not (b[1] is None or _is_literal(b[1], "False")):
+            return None
+        if _is_literal(a[1], "True"):
+            return True
+        return False if a[1] is not None and self.modes.is_training_test(a[1]) else None
+
+    def is_model_output(self, name: str) -> bool:
+        """``name`` holds the model's output as evaluate and predict see it: the forward pass's
+        output, or a pass of the same layers for inference (``logits_test``)."""
+        if name in getattr(self, "inference_passes", {}):
+            return True
+        if name != self.output_name:
+            return False
+        if getattr(self, "eval_loss_in_training", False):
+            twin = next(iter(self.inference_passes))
+            self.refuse(self.fn, f"metrics or predictions read `{name}`, computed with training=True in every mode, besides "
+                                 f"`{twin}`: Keras evaluates and predicts with training=False")
+        return True
 
     # -- helpers of the program that make layers ---------------------------------------------
     def makes_layers(self, fn: cst.FunctionDef) -> bool:
@@ -842,6 +941,47 @@ class _ModelReader:
             n += 1
         self.attrs_taken.add(name)
         return name
+
+
+def _single_call_assign(d: _Def) -> bool:
+    """``name = f(...)``: one name, assigned a call."""
+    return isinstance(d.small, cst.Assign) and len(d.small.targets) == 1 and isinstance(d.small.targets[0].target, cst.Name) \
+        and isinstance(d.value, cst.Call)
+
+
+def _is_literal(node, value: str) -> bool:
+    return isinstance(node, cst.Name) and node.value == value
+
+
+def _split_training(call: cst.Call):
+    """(the call's other arguments as normalized code, its ``training=`` value or None)."""
+    training, others = None, []
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == "training":
+            training = arg.value
+        else:
+            others.append(_normalized(arg.with_changes(comma=cst.MaybeSentinel.DEFAULT)))
+    return tuple(others), training
+
+
+def _helper_flags(ctx, fn: cst.FunctionDef) -> tuple[set[str], str | None, bool]:
+    """A helper's parameters that its layers take as ``training=``, the parameter it passes to
+    ``tf.variable_scope(..., reuse=...)``, and whether that scope reuses by itself
+    (``reuse=tf.AUTO_REUSE``)."""
+    params = {p.name.value for p in fn.params.params}
+    training, reuse, auto = set(), None, False
+    for call in iter_calls(fn.body):
+        for arg in call.args:
+            if arg.keyword is None:
+                continue
+            if arg.keyword.value == "training" and isinstance(arg.value, cst.Name) and arg.value.value in params:
+                training.add(arg.value.value)
+            if arg.keyword.value == "reuse" and ctx.call_api_path(call) in SCOPES:
+                if isinstance(arg.value, cst.Name) and arg.value.value in params:
+                    reuse = arg.value.value
+                elif (ctx.api_path(arg.value) or "").endswith("AUTO_REUSE"):
+                    auto = True
+    return training, reuse, auto
 
 
 def _is_none(node: cst.BaseExpression) -> bool:

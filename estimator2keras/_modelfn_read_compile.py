@@ -257,7 +257,7 @@ class _CompileReader:
         pending = [(name, at) for root in roots for name in self.names_read(root)]
         while pending:
             name, before = pending.pop()
-            if name.value in ("features", "tf", self.tf) or name.value in self.arguments or name.value == self.output_name:
+            if name.value in ("features", "tf", self.tf) or name.value in self.arguments or self.is_model_output(name.value):
                 continue
             if name.value == "labels":
                 self.refuse(name, "the predictions depend on the labels")
@@ -281,7 +281,7 @@ class _CompileReader:
         """How ``expr`` (a metric's predictions) is computed from the model output."""
         for _ in range(20):
             if isinstance(expr, cst.Name):
-                if expr.value == self.output_name:
+                if self.is_model_output(expr.value):
                     return Derived("output")
                 d = self.latest_def(expr.value, at)
                 if d is None or not isinstance(d.small, cst.Assign):
@@ -405,12 +405,12 @@ class _CompileReader:
         if predictions is None:
             return None
         at = len(self.order)
-        if isinstance(predictions, cst.Name) and predictions.value != self.output_name:
+        if isinstance(predictions, cst.Name) and not self.is_model_output(predictions.value):
             d = self.latest_def(predictions.value, at)
             if d is not None and isinstance(d.value, cst.Dict):
                 self.consumed.add(d.small)
                 predictions, at = d.value, d.index
-        if isinstance(predictions, cst.Name) and predictions.value == self.output_name:
+        if isinstance(predictions, cst.Name) and self.is_model_output(predictions.value):
             return None  # Keras predict returns the model output, as the Estimator yielded it
         return self.post_slice([predictions], at), predictions
 

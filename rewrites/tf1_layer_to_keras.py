@@ -21,6 +21,8 @@ NOT_IN_KERAS_3 = {
     "virtual_batch_size": "virtual batches have no Keras 3 equivalent",
     "adjustment": "`adjustment` has no Keras 3 equivalent",
     "reuse": "`reuse=` shares variables through scopes, which Keras layers do not",
+    "outputs_collections": "`outputs_collections=` adds the output to graph collections, which Keras does not have",
+    "scope": "`scope=` names variables through scopes, which Keras layers do not",
 }
 
 
@@ -101,6 +103,8 @@ LAYER_FUNCTIONS = {
         "bias_constraint", "trainable", "name", "reuse",
     ), ()),
     "layers.flatten": ("Flatten", ("name", "data_format"), ()),
+    # contrib's flatten reshaped to [batch, -1], as Flatten does in its default channels_last.
+    "contrib.layers.flatten": ("Flatten", ("outputs_collections", "scope"), ()),
     "layers.dropout": ("Dropout", ("rate", "noise_shape", "seed", "training", "name"), ("training",)),
     "layers.batch_normalization": ("BatchNormalization", (
         "axis", "momentum", "epsilon", "center", "scale", "beta_initializer", "gamma_initializer",
@@ -129,9 +133,10 @@ class Tf1LayerFunctionToKeras(ExpressionRule):
     Inside a converted model_fn, `net = tf.layers.dense(features, 10, activation=tf.nn.relu)`
     becomes the layer `tf.keras.layers.Dense(10, activation=tf.nn.relu)`, created once in the
     model and applied in its forward pass to what the call was applied to. Likewise
-    `flatten`, `dropout`, `batch_normalization`, `conv1d/2d/3d`, `conv2d_transpose`,
-    `separable_conv2d`, `max_pooling1d/2d/3d`, `average_pooling1d/2d/3d`. The first argument
-    after `inputs` stays positional; the others become keywords.
+    `flatten` (and `tf.contrib.layers.flatten`), `dropout`, `batch_normalization`,
+    `conv1d/2d/3d`, `conv2d_transpose`, `separable_conv2d`, `max_pooling1d/2d/3d`,
+    `average_pooling1d/2d/3d`. The first argument after `inputs` stays positional; the others
+    become keywords.
 
     A function of the module that the model_fn calls and that makes layers
     (`logits = conv_net(features, num_classes, dropout, is_training=...)`) becomes a method
@@ -145,6 +150,19 @@ class Tf1LayerFunctionToKeras(ExpressionRule):
     it computes itself or with values that differ between calls, helpers defined inside a
     function, and helpers with statements other than assignments and one final `return`.
     When only the model_fn called it, the TF1 helper goes.
+
+    A second pass of the same layers for evaluation and predictions
+    (`logits_train = conv_net(..., reuse=False, is_training=True)` for the loss, then
+    `logits_test = conv_net(..., reuse=True, is_training=False)` for the predictions and
+    metrics; likewise a Keras model called with `training=True`, then `training=False`) becomes
+    the model's one pass: Keras runs it with `training=True` in `fit` and `False` in `evaluate`
+    and `predict`, where `predict_step` names its output `logits_test`. The two calls must
+    differ only in the training flag and `reuse=True`. When the training pass had
+    `is_training=True` in every mode, the Estimator's EVAL loss came from it, with dropout
+    (and batch normalisation) as in training; Keras's `evaluate` computes the loss with
+    `training=False`, like the metrics: the report and a comment in `call` say so. Refused:
+    a second pass that changes other arguments or makes layers of its own (no `reuse`), and
+    metrics or predictions that read the training pass itself beside an inference pass.
 
     ## Why
     The functional forms created a layer object on every call; Keras models own their layer
@@ -180,6 +198,8 @@ class Tf1LayerFunctionToKeras(ExpressionRule):
             id="keywords",
         ),
         Case("tf.layers.dropout(net, 0.4, training=is_training)", "tf.keras.layers.Dropout(0.4)", id="training-is-a-call-argument"),
+        Case("tf.contrib.layers.flatten(conv2)", "tf.keras.layers.Flatten()", id="contrib-flatten"),
+        Case("tf.contrib.layers.flatten(conv2, scope='flat')", None, id="contrib-flatten-scope-refused"),
     ]
 
     def convert(self, call, ctx, tf):

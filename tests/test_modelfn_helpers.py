@@ -187,3 +187,123 @@ def test_a_helper_whose_layers_read_its_own_values_is_refused(rules):
     ''')
     assert result.status == "partial"
     assert any("is configured with `wide`, computed in the helper" in m for m in manual(result)), manual(result)
+
+
+TWO_PASSES = '''\
+def dense_net(x_dict, rate, reuse, is_training):
+    with tf.variable_scope("DenseNet", reuse=reuse):
+        hidden = tf.layers.dense(x_dict, 8, activation=tf.nn.relu)
+        hidden = tf.layers.dropout(hidden, rate=rate, training=is_training)
+        return tf.layers.dense(hidden, 1)
+
+
+'''
+
+
+def test_a_second_pass_for_inference_becomes_the_models_output_with_training_off(rules):
+    result = convert(rules, TWO_PASSES, '''\
+    def model_fn(features, labels, mode, params):
+        output_train = dense_net(features, 0.5, reuse=False, is_training=True)
+        output_test = dense_net(features, 0.5, reuse=True, is_training=False)
+        doubled = output_test * 2.0
+        if mode == tf.estimator.ModeKeys.PREDICT:
+            return tf.estimator.EstimatorSpec(mode, predictions=doubled)
+        loss = tf.losses.mean_squared_error(labels, output_train)
+        train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+    ''')
+    assert result.status == "converted", manual(result)
+    new = result.new.decode()
+    assert new.count("tf.keras.layers.Dense(8") == 1  # one set of layers for both passes
+    assert "output_train = self.dense_net(features, training=training)" in new  # fit: True, evaluate/predict: False
+    assert "output_test = self(features, training=False)\n        doubled = output_test * 2.0" in new  # predict_step
+    assert "def dense_net(x_dict" not in new and "output_test = dense_net" not in new
+    fixed = [f.message for f in result.findings if f.kind == "fixed"]
+    # The Estimator's EVAL loss came from the training pass (dropout on): named, in the report and the code.
+    assert any("EVAL loss came from `output_train`, computed with training=True" in m for m in fixed), fixed
+    assert "# The Estimator's evaluation loss used `output_train` (training=True)" in new
+
+
+def test_a_training_pass_that_tests_the_mode_has_no_evaluation_loss_difference(rules):
+    result = convert(rules, TWO_PASSES, '''\
+    def model_fn(features, labels, mode, params):
+        output_train = dense_net(features, 0.5, False, mode == tf.estimator.ModeKeys.TRAIN)
+        output_test = dense_net(features, 0.5, True, False)
+        if mode == tf.estimator.ModeKeys.PREDICT:
+            return tf.estimator.EstimatorSpec(mode, predictions=output_test)
+        loss = tf.losses.mean_squared_error(labels, output_train)
+        train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+    ''')
+    assert result.status == "converted", manual(result)
+    new = result.new.decode()
+    assert "output_train = self.dense_net(features, training=training)" in new
+    assert "predict_step" not in new  # predictions are the model's output, as Keras predicts it
+    assert not any("EVAL loss" in f.message for f in result.findings)
+
+
+def test_a_keras_model_called_again_with_training_off_is_its_inference_pass(rules):
+    result = convert(rules, FACTORY, '''\
+    def model_fn(features, labels, mode, params):
+        model = create_model(params["units"])
+        net = features * 2.0
+        output = model(net, training=True)
+        inference = model(net, training=False)
+        if mode == tf.estimator.ModeKeys.PREDICT:
+            return tf.estimator.EstimatorSpec(mode, predictions={"value": inference})
+        loss = tf.losses.mean_squared_error(labels, output)
+        train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+    ''')
+    assert result.status == "converted", manual(result)
+    new = result.new.decode()
+    assert "output = self.model(net, training=training)" in new
+    assert "inference = self(features, training=False)" in new
+
+
+def test_a_second_pass_that_differs_otherwise_or_shares_no_layers_is_refused(rules):
+    differs = convert(rules, TWO_PASSES, '''\
+    def model_fn(features, labels, mode, params):
+        output_train = dense_net(features, 0.5, reuse=False, is_training=True)
+        output_test = dense_net(features * 0.5, 0.5, reuse=True, is_training=False)
+        if mode == tf.estimator.ModeKeys.PREDICT:
+            return tf.estimator.EstimatorSpec(mode, predictions=output_test)
+        loss = tf.losses.mean_squared_error(labels, output_train)
+        train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+    ''')
+    assert differs.status == "partial"
+    assert any("a second forward pass" in m for m in manual(differs)), manual(differs)
+    unshared = convert(rules, '''\
+    def dense_net(x, is_training):
+        hidden = tf.layers.dense(x, 8, activation=tf.nn.relu)
+        hidden = tf.layers.dropout(hidden, rate=0.5, training=is_training)
+        return tf.layers.dense(hidden, 1)
+
+
+    def model_fn(features, labels, mode, params):
+        output_train = dense_net(features, is_training=True)
+        output_test = dense_net(features, is_training=False)
+        if mode == tf.estimator.ModeKeys.PREDICT:
+            return tf.estimator.EstimatorSpec(mode, predictions=output_test)
+        loss = tf.losses.mean_squared_error(labels, output_train)
+        train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+    ''')
+    assert unshared.status == "partial"  # the second call made layers of its own, never trained
+    assert any("a second forward pass" in m for m in manual(unshared)), manual(unshared)
+
+
+def test_predictions_of_the_training_pass_beside_an_inference_pass_are_refused(rules):
+    result = convert(rules, TWO_PASSES, '''\
+    def model_fn(features, labels, mode, params):
+        output_train = dense_net(features, 0.5, reuse=False, is_training=True)
+        output_test = dense_net(features, 0.5, reuse=True, is_training=False)
+        if mode == tf.estimator.ModeKeys.PREDICT:
+            return tf.estimator.EstimatorSpec(mode, predictions={"a": output_train, "b": output_test})
+        loss = tf.losses.mean_squared_error(labels, output_train)
+        train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+    ''')
+    assert result.status == "partial"  # the Estimator predicted `a` with dropout on; Keras predicts with it off
+    assert any("read `output_train`, computed with training=True in every mode" in m for m in manual(result)), manual(result)
