@@ -279,6 +279,59 @@ class InputFn:
         return cst.Call(
             func=cst.Attribute(dataset, cst.Name("map")), args=[cst.Arg(_emit.expr(self.dataset_map))])
 
+    def _lambda_body(self, params: cst.BaseExpression | None, mode: str | None) -> cst.BaseExpression:
+        """The lambda's body, with what the Estimator passed it written in: ``mode`` as its
+        string, ``params["batch_size"]`` as the value the params dict holds for it
+        (``lambda params: read(x, y, params["batch_size"])``, TPUEstimator's style)."""
+        names = [p.name.value for p in self.lambda_.params.params]
+        if not names:
+            return self.lambda_.body
+        values: dict[cst.CSTNode, cst.CSTNode] = {}
+        stack: list[cst.CSTNode] = [self.lambda_.body]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, cst.Lambda):
+                shadowing = {p.name.value for p in node.params.params}
+                if shadowing & set(names):
+                    raise Unsupported("a lambda inside the input_fn lambda rebinds its parameters", node)
+            if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and node.value.value == "params" \
+                    and "params" in names:
+                values[node] = self._params_value(node, params)
+                continue
+            if isinstance(node, cst.Name) and node.value in names:
+                if node.value == "mode":
+                    if mode is None:
+                        raise Unsupported("the input_fn takes `mode`, but e2k does not know the mode here", self.lambda_)
+                    values[node] = cst.SimpleString(f'"{mode}"')
+                    continue
+                if params is None:
+                    raise Unsupported("the input_fn takes `params`, but the Estimator has none", self.lambda_)
+                if not isinstance(params, (cst.Name, cst.Attribute)):
+                    raise Unsupported("the input_fn lambda passes `params` on whole; e2k writes in the values it "
+                                      "reads (`params[\"batch_size\"]`)", node)
+                values[node] = params
+                continue
+            stack.extend(node.children)
+        return _emit.replace_in(self.lambda_.body, values)
+
+    def _params_value(self, subscript: cst.Subscript, params: cst.BaseExpression | None) -> cst.BaseExpression:
+        if params is None:
+            raise Unsupported("the input_fn takes `params`, but the Estimator has none", self.lambda_)
+        if isinstance(params, (cst.Name, cst.Attribute)):
+            return subscript.with_changes(value=params)
+        index = subscript.slice[0].slice if len(subscript.slice) == 1 else None
+        key = index.value if isinstance(index, cst.Index) else None
+        if isinstance(params, cst.Dict) and isinstance(key, cst.SimpleString):
+            for element in params.elements:
+                if isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString) \
+                        and element.key.evaluated_value == key.evaluated_value:
+                    value = element.value
+                    if not isinstance(value, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer,
+                                              cst.Float, cst.SimpleString, cst.List, cst.Dict, cst.Tuple)):
+                        value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+                    return value
+        raise Unsupported("the input_fn lambda reads a value of `params` e2k cannot find", subscript)
+
     def _dataset_expression(self, params: cst.BaseExpression | None, mode: str | None) -> cst.BaseExpression:
         if self.array_call is not None:
             if self.array_binding is not None:
@@ -287,7 +340,7 @@ class InputFn:
                 return self.array_factory_call  # the function returns the dataset now
             return self.array_call  # the input rule replaces the call with its dataset
         if self.lambda_ is not None:
-            return self.lambda_.body
+            return self._lambda_body(params, mode)
         assert self.function is not None
         args = []
         for param in self.function.params.params:
@@ -401,8 +454,12 @@ def resolve_input_fn(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn:
             return InputFn(node, function=inner, factory_call=node)
     if isinstance(node, cst.Lambda):
         params = node.params
-        if params.params or isinstance(params.star_arg, (cst.Param, cst.ParamStar)) or params.kwonly_params or params.star_kwarg:
-            raise Unsupported("an input_fn lambda with parameters is not converted yet", node)
+        if isinstance(params.star_arg, (cst.Param, cst.ParamStar)) or params.kwonly_params or params.star_kwarg \
+                or params.posonly_params:
+            raise Unsupported("an input_fn lambda with *args, **kwargs or keyword-only parameters is not converted", node)
+        for param in params.params:
+            if param.name.value not in ("params", "mode") or param.default is not None:
+                raise Unsupported(f"input_fn lambda parameter `{param.name.value}` is not one e2k can pass", node)
         helpers, helper_calls = [], []
         for call in iter_calls(node.body):
             target = resolve(ctx, call.func) if isinstance(call.func, cst.Name) else None

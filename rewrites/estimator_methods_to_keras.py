@@ -38,6 +38,8 @@ class EstimatorTrainEvaluateToFitEvaluate(UnitRule):
       E2K402) is what the model restores anyway, and goes.
     - An input_fn taking `mode` is called with the mode's string (`"train"`, `"eval"`,
       `"infer"`: the values of `ModeKeys`), one taking `params` with the Estimator's params.
+      A lambda taking them (`lambda params: read(x, y, params["batch_size"])`, TPUEstimator's
+      style) gives its body with the values written in: `read(x, y, 8)`, `"train"`.
 
     ## Why
     A Keras model trains, evaluates and predicts itself; the input_fn is called once to give

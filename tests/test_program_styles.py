@@ -402,3 +402,53 @@ def test_a_numpy_input_fn_factory_called_elsewhere_too_is_refused(rules):
     assert result.status == "partial"
     assert any("`get_input_fn` is called outside" in f.message for f in result.findings)
     assert "return tf.estimator.inputs.numpy_input_fn(" in new
+
+
+def test_an_input_fn_lambda_taking_params_gets_the_values_it_reads(rules):
+    result, new = convert(rules, """
+        import tensorflow as tf
+
+
+        def make_dataset(batch_size, mode):
+            dataset = tf.data.Dataset.from_tensor_slices(({"x": [[1.0]] * 8}, [[2.0]] * 8))
+            if mode == "train":
+                dataset = dataset.repeat()
+            return dataset.batch(batch_size)
+
+
+        def model_fn(features, labels, mode, params):
+            logits = tf.layers.dense(features["x"], 1)
+            loss = tf.losses.mean_squared_error(labels, logits)
+            train_op = tf.train.GradientDescentOptimizer(params["learning_rate"]).minimize(
+                loss, tf.train.get_global_step())
+            return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+        estimator = tf.estimator.Estimator(model_fn, params={"learning_rate": 0.1, "batch_size": 4})
+        estimator.train(input_fn=lambda params, mode: make_dataset(params["batch_size"], mode), steps=3)
+    """)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert 'model.fit(make_dataset(4, "train"), steps_per_epoch=3)' in new
+
+
+def test_an_input_fn_lambda_passing_params_on_whole_is_refused(rules):
+    result, new = convert(rules, """
+        import tensorflow as tf
+
+
+        def model_fn(features, labels, mode, params):
+            logits = tf.layers.dense(features["x"], 1)
+            loss = tf.losses.mean_squared_error(labels, logits)
+            train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+            return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+        def make_dataset(params):
+            return tf.data.Dataset.from_tensor_slices(({"x": [[1.0]] * 8}, [[2.0]] * 8)).batch(params["batch_size"])
+
+
+        estimator = tf.estimator.Estimator(model_fn, params={"batch_size": 4})
+        estimator.train(input_fn=lambda params: make_dataset(params), steps=3)
+    """)
+    assert result.status == "partial"
+    assert any("passes `params` on whole" in f.message for f in result.findings)
