@@ -4,6 +4,7 @@ import libcst as cst
 
 from estimator2keras import _emit
 from estimator2keras._rule import Case, ExpressionRule, Safety, Unsupported
+from estimator2keras._hook_values import keras_value
 from estimator2keras._training import HookConversion, HookSite, model_dir_checkpoints
 from estimator2keras._units import bind_arguments
 
@@ -29,6 +30,27 @@ NOT_BY_NAME = (
     "tf.keras.callbacks.Callback (the loss and metrics are in its `logs`, the weights in `self.model`)"
 )
 
+LOGGING_TENSOR_CALLBACK = '''
+class {name}({tf}.keras.callbacks.Callback):
+    """Logs values every `every_n_iter` training steps, as a tf.train.LoggingTensorHook logged
+    the tensors that held them: `tensors` maps each tag to a function of the model and the
+    step's `logs` (where the loss and compiled metrics are their means over the steps so far)."""
+
+    def __init__(self, tensors, every_n_iter):
+        super().__init__()
+        self.tensors = tensors
+        self.every_n_iter = every_n_iter
+
+    def on_train_begin(self, logs=None):
+        self.iteration = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.iteration % self.every_n_iter == 0:
+            values = [f"{{tag}} = {{float(value(self.model, logs)):g}}" for tag, value in self.tensors.items()]
+            {tf}.get_logger().info(", ".join(values))
+        self.iteration += 1
+'''
+
 
 class SessionRunHookToCallback(ExpressionRule):
     """TensorFlow's built-in SessionRunHooks become Keras callbacks, or what `fit` does instead.
@@ -45,6 +67,23 @@ class SessionRunHookToCallback(ExpressionRule):
     | `CheckpointSaverHook(dir, save_steps=N)` | `ModelDirCheckpoints(model, dir, save_steps=N, restore=False)` (see E2K402) |
     | `SummarySaverHook(save_steps=N, output_dir=dir)` | `tf.keras.callbacks.TensorBoard(dir, update_freq=N)` |
     | `LoggingTensorHook({"loss": loss})`, `StepCounterHook` | `fit`'s progress logging (loss, steps per second) |
+    | `LoggingTensorHook(["learning_rate", "cross_entropy"], every_n_iter=N)` of other values | `LoggingTensorCallback({...}, every_n_iter=N)` (below) |
+
+    A `LoggingTensorHook` logs graph tensors, given as tensors of the model_fn or by the
+    names `tf.identity(value, "name")` gave them there. Those whose value a Keras model still
+    has are logged by a `LoggingTensorCallback` (a small callback class added to the file),
+    every N training steps from the start of each `fit`, as the hook did:
+
+    | the tensor in the model_fn | read in the callback |
+    |---|---|
+    | the TRAIN `EstimatorSpec`'s `loss` (`tf.identity(loss, "cross_entropy")`) | `logs["loss"]` |
+    | a `tf.metrics.*` value or update op (`accuracy[1]`, `acc_op`) computed as an `eval_metric_ops` entry is | `logs["<its key>"]` |
+    | the learning rate given to the optimizer (`params["learning_rate"]`, a constant, a decayed rate) | `model.optimizer.learning_rate` |
+    | `tf.train.get_global_step()`, or the name `"global_step"` | `model.optimizer.iterations` |
+
+    A tensor with none of these counterparts (an activation, `tf.nn.softmax(logits,
+    name="softmax_tensor")`, a name e2k does not find in the model_fn) leaves the hook
+    unconverted, reported with the tensor it names.
 
     ## Why
     Keras has no sessions to hook into; callbacks are called at the same points (begin,
@@ -54,13 +93,23 @@ class SessionRunHookToCallback(ExpressionRule):
     ## Fix safety
     Review. `NanTensorHook` raised `NanLossDuringTrainingError`; `TerminateOnNaN` stops
     training and the program goes on. `SummarySaverHook` wrote the graph's summary ops;
-    `TensorBoard` writes the loss and compiled metrics. A `LoggingTensorHook` of other tensors
-    than the loss and the global step, and hooks timed in seconds (`save_secs` of a
-    `SummarySaverHook`, `ProfilerHook`), are not carried over and are reported.
+    `TensorBoard` writes the loss and compiled metrics. A `LoggingTensorHook` of tensors with
+    no Keras counterpart, and hooks timed in seconds (`every_n_secs` of a `LoggingTensorHook`,
+    `save_secs` of a `SummarySaverHook`, `ProfilerHook`), are not carried over and are reported.
+
+    `LoggingTensorCallback` logs the same values at the same steps, but not quite the same
+    numbers, which is why this stays a review and not a safe fix (training is not affected:
+    the callback only reads): Keras reports the loss and metrics in `logs` as their means
+    over the epoch's steps so far, where the hook printed the step's own loss (a
+    `tf.metrics.*` update op was already such a running value); the callback runs after the
+    step, so the global step it logs is the one after the step and a decayed learning rate is
+    the next step's.
 
     ## Limitations
     Hooks given a `saver`, `scaffold`, `summary_writer` or `listeners` are not converted
-    (the unit is left as it was, E2K902), nor are other hooks without a rule.
+    (the unit is left as it was, E2K902), nor are other hooks without a rule. A
+    `LoggingTensorHook` of named tensors converts for training only (`fit`), with
+    `every_n_iter`.
 
     ## References
     - https://www.tensorflow.org/guide/migrate/logging_stop_hook
@@ -150,7 +199,119 @@ def build_model():
 
 
 model = build_model()
-# e2k: E2K406 LoggingTensorHook logged graph tensors, which a Keras model does not expose by name: log them from a tf.keras.callbacks.Callback (the loss and metrics are in its `logs`, the weights in `self.model`)
+# e2k: E2K406 LoggingTensorHook: the tensor 'softmax_tensor' is not named with tf.identity(..., 'softmax_tensor') in the model_fn, so e2k cannot tell what it holds; log it from a tf.keras.callbacks.Callback, or leave it out
+model.fit(input_fn(), steps_per_epoch=100)
+''',
+            findings=('E2K406',),
+        ),
+        Case(
+            id="logging-named-values",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).repeat().batch(1)
+
+
+def model_fn(features, labels, mode, params):
+    logits = tf.layers.Dense(1)(features)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    optimizer = tf.train.GradientDescentOptimizer(params["learning_rate"])
+    train_op = optimizer.minimize(loss, tf.train.get_global_step())
+    tf.identity(params["learning_rate"], "learning_rate")
+    tf.identity(loss, name="mse")
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+estimator = tf.estimator.Estimator(model_fn, params={"learning_rate": 0.1})
+logging_hook = tf.train.LoggingTensorHook(["global_step", "learning_rate", "mse"], every_n_iter=10)
+estimator.train(input_fn, steps=100, hooks=[logging_hook])
+''',
+            after='''\
+import tensorflow as tf
+
+
+class LoggingTensorCallback(tf.keras.callbacks.Callback):
+    """Logs values every `every_n_iter` training steps, as a tf.train.LoggingTensorHook logged
+    the tensors that held them: `tensors` maps each tag to a function of the model and the
+    step's `logs` (where the loss and compiled metrics are their means over the steps so far)."""
+
+    def __init__(self, tensors, every_n_iter):
+        super().__init__()
+        self.tensors = tensors
+        self.every_n_iter = every_n_iter
+
+    def on_train_begin(self, logs=None):
+        self.iteration = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.iteration % self.every_n_iter == 0:
+            values = [f"{tag} = {float(value(self.model, logs)):g}" for tag, value in self.tensors.items()]
+            tf.get_logger().info(", ".join(values))
+        self.iteration += 1
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).repeat().batch(1)
+
+
+def build_model(params):
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    optimizer = tf.keras.optimizers.SGD(params["learning_rate"])
+    model.compile(optimizer=optimizer, loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+model = build_model({"learning_rate": 0.1})
+model.fit(input_fn(), steps_per_epoch=100, callbacks=[LoggingTensorCallback({
+    "global_step": lambda model, logs: model.optimizer.iterations.numpy(),
+    "learning_rate": lambda model, logs: model.optimizer.learning_rate.numpy(),
+    "mse": lambda model, logs: logs["loss"],
+}, every_n_iter=10)])
+''',
+        ),
+        Case(
+            id="logging-an-activation",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).repeat().batch(1)
+
+
+def model_fn(features, labels, mode):
+    hidden = tf.layers.Dense(4, activation=tf.nn.relu)(features)
+    logits = tf.layers.Dense(1)(hidden)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    tf.identity(hidden, name="hidden_activation")
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+estimator = tf.estimator.Estimator(model_fn)
+estimator.train(input_fn, steps=100, hooks=[tf.train.LoggingTensorHook({"hidden": "hidden_activation"}, every_n_iter=10)])
+''',
+            after='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).repeat().batch(1)
+
+
+def build_model():
+    model = tf.keras.Sequential([
+        tf.keras.layers.Dense(4, activation=tf.nn.relu),
+        tf.keras.layers.Dense(1),
+    ])
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+model = build_model()
+# e2k: E2K406 LoggingTensorHook: the tensor 'hidden_activation' (`hidden` in the model_fn) is not the loss, a compiled metric, the learning rate or the global step: a Keras model does not expose it; log it from a tf.keras.callbacks.Callback, or leave it out
 model.fit(input_fn(), steps_per_epoch=100)
 ''',
             findings=('E2K406',),
@@ -158,6 +319,7 @@ model.fit(input_fn(), steps_per_epoch=100)
     ]
 
     def convert(self, call: cst.Call, ctx, tf: str, site: HookSite) -> HookConversion:
+        self.ctx = ctx
         name = (ctx.call_api_path(call) or "").rsplit(".", 1)[-1]
         args = {k: a.value for k, a in bind_arguments(call, SIGNATURES[name]).items()}
         if name in TRAINING_ONLY and site.phase != "train":
@@ -180,14 +342,44 @@ model.fit(input_fn(), steps_per_epoch=100)
 
     def _LoggingTensorHook(self, call, args, tf, site):
         tensors = site.resolve(args["tensors"]) if "tensors" in args else None
-        values = []
+        entries: list[tuple[str, cst.BaseExpression]] = []
         if isinstance(tensors, cst.Dict):
-            values = [e.value for e in tensors.elements if isinstance(e, cst.DictElement)]
+            for e in tensors.elements:
+                if not (isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString)):
+                    return HookConversion(dropped=NOT_BY_NAME)
+                entries.append((e.key.evaluated_value, e.value))
         elif isinstance(tensors, (cst.List, cst.Tuple)):
-            values = [e.value for e in tensors.elements]
-        if values and all(self._loss_or_step(v, site) for v in values):
+            for e in tensors.elements:
+                if isinstance(e, cst.StarredElement):
+                    return HookConversion(dropped=NOT_BY_NAME)
+                label = e.value.evaluated_value if isinstance(e.value, cst.SimpleString) else _emit.code(e.value)
+                entries.append((label, e.value))
+        if entries and all(self._loss_or_step(v, site) for _, v in entries):
             return HookConversion(note="LoggingTensorHook of the loss -> fit's progress logging")
-        return HookConversion(dropped=NOT_BY_NAME)
+        if not entries:
+            return HookConversion(dropped=NOT_BY_NAME)
+        for key in ("every_n_secs", "at_end"):
+            if key in args and not _is_none(args[key]) and _emit.code(args[key]) != "False":
+                return HookConversion(dropped=f"LoggingTensorHook({key}=...) is not carried over: "
+                                              "the callback it becomes logs every N steps")
+        if "every_n_iter" not in args:
+            return HookConversion(dropped=NOT_BY_NAME)
+        if site.phase != "train":
+            return HookConversion(dropped=f"a LoggingTensorHook of {site.phase} is not converted: {NOT_BY_NAME}")
+        values = []
+        for label, node in entries:
+            try:
+                values.append((label, keras_value(site, self.ctx, node)))
+            except Unsupported as exc:
+                return HookConversion(dropped=f"LoggingTensorHook: {exc.reason}; log it from a "
+                                              "tf.keras.callbacks.Callback, or leave it out")
+        klass = site.plan.add_helper(
+            "LoggingTensorCallback", lambda name: _emit.statements(LOGGING_TENSOR_CALLBACK, name=name, tf=tf))
+        lines = "".join(f"\n    {_quote(label)}: lambda model, logs: {value.read}," for label, value in values)
+        callback = cst.parse_expression(f"{klass}({{{lines}\n}}, every_n_iter={_emit.code(args['every_n_iter'])})")
+        what = ", ".join(f"{label!r} ({value.what})" for label, value in values)
+        return HookConversion(callback=callback, note=f"LoggingTensorHook of {what} -> a {klass} reading them "
+                                                      "from the optimizer and fit's logs")
 
     def _loss_or_step(self, value, site) -> bool:
         loss = site.plan.spec_loss
@@ -221,6 +413,10 @@ model.fit(input_fn(), steps_per_epoch=100)
     def _ProfilerHook(self, call, args, tf, site):
         return HookConversion(dropped="ProfilerHook is not carried over: profile with "
                                       "tf.keras.callbacks.TensorBoard(profile_batch=...)")
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _is_none(node: cst.BaseExpression) -> bool:
