@@ -87,7 +87,14 @@ class _LossReader:
         labels = self.resolve(conversion.labels, at)
         labels, conversion = self.sparse_labels(labels, conversion, at)
         if not (isinstance(labels, cst.Name) and labels.value == "labels"):
-            self.refuse(conversion.labels, "the loss does not compare the model_fn's `labels` as they come")
+            refused = Unsupported("the loss does not compare the model_fn's `labels` as they come", conversion.labels, "E2K901")
+            if not self._hand_written_enabled():
+                raise refused
+            try:  # `labels=tf.squeeze(labels, axis=[1])`: the labels the loss computes with, by hand
+                conversion, defs = self.hand_written_loss(expr, at, used)
+            except Unsupported:
+                raise refused from None
+            return conversion, at, used + defs, regularized
         return conversion, at, used, regularized
 
     def sparse_labels(self, labels: cst.BaseExpression, conversion: LossConversion, at: int):
@@ -196,6 +203,9 @@ class _LossReader:
             self.refuse(expr, f"the loss reads several values of the model ({names}); a Keras loss is handed the labels "
                               "and one model output: move the others into the model (add_loss) or a train_step")
         (output_name, output_def), = outputs.items()
+        if isinstance(output_def.value, (cst.Dict, cst.List, cst.Tuple)):
+            self.refuse(output_def.small, f"the loss reads `{output_name}`, a collection of the model's values; "
+                                          "e2k hands a Keras loss one output tensor")
         last = named[-1] if named else None
         if last is not None and last.value is expr and isinstance(last.small, cst.Assign) and len(last.small.targets) == 1 \
                 and isinstance(last.small.targets[0].target, cst.Name):
@@ -341,7 +351,7 @@ class _LossReader:
                 elif path in _NN_PER_EXAMPLE and not where:
                     if keyword == "labels":
                         return None  # it becomes a Keras loss function
-                elif path in ("reshape", "manip.reshape") and (first or keyword == "tensor"):
+                elif path in ("reshape", "manip.reshape", "squeeze") and (first or keyword in ("tensor", "input")):
                     rank, node = True, call
                     continue
                 elif path in _CASTS and (first or keyword == "x"):

@@ -38,7 +38,8 @@ class Tf1MeanOfPerExampleLossToKeras(ExpressionRule):
     ## Fix safety
     Safe: `reduce_mean` over all the per-element losses is what the Keras losses compute
     (mean over the last axis, then over the batch). A `reduce_mean` with an `axis`, or over
-    anything else, is not converted (the model_fn is left as it was, E2K901).
+    anything else, is not an idiom of this rule: it converts as a loss written by hand (E2K204)
+    where that rule can, else the model_fn is left as it was (E2K901).
 
     ## References
     - https://www.tensorflow.org/guide/migrate/metrics_optimizers

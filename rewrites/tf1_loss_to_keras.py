@@ -85,7 +85,9 @@ class Tf1LossToKeras(ExpressionRule):
     ## Limitations
     `weights=` other than 1 (TF1 divides by the number of non-zero weights, Keras by the
     batch size), another `reduction`, and `log_loss` / `hinge_loss` are not converted yet
-    (the model_fn is left as it was, E2K901).
+    (the model_fn is left as it was, E2K901). A TF1 loss inside a loss written by hand
+    (`0.5 * tf.losses.mean_squared_error(labels, predictions) + ...`) converts with it (E2K204):
+    the mean of its Keras loss's per-example values.
 
     ## References
     - https://www.tensorflow.org/guide/migrate/metrics_optimizers

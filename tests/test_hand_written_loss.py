@@ -115,6 +115,9 @@ def test_keras_loss_functions_take_reshaped_labels():
      "reads the model's variables or the graph (`tf.compat.v1.trainable_variables(...)`)"),
     # no labels at all: the model's internals (a VAE's -elbo)
     ("elbo = tf.reduce_mean(hidden)\nloss = -elbo", "does not read the labels: it is computed from the model's internals (`elbo`)"),
+    # a dict of the model's values, not one output
+    ("outputs = {'value': predictions}\nloss = tf.reduce_sum(outputs['value'] - tf.reshape(labels, [-1, 1]))",
+     "reads `outputs`, a collection of the model's values"),
     # the features
     ("loss = tf.reduce_sum(tf.reshape(labels, [-1, 1]) - predictions) + tf.reduce_sum(features)",
      "reads `features` itself"),
@@ -176,3 +179,16 @@ def test_tf1_losses_and_nn_cross_entropies_inside_become_keras_losses():
     assert ('tf.keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=0.1, reduction="none")'
             "(onehot, logits)") in text
     assert "smooth = tf.reduce_mean(" in text and "compat" not in text
+
+
+def test_an_idiom_on_labels_reshaped_in_another_way_converts_by_hand():
+    source = PROGRAM.replace("predictions = tf.compat.v1.layers.dense(hidden, 1)", "logits = tf.compat.v1.layers.dense(hidden, 3)")
+    body = """\
+    class_ids = tf.squeeze(tf.cast(labels, tf.int32), axis=[1])
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=class_ids, logits=logits))"""
+    result = rewrite_source(source.replace("{body}", body).encode(), "prog.py", RuleSet.load())
+    assert result.status == "converted", [f.format() for f in result.findings]
+    text = loss_class(result)
+    assert "class_ids = tf.squeeze(tf.cast(labels, tf.int32), axis=[1])" in text
+    assert "loss = tf.reduce_mean(" in text
+    assert "tf.keras.losses.sparse_categorical_crossentropy(class_ids, logits, from_logits=True))" in text
