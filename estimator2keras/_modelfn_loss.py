@@ -193,7 +193,10 @@ class _LossReader:
         for d in outputs.values():
             self._check_internals(d.value, calls=False)
         if not reads_labels:
-            what = ", ".join(f"`{n}`" for n in outputs) or f"`{_emit.code(expr)}`"
+            what = ", ".join(f"`{n}`" for n in sorted(outputs)) or f"`{_emit.code(expr)}`"
+            sources = self._internal_sources(list(outputs.values()))
+            if sources:
+                what += ", from " + ", ".join(f"`{_emit.code(c)}`" for c in sources)
             self.refuse(expr, f"the loss does not read the labels: it is computed from the model's internals ({what}), "
                               "which compile(loss=...) cannot see; move it into the model (add_loss) or a train_step")
         if len(outputs) != 1:
@@ -221,6 +224,28 @@ class _LossReader:
             self.plan.fixed(expr, HAND_WRITTEN, f"the loss written by hand -> `{name}`, a Keras loss")
         keras_loss = _emit.expr(f"{name}({', '.join(arguments)})")
         return LossConversion(keras_loss, cst.Name("labels"), cst.Name(output_name)), ordered
+
+    def _internal_sources(self, defs: list[_Def], most: int = 2) -> list[cst.Call]:
+        """The first calls (in the model_fn's order) of methods of the model's own objects that
+        ``defs`` are computed from (``decoder_likelihood.log_prob(features)``): what a loss of
+        the model's internals reads."""
+        from estimator2keras._context import iter_calls
+
+        found, seen, pending = [], set(), list(defs)
+        while pending:
+            d = pending.pop()
+            if d.index in seen:
+                continue
+            seen.add(d.index)
+            for call in iter_calls(d.value):
+                if isinstance(call.func, cst.Attribute) and self.ctx.call_api_path(call) is None:
+                    found.append(call)
+            for n in self.names_read(d.value):
+                inner = self.latest_def(n.value, d.index)
+                if inner is not None:
+                    pending.append(inner)
+        found.sort(key=lambda c: self.ctx.position(c))
+        return found[:most]
 
     def _depends_on_labels(self, d: _Def, seen: set[int]) -> bool:
         if d.index in seen:

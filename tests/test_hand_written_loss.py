@@ -118,6 +118,8 @@ def test_keras_loss_functions_take_reshaped_labels():
     # a dict of the model's values, not one output
     ("outputs = {'value': predictions}\nloss = tf.reduce_sum(outputs['value'] - tf.reshape(labels, [-1, 1]))",
      "reads `outputs`, a collection of the model's values"),
+    ("elbo = tf.reduce_mean(predictions.log_prob(hidden))\nloss = -elbo",
+     "computed from the model's internals (`elbo`, from `predictions.log_prob(hidden)`)"),
     # the features
     ("loss = tf.reduce_sum(tf.reshape(labels, [-1, 1]) - predictions) + tf.reduce_sum(features)",
      "reads `features` itself"),
