@@ -240,9 +240,15 @@ class InputFn:
     #: once the function returns it (E2K006).
     array_factory_call: cst.Call | None = None
     array_factory: cst.FunctionDef | None = None
+    #: The input_fns a name may be when the Estimator reads it (``if use_dataset: def
+    #: train_input_fn(): ... else: train_input_fn = numpy_input_fn(...)``): each converts, and
+    #: each must be called the same way.
+    alternatives: list["InputFn"] = field(default_factory=list)
 
     def definitions(self) -> list[cst.FunctionDef]:
         """Functions whose code builds the dataset (the input_fn itself, or what a lambda calls)."""
+        if self.alternatives:
+            return [d for alternative in self.alternatives for d in alternative.definitions()]
         return [self.function] if self.function is not None else list(self.helpers)
 
     def may_repeat(self, ctx: RewriteContext, mode: str) -> bool:
@@ -250,6 +256,8 @@ class InputFn:
         ``mode``: no ``.repeat()`` without a literal count in the code that runs then. Code under
         an ``if`` that cannot run is left out: ``if training:`` where the lambda passes
         ``training=False`` (or the default says so), ``if mode == ModeKeys.TRAIN:`` in eval."""
+        if self.alternatives:
+            return any(alternative.may_repeat(ctx, mode) for alternative in self.alternatives)
         if self.array_call is not None:
             epochs = _keyword_or_position(self.array_call, "num_epochs", 3)
             return epochs is not None and not isinstance(epochs, cst.Integer)
@@ -294,6 +302,12 @@ class InputFn:
         """The expression that gives the dataset, as the Estimator would have called it in
         ``mode`` ("train", "eval" or "infer": what ``ModeKeys`` hold), mapped through
         ``dataset_map`` when the model preprocesses its features in tf.data."""
+        if self.alternatives:
+            made = [alternative.call_expression(params, mode) for alternative in self.alternatives]
+            if len({_emit.code(m) for m in made}) != 1:
+                raise Unsupported("the input_fns this name may be are not called the same way", self.expr)
+            self.calls_made.extend(c for alternative in self.alternatives for c in alternative.calls_made)
+            return made[0]
         dataset = self._dataset_expression(params, mode)
         if self.dataset_map is None:
             return dataset
@@ -457,6 +471,9 @@ def _live_calls(node: cst.CSTNode, decider: _Decider) -> Iterator[cst.Call]:
 
 
 def resolve_input_fn(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn:
+    alternatives = _alternative_input_fns(ctx, node)
+    if alternatives is not None:
+        return alternatives
     array_call, binding = resolve_call(ctx, node, ARRAY_INPUT_FNS)
     if array_call is not None:
         return InputFn(node, array_call=array_call, array_binding=binding)
@@ -498,6 +515,33 @@ def resolve_input_fn(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn:
             _check_input_fn_params(ctx, inner)
             return InputFn(node, function=inner, factory_call=node)
     raise Unsupported("this input_fn is not a function, a lambda or an input_fn factory that e2k can follow", node)
+
+
+def _alternative_input_fns(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn | None:
+    """A name that more than one definition may reach where the Estimator reads it, each a
+    function or a name bound once to an input_fn value: one InputFn for each."""
+    if not isinstance(node, cst.Name):
+        return None
+    reaching = ctx.reaching(node)
+    if reaching is None or len(reaching) < 2:
+        return None
+    alternatives = []
+    for assignment in sorted(reaching, key=lambda a: ctx.position(getattr(a, "node", None) or node)):
+        target = getattr(assignment, "node", None)
+        if isinstance(target, cst.FunctionDef):
+            _check_input_fn_params(ctx, target)
+            alternatives.append(InputFn(node, function=target))
+            continue
+        statement = ctx.enclosing_statement(target) if isinstance(target, cst.Name) else None
+        small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
+        if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and small.targets[0].target is target):
+            raise Unsupported(f"`{node.value}` may be one of several values here, not each an input_fn e2k follows", node)
+        binding = Binding(target.value, statement, target, small.value)
+        if isinstance(small.value, cst.Call) and ctx.call_api_path(small.value) in ARRAY_INPUT_FNS:
+            alternatives.append(InputFn(node, array_call=small.value, array_binding=binding))
+            continue
+        raise Unsupported(f"`{node.value}` may be one of several values here, not each an input_fn e2k follows", node)
+    return InputFn(node, alternatives=alternatives)
 
 
 def _array_factory_call(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn | None:
@@ -1003,6 +1047,8 @@ class ConversionPlan:
 
     def register_input_fn(self, input_fn: InputFn) -> None:
         input_fn.dataset_map = self.dataset_map
+        for alternative in input_fn.alternatives:
+            self.register_input_fn(alternative)
         self.input_fns.append(input_fn)
 
     def input_definitions(self) -> list[cst.FunctionDef]:

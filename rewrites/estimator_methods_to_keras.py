@@ -39,7 +39,10 @@ class EstimatorTrainEvaluateToFitEvaluate(UnitRule):
     - An input_fn taking `mode` is called with the mode's string (`"train"`, `"eval"`,
       `"infer"`: the values of `ModeKeys`), one taking `params` with the Estimator's params.
       A lambda taking them (`lambda params: read(x, y, params["batch_size"])`, TPUEstimator's
-      style) gives its body with the values written in: `read(x, y, 8)`, `"train"`.
+      style) gives its body with the values written in: `read(x, y, 8)`, `"train"`. A name
+      bound to an input_fn in each branch of an `if` (`def train_input_fn(): ...` in one,
+      `train_input_fn = numpy_input_fn(...)` in the other) converts in each branch, when each
+      is called the same way.
 
     ## Why
     A Keras model trains, evaluates and predicts itself; the input_fn is called once to give

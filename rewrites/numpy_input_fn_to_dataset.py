@@ -48,7 +48,8 @@ class NumpyInputFnToDataset(UnitRule):
     reshuffles within each epoch.
 
     ## Limitations
-    A non-literal `shuffle` is not converted. The Estimator refused these input_fns under a
+    A non-literal `shuffle` converts only as a parameter of a function returning the input_fn
+    (above); elsewhere it is reported. The Estimator refused these input_fns under a
     distribution strategy, so e2k does not convert that combination either.
 
     ## References
@@ -156,8 +157,15 @@ model.evaluate(tf.data.Dataset.from_tensor_slices(({"x": x_train}, y_train)).bat
                     raise Unsupported(f"`{binding.name}` is used outside this Estimator's calls", binding.target)
                 function = _emit.statement("def {name}():\n    return {d}", name=binding.name, d=dataset)
                 # Blank lines around the new function, as around any definition (PEP 8).
-                blank = [_emit.blank_line()] * (2 if ctx.parent(binding.statement) is ctx.module else 1)
-                function = function.with_changes(leading_lines=blank, body=function.body.with_changes(footer=blank))
+                block = ctx.parent(binding.statement)
+                if block is ctx.module:
+                    blank = [_emit.blank_line()] * 2
+                    function = function.with_changes(leading_lines=blank, body=function.body.with_changes(footer=blank))
+                else:
+                    # In a function or a branch: one blank line between definitions, none
+                    # under the line that opens the block.
+                    first = block.body[0] is binding.statement if hasattr(block, "body") else False
+                    function = function.with_changes(leading_lines=[] if first else [_emit.blank_line()])
                 plan.replace_statement(binding.statement, [function])
             kind = "pandas_input_fn" if (ctx.call_api_path(factory) or "").endswith("pandas_input_fn") else "numpy_input_fn"
             plan.fixed(factory, self.code, f"{kind} -> tf.data.Dataset.from_tensor_slices")

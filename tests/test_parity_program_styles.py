@@ -46,3 +46,23 @@ def test_batch_size_left_per_replica_is_caught(tmp_path):
     result = run_parity(case / "before.py", path, replicas=2)
     assert not result.passed, result.report()
     assert not result.steps[0].passed, result.report()  # the first step already differs
+
+
+def test_input_fn_by_flag_the_other_branch_trains_alike_and_a_wrong_one_is_caught(tmp_path):
+    """input_fn_by_flag: the fixture runs the tf.data branch; the numpy_input_fn branch,
+    converted to functions of the same names, must train alike too; with its training batch
+    doubled (a per-replica batch taken for a global one, say) parity must say it does not."""
+    case = FIXTURES / "input_fn_by_flag"
+    flag = "USE_DATASET = True"
+    before, after = (case / "before.py").read_text(), (case / "after.py").read_text()
+    assert before.count(flag) == after.count(flag) == 1, "the fixture's shape changed: update this test"
+    (tmp_path / "before.py").write_text(before.replace(flag, "USE_DATASET = False"))
+    (tmp_path / "after.py").write_text(after.replace(flag, "USE_DATASET = False"))
+    result = run_parity(tmp_path / "before.py", tmp_path / "after.py", replicas=1)
+    assert result.passed, result.report()
+    shuffled = after.replace(flag, "USE_DATASET = False").replace(
+        "labels)).repeat(2).batch(batch_size)", "labels)).repeat(2).batch(batch_size * 2)")
+    assert shuffled != after.replace(flag, "USE_DATASET = False")
+    (tmp_path / "wrong.py").write_text(shuffled)
+    result = run_parity(tmp_path / "before.py", tmp_path / "wrong.py", replicas=1)
+    assert not result.passed, result.report()

@@ -453,3 +453,28 @@ def test_an_input_fn_lambda_passing_params_on_whole_is_refused(rules):
     """)
     assert result.status == "partial"
     assert any("passes `params` on whole" in f.message for f in result.findings)
+
+
+def test_an_input_fn_name_bound_to_something_else_in_one_branch_is_refused(rules):
+    result, new = convert(rules, """
+        import tensorflow as tf
+
+
+        def model_fn(features, labels, mode):
+            logits = tf.layers.dense(features["x"], 1)
+            loss = tf.losses.mean_squared_error(labels, logits)
+            train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+            return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+        def main(use_dataset, make):
+            if use_dataset:
+                def train_input_fn():
+                    return tf.data.Dataset.from_tensor_slices(({"x": [[1.0]] * 8}, [[2.0]] * 8)).batch(2)
+            else:
+                train_input_fn = make()
+            estimator = tf.estimator.Estimator(model_fn)
+            estimator.train(input_fn=train_input_fn, steps=2)
+    """)
+    assert result.status == "partial"
+    assert any("may be one of several values here" in f.message for f in result.findings)
