@@ -382,6 +382,9 @@ class _LossReader:
                 elif path in _CASTS and (first or keyword == "x"):
                     dtype, node = True, call
                     continue
+                elif path in ("stop_gradient", "identity") and (first or keyword == "input"):
+                    node = call  # the same values
+                    continue
                 elif not path and isinstance(call.func, cst.Name):  # a loss function of the program
                     helper, bound = self._loss_helper(call)
                     param = next(key for key, arg in bound.items() if arg is parent)

@@ -114,7 +114,8 @@ class HandWrittenLossToKeras(ExpressionRule):
     either way: a Keras loss object, `sparse_categorical_crossentropy` / `categorical_crossentropy`
     (which match ranks and dtypes themselves), a TF1 loss or tf.nn cross-entropy (which become
     those), `tf.reshape` for ops that read the rank, and `tf.reshape` and a cast for ops that
-    need integers (`tf.one_hot`, `tf.gather`, `tf.equal`). Labels used as they come in arithmetic
+    need integers (`tf.one_hot`, `tf.gather`, `tf.equal`); `tf.stop_gradient` passes them
+    through. Labels used as they come in arithmetic
     (`predictions - labels`, where TF1 may have broadcast `[batch]` against `[batch, 1]` to
     `[batch, batch]`) or in a Keras loss function that does not match ranks
     (`mean_squared_error(labels, x)`) are refused, naming the op.

@@ -194,3 +194,15 @@ def test_an_idiom_on_labels_reshaped_in_another_way_converts_by_hand():
     assert "class_ids = tf.squeeze(tf.cast(labels, tf.int32), axis=[1])" in text
     assert "loss = tf.reduce_mean(" in text
     assert "tf.keras.losses.sparse_categorical_crossentropy(class_ids, logits, from_logits=True))" in text
+
+
+def test_labels_through_stop_gradient_keep_what_is_known_of_them():
+    source = PROGRAM.replace("predictions = tf.compat.v1.layers.dense(hidden, 1)", "logits = tf.compat.v1.layers.dense(hidden, 3)")
+    body = """\
+    per_example = tf.nn.softmax_cross_entropy_with_logits_v2(labels=tf.stop_gradient(labels), logits=logits)
+    loss = tf.reduce_sum(per_example) / BATCH_SIZE"""
+    result = rewrite_source(source.replace("{body}", body).encode(), "prog.py", RuleSet.load())
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert "per_example = tf.keras.losses.categorical_crossentropy(\n            tf.stop_gradient(labels)," in loss_class(result)
+    refused = rewrite("loss = tf.reduce_sum(tf.square(tf.stop_gradient(labels) - predictions))")
+    assert any("(`tf.stop_gradient(labels) - predictions`)" in f.message for f in refused.findings)
