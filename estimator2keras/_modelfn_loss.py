@@ -297,7 +297,9 @@ class _LossReader:
         smalls = []
         for i, line in enumerate(body):
             if not isinstance(line, cst.SimpleStatementLine):
-                self.refuse(line, f"{what} computes the loss with a `{type(line).__name__}`; e2k reads loss functions "
+                keyword = {"If": "an `if`", "For": "a `for` loop", "While": "a `while` loop", "With": "a `with` block",
+                           "Try": "a `try`"}.get(type(line).__name__, f"a `{type(line).__name__}` statement")
+                self.refuse(line, f"{what} computes the loss with {keyword}; e2k reads loss functions "
                                   "that are assignments ending in one return")
             for small in line.body:
                 docstring = i == 0 and isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString))

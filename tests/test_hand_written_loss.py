@@ -130,7 +130,7 @@ def test_keras_loss_functions_take_reshaped_labels():
     ("loss = tf1_spelling(labels, predictions)", "`tf1_spelling(...)` uses `tf.log`, a TF1 spelling"),
     ("loss = compat_loss(labels, predictions)",
      "computes with `labels` as they come (`tf.compat.v1.losses.mean_squared_error(labels, predictions)` in `compat_loss`)"),
-    ("loss = branching(labels, predictions)", "`branching(...)` computes the loss with a `If`"),
+    ("loss = branching(labels, predictions)", "`branching(...)` computes the loss with an `if`"),
     # a reduction that decides whether the Estimator divided by the replicas
     ("loss = tf.reduce_sum(tf.keras.losses.MeanSquaredError(reduction='sum')(labels, predictions))",
      "around `reduction='sum'`"),
