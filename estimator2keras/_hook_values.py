@@ -11,7 +11,7 @@ still at hand in a callback:
 | the TRAIN EstimatorSpec's `loss` | `logs["loss"]` (the mean over the epoch's steps so far) |
 | a `tf.metrics.*` value or update op that is also an `eval_metric_ops` metric | `logs[<its key>]` |
 | the optimizer's learning rate (a number, a `params` entry, a decayed rate) | `model.optimizer.learning_rate.numpy()` |
-| `tf.train.get_global_step()`, the name `"global_step"` | `model.optimizer.iterations.numpy()` |
+| `tf.train.get_global_step()`, the name `"global_step"` | `model.optimizer.iterations.numpy() - 1` (after the step) |
 
 Anything else (an activation, a tensor of another function) has no counterpart:
 ``keras_value`` raises ``Unsupported`` naming it.
@@ -33,7 +33,8 @@ SPEC_SIGNATURE = (
 )
 LOSS = 'logs["loss"]'
 LEARNING_RATE = "model.optimizer.learning_rate.numpy()"
-GLOBAL_STEP = "model.optimizer.iterations.numpy()"
+#: After the step: the step that ran, counted from 0 as the global step fetched with it was.
+GLOBAL_STEP = "model.optimizer.iterations.numpy() - 1"
 
 
 @dataclass(frozen=True)

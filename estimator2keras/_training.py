@@ -129,6 +129,10 @@ def convert_hooks(site: HookSite, hooks: cst.BaseExpression, ctx: "RewriteContex
     value = site.resolve(hooks)
     if isinstance(value, cst.Name) and value.value == "None":
         return out
+    if isinstance(value, cst.Call):
+        from estimator2keras._hook_helpers import helper_hooks
+
+        helper_hooks(site, value, ctx, hooks)  # hooks a function returns: refused, naming it and its hooks
     if not isinstance(value, (cst.List, cst.Tuple)):
         raise Unsupported("these hooks are not a list e2k can follow", hooks, UNSUPPORTED_USE)
     for element in value.elements:

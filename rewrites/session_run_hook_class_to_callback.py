@@ -5,8 +5,9 @@ import libcst as cst
 from estimator2keras import _emit
 from estimator2keras._context import MARK_PREFIX
 from estimator2keras._edits import is_docstring
+from estimator2keras._hook_values import GLOBAL_STEP, KerasValue, keras_value
 from estimator2keras._rule import Case, ExpressionRule, Safety, Unsupported
-from estimator2keras._training import PHASE_METHODS
+from estimator2keras._training import PHASE_METHODS, HookSite
 
 #: SessionRunHook method -> (index into PHASE_METHODS, the Keras parameters after self).
 HOOK_METHODS = {
@@ -50,10 +51,26 @@ class SessionRunHookClassToCallback(ExpressionRule):
     Keras calls callbacks where an Estimator's MonitoredSession called hooks: at the start,
     before and after every step, and at the end of `fit`, `evaluate` and `predict`.
 
+    A hook that fetches values (`return SessionRunArgs(fetches)` in `before_run`, read as
+    `run_values.results` in `after_run`) converts when every value it fetches is one a Keras
+    model still has. The fetches may be a value, a list, a tuple or a dict of: attributes set
+    in `begin` / `after_create_session` / `__init__`, `tf.train.get_global_step()`, tensor names
+    (`"cross_entropy:0"`, `graph.get_tensor_by_name(self.loss_name + ":0")` with the name given
+    to the hook's constructor, the same for every instance). Each is read as E2K406 reads a
+    `LoggingTensorHook`'s tensors: the loss is `logs["loss"]`, a compiled metric
+    `logs["<name>"]`, the learning rate `self.model.optimizer.learning_rate.numpy()`, the global
+    step `self.model.optimizer.iterations.numpy() - 1`. `run_values.results` becomes the same
+    structure of those values; the `return SessionRunArgs(...)` and the statements of `begin`
+    that only looked the fetched tensors up go.
+
     ## Fix safety
-    Review. What a hook fetched from the graph (`return SessionRunArgs(...)` in `before_run`,
-    `run_values` in `after_run`) and what it did with its `session` has no Keras counterpart:
-    those lines are kept, marked `# e2k: E2K407`, and reported, and must be rewritten to read
+    Review. Keras reports the loss and the metrics in `logs` as their means over the epoch's
+    steps so far, where a fetched loss tensor was the step's own, and a callback reads the
+    optimizer after the step (the global step is given as the step that ran, `iterations - 1`,
+    as the hook fetched it; a decayed learning rate is the next step's). What a hook fetched
+    that has no Keras counterpart (an activation, a tensor e2k cannot trace to the model_fn,
+    an attribute the hook also uses otherwise) and what it did with its `session` are kept,
+    marked `# e2k: E2K407` with the value named, and reported: they must be rewritten to read
     `logs` (the loss and metrics) or `self.model`.
 
     ## References
@@ -139,6 +156,142 @@ model = build_model()
 model.fit(input_fn(), steps_per_epoch=1000, callbacks=[TimingHook()])
 ''',
         ),
+        Case(
+            id="fetches-the-loss-and-step",
+            before='''\
+import tensorflow as tf
+
+
+class LossPrinterHook(tf.train.SessionRunHook):
+    def __init__(self, every_n_steps):
+        self.every_n_steps = every_n_steps
+
+    def begin(self):
+        self.global_step = tf.train.get_global_step()
+
+    def before_run(self, run_context):
+        return tf.train.SessionRunArgs([self.global_step, "cross_entropy:0"])
+
+    def after_run(self, run_context, run_values):
+        step, loss = run_values.results
+        if step % self.every_n_steps == 0:
+            print(step, loss)
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).repeat().batch(1)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    tf.identity(loss, name="cross_entropy")
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+estimator = tf.estimator.Estimator(model_fn)
+estimator.train(input_fn, steps=100, hooks=[LossPrinterHook(10)])
+''',
+            after='''\
+import tensorflow as tf
+
+
+class LossPrinterHook(tf.keras.callbacks.Callback):
+    def __init__(self, every_n_steps):
+        super().__init__()
+        self.every_n_steps = every_n_steps
+
+    def on_train_batch_end(self, batch, logs=None):
+        step, loss = self.model.optimizer.iterations.numpy() - 1, logs["loss"]
+        if step % self.every_n_steps == 0:
+            print(step, loss)
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).repeat().batch(1)
+
+
+def build_model():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+model = build_model()
+model.fit(input_fn(), steps_per_epoch=100, callbacks=[LossPrinterHook(10)])
+''',
+        ),
+        Case(
+            id="fetches-an-activation",
+            before='''\
+import tensorflow as tf
+
+
+class ActivationHook(tf.train.SessionRunHook):
+    def before_run(self, run_context):
+        return tf.train.SessionRunArgs("hidden:0")
+
+    def after_run(self, run_context, run_values):
+        print(run_values.results.mean())
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).repeat().batch(1)
+
+
+def model_fn(features, labels, mode):
+    hidden = tf.identity(tf.layers.Dense(4)(features), name="hidden")
+    logits = tf.layers.Dense(1)(hidden)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+estimator = tf.estimator.Estimator(model_fn)
+estimator.train(input_fn, steps=100, hooks=[ActivationHook()])
+''',
+            after='''\
+import tensorflow as tf
+
+
+class ActivationHook(tf.keras.callbacks.Callback):
+    def on_train_batch_begin(self, batch, logs=None):
+        # e2k: E2K407 the tensor 'hidden' (`tf.layers.Dense(4)(features)` in the model_fn) is not the loss, a compiled metric, the learning rate or the global step: a Keras model does not expose it; read the loss and metrics from `logs`, the weights from `self.model`
+        pass
+
+    def on_train_batch_end(self, batch, logs=None):
+        # e2k: E2K407 the tensor 'hidden' (`tf.layers.Dense(4)(features)` in the model_fn) is not the loss, a compiled metric, the learning rate or the global step: a Keras model does not expose it; read the loss and metrics from `logs`, the weights from `self.model`
+        print(run_values.results.mean())
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).repeat().batch(1)
+
+
+class Model(tf.keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.dense = tf.keras.layers.Dense(4)
+        self.logits = tf.keras.layers.Dense(1)
+
+    def call(self, features, training=False):
+        hidden = tf.identity(self.dense(features), name="hidden")
+        logits = self.logits(hidden)
+        return logits
+
+
+def build_model():
+    model = Model()
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+model = build_model()
+model.fit(input_fn(), steps_per_epoch=100, callbacks=[ActivationHook()])
+''',
+            findings=("E2K407",),
+        ),
     ]
 
     def convert(self, call, ctx, tf, site):  # instances are converted through their class
@@ -146,6 +299,7 @@ model.fit(input_fn(), steps_per_epoch=1000, callbacks=[TimingHook()])
 
     def convert_class(self, klass: cst.ClassDef, ctx, tf: str, plan, phases: list[str]) -> cst.ClassDef:
         order = [p for p in ("train", "eval", "predict") if p in phases]
+        klass, fetched = _Fetches(klass, ctx, plan, order).convert()
         bases = []
         for base in klass.bases:
             if ctx.api_path(base.value) in self.targets:
@@ -167,7 +321,7 @@ model.fit(input_fn(), steps_per_epoch=1000, callbacks=[TimingHook()])
                 body.append(statement)
                 continue
             index, keras_params = HOOK_METHODS[name]
-            new = self._method(statement, ctx, plan, order, keras_params)
+            new = self._method(statement, ctx, plan, order, keras_params, fetched)
             if name == "after_create_session":
                 begin_extra.extend(new.body.body)
                 continue
@@ -204,12 +358,13 @@ model.fit(input_fn(), steps_per_epoch=1000, callbacks=[TimingHook()])
             statements.insert(0, first)
         return init.with_changes(body=init.body.with_changes(body=statements))
 
-    def _method(self, fn: cst.FunctionDef, ctx, plan, phases: list[str], keras_params: str) -> cst.FunctionDef:
+    def _method(self, fn: cst.FunctionDef, ctx, plan, phases: list[str], keras_params: str,
+                fetched: str | None = None) -> cst.FunctionDef:
         name = fn.name.value
         index = HOOK_METHODS[name][0]
         phase = phases[0]
         params = [p.name.value for p in fn.params.params[1:]]
-        rewriter = _HookBody(params, phases)
+        rewriter = _HookBody(params, phases, fetched or FETCHED)
         new_body = fn.body.visit(rewriter)
         for node, message in rewriter.marked:
             plan.leftover_marked_in_new_code(node, CODE, message)
@@ -222,10 +377,11 @@ model.fit(input_fn(), steps_per_epoch=1000, callbacks=[TimingHook()])
 class _HookBody(cst.CSTTransformer):
     """A hook method's body as a callback's: request_stop -> stop_training, fetches marked."""
 
-    def __init__(self, params: list[str], phases: list[str]):
+    def __init__(self, params: list[str], phases: list[str], fetched: str = FETCHED):
         super().__init__()
         self.params = set(params)
         self.phases = phases
+        self.fetched = fetched
         self.marked: list[tuple[cst.CSTNode, str]] = []
 
     def leave_SimpleStatementLine(self, original, updated):
@@ -242,11 +398,11 @@ class _HookBody(cst.CSTTransformer):
             if func.startswith("super().") and func.split(".")[-1] in HOOK_METHODS:
                 return cst.RemoveFromParent()
         if isinstance(small, cst.Return) and small.value is not None and "SessionRunArgs" in text:
-            return self._mark(original, updated.with_changes(body=[cst.Pass()]), FETCHED)
+            return self._mark(original, updated.with_changes(body=[cst.Pass()]), self.fetched)
         names = {n.value for n in _names(original)}
         if names & self.params:
             session = any(p in names for p in self.params if p in ("session", "coord", "sess"))
-            return self._mark(original, updated, SESSION if session else FETCHED)
+            return self._mark(original, updated, SESSION if session else self.fetched)
         return updated
 
     def _mark(self, original, updated, message):
@@ -266,3 +422,245 @@ def _names(node: cst.CSTNode):
             continue
         stack.extend(current.children)
 
+
+
+SESSION_RUN_ARGS = frozenset({"train.SessionRunArgs", "estimator.SessionRunArgs"})
+GRAPH_LOOKUPS = ("get_tensor_by_name", "as_graph_element")
+#: Methods where a hook creates or looks up the tensors it fetches (the graph is built).
+SETUP_METHODS = ("__init__", "begin", "after_create_session")
+
+
+class _Fetches:
+    """A hook that fetches values with ``SessionRunArgs`` and reads them in ``after_run``:
+    when each value is one a Keras model still has (the loss, a compiled metric, the
+    learning rate, the global step), ``run_values.results`` becomes those values read from
+    ``logs`` and ``self.model``, and the code that only made the fetches goes. Otherwise the
+    class is left to the marking of ``_HookBody``, with the value named."""
+
+    def __init__(self, klass: cst.ClassDef, ctx, plan, phases: list[str]):
+        self.klass, self.ctx, self.plan, self.phases = klass, ctx, plan, phases
+        self.methods = {s.name.value: s for s in klass.body.body if isinstance(s, cst.FunctionDef)}
+
+    def convert(self) -> tuple[cst.ClassDef, str | None]:
+        """The class with its fetches converted, or as it was and why not."""
+        before = self.methods.get("before_run")
+        returned = _fetch_return(before, self.ctx) if before is not None else None
+        if returned is None:
+            return self.klass, None
+        statement, fetches = returned
+        after = self.methods.get("after_run")
+        try:
+            if self.phases != ["train"]:
+                raise Unsupported(f"a hook that fetches values in {' and '.join(self.phases)} is not converted", statement)
+            results, attributes = self._results(fetches, statement)
+            setup = self._setup_statements(attributes, statement)
+            new_after = self._after_run(after, results) if after is not None else None
+        except Unsupported as exc:
+            return self.klass, f"{exc.reason}; read the loss and metrics from `logs`, the weights from `self.model`"
+        body = []
+        for item in self.klass.body.body:
+            if item is before:
+                rest = [s for s in before.body.body if s is not statement]
+                if any(not is_docstring(s) for s in rest):
+                    body.append(before.with_changes(body=before.body.with_changes(body=rest)))
+                continue
+            if item is after:
+                body.append(new_after)
+                continue
+            if isinstance(item, cst.FunctionDef) and item.name.value in SETUP_METHODS:
+                rest = [s for s in item.body.body if s not in setup]
+                if not rest:
+                    continue  # it only made the fetches
+                if all(is_docstring(s) for s in rest) and item.name.value != "__init__":
+                    continue
+                item = item.with_changes(body=item.body.with_changes(body=rest))
+            body.append(item)
+        return self.klass.with_changes(body=self.klass.body.with_changes(body=body)), None
+
+    # -- what is fetched ------------------------------------------------------------------
+    def _results(self, fetches: cst.BaseExpression, at: cst.CSTNode):
+        """``run_values.results`` as a Keras expression, and the attributes the fetches read."""
+        attributes: set[str] = set()
+
+        def one(node: cst.BaseExpression) -> cst.BaseExpression:
+            value = self._value(node, attributes)
+            return cst.parse_expression(value.read.replace("model.", "self.model.", 1) if value.read.startswith("model.")
+                                        else value.read)
+
+        if isinstance(fetches, cst.Dict):
+            elements = []
+            for e in fetches.elements:
+                if not isinstance(e, cst.DictElement):
+                    raise Unsupported("fetches given with ** are not converted", e)
+                elements.append(e.with_changes(value=one(e.value)))
+            return fetches.with_changes(elements=elements), attributes
+        if isinstance(fetches, (cst.List, cst.Tuple)):
+            elements = []
+            for e in fetches.elements:
+                if isinstance(e, cst.StarredElement):
+                    raise Unsupported("fetches given with * are not converted", e)
+                elements.append(e.with_changes(value=one(e.value)))
+            return fetches.with_changes(elements=elements), attributes
+        return one(fetches), attributes
+
+    def _value(self, node: cst.BaseExpression, attributes: set[str]) -> KerasValue:
+        original = node
+        node = self._attribute_or_argument(node, attributes)
+        site = HookSite(self.plan, "train", lambda n: n)
+        if isinstance(node, cst.Call):
+            path = self.ctx.call_api_path(node) or ""
+            if path in ("train.get_global_step", "train.get_or_create_global_step"):
+                return KerasValue(GLOBAL_STEP, "the global step")
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value in GRAPH_LOOKUPS and node.args:
+                node = node.args[0].value
+                if (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add)
+                        and isinstance(node.right, cst.SimpleString) and node.right.evaluated_value == ":0"):
+                    node = node.left  # `name + ":0"`: the tensor's name
+                node = self._attribute_or_argument(node, set())  # `self.loss_name`: kept, it is not fetched
+        if isinstance(node, cst.SimpleString):
+            return keras_value(site, self.ctx, node)
+        raise Unsupported(f"the hook fetches `{_emit.code(original)}` (`{_emit.code(node)}`), which is not the loss, "
+                          "a compiled metric, the learning rate or the global step", original)
+
+    def _attribute_or_argument(self, node: cst.BaseExpression, attributes: set[str]) -> cst.BaseExpression:
+        """``self.x`` -> what the setup methods assign it; an ``__init__`` parameter -> what
+        the instances are given."""
+        if _self_attribute(node):
+            attributes.add(node.attr.value)
+            node = self._assigned(node.attr.value, node)
+        if isinstance(node, cst.Name):
+            node = self._constructor_argument(node)
+        return node
+
+    def _assigned(self, attribute: str, at: cst.CSTNode) -> cst.BaseExpression:
+        """What ``self.<attribute>`` holds: its only assignment in a setup method."""
+        found = []
+        for name in SETUP_METHODS:
+            fn = self.methods.get(name)
+            for statement in fn.body.body if fn is not None else ():
+                small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
+                if isinstance(small, cst.Assign) and len(small.targets) == 1 and _self_attribute(small.targets[0].target) \
+                        and small.targets[0].target.attr.value == attribute:
+                    found.append((name, small.value))
+        if len(found) != 1:
+            raise Unsupported(f"e2k cannot tell which value `self.{attribute}` holds when the hook fetches it", at)
+        return found[0][1]
+
+    def _constructor_argument(self, name: cst.Name) -> cst.BaseExpression:
+        """A parameter of ``__init__``: the value every instantiation of the class gives it."""
+        init = self.methods.get("__init__")
+        params = [p.name.value for p in init.params.params[1:]] if init is not None else []
+        if name.value not in params:
+            return name
+        from estimator2keras._units import accesses_of, bind_arguments
+
+        values = set()
+        given = None
+        for read in accesses_of(self.ctx, self.klass.name) or []:
+            call = self.ctx.parent(read)
+            if not (isinstance(call, cst.Call) and call.func is read):
+                raise Unsupported(f"`{self.klass.name.value}` is used otherwise than instantiated", read)
+            arg = bind_arguments(call, tuple(params)).get(name.value)
+            default = next((p.default for p in init.params.params[1:] if p.name.value == name.value), None)
+            value = arg.value if arg is not None else default
+            if value is None:
+                raise Unsupported(f"`{self.klass.name.value}(...)` is not given `{name.value}`", call)
+            values.add(_emit.code(value))
+            given = value
+        if len(values) != 1:
+            raise Unsupported(f"the instances of `{self.klass.name.value}` fetch different values (`{name.value}`)", name)
+        return given
+
+    def _setup_statements(self, attributes: set[str], at: cst.CSTNode) -> set[cst.BaseStatement]:
+        """The statements that only made the fetched attributes (they go)."""
+        statements = set()
+        for attribute in attributes:
+            uses = 0
+            for fn in self.methods.values():
+                for node in _walk(fn):
+                    if _self_attribute(node) and node.attr.value == attribute:
+                        uses += 1
+            for name in ("begin", "after_create_session"):  # __init__ keeps what it was given
+                fn = self.methods.get(name)
+                for statement in fn.body.body if fn is not None else ():
+                    small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
+                    if isinstance(small, cst.Assign) and _self_attribute(small.targets[0].target) \
+                            and small.targets[0].target.attr.value == attribute:
+                        statements.add(statement)
+            if uses > 2:  # its assignment, its fetch: anything more reads the graph tensor itself
+                raise Unsupported(f"`self.{attribute}` is used besides being fetched", at)
+        return statements
+
+    def _after_run(self, after: cst.FunctionDef, results: cst.BaseExpression) -> cst.FunctionDef:
+        params = [p.name.value for p in after.params.params[1:]]
+        if len(params) < 2:
+            return after
+        run_values = params[1]
+
+        def is_results(node) -> bool:
+            return (isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name)
+                    and node.value.value == run_values and node.attr.value == "results")
+
+        class Results(cst.CSTTransformer):
+            def leave_Assign(self, original, updated):
+                # `step, loss = run_values.results`: the values unpacked from a tuple.
+                if is_results(original.value) and isinstance(results, (cst.List, cst.Tuple)) \
+                        and len(original.targets) == 1 and isinstance(original.targets[0].target, cst.Tuple):
+                    return updated.with_changes(value=cst.Tuple(elements=results.deep_clone().elements, lpar=[], rpar=[]))
+                return updated
+
+            def leave_Subscript(self, original, updated):
+                # `run_values.results["loss"]`, `run_values.results[0]`: that value itself.
+                if is_results(original.value) and len(original.slice) == 1 and isinstance(original.slice[0].slice, cst.Index):
+                    key = original.slice[0].slice.value
+                    if isinstance(results, cst.Dict) and isinstance(key, cst.SimpleString):
+                        for e in results.elements:
+                            if isinstance(e.key, cst.SimpleString) and e.key.evaluated_value == key.evaluated_value:
+                                return e.value.deep_clone()
+                    if isinstance(results, (cst.List, cst.Tuple)) and isinstance(key, cst.Integer) \
+                            and int(key.value) < len(results.elements):
+                        return results.elements[int(key.value)].value.deep_clone()
+                return updated
+
+            def leave_Attribute(self, original, updated):
+                return results.deep_clone() if is_results(original) else updated
+
+        new = after.visit(Results())
+        for node in _walk(new.body):
+            if isinstance(node, cst.Name) and node.value == run_values:
+                raise Unsupported(f"`{run_values}` is read otherwise than `{run_values}.results`", after)
+        return new
+
+
+def _fetch_return(fn: cst.FunctionDef, ctx):
+    """``return SessionRunArgs(fetches)`` as the last statement of ``before_run``."""
+    statements = list(fn.body.body)
+    if not statements or not isinstance(statements[-1], cst.SimpleStatementLine):
+        return None
+    small = statements[-1].body[0]
+    if not (isinstance(small, cst.Return) and isinstance(small.value, cst.Call)):
+        return None
+    if ctx.call_api_path(small.value) not in SESSION_RUN_ARGS:
+        return None
+    from estimator2keras._units import bind_arguments
+
+    try:
+        args = bind_arguments(small.value, ("fetches", "feed_dict", "options"))
+    except Unsupported:
+        return None
+    if set(args) != {"fetches"}:
+        return None
+    return statements[-1], args["fetches"].value
+
+
+def _self_attribute(node) -> bool:
+    return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self"
+
+
+def _walk(node: cst.CSTNode):
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(current.children)

@@ -79,7 +79,7 @@ class SessionRunHookToCallback(ExpressionRule):
     | the TRAIN `EstimatorSpec`'s `loss` (`tf.identity(loss, "cross_entropy")`) | `logs["loss"]` |
     | a `tf.metrics.*` value or update op (`accuracy[1]`, `acc_op`) computed as an `eval_metric_ops` entry is | `logs["<its key>"]` |
     | the learning rate given to the optimizer (`params["learning_rate"]`, a constant, a decayed rate) | `model.optimizer.learning_rate` |
-    | `tf.train.get_global_step()`, or the name `"global_step"` | `model.optimizer.iterations` |
+    | `tf.train.get_global_step()`, or the name `"global_step"` | `model.optimizer.iterations - 1` (the step that ran) |
 
     A tensor with none of these counterparts (an activation, `tf.nn.softmax(logits,
     name="softmax_tensor")`, a name e2k does not find in the model_fn) leaves the hook
@@ -101,15 +101,17 @@ class SessionRunHookToCallback(ExpressionRule):
     numbers, which is why this stays a review and not a safe fix (training is not affected:
     the callback only reads): Keras reports the loss and metrics in `logs` as their means
     over the epoch's steps so far, where the hook printed the step's own loss (a
-    `tf.metrics.*` update op was already such a running value); the callback runs after the
-    step, so the global step it logs is the one after the step and a decayed learning rate is
-    the next step's.
+    `tf.metrics.*` update op was already such a running value). The callback runs after the
+    step: the global step it logs is the count of steps before it (`iterations - 1`), the
+    value the hook fetched with the step, but a decayed learning rate is the next step's.
 
     ## Limitations
     Hooks given a `saver`, `scaffold`, `summary_writer` or `listeners` are not converted
     (the unit is left as it was, E2K902), nor are other hooks without a rule. A
     `LoggingTensorHook` of named tensors converts for training only (`fit`), with
-    `every_n_iter`.
+    `every_n_iter`. Hooks returned by a function (`hooks_helper.get_train_hooks(flags.hooks)`)
+    are not converted: the unit is reported (E2K902) naming the function and, when e2k can
+    read it, the hooks it can return that e2k has no rule for.
 
     ## References
     - https://www.tensorflow.org/guide/migrate/logging_stop_hook
@@ -265,7 +267,7 @@ def build_model(params):
 
 model = build_model({"learning_rate": 0.1})
 model.fit(input_fn(), steps_per_epoch=100, callbacks=[LoggingTensorCallback({
-    "global_step": lambda model, logs: model.optimizer.iterations.numpy(),
+    "global_step": lambda model, logs: model.optimizer.iterations.numpy() - 1,
     "learning_rate": lambda model, logs: model.optimizer.learning_rate.numpy(),
     "mse": lambda model, logs: logs["loss"],
 }, every_n_iter=10)])

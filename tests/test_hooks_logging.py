@@ -73,7 +73,7 @@ def test_loss_metric_learning_rate_and_step_read_from_logs_and_optimizer():
         '    "lr": lambda model, logs: model.optimizer.learning_rate.numpy(),\n'
         '    "cross_entropy": lambda model, logs: logs["loss"],\n'
         '    "train_accuracy": lambda model, logs: logs["accuracy"],\n'
-        '    "global_step": lambda model, logs: model.optimizer.iterations.numpy(),\n'
+        '    "global_step": lambda model, logs: model.optimizer.iterations.numpy() - 1,\n'
         '}, every_n_iter=5')
     assert result.new.decode().count("class LoggingTensorCallback(tf.keras.callbacks.Callback):") == 1
 
@@ -86,7 +86,7 @@ def test_a_dict_of_tensor_objects_and_a_learning_rate_through_names():
         tf.identity(rate, "rate")
     """, '{"step": "global_step", "rate": "rate:0", "loss": "rate"}')
     assert result.status == "converted", [f.format() for f in result.findings]
-    assert '"step": lambda model, logs: model.optimizer.iterations.numpy()' in callback_of(result)
+    assert '"step": lambda model, logs: model.optimizer.iterations.numpy() - 1' in callback_of(result)
     assert '"rate": lambda model, logs: model.optimizer.learning_rate.numpy()' in callback_of(result)
 
 
@@ -162,9 +162,10 @@ def test_fixture_logs_the_named_values_on_newest_tensorflow(tmp_path):
                           cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [line for line in done.stderr.splitlines() if "learning_rate = " in line]
-    # every_n_iter=2 over 6 steps: steps 1, 3 and 5, as the hook logged its iterations 0, 2 and 4.
+    # every_n_iter=2 over 6 steps: after the steps 0, 2 and 4, as the hook logged.
     assert len(lines) == 3, done.stderr[-3000:]
     assert all("learning_rate = 0.001, cross_entropy = " in line and "train_accuracy = " in line for line in lines)
     steps = [line for line in done.stderr.splitlines() if "step = " in line and "accuracy = " in line
              and "learning_rate" not in line]
-    assert [line.split("step = ")[1].split(",")[0] for line in steps] == ["1", "4"]
+    # The Estimator's hook logged `step = 0` and `step = 3`: the global step fetched with the step.
+    assert [line.split("step = ")[1].split(",")[0] for line in steps] == ["0", "3"]

@@ -1,0 +1,83 @@
+"""Hooks a function of the program returns (``hooks_helper.get_train_hooks(names)``): refused,
+naming the helper and the hooks that decide."""
+from __future__ import annotations
+
+from estimator2keras._engine import rewrite_source
+from estimator2keras._registry import RuleSet
+
+TASK = '''\
+import tensorflow as tf
+
+{imports}
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).repeat().batch(1)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.compat.v1.layers.Dense(1)(features)
+    loss = tf.compat.v1.losses.mean_squared_error(labels, logits)
+    train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss, tf.compat.v1.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def main(hook_names):
+    estimator = tf.estimator.Estimator(model_fn)
+    train_hooks = {helper}(hook_names, every_n_iter=10)
+    estimator.train(input_fn, steps=20, hooks=train_hooks)
+'''
+
+HELPER = '''\
+import tensorflow as tf
+
+from utils import timing
+
+
+def get_logging_hook(every_n_iter=100, **kwargs):
+    return tf.compat.v1.train.LoggingTensorHook(tensors=["global_step"], every_n_iter=every_n_iter)
+
+
+def get_timing_hook(every_n_iter=100, **kwargs):
+    return {timing_hook}
+
+
+HOOKS = {{"logging": get_logging_hook, "timing": get_timing_hook}}
+
+
+def get_train_hooks(names, **kwargs):
+    return [HOOKS[name](**kwargs) for name in names]
+'''
+
+
+def rewrite(tmp_path, helper: str, imports: str, timing_hook: str):
+    (tmp_path / "hooks_helper.py").write_text(HELPER.format(timing_hook=timing_hook))
+    source = TASK.format(helper=helper, imports=imports)
+    result = rewrite_source(source.encode(), str(tmp_path / "task.py"), RuleSet.load())
+    return result, [f.message for f in result.findings if f.kind == "manual"]
+
+
+def test_a_helper_that_can_return_a_hook_without_a_rule_is_refused_naming_both(tmp_path):
+    result, messages = rewrite(tmp_path, "hooks_helper.get_train_hooks", "import hooks_helper",
+                               "timing.ExamplesPerSecondHook(every_n_steps=every_n_iter)")
+    assert result.status == "partial"
+    assert messages == [
+        "the hooks come from `hooks_helper.get_train_hooks(...)` (hooks_helper.py), which can return "
+        "`timing.ExamplesPerSecondHook(...)` (line 11), which e2k has no rule for: the hooks it returns are not "
+        "converted"]
+    assert "estimator.train(" in result.new.decode()  # the unit is left as it was
+
+
+def test_a_helper_of_hooks_e2k_converts_is_refused_saying_so(tmp_path):
+    result, messages = rewrite(tmp_path, "hooks_helper.get_train_hooks", "import hooks_helper",
+                               "tf.compat.v1.train.StepCounterHook(every_n_steps=every_n_iter)")
+    [message] = messages
+    assert message.startswith("the hooks come from `hooks_helper.get_train_hooks(...)` (hooks_helper.py), which "
+                              "returns tf.compat.v1.train.LoggingTensorHook, tf.compat.v1.train.StepCounterHook:")
+
+
+def test_a_helper_whose_source_is_not_in_the_program(tmp_path):
+    result, messages = rewrite(tmp_path, "logs_helper.get_train_hooks", "from official.logs import logs_helper",
+                               "None")
+    assert messages == ["the hooks come from `logs_helper.get_train_hooks(...)`, a function whose source is not "
+                        "in this program: e2k cannot tell which hooks it returns"]
