@@ -199,6 +199,16 @@ class _LossReader:
                 what += ", from " + ", ".join(f"`{_emit.code(c)}`" for c in sources)
             self.refuse(expr, f"the loss does not read the labels: it is computed from the model's internals ({what}), "
                               "which compile(loss=...) cannot see; move it into the model (add_loss) or a train_step")
+        if len(outputs) > 1:  # `n = tf.shape(logits)[0]`: computed from the one output, part of the loss
+            for name, d in outputs.items():
+                chains = [self._derived_from(o, d, set()) for o in outputs.values() if o is not d]
+                if all(chain is not None for chain in chains):
+                    for chain in chains:
+                        for derived in chain:
+                            self._check_internals(derived.value)
+                            steps[derived.index] = derived
+                    outputs = {name: d}
+                    break
         if len(outputs) != 1:
             if not outputs:
                 self.refuse(expr, "the loss reads no model output that e2k can pass to a Keras loss")
@@ -246,6 +256,35 @@ class _LossReader:
                     pending.append(inner)
         found.sort(key=lambda c: self.ctx.position(c))
         return found[:most]
+
+    def _derived_from(self, d: _Def, output: _Def, seen: set[int]) -> list[_Def] | None:
+        """The assignments that compute ``d`` from ``output`` alone (and module constants), or None."""
+        if d is output:
+            return []
+        if d.index in seen:
+            return []
+        seen.add(d.index)
+        if not isinstance(d.small, cst.Assign) or len(d.small.targets) != 1 or not isinstance(d.small.targets[0].target, cst.Name):
+            return None
+        from estimator2keras._context import iter_calls
+
+        for call in iter_calls(d.value):  # TensorFlow ops only: no layer, no object of the model
+            if self.ctx.call_api_path(call) is None or self.role(call) in ("layer", "keras_layer", "layer_function"):
+                return None
+        chain = [d]
+        reads_output = False
+        for n in self.names_read(d.value):
+            inner = self.latest_def(n.value, d.index)
+            if inner is None:
+                if n.value in ("features", "labels") or n.value in self.arguments or not self._is_module_name(n):
+                    return None
+                continue
+            sub = self._derived_from(inner, output, seen)
+            if sub is None:
+                return None
+            reads_output = True
+            chain += sub
+        return chain if reads_output else None
 
     def _depends_on_labels(self, d: _Def, seen: set[int]) -> bool:
         if d.index in seen:

@@ -206,3 +206,16 @@ def test_labels_through_stop_gradient_keep_what_is_known_of_them():
     assert "per_example = tf.keras.losses.categorical_crossentropy(\n            tf.stop_gradient(labels)," in loss_class(result)
     refused = rewrite("loss = tf.reduce_sum(tf.square(tf.stop_gradient(labels) - predictions))")
     assert any("(`tf.stop_gradient(labels) - predictions`)" in f.message for f in refused.findings)
+
+
+def test_values_computed_from_the_output_alone_are_part_of_the_loss():
+    result = rewrite("""
+        examples = tf.cast(tf.shape(predictions)[0], tf.float32)
+        loss = tf.nn.l2_loss(predictions - tf.reshape(labels, [-1, 1])) / examples
+    """)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert loss_class(result).endswith(
+        "    def call(self, labels, predictions):\n"
+        "        examples = tf.cast(tf.shape(predictions)[0], tf.float32)\n"
+        "        loss = tf.nn.l2_loss(predictions - tf.reshape(labels, [-1, 1])) / examples\n"
+        "        return loss / tf.distribute.get_strategy().num_replicas_in_sync")
