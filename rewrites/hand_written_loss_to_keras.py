@@ -130,6 +130,11 @@ class HandWrittenLossToKeras(ExpressionRule):
     any `reduction=` other than NONE in the model_fn (which decides whether the Estimator
     divided by the replicas).
 
+    A loss that divides by the examples a replica has (`tf.shape(x)[0]`, a `reduce_mean`) is
+    converted as written, but like every per-replica mean it weighs a partial last round
+    differently: the Estimator gave one replica a full batch and the next the rest, Keras
+    splits the examples evenly across the replicas. Full rounds train the same.
+
     The loss `evaluate` reports is Keras's mean of the per-replica values weighted by their
     examples, where the Estimator averaged the loss of each evaluation batch alike: for a loss
     divided by a constant `BATCH_SIZE` the two differ when the evaluation data ends in a
