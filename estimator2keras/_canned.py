@@ -786,6 +786,44 @@ class ModelWriter:
             lines.append("return dnn_logits + linear_logits")
         return lines
 
+    def predict_lines(self) -> list[str]:
+        """``predict_step``: the Estimator's predictions, a dict of arrays per example, so that
+        ``model.predict`` gives what ``estimator.predict`` yielded (``pred["probabilities"]``)."""
+        tf = self.tf
+        lines = [
+            "def predict_step(self, data):",
+            '    """The Estimator\'s predictions for a batch, as its head made them."""',
+            "    if isinstance(data, tuple) and isinstance(data[0], (tuple, dict)):",
+            "        data = data[0]  # (inputs, labels): a dataset with labels",
+            "    logits = self(data, training=False)",
+        ]
+        if self.c.head == "regression":
+            return lines + ['    return {"predictions": logits}']
+        n = "2" if self.c.head == "binary" else self.c.units
+        if self.c.head == "binary":
+            lines += [f"    two_class_logits = {tf}.concat([{tf}.zeros_like(logits), logits], axis=1)",
+                      f"    class_ids = {tf}.argmax(two_class_logits, axis=1)[:, None]",
+                      f"    probabilities = {tf}.nn.softmax(two_class_logits)"]
+        else:
+            lines += [f"    class_ids = {tf}.argmax(logits, axis=1)[:, None]",
+                      f"    probabilities = {tf}.nn.softmax(logits)"]
+        lines.append(f"    all_class_ids = {tf}.tile({tf}.range({n})[None], [{tf}.shape(logits)[0], 1])")
+        if self.c.label_vocabulary is not None:
+            lines.append(f"    vocabulary = {tf}.constant(self.label_lookup.get_vocabulary())")
+            classes, all_classes = f"{tf}.gather(vocabulary, class_ids)", f"{tf}.gather(vocabulary, all_class_ids)"
+        else:
+            classes, all_classes = f"{tf}.strings.as_string(class_ids)", f"{tf}.strings.as_string(all_class_ids)"
+        lines += ["    return {", '        "logits": logits,']
+        if self.c.head == "binary":
+            lines.append(f'        "logistic": {tf}.sigmoid(logits),')
+        lines += ['        "probabilities": probabilities,',
+                  '        "class_ids": class_ids,',
+                  f'        "classes": {classes},',
+                  '        "all_class_ids": all_class_ids,',
+                  f'        "all_classes": {all_classes},',
+                  "    }"]
+        return lines
+
     # -- compile ------------------------------------------------------------------------------
     def loss(self, reduction: str | None = None) -> str:
         tf = self.tf
@@ -948,6 +986,8 @@ class ModelWriter:
         out += [f"        {line}" for line in preprocess]
         out += ["", "    def call(self, inputs, training=False):"]
         out += [f"        {line}" for line in call]
+        out.append("")
+        out += [f"    {line}" if line else "" for line in self.predict_lines()]
         if self.two_optimizers():
             out.append("")
             out += [f"    {line}" if line else "" for line in self.wide_deep_methods()]

@@ -46,7 +46,7 @@ class CannedDnnToKerasModel(UnitRule):
     Safe: the fixtures `canned_dnn_classifier` and `canned_dnn_regressor` train step by step
     like the Estimator on 2 replicas (`e2k parity`, on TensorFlow 2.15 and the newest
     TensorFlow). The Estimator's `predict` output (a dict of classes and probabilities per
-    example) is not reproduced: `model.predict` gives the logits.
+    example) is the model's `predict_step`: `model.predict` gives it, one array per key.
 
     ## Limitations
     Features must hold one value per example (shape `[batch]` or `[batch, 1]`): sparse or
@@ -128,6 +128,13 @@ class DNNRegressorModel(tf.keras.Model):
         ], axis=1)
         net = self.hiddenlayer_0(net)
         return self.logits(net)
+
+    def predict_step(self, data):
+        """The Estimator's predictions for a batch, as its head made them."""
+        if isinstance(data, tuple) and isinstance(data[0], (tuple, dict)):
+            data = data[0]  # (inputs, labels): a dataset with labels
+        logits = self(data, training=False)
+        return {"predictions": logits}
 
 
 def input_fn():

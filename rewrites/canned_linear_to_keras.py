@@ -132,6 +132,24 @@ class LinearClassifierModel(tf.keras.Model):
         color = tf.cast(color, tf.int64)
         return self.linear((tf.one_hot(color, 5), size))
 
+    def predict_step(self, data):
+        """The Estimator's predictions for a batch, as its head made them."""
+        if isinstance(data, tuple) and isinstance(data[0], (tuple, dict)):
+            data = data[0]  # (inputs, labels): a dataset with labels
+        logits = self(data, training=False)
+        class_ids = tf.argmax(logits, axis=1)[:, None]
+        probabilities = tf.nn.softmax(logits)
+        all_class_ids = tf.tile(tf.range(3)[None], [tf.shape(logits)[0], 1])
+        vocabulary = tf.constant(self.label_lookup.get_vocabulary())
+        return {
+            "logits": logits,
+            "probabilities": probabilities,
+            "class_ids": class_ids,
+            "classes": tf.gather(vocabulary, class_ids),
+            "all_class_ids": all_class_ids,
+            "all_classes": tf.gather(vocabulary, all_class_ids),
+        }
+
 
 def input_fn():
     features = {"size": [1.0, 2.0, 3.0], "color": ["red", "blue", "red"]}

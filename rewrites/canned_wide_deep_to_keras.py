@@ -150,6 +150,13 @@ class DNNLinearCombinedRegressorModel(tf.keras.Model):
         linear_logits = self.linear((tf.one_hot(city, 2),))
         return dnn_logits + linear_logits
 
+    def predict_step(self, data):
+        """The Estimator's predictions for a batch, as its head made them."""
+        if isinstance(data, tuple) and isinstance(data[0], (tuple, dict)):
+            data = data[0]  # (inputs, labels): a dataset with labels
+        logits = self(data, training=False)
+        return {"predictions": logits}
+
     @property
     def metrics(self):
         return [self.loss_tracker, self.average_loss]

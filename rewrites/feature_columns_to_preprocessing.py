@@ -164,6 +164,25 @@ class DNNClassifierModel(tf.keras.Model):
         net = self.hiddenlayer_0(net)
         return self.logits(net)
 
+    def predict_step(self, data):
+        """The Estimator's predictions for a batch, as its head made them."""
+        if isinstance(data, tuple) and isinstance(data[0], (tuple, dict)):
+            data = data[0]  # (inputs, labels): a dataset with labels
+        logits = self(data, training=False)
+        two_class_logits = tf.concat([tf.zeros_like(logits), logits], axis=1)
+        class_ids = tf.argmax(two_class_logits, axis=1)[:, None]
+        probabilities = tf.nn.softmax(two_class_logits)
+        all_class_ids = tf.tile(tf.range(2)[None], [tf.shape(logits)[0], 1])
+        return {
+            "logits": logits,
+            "logistic": tf.sigmoid(logits),
+            "probabilities": probabilities,
+            "class_ids": class_ids,
+            "classes": tf.strings.as_string(class_ids),
+            "all_class_ids": all_class_ids,
+            "all_classes": tf.strings.as_string(all_class_ids),
+        }
+
 
 def input_fn():
     features = {"age": [30.0, 70.0], "city": ["paris", "oslo"]}
