@@ -37,7 +37,10 @@ class Tf1MeanOfPerExampleLossToKeras(ExpressionRule):
 
     ## Fix safety
     Safe: `reduce_mean` over all the per-element losses is what the Keras losses compute
-    (mean over the last axis, then over the batch). A `reduce_mean` with an `axis`, or over
+    (mean over the last axis, then over the batch). For the squared/absolute-error idioms this
+    holds when labels and predictions have the same shape: labels of `[batch]` against
+    predictions of `[batch, 1]` broadcast to `[batch, batch]` in TF1 (a bug Keras's losses do
+    not reproduce; `e2k parity` shows the difference). A `reduce_mean` with an `axis`, or over
     anything else, is not an idiom of this rule: it converts as a loss written by hand (E2K204)
     where that rule can, else the model_fn is left as it was (E2K901).
 
