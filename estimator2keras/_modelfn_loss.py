@@ -28,6 +28,8 @@ _NN_PER_EXAMPLE = {
 #: Keras loss functions that give the same values for labels of [batch] and [batch, 1] (a
 #: loss object matches the ranks itself; `mean_squared_error(labels, x)` does not).
 _KERAS_RANKLESS = frozenset({"keras.losses.sparse_categorical_crossentropy", "keras.losses.categorical_crossentropy"})
+#: TF1's collection of losses, read back.
+_COLLECTED_LOSSES = frozenset({"losses.get_total_loss", "losses.get_losses", "losses.add_loss"})
 #: Ops whose result needs integer labels (Keras 3 hands a loss float32 labels).
 _INTEGER_OPS = frozenset({
     "one_hot", "gather", "gather_nd", "nn.embedding_lookup", "equal", "math.equal", "not_equal",
@@ -306,6 +308,9 @@ class _LossReader:
 
         for call in iter_calls(node):
             path = self.ctx.call_api_path(call)
+            if path in _COLLECTED_LOSSES:
+                self.refuse(call, f"the loss reads the graph's loss collection (`{_emit.code(call.func)}(...)`), which Keras "
+                                  "has no counterpart of: return the sum of the loss terms from the model_fn instead")
             if path in _INTERNALS or (path or "").endswith("trainable_variables"):
                 self.refuse(call, f"the loss reads the model's variables or the graph (`{_emit.code(call.func)}(...)`), "
                                   "which a Keras loss cannot see: use the layers' kernel_regularizer= (or add_loss) for a weight penalty")

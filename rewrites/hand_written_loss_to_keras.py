@@ -124,7 +124,8 @@ class HandWrittenLossToKeras(ExpressionRule):
     Refused, the model_fn left as it was (E2K901, naming the construct): a loss that does not
     read the labels (computed from the model's internals, as a VAE's `-elbo`); a loss reading
     other values of the model besides one output (activations), the model's variables
-    (`tf.trainable_variables()`, `model.losses`) or `features`; a function of the program
+    (`tf.trainable_variables()`, `model.losses`), the graph's loss collection
+    (`tf.losses.get_total_loss()`) or `features`; a function of the program
     with branches, several returns, TF1 spellings (it is left as it is) or that returns several
     values (`loss, rmse = compute_errors(...)`); statements other than plain assignments; and
     any `reduction=` other than NONE in the model_fn (which decides whether the Estimator

@@ -120,6 +120,9 @@ def test_keras_loss_functions_take_reshaped_labels():
      "reads `outputs`, a collection of the model's values"),
     ("elbo = tf.reduce_mean(predictions.log_prob(hidden))\nloss = -elbo",
      "computed from the model's internals (`elbo`, from `predictions.log_prob(hidden)`)"),
+    # the graph's loss collection
+    ("tf.compat.v1.losses.mean_squared_error(labels, predictions)\nloss = tf.compat.v1.losses.get_total_loss()",
+     "reads the graph's loss collection (`tf.compat.v1.losses.get_total_loss(...)`)"),
     # the features
     ("loss = tf.reduce_sum(tf.reshape(labels, [-1, 1]) - predictions) + tf.reduce_sum(features)",
      "reads `features` itself"),
