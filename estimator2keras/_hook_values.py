@@ -10,6 +10,7 @@ still at hand in a callback:
 |---|---|
 | the TRAIN EstimatorSpec's `loss` | `logs["loss"]` (the mean over the epoch's steps so far) |
 | a `tf.metrics.*` value or update op that is also an `eval_metric_ops` metric | `logs[<its key>]` |
+| `tf.metrics.mean(loss)`'s value or update op | `logs["loss"]` |
 | the optimizer's learning rate (a number, a `params` entry, a decayed rate) | `model.optimizer.learning_rate.numpy()` |
 | `tf.train.get_global_step()`, the name `"global_step"` | `model.optimizer.iterations.numpy() - 1` (after the step) |
 
@@ -43,6 +44,9 @@ class KerasValue:
 
     read: str
     what: str
+
+
+_LOSS_VALUE = KerasValue(LOSS, "the loss")
 
 
 def keras_value(site, ctx, node: cst.BaseExpression) -> KerasValue:
@@ -131,6 +135,10 @@ def _classify(ctx, plan, fn: cst.FunctionDef, at: cst.CSTNode, value: cst.BaseEx
     for i, v in enumerate(chain):
         # `acc, acc_op = tf.metrics.accuracy(...)`: a name bound by unpacking the pair.
         metric = v if i > 0 and _is_metric(ctx, v) else _metric_call(ctx, fn, at, v)
+        if metric is not None and ctx.call_api_path(metric) == "metrics.mean" and metric.args \
+                and _global_step_or_loss(ctx, plan, _chain(fn, metric, metric.args[0].value)) == _LOSS_VALUE:
+            # `tf.metrics.mean(loss)`: the mean loss of the steps so far, which Keras reports.
+            return KerasValue(LOSS, "the mean loss")
         if metric is not None:
             key = _compiled_metric(ctx, fn, metric)
             if key is None:
@@ -146,7 +154,7 @@ def _global_step_or_loss(ctx, plan, chain) -> KerasValue | None:
         if isinstance(v, cst.Call) and ctx.call_api_path(v) in GLOBAL_STEP_CALLS:
             return KerasValue(GLOBAL_STEP, "the global step")
         if loss is not None and _same(v, loss):
-            return KerasValue(LOSS, "the loss")
+            return _LOSS_VALUE
     return None
 
 

@@ -78,6 +78,7 @@ class SessionRunHookToCallback(ExpressionRule):
     |---|---|
     | the TRAIN `EstimatorSpec`'s `loss` (`tf.identity(loss, "cross_entropy")`) | `logs["loss"]` |
     | a `tf.metrics.*` value or update op (`accuracy[1]`, `acc_op`) computed as an `eval_metric_ops` entry is | `logs["<its key>"]` |
+    | `tf.metrics.mean(loss)`'s value or update op (the mean loss) | `logs["loss"]` |
     | the learning rate given to the optimizer (`params["learning_rate"]`, a constant, a decayed rate) | `model.optimizer.learning_rate` |
     | `tf.train.get_global_step()`, or the name `"global_step"` | `model.optimizer.iterations - 1` (the step that ran) |
 

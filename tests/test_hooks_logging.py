@@ -90,6 +90,26 @@ def test_a_dict_of_tensor_objects_and_a_learning_rate_through_names():
     assert '"rate": lambda model, logs: model.optimizer.learning_rate.numpy()' in callback_of(result)
 
 
+def test_the_mean_of_the_loss_is_the_loss_keras_reports():
+    result = rewrite("""
+        learning_rate = 0.1
+        mean_loss, mean_loss_update = tf1.metrics.mean(loss)
+        tf.identity(mean_loss_update, name="mean_loss")
+        mean_hidden = tf1.metrics.mean(hidden)
+        tf.identity(mean_hidden[1], name="mean_hidden")
+    """, '["mean_loss"]')
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert '"mean_loss": lambda model, logs: logs["loss"]' in callback_of(result)
+    # The mean of another value is no compiled metric.
+    refused = rewrite("""
+        learning_rate = 0.1
+        mean_hidden = tf1.metrics.mean(hidden)
+        tf.identity(mean_hidden[1], name="mean_hidden")
+    """, '["mean_hidden"]')
+    [message] = messages(refused)
+    assert "`mean_hidden[1]` is a tf1.metrics.mean(...) that no eval_metric_ops entry computes" in message
+
+
 def test_a_training_metric_computed_otherwise_than_the_compiled_one_is_refused():
     result = rewrite("""
         learning_rate = 0.1
