@@ -67,7 +67,8 @@ class SessionRunHookClassToCallback(ExpressionRule):
     Review. Keras reports the loss and the metrics in `logs` as their means over the epoch's
     steps so far, where a fetched loss tensor was the step's own, and a callback reads the
     optimizer after the step (the global step is given as the step that ran, `iterations - 1`,
-    as the hook fetched it; a decayed learning rate is the next step's). What a hook fetched
+    as the hook fetched it; a decayed learning rate is the step's own on Keras 2, the next
+    step's on Keras 3). What a hook fetched
     that has no Keras counterpart (an activation, a tensor e2k cannot trace to the model_fn,
     an attribute the hook also uses otherwise) and what it did with its `session` are kept,
     marked `# e2k: E2K407` with the value named, and reported: they must be rewritten to read

@@ -104,7 +104,8 @@ class SessionRunHookToCallback(ExpressionRule):
     over the epoch's steps so far, where the hook printed the step's own loss (a
     `tf.metrics.*` update op was already such a running value). The callback runs after the
     step: the global step it logs is the count of steps before it (`iterations - 1`), the
-    value the hook fetched with the step, but a decayed learning rate is the next step's.
+    value the hook fetched with the step; a decayed learning rate is the step's own on Keras 2
+    (TF 2.15) but the next step's on Keras 3 (measured).
 
     ## Limitations
     Hooks given a `saver`, `scaffold`, `summary_writer` or `listeners` are not converted
