@@ -725,10 +725,14 @@ class ColumnReader:
 
     # -- what the conversion removes ------------------------------------------------------------
     def removable(self, consumers: list[cst.CSTNode]) -> list[Binding]:
-        """The statements that bound columns (or lists of them), all of which must be read only
-        by the Estimator call or by each other: they go with the Estimator."""
+        """The statements that bound columns (or lists of them) and go with the Estimator. One
+        that other code reads too (`age_column = feature_columns[7]` before a
+        `tf.keras.layers.DenseFeatures([age_column])`) stays, with every statement it needs
+        (the columns it reads, the rest of its list's appends, the helper it calls); the model
+        does not need them."""
         bindings = self.list_bindings + self.extended_bindings + self.bindings + self.unpacked_bindings
         inside = [b.statement for b in bindings] + list(consumers)
+        reads_of = []
         for binding in bindings:
             if isinstance(binding.statement, cst.FunctionDef):
                 reads = accesses_of(self.ctx, binding.statement.name) or [None]
@@ -737,26 +741,39 @@ class ColumnReader:
                 reads = [a.node for a in scope.accesses[binding.name]]
             else:
                 reads = accesses_of(self.ctx, binding.target) or [None]
+            if any(read is None for read in reads):
+                raise Unsupported(
+                    f"`{binding.name}` may be rebound where it is read; e2k converts feature columns it can "
+                    "follow", binding.target, CODE)
+            reads_of.append(reads)
+        kept: set[int] = set()
+        for index, reads in enumerate(reads_of):
             for read in reads:
-                if read is None:
-                    raise Unsupported(
-                        f"`{binding.name}` may be rebound where it is read; e2k converts feature columns it can "
-                        "follow", binding.target, CODE)
                 if not (self.ctx.within(read, inside)
                         or self._feeds_only(self.ctx.enclosing_statement(read), consumers, set())):
-                    # Read elsewhere too (`tf.keras.layers.DenseFeatures([feature_columns[7]])`): the
-                    # columns stay for that code; the model does not need them.
+                    kept.add(index)
                     self.kept = read
-                    return []
+        while True:  # what a statement that stays needs stays too
+            statements = [bindings[i].statement for i in kept]
+            more = {j for j, binding in enumerate(bindings) if j not in kept and (
+                any(self.ctx.within(read, statements) for read in reads_of[j])
+                or any(binding.statement is bindings[i].statement for i in kept)  # `wide, deep = ...`
+                or any(binding.name == bindings[i].name and any(binding is b for b in self.extended_bindings)
+                       for i in kept)  # the rest of a list's appends
+                or self.ctx.within(self.ctx.parent(binding.statement), statements))}  # inside a helper that stays
+            if not more:
+                break
+            kept |= more
+        going = [b for i, b in enumerate(bindings) if i not in kept]
         # `fc = tf.feature_column` goes too when nothing else reads it.
-        inside += [b.statement for b in self.alias_bindings]
+        inside = [b.statement for b in going] + list(consumers) + [b.statement for b in self.alias_bindings]
         for alias in self.alias_bindings:
             reads = accesses_of(self.ctx, alias.target) or [None]
             if all(read is not None and self.ctx.within(read, inside) for read in reads):
-                bindings.append(alias)
+                going.append(alias)
         # A statement inside a function that goes (a helper building the columns) goes with it.
-        functions = [b.statement for b in bindings if isinstance(b.statement, cst.FunctionDef)]
-        return [b for b in bindings if not self.ctx.within(self.ctx.parent(b.statement), functions)]
+        functions = [b.statement for b in going if isinstance(b.statement, cst.FunctionDef)]
+        return [b for b in going if not self.ctx.within(self.ctx.parent(b.statement), functions)]
 
 
 def _assigned_name(statement) -> cst.Name | None:

@@ -393,8 +393,9 @@ def test_columns_a_helper_returns_from_its_arguments(rules, body, extra, keys):
     program = HELPER.replace("{body}", body).replace("{extra}", extra)
     text = converted("tf.estimator.LinearRegressor(feature_cols)", rules, program=program)
     assert f"LinearModel(1, [{', '.join(repr(k).replace(chr(39), chr(34)) for k in keys)}])" in text
-    # Other code reads INPUT_COLUMNS: the columns stay, and so does the helper.
-    assert "def add_more_features" in text and "for column in INPUT_COLUMNS" in text
+    # Other code reads INPUT_COLUMNS: the columns stay; the helper and its result go.
+    assert "def add_more_features" not in text and "feature_cols" not in text
+    assert "INPUT_COLUMNS = [" in text and "for column in INPUT_COLUMNS" in text
     # Read only for the Estimator, the helper and the columns go with it.
     text = converted("tf.estimator.LinearRegressor(feature_cols)", rules,
                      program=program.replace("names = [column.name for column in INPUT_COLUMNS]\n", ""))
