@@ -132,7 +132,7 @@ def convert_hooks(site: HookSite, hooks: cst.BaseExpression, ctx: "RewriteContex
     if isinstance(value, cst.Call):
         from estimator2keras._hook_helpers import helper_hooks
 
-        helper_hooks(site, value, ctx, hooks)  # hooks a function returns: refused, naming it and its hooks
+        return helper_hooks(site, value, ctx, hooks)  # hooks a function of the program returns
     if not isinstance(value, (cst.List, cst.Tuple)):
         raise Unsupported("these hooks are not a list e2k can follow", hooks, UNSUPPORTED_USE)
     for element in value.elements:
@@ -367,6 +367,10 @@ def callbacks_arg(plan: "ConversionPlan", hooks: Hooks | None, training: bool) -
     if not training and plan.checkpoints is not None:
         own.insert(0, cst.Name(plan.checkpoints))  # restores model_dir before an evaluation or prediction
     shared = plan.callbacks_name() if training else None
+    if len(own) == 1 and isinstance(own[0], cst.StarredElement):  # the list a function returns (E2K406)
+        if not shared:
+            return _emit.keyword_arg("callbacks", own[0].value)
+        return _emit.keyword_arg("callbacks", _emit.expr("{s} + {l}", s=shared, l=own[0].value))
     if shared and own:
         value = _emit.expr("{s} + {l}", s=shared, l=_list(own))
     elif shared:
@@ -379,7 +383,9 @@ def callbacks_arg(plan: "ConversionPlan", hooks: Hooks | None, training: bool) -
 
 
 def _list(values: list[cst.BaseExpression]) -> cst.List:
-    elements = [cst.Element(v, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for v in values]
+    comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    elements = [v.with_changes(comma=comma) if isinstance(v, cst.StarredElement) else cst.Element(v, comma=comma)
+                for v in values]
     if elements:
         elements[-1] = elements[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
     return cst.List(elements)

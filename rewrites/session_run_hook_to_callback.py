@@ -111,9 +111,17 @@ class SessionRunHookToCallback(ExpressionRule):
     Hooks given a `saver`, `scaffold`, `summary_writer` or `listeners` are not converted
     (the unit is left as it was, E2K902), nor are other hooks without a rule. A
     `LoggingTensorHook` of named tensors converts for training only (`fit`), with
-    `every_n_iter`. Hooks returned by a function (`hooks_helper.get_train_hooks(flags.hooks)`)
-    are not converted: the unit is reported (E2K902) naming the function and, when e2k can
-    read it, the hooks it can return that e2k has no rule for.
+    `every_n_iter`.
+
+    Hooks returned by a function of the same module (`hooks=get_train_hooks(...)`) convert
+    when each `return` of the function is a list of hooks (or of names bound to hooks in it)
+    that each become a callback reading only what the hook read (`LoggingTensorHook`,
+    `NanTensorHook`; a `StepCounterHook` goes): the function returns the callbacks, and
+    `fit` gets `callbacks=get_train_hooks(...)`. It must be called only by the Estimator calls
+    that convert. Any other function (in another module, `hooks_helper.get_train_hooks(
+    flags.hooks)`; hooks chosen at run time; a hook whose callback needs the model, such as a
+    `CheckpointSaverHook`) leaves the unit reported (E2K902), naming the function and, when
+    e2k can read it, the hooks it can return that e2k has no rule for.
 
     ## References
     - https://www.tensorflow.org/guide/migrate/logging_stop_hook
@@ -276,6 +284,80 @@ model.fit(input_fn(), steps_per_epoch=100, callbacks=[LoggingTensorCallback({
 ''',
         ),
         Case(
+            id="hooks-from-a-function",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).repeat().batch(1)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    tf.identity(loss, name="mse")
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def get_train_hooks(every_n_iter):
+    return [
+        tf.train.LoggingTensorHook({"mse": "mse"}, every_n_iter=every_n_iter),
+        tf.train.StepCounterHook(every_n_steps=every_n_iter),
+    ]
+
+
+estimator = tf.estimator.Estimator(model_fn)
+estimator.train(input_fn, steps=100, hooks=get_train_hooks(10))
+''',
+            after='''\
+import tensorflow as tf
+
+
+class LoggingTensorCallback(tf.keras.callbacks.Callback):
+    """Logs values every `every_n_iter` training steps, as a tf.train.LoggingTensorHook logged
+    the tensors that held them: `tensors` maps each tag to a function of the model and the
+    step's `logs` (where the loss and compiled metrics are their means over the steps so far)."""
+
+    def __init__(self, tensors, every_n_iter):
+        super().__init__()
+        self.tensors = tensors
+        self.every_n_iter = every_n_iter
+
+    def on_train_begin(self, logs=None):
+        self.iteration = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.iteration % self.every_n_iter == 0:
+            values = [f"{tag} = {float(value(self.model, logs)):g}" for tag, value in self.tensors.items()]
+            tf.get_logger().info(", ".join(values))
+        self.iteration += 1
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).repeat().batch(1)
+
+
+def build_model():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+def get_train_hooks(every_n_iter):
+    return [
+        LoggingTensorCallback({
+            "mse": lambda model, logs: logs["loss"],
+        }, every_n_iter=every_n_iter),
+    ]
+
+
+model = build_model()
+model.fit(input_fn(), steps_per_epoch=100, callbacks=get_train_hooks(10))
+''',
+        ),
+        Case(
             id="logging-an-activation",
             before='''\
 import tensorflow as tf
@@ -379,11 +461,27 @@ model.fit(input_fn(), steps_per_epoch=100)
                                               "tf.keras.callbacks.Callback, or leave it out")
         klass = site.plan.add_helper(
             "LoggingTensorCallback", lambda name: _emit.statements(LOGGING_TENSOR_CALLBACK, name=name, tf=tf))
-        lines = "".join(f"\n    {_quote(label)}: lambda model, logs: {value.read}," for label, value in values)
-        callback = cst.parse_expression(f"{klass}({{{lines}\n}}, every_n_iter={_emit.code(args['every_n_iter'])})")
+        extra = " " * self._extra_indent(call)
+        lines = "".join(f"\n{extra}    {_quote(label)}: lambda model, logs: {value.read}," for label, value in values)
+        callback = cst.parse_expression(
+            f"{klass}({{{lines}\n{extra}}}, every_n_iter={_emit.code(args['every_n_iter'])})")
         what = ", ".join(f"{label!r} ({value.what})" for label, value in values)
         return HookConversion(callback=callback, note=f"LoggingTensorHook of {what} -> a {klass} reading them "
                                                       "from the optimizer and fit's logs")
+
+    def _extra_indent(self, call: cst.Call) -> int:
+        """How far the hook's line is indented beyond its statement's (a hook on a line of
+        its own in a list), for the lines of the callback that replaces it."""
+        try:
+            statement = self.ctx.enclosing_statement(call)
+            line = self.ctx.position(call)[0]
+            first = self.ctx.position(statement)[0]
+            lines = self.ctx.module.code.splitlines()
+            indent = len(lines[line - 1]) - len(lines[line - 1].lstrip())
+            base = len(lines[first - 1]) - len(lines[first - 1].lstrip())
+        except Exception:
+            return 0
+        return max(indent - base, 0)
 
     def _loss_or_step(self, value, site) -> bool:
         loss = site.plan.spec_loss
