@@ -64,6 +64,7 @@ class _KerasWriter:
             self.kept.update(d.small for d in prediction[0])
         self.check_rest(paths)
         self.check_regularizers(regularized)
+        self.check_nested_functions()
 
         sequential = self.sequential(forward, output) if prediction is None else None
         direct = self.direct_model(forward, output) if prediction is None else None
@@ -99,10 +100,30 @@ class _KerasWriter:
         calls = {id(call.func) for call in self.helper_calls}
         calls |= {id(d.value.func) for d in self.inference_passes.values()}  # `logits_test = conv_net(...)`
         for helper in self.helpers.values():
+            what = (f"written out at each of its {len(helper.calls)} calls, each with layers of its own" if helper.inline
+                    else f"method `{helper.method}` of the Keras model")
+            if helper.nested:  # it goes with the model_fn
+                self.plan.fixed(helper.fn, "E2K302", f"`{helper.fn.name.value}`, defined in the model_fn -> {what}")
+                continue
             reads = accesses_of(self.ctx, helper.fn.name)
             if reads and all(id(read) in calls for read in reads):
                 self.plan.remove_statement(helper.fn)
-                self.plan.fixed(helper.fn, "E2K302", f"`{helper.fn.name.value}` -> method `{helper.method}` of the Keras model")
+                self.plan.fixed(helper.fn, "E2K302", f"`{helper.fn.name.value}` -> {what}")
+
+    def check_nested_functions(self) -> None:
+        """A function defined in the model_fn goes with it: each of its uses must be a call that
+        the conversion wrote otherwise (a helper's, or an inference pass's)."""
+        from estimator2keras._units import accesses_of
+
+        calls = {id(call.func) for call in self.helper_calls}
+        calls |= {id(d.value.func) for d in self.inference_passes.values()}
+        for stmt in self.fn.body.body:
+            if not isinstance(stmt, cst.FunctionDef):
+                continue
+            reads = accesses_of(self.ctx, stmt.name)
+            if reads is None or any(id(read) not in calls for read in reads):
+                self.refuse(stmt, f"`{stmt.name.value}`, a function defined in the model_fn, is used where e2k does not "
+                                  "convert it (e2k converts such functions that make layers for the forward pass)")
 
     def carry_comments(self, statements: list[cst.BaseStatement], folded: list[_Def]) -> list[cst.BaseStatement]:
         """Comments of the model_fn that no emitted statement carries move along: those of
@@ -272,15 +293,21 @@ class _KerasWriter:
                 line = line.with_changes(leading_lines=[*line.leading_lines, *self.inference_comment(d)])
             body.append(line)
         body.append(_emit.statement("return {o}", o=self.rewrite(output)))
+        if body and isinstance(body[0], cst.SimpleStatementLine) and all(line.comment is None for line in body[0].leading_lines):
+            body[0] = body[0].with_changes(leading_lines=[])  # what stood above it went to __init__
         init_reads = self._init_arguments()
         class_arguments = [name for name in self.arguments if name in init_reads or name in call_arguments]
         init = [_emit.statement("super().__init__()")]
         for name in call_arguments:
             init.append(_emit.statement(f"self.{name} = {name}"))
         for d in init_defs:
+            role = self.role(d.value) if isinstance(d.value, cst.Call) and isinstance(d.small, cst.Assign) else None
+            if role in ("initializer", "regularizer"):  # `weights_init = tf.truncated_normal_initializer(...)`
+                init.append(_line(d.small.with_changes(value=self.translate(role, d.value)), d.line, d.small))
+                continue
             init.append(_line(self.rewrite_init(d.small), d.line, d.small))
         created = set()
-        for app in self.layer_apps.values():
+        for app in self.creation_order():
             if app.drop or app.attr in created:
                 continue
             created.add(app.attr)
@@ -299,7 +326,8 @@ class _KerasWriter:
             _function("call", "self, features, training=False", body, blank_before=True),
         ]
         for helper in self.helpers.values():
-            methods.append(self.helper_method(helper))
+            if not helper.inline:  # written out at each call instead
+                methods.append(self.helper_method(helper))
         if prediction is not None:
             post, value = prediction
             read = {n.value for node in [*(d.value for d in post), value] for n in self.names_read(node)}
@@ -328,10 +356,37 @@ class _KerasWriter:
                                                    "loss with training=False, like the metrics: evaluation loss values differ")
         return [cst.EmptyLine(indent=True, comment=cst.Comment(t)) for t in text]
 
+    def creation_order(self) -> list[_LayerApp]:
+        """The layers in the order the forward pass first applies them (as TF1 created their
+        variables): a helper's where the model_fn first calls it, in the helper's own order."""
+        from libcst.metadata import PositionProvider
+
+        def done(node):  # where a call ends: nested calls run (and made their layers) first
+            try:
+                found = self.ctx.get_metadata(PositionProvider, node)
+            except KeyError:
+                return (0, 0)
+            return (found.end.line, found.end.column)
+
+        first_call = {fn: min(done(call) for call, _ in helper.calls) for fn, helper in self.helpers.items() if helper.calls}
+
+        def key(item):
+            index, (site, app) = item
+            if isinstance(site, tuple):  # a helper written out at a call: that call's place
+                return (done(site[0]), done(app.call), index)
+            node = self.ctx.parent(app.call)
+            while node is not None and not (isinstance(node, cst.FunctionDef) and node in first_call):
+                node = self.ctx.parent(node)
+            if node is not None:  # in a helper's method: where the model_fn first calls it
+                return (first_call[node], done(app.call), index)
+            return (done(app.call), (0, 0), index)
+
+        return [app for _, (_, app) in sorted(enumerate(self.layer_apps.items()), key=key)]
+
     def helper_method(self, helper) -> cst.FunctionDef:
         """``def conv_net(x_dict, n_classes, dropout, reuse, is_training)`` -> a method
         ``conv_net(self, x_dict, training=False)`` whose layers the model made in __init__."""
-        params = ["self", *helper.forward] + (["training=False"] if helper.training else [])
+        params = ["self", *helper.forward] + (["training=False"] if helper.training or helper.tests_mode else [])
         respelled = {}
         for stmt in helper.body:
             respelled.update(tf2_respellings(self.ctx, stmt, self.tf))
@@ -351,6 +406,16 @@ class _KerasWriter:
         if training is not None:
             args.append(_emit.keyword_arg("training", cst.Name(training)))
         return cst.Call(_emit.expr(f"self.{helper.method}"), args=_emit.call_args(args))
+
+    def inline_call(self, site: cst.Call, inputs: list[cst.BaseExpression]) -> cst.BaseExpression:
+        """``batch_norm_cnv(Y1)`` -> ``self.batch_normalization_1(Y1, training=training)``: the
+        helper's one expression, with this call's layers and values."""
+        helper = self.helper_calls[site]
+        expr = self._one_expression(helper)
+        apps = {key[1]: app for key, app in self.layer_apps.items() if isinstance(key, tuple) and key[0] is site}
+        respelled = dict(tf2_respellings(self.ctx, expr, self.tf))
+        new = expr.visit(_InlineRewriter(self, apps, dict(zip(helper.forward, inputs)), respelled))
+        return new.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()]) if _needs_parentheses(new) else new
 
     def rewrite_loop(self, loop: cst.For) -> cst.For:
         """``for units in params[...]: net = dense(net, units)`` -> ``for dense in self.dense_layers: net = dense(net)``."""
@@ -485,6 +550,9 @@ class _ForwardRewriter(cst.CSTTransformer):
             bound = next(b for c, b in helper.calls if c is node)
             self.inputs[node] = [bound[p].visit(self) for p in helper.forward]
             return False
+        if isinstance(node, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)) and \
+                self.conv.modes.modes_where_true(node) is not None:
+            return False  # a test of the mode: Keras's `training` as a whole (on_leave)
         app = self.conv.layer_apps.get(node) if isinstance(node, cst.Call) else None
         if app is None:
             return True
@@ -496,6 +564,8 @@ class _ForwardRewriter(cst.CSTTransformer):
     def on_leave(self, original, updated):
         conv = self.conv
         if isinstance(original, cst.Call) and original in conv.helper_calls and original in self.inputs:
+            if conv.helper_calls[original].inline:
+                return conv.inline_call(original, self.inputs.pop(original))
             return conv.helper_call(original, self.inputs.pop(original))
         if isinstance(original, cst.Call) and original in self.inputs:
             app = conv.layer_apps[original]
@@ -528,6 +598,50 @@ class _ForwardRewriter(cst.CSTTransformer):
                 conv.refuse(original, "this test of the mode has no Keras equivalent inside the model")
             return cst.Name("training")
         return updated
+
+
+class _InlineRewriter(cst.CSTTransformer):
+    """A helper's one expression written at one call: its parameters -> the call's (rewritten)
+    values, its layer calls -> that call's layers, tests of the mode -> ``training``."""
+
+    def __init__(self, conv: _Converter, apps: dict, values: dict, respelled: dict):
+        super().__init__()
+        self.conv, self.apps, self.values, self.respelled = conv, apps, values, respelled
+        self.inputs: dict = {}
+
+    def on_visit(self, node) -> bool:
+        if node in self.apps:
+            self.inputs[node] = self.apps[node].inputs.visit(self)
+            return False
+        if isinstance(node, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)) and \
+                self.conv.modes.modes_where_true(node) is not None:
+            return False
+        return True
+
+    def on_leave(self, original, updated):
+        conv = self.conv
+        if original in self.inputs:
+            app = self.apps[original]
+            inputs = self.inputs.pop(original)
+            if app.drop:
+                return inputs
+            args = [cst.Arg(inputs)]
+            if app.training is not None:
+                args.append(_emit.keyword_arg("training", cst.Name(app.training)))
+            return cst.Call(_emit.expr(f"self.{app.attr}"), args=_emit.call_args(args))
+        if isinstance(original, cst.Name) and original.value in self.values and conv._is_read(original):
+            return self.values[original.value]
+        if original in self.respelled:
+            return self.respelled[original]
+        if isinstance(original, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)) and conv.modes.modes_where_true(original) is not None:
+            if not conv.modes.is_training_test(original):
+                conv.refuse(original, "this test of the mode has no Keras equivalent inside the model")
+            return cst.Name("training")
+        return updated
+
+
+def _needs_parentheses(node: cst.CSTNode) -> bool:
+    return isinstance(node, (cst.BinaryOperation, cst.BooleanOperation, cst.Comparison, cst.UnaryOperation, cst.IfExp, cst.Lambda))
 
 
 def _walk_in_order(node: cst.CSTNode):

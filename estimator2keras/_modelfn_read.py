@@ -180,6 +180,14 @@ class _Helper:
     forward: list[str] = field(default_factory=list)
     #: (call, {parameter: value}) for each call of the helper in the forward pass.
     calls: list = field(default_factory=list)
+    #: Its layers test the mode (`training=mode == ModeKeys.TRAIN`, its `mode` parameter or the
+    #: model_fn's): the method takes Keras's `training` flag.
+    tests_mode: bool = False
+    #: Defined inside the model_fn (it reads the model_fn's names as a closure).
+    nested: bool = False
+    #: Each call made layers of its own (no `reuse`): its one `return` expression is written at
+    #: each call, with that call's layers (``LayerApp``s keyed by (call, layer call)).
+    inline: bool = False
 
 
 class _ModelReader:
@@ -361,6 +369,8 @@ class _ModelReader:
             name, before = pending.pop()
             if name.value in ("features", "mode", "tf", self.tf) or name.value in self.arguments or name.value in self.modes.flags:
                 continue  # a mode flag is not computed by the model: it becomes `training`
+            if self._calls_nested_function(name):
+                continue  # a helper defined in the model_fn: read with its calls (read_helpers)
             if name.value == "labels":
                 self.refuse(name, "the model's output depends on the labels")
             d = self.latest_def(name.value, before)
@@ -376,6 +386,13 @@ class _ModelReader:
                 pending.append((cst.Name(d.name), d.index))
             pending.extend((n, d.index) for n in self.names_read(d.value))
         return [needed[i] for i in sorted(needed)]
+
+    def _calls_nested_function(self, name: cst.Name) -> bool:
+        """``name`` is called, and names a function defined in the model_fn."""
+        parent = self.ctx.parent(name)
+        if not (isinstance(parent, cst.Call) and parent.func is name):
+            return False
+        return any(isinstance(stmt, cst.FunctionDef) and stmt.name.value == name.value for stmt in self.fn.body.body)
 
     def _is_module_name(self, name: cst.Name) -> bool:
         """A name bound outside the model_fn (an import, a module constant, a builtin)."""
@@ -624,10 +641,11 @@ class _ModelReader:
                     continue
                 helper = self.helpers.get(fn)
                 if helper is None:
-                    if self.ctx.parent(fn) is not self.ctx.module:
+                    nested = self.ctx.parent(self.ctx.parent(fn)) is self.fn
+                    if self.ctx.parent(fn) is not self.ctx.module and not nested:
                         self.refuse(call, f"`{fn.name.value}` makes layers but is defined inside a function; e2k converts "
-                                          "helpers defined at the top of the module")
-                    helper = self.helpers[fn] = _Helper(fn, self._attr(fn.name.value), self._helper_body(fn))
+                                          "helpers defined at the top of the module or of the model_fn")
+                    helper = self.helpers[fn] = _Helper(fn, self._attr(fn.name.value), self._helper_body(fn), nested=nested)
                 from estimator2keras._units import bind_arguments
 
                 signature = tuple(p.name.value for p in fn.params.params)
@@ -693,12 +711,22 @@ class _ModelReader:
             for arg in inner.args:
                 if arg.keyword is not None and arg.keyword.value == "training" and isinstance(arg.value, cst.Name) and arg.value.value in params:
                     helper.training.add(arg.value.value)
+        self.read_mode_tests(helper, params)
         # Calls after the first share the first one's layers only through `reuse=True`.
         for call, bound in helper.calls[1:]:
             reuse = bound.get(helper.reuse) if helper.reuse else None
             if not (isinstance(reuse, cst.Name) and reuse.value == "True"):
+                if self._one_expression(helper) is not None and helper.reuse is None:
+                    helper.inline = True  # each call makes its layers: written out at each call
+                    break
                 self.refuse(call, f"`{name}(...)` is called again and makes new layers at each call; e2k converts a helper "
-                                  "called once, or again with `reuse=True` (its layers shared)")
+                                  "called once, again with `reuse=True` (its layers shared), or one that returns one "
+                                  "expression (written out at each call, with its own layers)")
+        if helper.nested and helper.reuse is None and self._one_expression(helper) is not None:
+            helper.inline = True  # a shorthand of the model_fn: written out where it is used
+        if helper.inline:
+            self.attrs_taken.discard(helper.method)  # no method: its name may name a layer
+            return self.read_inline_helper(helper, params, local)
         # The layers, their attribute names as the helper named their outputs.
         assigned = [t.value for stmt in helper.body for n in _walk(stmt) if isinstance(n, cst.AssignTarget) for t in [n.target]
                     if isinstance(t, cst.Name)]
@@ -728,11 +756,112 @@ class _ModelReader:
         finally:
             self._helper_training = set()
         # The method's parameters: those the forward statements read outside layers' constructors.
-        reads = {n.value for stmt in helper.body for n in self.names_read(stmt) if not self._inside_constructor(n)}
+        reads = self._helper_reads(helper, helper.body, params, local)
         helper.forward = [p for p in params if p in reads and p not in helper.training and p != helper.reuse]
-        for p in helper.forward:
-            if p == "mode":
-                self.refuse(fn, f"`{name}` reads `mode` itself, which e2k does not translate")
+
+    def _helper_reads(self, helper: _Helper, nodes, params: list[str], local: set[str]) -> set[str]:
+        """Names the helper's code reads outside its layers' constructors and its tests of the
+        mode. `mode` itself, and (defined in the model_fn) the model_fn's own names, are refused:
+        the method and the code written at each call have neither."""
+        tests = {id(n) for node in nodes for t in _walk(node) if self._is_mode_test(t) for n in _walk(t)}
+        reads = {n.value for node in nodes for n in self.names_read(node) if not self._inside_constructor(n) and id(n) not in tests}
+        name = helper.fn.name.value
+        if "mode" in reads:
+            self.refuse(helper.fn, f"`{name}` reads `mode` otherwise than in a test of the mode, which e2k does not translate")
+        if helper.nested:
+            for node in nodes:
+                for n in self.names_read(node):
+                    if n.value in params or n.value in local or id(n) in tests or self._inside_constructor(n):
+                        continue
+                    if not self._is_global(n):
+                        self.refuse(n, f"`{name}`, defined in the model_fn, reads `{n.value}` of the model_fn outside its "
+                                       "layers' arguments, which e2k does not convert")
+        return reads
+
+    def _is_mode_test(self, node: cst.CSTNode) -> bool:
+        return isinstance(node, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)) and \
+            self.modes.modes_where_true(node) is not None
+
+    def _is_global(self, name: cst.Name) -> bool:
+        """A name bound at the top of the module (or a builtin), not by an enclosing function."""
+        from libcst.metadata import BuiltinScope, GlobalScope
+
+        scope = self.ctx.scope(name)
+        if scope is None:
+            return False
+        for access in scope.accesses[name.value]:
+            if access.node is name:
+                return bool(access.referents) and all(isinstance(a.scope, (GlobalScope, BuiltinScope)) for a in access.referents) \
+                    or not access.referents
+        return True
+
+    def read_mode_tests(self, helper: _Helper, params: list[str]) -> None:
+        """`training=(mode == tf.estimator.ModeKeys.TRAIN)` in a helper: its `mode` parameter
+        (given the model_fn's `mode` at every call) or, defined in the model_fn, the model_fn's
+        `mode`: the method takes Keras's `training` flag instead."""
+        tests = [n for stmt in helper.body for n in _walk(stmt) if self._is_mode_test(n)]
+        if not tests:
+            return
+        name = helper.fn.name.value
+        if "mode" in params:
+            for call, bound in helper.calls:
+                if not _is_literal(bound.get("mode"), "mode"):
+                    self.refuse(call, f"`{name}(...)` is given a `mode` other than the model_fn's")
+        elif not helper.nested:
+            self.refuse(helper.fn, f"`{name}` tests a `mode` that is not its parameter")
+        helper.tests_mode = True
+
+    def _one_expression(self, helper: _Helper) -> cst.BaseExpression | None:
+        """The expression of a helper that is one `return` statement, if it is."""
+        body = [stmt for stmt in helper.body if not _docstring_stmt(stmt)]
+        if len(body) == 1 and len(body[0].body) == 1 and isinstance(body[0].body[0], cst.Return):
+            return body[0].body[0].value
+        return None
+
+    def read_inline_helper(self, helper: _Helper, params: list[str], local: set[str]) -> None:
+        """A helper whose calls each make their own layers (``def batch_norm(x): return
+        tf.layers.batch_normalization(x, ...)`` called three times): its expression is written at
+        each call, with that call's layers, configured with that call's values."""
+        expr = self._one_expression(helper)
+        name = helper.fn.name.value
+        for call, bound in helper.calls:
+            self._helper_training = helper.training
+            try:
+                for inner in iter_calls(expr):
+                    path = self.ctx.call_api_path(inner)
+                    role = self.role(inner) if path else None
+                    if path in BEYOND_CATALOGUE or ((path or "").startswith("contrib.") and role is None):
+                        self.refuse(inner, f"`{_emit.code(inner.func)}` in `{name}` is beyond what e2k converts")
+                    if role in ("layer", "keras_layer") and not self._applied_inline(inner):
+                        self.refuse(inner, f"a layer object made in `{name}` and applied later is not converted yet")
+                    self.check_helper(inner)
+                    app = self.layer_app(inner)
+                    if app is None:
+                        continue
+                    app.constructor = self._bound_at_call(helper, app.constructor, bound, params, local)
+                    if app.training == "training" and helper.training:
+                        app.training = self.helper_training(call, helper)  # what this call passed
+                    self.layer_apps[(call, inner)] = app
+            finally:
+                self._helper_training = set()
+        reads = self._helper_reads(helper, [expr], params, local)
+        helper.forward = [p for p in params if p in reads and p not in helper.training]
+
+    def _bound_at_call(self, helper: _Helper, constructor, bound: dict, params: list[str], local: set[str]):
+        """A layer's constructor with the helper's parameters replaced by what one call passed."""
+        replacements = {}
+        skipped = {id(n) for n in _walk(constructor) for n in (
+            [n.keyword] if isinstance(n, cst.Arg) and n.keyword is not None else [n.attr] if isinstance(n, cst.Attribute) else [])}
+        for n in _walk(constructor):
+            if not isinstance(n, cst.Name) or id(n) in skipped or n.value not in params or n.value in helper.training:
+                continue
+            value = bound[n.value]
+            for read in self.names_read(value) if isinstance(value, cst.CSTNode) else ():
+                if read.value not in self.arguments and read.value not in ("tf", self.tf) and not self._is_module_name(read):
+                    self.refuse(value, f"`{helper.fn.name.value}(...)` configures its layers with `{read.value}`, computed in "
+                                       "the model_fn; e2k makes layers in __init__")
+            replacements[n] = value
+        return _emit.replace_in(constructor, replacements)
 
     def _bound_constructor(self, helper: _Helper, constructor, params: list[str], local: set[str]):
         """A layer's constructor with the helper's parameters replaced by the values the calls
@@ -763,7 +892,7 @@ class _ModelReader:
     def helper_training(self, call: cst.Call, helper: _Helper) -> str | None:
         """What the forward pass passes as the helper's `training`: the model's flag, or a literal."""
         if not helper.training:
-            return None
+            return "training" if helper.tests_mode else None
         bound = dict(next(b for c, b in helper.calls if c is call))
         values = {_emit.code(bound[p]) for p in helper.training}
         if len(values) != 1:
@@ -787,6 +916,10 @@ class _ModelReader:
         for inner in iter_calls(helper.body):
             path = self.ctx.call_api_path(inner)
             role = self.role(inner) if path else None
+            if (path or "").startswith("contrib.") and self.ctx.rules.expression_role(path) is None:
+                # tf.contrib is gone from TF2: left in the Keras model, the helper would not even run.
+                self.refuse(call, f"`{helper.name.value}(...)` calls `{_emit.code(inner.func)}` (tf.contrib), which e2k does "
+                                  "not convert")
             if depth == 0 and getattr(self, "_outside_forward", False) and role in ("layer", "layer_function", "keras_layer"):
                 self.refuse(call, f"`{helper.name.value}(...)` makes layers for a value the TRAIN loss does not read (a second "
                                   "forward pass, for evaluation or predictions), which e2k does not convert yet")
@@ -941,6 +1074,11 @@ class _ModelReader:
             n += 1
         self.attrs_taken.add(name)
         return name
+
+
+def _docstring_stmt(stmt) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr) \
+        and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
 
 
 def _single_call_assign(d: _Def) -> bool:

@@ -295,7 +295,8 @@ class _CompileReader:
                     expr = first
                     continue
                 inner = self.derive(first, at) if first is not None else None
-                if path in ("argmax", "math.argmax") and inner == Derived("output") and self._axis_is_last(expr):
+                # softmax keeps the order of the logits: the argmax of either is the class.
+                if path in ("argmax", "math.argmax") and inner in (Derived("output"), Derived("softmax")) and self._axis_is_last(expr):
                     return Derived("argmax")
                 if path in ("sigmoid", "nn.sigmoid", "math.sigmoid") and inner == Derived("output"):
                     return Derived("sigmoid")

@@ -170,6 +170,8 @@ class ModeAnalysis(ModeTests):
                 inner = under_dependencies or kind == "control_dependencies"
                 if self._walk_block(stmt.body.body, path, inner):
                     return True
+            elif isinstance(stmt, cst.FunctionDef):
+                continue  # a helper defined in the model_fn: read where it is called (_modelfn_read)
             elif isinstance(stmt, cst.For) and _simple_loop(stmt):
                 # A loop of simple statements (layers built in a loop) is one step of the path.
                 path.statements.append(stmt)

@@ -145,11 +145,27 @@ class Tf1LayerFunctionToKeras(ExpressionRule):
     statements and comments. A parameter the helper gives layers as `training=` becomes the
     method's `training` flag; `with tf.variable_scope(...)` is unwrapped. A helper called
     again with `reuse=True` (its variable scope's `reuse=`) shares the first call's layers,
-    as the method does. Refused (E2K901), naming the helper: a helper called again without
-    `reuse=True` (each call made new layers), one whose layers are configured with values
-    it computes itself or with values that differ between calls, helpers defined inside a
-    function, and helpers with statements other than assignments and one final `return`.
-    When only the model_fn called it, the TF1 helper goes.
+    as the method does. A helper whose layers test the mode (`training=(mode ==
+    tf.estimator.ModeKeys.TRAIN)`, its `mode` parameter given the model_fn's `mode`) takes
+    Keras's `training` flag the same way.
+
+    A helper of one `return` expression whose calls each made new layers (no `reuse`:
+    `def batch_norm(x): return tf.layers.batch_normalization(x, ...)` called three times) is
+    written out at each call, `tf.nn.relu(batch_norm(Y1))` becoming
+    `tf.nn.relu(self.batch_normalization(Y1, training=training))`, each call with its own layer
+    configured with that call's values. Helpers defined inside the model_fn convert the same
+    way (one expression: written out at each call; more statements: a method), reading the
+    model_fn's `params`, `mode` and the values their layers' arguments need (an initializer,
+    made in `__init__`). Layers are made in `__init__` in the order the forward pass first
+    applies them, as TF1 made their variables.
+
+    Refused (E2K901), naming the helper: a helper of several statements called again without
+    `reuse=True` (each call made new layers, which one method cannot hold), one whose layers
+    are configured with values it computes itself or with values that differ between calls,
+    a `mode` argument other than the model_fn's, helpers with statements other than
+    assignments and one final `return`, a function defined in the model_fn that is used
+    otherwise than as such a helper, or whose statements read the model_fn's names outside its
+    layers' arguments. When only the model_fn called it, the TF1 helper goes.
 
     A second pass of the same layers for evaluation and predictions
     (`logits_train = conv_net(..., reuse=False, is_training=True)` for the loss, then

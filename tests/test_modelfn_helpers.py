@@ -158,7 +158,8 @@ def test_a_helper_called_again_with_reuse_shares_its_layers(rules):
 def test_a_helper_called_again_without_reuse_is_refused(rules):
     result = convert(rules, '''\
     def tower(x, units):
-        return tf.layers.dense(x, units, activation=tf.nn.relu)
+        hidden = tf.layers.dense(x, units, activation=tf.nn.relu)
+        return hidden
 
 
     def model_fn(features, labels, mode, params):
@@ -307,3 +308,140 @@ def test_predictions_of_the_training_pass_beside_an_inference_pass_are_refused(r
     ''')
     assert result.status == "partial"  # the Estimator predicted `a` with dropout on; Keras predicts with it off
     assert any("read `output_train`, computed with training=True in every mode" in m for m in manual(result)), manual(result)
+
+
+def test_a_helper_that_tests_its_mode_parameter_takes_the_training_flag(rules):
+    helper = '''\
+    def dnn_model(img, mode, hparams):
+        hidden = tf.layers.dense(inputs=img, units=hparams["units"], activation=tf.nn.relu)
+        hidden = tf.layers.dropout(inputs=hidden, rate=0.1, training=(mode == tf.estimator.ModeKeys.TRAIN))
+        return tf.layers.dense(inputs=hidden, units=1)
+
+
+    '''
+    result = convert(rules, helper, '''\
+    def model_fn(features, labels, mode, params):
+        output = dnn_model(features, mode, params)
+        loss = tf.losses.mean_squared_error(labels, output)
+        train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+    ''')
+    assert result.status == "converted", manual(result)
+    new = result.new.decode()
+    # (This once emitted a method without `training` that read it: a NameError at the first step.)
+    assert "def dnn_model(self, img, training=False):" in new
+    assert "output = self.dnn_model(features, training=training)" in new
+    assert "hidden = self.dropout(hidden, training=training)" in new
+    other = convert(rules, helper, '''\
+    def model_fn(features, labels, mode, params):
+        output = dnn_model(features, tf.estimator.ModeKeys.TRAIN, params)
+        loss = tf.losses.mean_squared_error(labels, output)
+        train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+    ''')
+    assert other.status == "partial"
+    assert any("is given a `mode` other than the model_fn's" in m for m in manual(other)), manual(other)
+
+
+def test_a_helper_defined_in_the_model_fn_and_called_several_times_is_written_out_at_each_call(rules):
+    result = convert(rules, '''\
+    def model_fn(features, labels, mode, params):
+        init = tf.truncated_normal_initializer(stddev=0.1)
+
+        def batch_norm(inputs):
+            return tf.layers.batch_normalization(inputs, momentum=params["decay"], scale=False,
+                                                 training=(mode == tf.estimator.ModeKeys.TRAIN))
+
+        h1 = tf.nn.relu(batch_norm(tf.layers.dense(features, 8, kernel_initializer=init)))
+        h2 = tf.nn.relu(batch_norm(tf.layers.dense(h1, 4, kernel_initializer=init)))
+        output = tf.layers.dense(h2, 1)
+        loss = tf.losses.mean_squared_error(labels, output)
+        update_ops = tf.get_collection(tf.GraphKeys.UPDATE_OPS)
+        with tf.control_dependencies(update_ops):
+            train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+    ''')
+    assert result.status == "converted", manual(result)
+    new = result.new.decode()
+    # Each call made its own batch normalization, configured with the model_fn's params.
+    assert new.count("tf.keras.layers.BatchNormalization(") == 2 and new.count('momentum=params["decay"]') == 2
+    assert "h1 = tf.nn.relu(self.batch_normalization(self.dense(features), training=training))" in new
+    assert "h2 = tf.nn.relu(self.batch_normalization_1(self.dense_1(h1), training=training))" in new
+    assert "def batch_norm" not in new
+    # The layers are made in the order the forward pass applies them, as TF1 made their variables.
+    order = [new.index(f"self.{name} = ") for name in ("dense", "batch_normalization", "dense_1", "batch_normalization_1")]
+    assert order == sorted(order), new
+    assert "init = tf.keras.initializers.TruncatedNormal(stddev=0.1)" in new  # in __init__, translated
+
+
+def test_a_module_helper_of_one_expression_called_with_other_values_makes_layers_per_call(rules):
+    result = convert(rules, '''\
+    def dense(x, units):
+        return tf.layers.dense(x, units, activation=tf.nn.relu)
+
+
+    def model_fn(features, labels, mode, params):
+        output = dense(dense(features, 8), 1)
+        loss = tf.losses.mean_squared_error(labels, output)
+        train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+    ''')
+    assert result.status == "converted", manual(result)
+    new = result.new.decode()
+    assert "tf.keras.layers.Dense(8, activation=tf.nn.relu)" in new and "tf.keras.layers.Dense(1, activation=tf.nn.relu)" in new
+    assert "def dense(x, units)" not in new  # only the model_fn called it
+
+
+def test_functions_defined_in_the_model_fn_that_e2k_cannot_place_are_refused(rules):
+    used_elsewhere = convert(rules, '''\
+    def model_fn(features, labels, mode, params):
+        def head(x):
+            return tf.layers.dense(x, 1)
+
+        def post(x):
+            return x * 2.0
+
+        output = head(features)
+        if mode == tf.estimator.ModeKeys.PREDICT:
+            return tf.estimator.EstimatorSpec(mode, predictions=post(output))
+        loss = tf.losses.mean_squared_error(labels, output)
+        train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+    ''')
+    assert used_elsewhere.status == "partial"
+    assert any("`post`" in m for m in manual(used_elsewhere)), manual(used_elsewhere)
+    closure = convert(rules, '''\
+    def model_fn(features, labels, mode, params):
+        scale = params["scale"]
+
+        def block(x):
+            hidden = tf.layers.dense(x, 4)
+            return hidden * scale
+
+        output = tf.layers.dense(block(features), 1)
+        loss = tf.losses.mean_squared_error(labels, output)
+        train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+    ''')
+    assert closure.status == "partial"  # the method would read `scale`, a name of the model_fn
+    assert any("reads `scale` of the model_fn" in m for m in manual(closure)), manual(closure)
+
+
+def test_a_helper_calling_tf_contrib_without_a_rule_is_refused_not_kept_in_call(rules):
+    # tf.contrib is gone from TF2: kept as a function `call` calls, it could not run (this was
+    # once reported converted, the helper's contrib layers left inside the Keras model).
+    result = convert(rules, '''\
+    def build_model(x, hidden_size):
+        with tf.variable_scope("model"):
+            fc1 = tf.contrib.layers.fully_connected(x, hidden_size, activation_fn=tf.nn.relu, scope="fc1")
+            return tf.contrib.layers.fully_connected(fc1, 1, activation_fn=None, scope="fc2")
+
+
+    def model_fn(features, labels, mode, params):
+        output = build_model(features, params["units"])
+        loss = tf.losses.mean_squared_error(labels, output)
+        train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+    ''')
+    assert result.status == "partial"
+    assert any("calls `tf.contrib.layers.fully_connected` (tf.contrib)" in m for m in manual(result)), manual(result)

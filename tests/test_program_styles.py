@@ -166,7 +166,8 @@ MODEL_FN_WITH = """
 
 
     def dense_block(x, units):
-        return tf.layers.dense(x, units, activation=tf.nn.relu)
+        hidden = tf.layers.dense(x, units, activation=tf.nn.relu)
+        return tf.layers.dropout(hidden, 0.1)
 
 
     def model_fn(features, labels, mode, params):
@@ -191,7 +192,8 @@ def test_layers_a_converted_model_cannot_hold_are_refused_not_half_converted(rul
         ('    if params["deep"]:\n            for units in params["hidden_units"]:\n'
          '                x = tf.layers.dense(x, units, activation=tf.nn.relu)', "`for` statement inside an `if`"),
         # A helper called once becomes a method of the model (test_modelfn_helpers); called
-        # twice it made two sets of layers, which one method cannot hold.
+        # twice it made two sets of layers, which one method cannot hold (a helper of one
+        # `return` expression is written out at each call instead: test_modelfn_helpers).
         ("    x = dense_block(x, 8)\n        x = dense_block(x, 4)", "`dense_block(...)` is called again and makes new layers"),
     ]:
         result, new = convert(rules, MODEL_FN_WITH.format(body=body))
