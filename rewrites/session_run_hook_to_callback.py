@@ -451,7 +451,10 @@ model.fit(input_fn(), steps_per_epoch=100)
         if "every_n_iter" not in args:
             return HookConversion(dropped=NOT_BY_NAME)
         if site.phase != "train":
-            return HookConversion(dropped=f"a LoggingTensorHook of {site.phase} is not converted: {NOT_BY_NAME}")
+            call_name = {"eval": "evaluate()", "predict": "predict()"}.get(site.phase, site.phase)
+            return HookConversion(dropped=f"a LoggingTensorHook passed to {call_name} is not converted (the callback "
+                                          "it would become logs training steps): log from a tf.keras.callbacks.Callback's "
+                                          f"on_{'test' if site.phase == 'eval' else site.phase}_batch_end, or leave it out")
         values = []
         for label, node in entries:
             try:

@@ -189,3 +189,13 @@ def test_fixture_logs_the_named_values_on_newest_tensorflow(tmp_path):
              and "learning_rate" not in line]
     # The Estimator's hook logged `step = 0` and `step = 3`: the global step fetched with the step.
     assert [line.split("step = ")[1].split(",")[0] for line in steps] == ["0", "3"]
+
+
+def test_a_logging_hook_of_evaluation_is_reported():
+    source = PROGRAM.format(train="        learning_rate = 0.1", tensors='["global_step"]', every="every_n_iter=1")
+    source = source.replace("estimator.train(input_fn, steps=10, hooks=[", "estimator.train(input_fn, steps=10)\n"
+                            "estimator.evaluate(input_fn, steps=2, hooks=[")
+    result = rewrite_source(source.encode(), "prog.py", RuleSet.load())
+    assert messages(result) == [
+        "a LoggingTensorHook passed to evaluate() is not converted (the callback it would become logs training steps): "
+        "log from a tf.keras.callbacks.Callback's on_test_batch_end, or leave it out"]
