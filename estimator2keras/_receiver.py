@@ -159,7 +159,9 @@ def read(ctx, plan, function: cst.FunctionDef, respell: dict) -> Receiver:
         if names:
             found.params = names
             reads = accesses_of(ctx, local.target) if local is not None else None
-            if reads is not None and all(ctx.within(r, (returned,)) for r in reads):
+            features_read = local is not None and any(
+                isinstance(n, cst.Name) and n.value == local.name for n in _walk(found.features))
+            if reads is not None and all(ctx.within(r, (returned,)) for r in reads) and not features_read:
                 found.removed.append(local.statement)  # it only gathered them for the receiver
         else:
             if local is None:
@@ -405,3 +407,11 @@ def _names_in(node) -> set[str]:
             found.add(current.value)
         stack.extend(current.children)
     return found
+
+
+def _walk(node: cst.CSTNode):
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(current.children)

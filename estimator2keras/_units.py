@@ -271,7 +271,9 @@ class InputFn:
             for call in _live_calls(body, decider):
                 if isinstance(call.func, cst.Attribute) and call.func.attr.value == "repeat":
                     count = _keyword_or_position(call, "count", 0)
-                    if not isinstance(count, cst.Integer) and not isinstance(self._factory_value(ctx, count), cst.Integer):
+                    if isinstance(count, cst.Integer) or _run_time_count(count):
+                        continue
+                    if not isinstance(self._factory_value(ctx, count), cst.Integer):
                         return True
         return False
 
@@ -595,6 +597,14 @@ def _reads(ctx: RewriteContext, name: cst.Name) -> bool:
         if assignment.references:
             return True
     return False
+
+
+def _run_time_count(count: cst.BaseExpression | None) -> bool:
+    """``repeat(args.epochs)``, ``repeat(FLAGS.num_epochs)``, ``repeat(params["epochs"])``: a
+    count the program is given when it runs, taken for a count (the dataset ends). Run with
+    None instead, the dataset repeats forever; Keras then stops with an error asking for a
+    step count, where the Estimator trained until stopped: loud, never a silent difference."""
+    return isinstance(count, (cst.Attribute, cst.Subscript))
 
 
 def _keyword_or_position(call: cst.Call, keyword: str, position: int) -> cst.BaseExpression | None:

@@ -55,7 +55,10 @@ class EstimatorTrainEvaluateToFitEvaluate(UnitRule):
     repeats forever is not converted. What repeats is read from the code that runs in that
     call: e2k decides the `if`s on a parameter the call passes a literal `True` / `False` (or
     leaves at such a default), as in `input_fn(x, y, training=False)`, and the `if`s on
-    `mode` of an input_fn that takes it.
+    `mode` of an input_fn that takes it. A count the program is given when it runs
+    (`repeat(args.epochs)`, `repeat(FLAGS.num_epochs)`) is taken for a count: run with `None`
+    instead, the dataset repeats forever and Keras stops with an error asking for a step
+    count where the Estimator trained until stopped; a loud difference, never a silent one.
 
     ## Limitations
     Saving listeners, `predict(yield_single_examples=False)`, a `checkpoint_path=` other than

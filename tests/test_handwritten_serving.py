@@ -183,3 +183,19 @@ def test_a_dict_of_serving_fns_converts_each_and_keeps_the_choice(rules):
 def test_a_dict_of_serving_fns_read_elsewhere_too_is_refused(rules):
     _refused(_rewrite(SERVING_TABLE + "\nprint(sorted(SERVING_FUNCTIONS))", rules, "SERVING_FUNCTIONS[FORMAT]"),
              "`SERVING_FUNCTIONS` is used outside this Estimator's exports")
+
+
+def test_a_receiver_dict_that_is_also_the_features_is_rebuilt_from_the_parameters(rules):
+    # `ServingInputReceiver(receiver_tensors, receiver_tensors)`: the dict that gathers the
+    # placeholders is the features too; it stays, built from the function's parameters.
+    result = _rewrite('''
+def serving_input_fn():
+    features = tf.placeholder(dtype=tf.float32, shape=[None, 2], name="features")
+    receiver_tensors = {"x": features}
+    return tf.estimator.export.ServingInputReceiver(receiver_tensors, receiver_tensors)
+''', rules)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    new = result.new.decode()
+    assert ("def serving_input_fn(features):\n"
+            "    receiver_tensors = {\"x\": features}\n"
+            "    return model.predict_step(receiver_tensors)") in new

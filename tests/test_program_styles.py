@@ -480,3 +480,31 @@ def test_an_input_fn_name_bound_to_something_else_in_one_branch_is_refused(rules
     """)
     assert result.status == "partial"
     assert any("may be one of several values here" in f.message for f in result.findings)
+
+
+def test_a_repeat_count_given_at_run_time_is_taken_for_a_count(rules):
+    # `repeat(args.epochs)`: the dataset ends (run with None instead, Keras stops with an error
+    # asking for steps: never a silent difference), so train() without steps converts.
+    source = """
+        import tensorflow as tf
+
+
+        def model_fn(features, labels, mode):
+            logits = tf.layers.dense(features["x"], 1)
+            loss = tf.losses.mean_squared_error(labels, logits)
+            train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+            return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+        def main(args):
+            def input_fn():
+                return tf.data.Dataset.from_tensor_slices(({"x": [[1.0]] * 8}, [[2.0]] * 8)).repeat(COUNT).batch(2)
+            estimator = tf.estimator.Estimator(model_fn)
+            estimator.train(input_fn)
+    """
+    result, new = convert(rules, source.replace("COUNT", "args.epochs"))
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert "model.fit(input_fn())" in new
+    for forever in ("", "None", "epochs"):
+        result, _ = convert(rules, source.replace("COUNT", forever))
+        assert result.status == "partial", forever
