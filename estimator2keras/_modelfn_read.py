@@ -686,6 +686,10 @@ class _ModelReader:
                     inner[0] = inner[0].with_changes(leading_lines=[*stmt.leading_lines, *inner[0].leading_lines])
                 pending[:0] = inner
                 continue
+            if isinstance(stmt, cst.If):
+                self._check_helper_if(fn, stmt)  # `if batch_normalization:` kept in the method
+                body.append(stmt)
+                continue
             if not isinstance(stmt, cst.SimpleStatementLine):
                 self.refuse(stmt, f"a `{type(stmt).__name__.lower()}` statement in `{fn.name.value}`, a helper that makes layers, "
                                   "is not converted")
@@ -693,12 +697,27 @@ class _ModelReader:
                 if not isinstance(small, (cst.Assign, cst.AugAssign, cst.Expr, cst.Return)):
                     self.refuse(small, f"a `{type(small).__name__}` statement in `{fn.name.value}` is not converted")
             body.append(stmt)
-        last = body[-1].body[-1] if body else None
+        last = body[-1].body[-1] if body and isinstance(body[-1], cst.SimpleStatementLine) else None
         if not isinstance(last, cst.Return) or last.value is None or any(
             isinstance(n, cst.Return) for stmt in body for n in _walk(stmt) if n is not last
         ):
             self.refuse(fn, f"`{fn.name.value}` makes layers but does not end with the one `return` of its result")
         return body
+
+    def _check_helper_if(self, fn: cst.FunctionDef, stmt: cst.If) -> None:
+        """An `if` in a helper (``if batch_normalization: layer = bn(layer)``) stays in the method
+        as written, its layers made in __init__ either way; its branches must be assignments
+        (and `elif`/`else` branches of the same kind), not returns, loops or other blocks."""
+        branch = stmt
+        while branch is not None:
+            block = branch.body
+            for line in block.body if isinstance(block, cst.IndentedBlock) else [block]:
+                if not isinstance(line, cst.SimpleStatementLine) or not all(
+                        isinstance(small, (cst.Assign, cst.AugAssign, cst.Expr, cst.Pass)) for small in line.body):
+                    self.refuse(line, f"this statement in an `if` of `{fn.name.value}`, a helper that makes layers, is not "
+                                      "converted (e2k keeps branches of assignments)")
+            orelse = getattr(branch, "orelse", None)
+            branch = orelse if isinstance(orelse, (cst.If, cst.Else)) else None
 
     def read_helper(self, helper: _Helper) -> None:
         fn, name = helper.fn, helper.fn.name.value
@@ -731,8 +750,8 @@ class _ModelReader:
         assigned = [t.value for stmt in helper.body for n in _walk(stmt) if isinstance(n, cst.AssignTarget) for t in [n.target]
                     if isinstance(t, cst.Name)]
         for stmt in helper.body:
-            for small in stmt.body:
-                if isinstance(small, cst.Assign) and isinstance(small.value, cst.Call) and len(small.targets) == 1:
+            for small in (n for n in _walk(stmt) if isinstance(n, cst.Assign)):
+                if isinstance(small.value, cst.Call) and len(small.targets) == 1:
                     target = small.targets[0].target
                     if isinstance(target, cst.Name) and assigned.count(target.value) == 1:
                         self.preferred_attr[small.value] = target.value
@@ -814,7 +833,8 @@ class _ModelReader:
     def _one_expression(self, helper: _Helper) -> cst.BaseExpression | None:
         """The expression of a helper that is one `return` statement, if it is."""
         body = [stmt for stmt in helper.body if not _docstring_stmt(stmt)]
-        if len(body) == 1 and len(body[0].body) == 1 and isinstance(body[0].body[0], cst.Return):
+        if len(body) == 1 and isinstance(body[0], cst.SimpleStatementLine) and len(body[0].body) == 1 \
+                and isinstance(body[0].body[0], cst.Return):
             return body[0].body[0].value
         return None
 

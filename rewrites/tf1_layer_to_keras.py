@@ -145,7 +145,11 @@ class Tf1LayerFunctionToKeras(ExpressionRule):
     statements and comments. A parameter the helper gives layers as `training=` becomes the
     method's `training` flag; `with tf.variable_scope(...)` is unwrapped. A helper called
     again with `reuse=True` (its variable scope's `reuse=`) shares the first call's layers,
-    as the method does. A helper whose layers test the mode (`training=(mode ==
+    as the method does. An `if` in the helper (`if batch_normalization: layer =
+    tf.keras.layers.BatchNormalization(...)(layer, training=training)`) stays in the method as
+    written, its test read at each call, the layers of its branches made in `__init__` either
+    way (a layer a branch never applies is never built and holds no weights); its branches
+    must be assignments. A helper whose layers test the mode (`training=(mode ==
     tf.estimator.ModeKeys.TRAIN)`, its `mode` parameter given the model_fn's `mode`) takes
     Keras's `training` flag the same way.
 
@@ -163,7 +167,7 @@ class Tf1LayerFunctionToKeras(ExpressionRule):
     `reuse=True` (each call made new layers, which one method cannot hold), one whose layers
     are configured with values it computes itself or with values that differ between calls,
     a `mode` argument other than the model_fn's, helpers with statements other than
-    assignments and one final `return`, a function defined in the model_fn that is used
+    assignments, `if`s of assignments and one final `return`, a function defined in the model_fn that is used
     otherwise than as such a helper, or whose statements read the model_fn's names outside its
     layers' arguments. When only the model_fn called it, the TF1 helper goes.
 

@@ -445,3 +445,42 @@ def test_a_helper_calling_tf_contrib_without_a_rule_is_refused_not_kept_in_call(
     ''')
     assert result.status == "partial"
     assert any("calls `tf.contrib.layers.fully_connected` (tf.contrib)" in m for m in manual(result)), manual(result)
+
+
+def test_an_if_in_a_helper_stays_in_its_method_with_its_layers_made_in_init(rules):
+    helper = '''\
+    def build_fully_connected(X, n_units, batch_normalization=False, training=False):
+        layer = tf.keras.layers.Dense(n_units, activation=None)(X)
+        if batch_normalization:
+            layer = tf.keras.layers.BatchNormalization(momentum=0.90)(layer, training=training)
+        else:
+            layer = layer * 1.0
+        return tf.nn.relu(layer)
+
+
+    '''
+    result = convert(rules, helper, '''\
+    def model_fn(features, labels, mode, params):
+        in_training = mode == tf.estimator.ModeKeys.TRAIN
+        net = build_fully_connected(features, 8, batch_normalization=params["batch_norm"], training=in_training)
+        output = tf.layers.dense(net, 1)
+        loss = tf.losses.mean_squared_error(labels, output)
+        update_ops = tf.get_collection(tf.GraphKeys.UPDATE_OPS)
+        with tf.control_dependencies(update_ops):
+            train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+    ''')
+    assert result.status == "converted", manual(result)
+    new = result.new.decode()
+    assert "self.batch_normalization = tf.keras.layers.BatchNormalization(momentum=0.90)" in new
+    assert 'net = self.build_fully_connected(features, self.params["batch_norm"], training=training)' in new
+    assert "        if batch_normalization:\n            layer = self.batch_normalization(layer, training=training)\n" in new
+    returns = convert(rules, helper.replace("layer = layer * 1.0", "return layer"), '''\
+    def model_fn(features, labels, mode, params):
+        output = tf.layers.dense(build_fully_connected(features, 8), 1)
+        loss = tf.losses.mean_squared_error(labels, output)
+        train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+    ''')
+    assert returns.status == "partial"  # a return inside a branch: not a method e2k writes
+    assert any("in an `if` of `build_fully_connected`" in m for m in manual(returns)), manual(returns)
