@@ -577,6 +577,9 @@ class _ForwardRewriter(cst.CSTTransformer):
                 args.append(_emit.keyword_arg("training", cst.Name(app.training)))
             layer = app.item if app.loop is not None else f"self.{app.attr}"
             return cst.Call(_emit.expr(layer), args=_emit.call_args(args))
+        if self.in_helper is not None and isinstance(original, cst.SimpleStatementLine) and \
+                any(small in self.in_helper.objects.values() for small in original.body):
+            return cst.RemoveFromParent()  # `bn = BatchNormalization(...)`: made in __init__
         if isinstance(original, cst.Name) and conv._is_read(original) and self.in_helper is not None:
             if original.value in self.in_helper.training:
                 return cst.Name("training")

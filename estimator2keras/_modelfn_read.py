@@ -188,6 +188,9 @@ class _Helper:
     #: Each call made layers of its own (no `reuse`): its one `return` expression is written at
     #: each call, with that call's layers (``LayerApp``s keyed by (call, layer call)).
     inline: bool = False
+    #: Layer objects it makes and applies later (``bn = BatchNormalization(...)`` then
+    #: ``bn(layer, training=training)``): name -> the assignment, which goes to __init__.
+    objects: dict = field(default_factory=dict)
 
 
 class _ModelReader:
@@ -755,6 +758,7 @@ class _ModelReader:
                     target = small.targets[0].target
                     if isinstance(target, cst.Name) and assigned.count(target.value) == 1:
                         self.preferred_attr[small.value] = target.value
+        self.read_helper_objects(helper, assigned)
         self._helper_training = helper.training
         try:
             for stmt in helper.body:
@@ -765,6 +769,8 @@ class _ModelReader:
                     if path in BEYOND_CATALOGUE or contrib_without_rule:
                         self.refuse(inner, f"`{_emit.code(inner.func)}` in `{name}` is beyond what e2k converts")
                     if role in ("layer", "keras_layer") and not self._applied_inline(inner):
+                        if any(inner is small.value for small in helper.objects.values()):
+                            continue  # made in __init__, applied where the helper calls it
                         self.refuse(inner, f"a layer object made in `{name}` and applied later is not converted yet")
                     self.check_helper(inner)
                     app = self.layer_app(inner)
@@ -774,15 +780,42 @@ class _ModelReader:
                     self.layer_apps[inner] = app
         finally:
             self._helper_training = set()
+            for object_name in helper.objects:  # the helper's own names: not the model_fn's
+                self.layer_objects.pop(object_name, None)
+                self.layer_attr_of_object.pop(object_name, None)
         # The method's parameters: those the forward statements read outside layers' constructors.
         reads = self._helper_reads(helper, helper.body, params, local)
         helper.forward = [p for p in params if p in reads and p not in helper.training and p != helper.reuse]
+
+    def read_helper_objects(self, helper: _Helper, assigned: list[str]) -> None:
+        """``bn = tf.keras.layers.BatchNormalization(momentum=0.9)`` in a helper, applied after
+        (``layer = bn(layer, training=training)``): the object is a layer the model makes in
+        __init__, and its applications in the method apply that layer."""
+        name = helper.fn.name.value
+        for stmt in helper.body:
+            for line in (n for n in _walk(stmt) if isinstance(n, cst.SimpleStatementLine)):
+                for small in line.body:
+                    if not (isinstance(small, cst.Assign) and isinstance(small.value, cst.Call)
+                            and self.role(small.value) in ("layer", "keras_layer") and not self._applied_inline(small.value)):
+                        continue
+                    target = small.targets[0].target if len(small.targets) == 1 else None
+                    if not isinstance(target, cst.Name) or assigned.count(target.value) != 1 or len(line.body) != 1:
+                        self.refuse(small, f"a layer object made in `{name}` is assigned to more than one name or more than "
+                                           "once, which e2k does not convert")
+                    block = self.ctx.parent(line)
+                    if len(getattr(block, "body", ())) < 2:
+                        self.refuse(small, f"a layer object made alone in a block of `{name}` is not converted")
+                    if target.value in self.layer_objects:
+                        self.refuse(small, f"`{target.value}` names a layer object in `{name}` and in the model_fn")
+                    helper.objects[target.value] = small
+                    self.layer_objects[target.value] = _Def(-1, target.value, small, small.value, line)
 
     def _helper_reads(self, helper: _Helper, nodes, params: list[str], local: set[str]) -> set[str]:
         """Names the helper's code reads outside its layers' constructors and its tests of the
         mode. `mode` itself, and (defined in the model_fn) the model_fn's own names, are refused:
         the method and the code written at each call have neither."""
         tests = {id(n) for node in nodes for t in _walk(node) if self._is_mode_test(t) for n in _walk(t)}
+        tests |= {id(n) for small in helper.objects.values() for n in _walk(small)}  # made in __init__
         reads = {n.value for node in nodes for n in self.names_read(node) if not self._inside_constructor(n) and id(n) not in tests}
         name = helper.fn.name.value
         if "mode" in reads:

@@ -149,7 +149,10 @@ class Tf1LayerFunctionToKeras(ExpressionRule):
     tf.keras.layers.BatchNormalization(...)(layer, training=training)`) stays in the method as
     written, its test read at each call, the layers of its branches made in `__init__` either
     way (a layer a branch never applies is never built and holds no weights); its branches
-    must be assignments. A helper whose layers test the mode (`training=(mode ==
+    must be assignments. A layer object the helper makes and applies after
+    (`bn = tf.keras.layers.BatchNormalization(momentum=0.90)`, then `layer = bn(layer,
+    training=training)`) is made in `__init__` as `self.bn`, its application `self.bn(...)`.
+    A helper whose layers test the mode (`training=(mode ==
     tf.estimator.ModeKeys.TRAIN)`, its `mode` parameter given the model_fn's `mode`) takes
     Keras's `training` flag the same way.
 

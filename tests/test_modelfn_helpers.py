@@ -484,3 +484,38 @@ def test_an_if_in_a_helper_stays_in_its_method_with_its_layers_made_in_init(rule
     ''')
     assert returns.status == "partial"  # a return inside a branch: not a method e2k writes
     assert any("in an `if` of `build_fully_connected`" in m for m in manual(returns)), manual(returns)
+
+
+def test_a_layer_object_made_in_a_helper_and_applied_later_is_made_in_init(rules):
+    helper = '''\
+    def block(x, batch_normalization, training):
+        layer = tf.keras.layers.Dense(8)(x)
+        if batch_normalization:
+            bn = tf.keras.layers.BatchNormalization(momentum=0.90)
+            layer = bn(layer, training=training)
+        return tf.nn.relu(layer)
+
+
+    '''
+    model_fn = '''\
+    def model_fn(features, labels, mode, params):
+        bn = features * 2.0
+        output = tf.layers.dense(block(bn, params["batch_norm"], mode == tf.estimator.ModeKeys.TRAIN), 1)
+        loss = tf.losses.mean_squared_error(labels, output)
+        with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
+            train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+    '''
+    result = convert(rules, helper, model_fn)
+    assert result.status == "converted", manual(result)
+    new = result.new.decode()
+    assert "self.bn = tf.keras.layers.BatchNormalization(momentum=0.90)" in new
+    assert "        if batch_normalization:\n            layer = self.bn(layer, training=training)\n" in new
+    assert "bn = tf.keras" not in new.replace("self.bn = tf.keras", "")  # not made again in the method
+    # The helper's `bn` is its own: the model_fn's `bn` stays a value of the forward pass.
+    assert "bn = features * 2.0" in new
+    twice = convert(rules, helper.replace("            layer = bn(layer, training=training)",
+                                          "            layer = bn(layer, training=training)\n"
+                                          "            bn = tf.keras.layers.BatchNormalization()"), model_fn)
+    assert twice.status == "partial"
+    assert any("assigned to more than one name or more than once" in m for m in manual(twice)), manual(twice)
