@@ -642,6 +642,9 @@ class _ModelReader:
                 fn = self._definition(call.func)
                 if not isinstance(fn, cst.FunctionDef) or self.makes_keras_model(call) or not self.makes_layers(fn):
                     continue
+                if isinstance(d.value, cst.For):
+                    self.refuse(call, f"`{fn.name.value}(...)` makes layers and is called in a loop (new layers at each "
+                                      "iteration), which e2k does not convert yet")
                 helper = self.helpers.get(fn)
                 if helper is None:
                     nested = self.ctx.parent(self.ctx.parent(fn)) is self.fn

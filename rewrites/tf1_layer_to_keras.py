@@ -169,7 +169,8 @@ class Tf1LayerFunctionToKeras(ExpressionRule):
     Refused (E2K901), naming the helper: a helper of several statements called again without
     `reuse=True` (each call made new layers, which one method cannot hold), one whose layers
     are configured with values it computes itself or with values that differ between calls,
-    a `mode` argument other than the model_fn's, helpers with statements other than
+    a `mode` argument other than the model_fn's, a helper called in a loop (new layers at each
+    iteration), helpers with statements other than
     assignments, `if`s of assignments and one final `return`, a function defined in the model_fn that is used
     otherwise than as such a helper, or whose statements read the model_fn's names outside its
     layers' arguments. When only the model_fn called it, the TF1 helper goes.

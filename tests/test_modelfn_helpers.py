@@ -519,3 +519,24 @@ def test_a_layer_object_made_in_a_helper_and_applied_later_is_made_in_init(rules
                                           "            bn = tf.keras.layers.BatchNormalization()"), model_fn)
     assert twice.status == "partial"
     assert any("assigned to more than one name or more than once" in m for m in manual(twice)), manual(twice)
+
+
+def test_a_helper_called_in_a_loop_is_refused_by_name(rules):
+    # One method (or one written-out layer) applied at each iteration would share one layer's
+    # weights where TF1 made new layers at each iteration.
+    result = convert(rules, '''\
+    def dense(x, units):
+        return tf.layers.dense(x, units, activation=tf.nn.relu)
+
+
+    def model_fn(features, labels, mode, params):
+        net = features
+        for _ in range(3):
+            net = dense(net, 8)
+        output = tf.layers.dense(net, 1)
+        loss = tf.losses.mean_squared_error(labels, output)
+        train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+    ''')
+    assert result.status == "partial"
+    assert any("`dense(...)` makes layers and is called in a loop" in m for m in manual(result)), manual(result)
