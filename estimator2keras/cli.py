@@ -242,12 +242,21 @@ def _add_parity(sub) -> None:
     p.set_defaults(handler=parity_cli.run)
 
 
+def _add_checkpoint(sub) -> None:
+    from estimator2keras.checkpoint import cli as checkpoint_cli
+
+    p = sub.add_parser("checkpoint", help="carry an Estimator's model_dir over to the migrated Keras program")
+    checkpoint_cli.add_arguments(p)
+    p.set_defaults(handler=checkpoint_cli.run)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="e2k", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"e2k {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_rewrite(sub)
     _add_parity(sub)
+    _add_checkpoint(sub)
     _add_rules(sub)
     _add_explain(sub)
     _add_test(sub)

@@ -66,6 +66,11 @@ class State:
         self.dropout: list[dict] = []  # dropout and noise layers as fit trains (see patch_dropout)
         self.optimizers: list[dict] = []
         self.info: dict = {"notes": []}
+        # `e2k checkpoint`: the legacy checkpoint's values are written into the model and its
+        # optimizer, saved, restored, and the model's predictions read; nothing trains.
+        self.checkpoint: dict | None = request.get("checkpoint")
+        self.written: dict | None = None
+        self.predictions: dict | None = None
 
     @property
     def limit_reached(self) -> bool:
@@ -143,7 +148,7 @@ def _first_batch_features(x, kwargs_batch_size):
     return x[:size], x
 
 
-def _prepare_model(tf, state: State, model, x, batch_size):
+def _prepare_model(tf, state: State, model, x, batch_size, strict: bool = False):
     """Build the model if needed, pair its weights with the legacy variables, copy them in."""
     import numpy as np
 
@@ -182,6 +187,12 @@ def _prepare_model(tf, state: State, model, x, batch_size):
     paired = list(trainable)
     if legacy_state and shapes(legacy_state) == shapes(mine_state):
         paired += non_trainable
+    elif strict and (legacy_state or mine_state):
+        raise common.HarnessStop(
+            "variables_mismatch",
+            f"the migrated model's non-trainable variables (model state) do not match the Estimator's "
+            f"({len(mine_state)} vs {len(legacy_state)}, paired by creation order and shape)",
+            legacy_variables=legacy, migrated_variables=state.variables)
     elif legacy_state or mine_state:
         state.pairing_notes.append(
             f"non-trainable model state not paired (legacy: {len(legacy_state)}, migrated: "
@@ -279,6 +290,8 @@ def instrument(tf, state: State) -> None:
         if state.in_fit:
             return original_fit(self, *args, **kwargs)
         bound = fit_signature.bind(self, *args, **kwargs)
+        if state.checkpoint is not None:
+            return _checkpoint_fit(tf, state, self, bound)
         if state.model is None:
             state.model = self
             x = _prepare_model(tf, state, self, bound.arguments.get("x"), bound.arguments.get("batch_size"))
@@ -321,6 +334,22 @@ def instrument(tf, state: State) -> None:
         if state.in_fit or state.in_evaluate:
             return original_evaluate(self, *args, **kwargs)
         bound = evaluate_signature.bind(self, *args, **kwargs)
+        if state.checkpoint is not None:
+            if state.written is None:
+                raise common.HarnessStop(
+                    "unsupported", "the program evaluates before it trains: e2k checkpoint writes the "
+                                   "checkpoint where the program first calls fit")
+            # The program's callbacks are left out: a ModelDirCheckpoints would restore its own model_dir.
+            bound.arguments["callbacks"] = [EvaluationRecorder()]
+            state.in_evaluate = True
+            try:
+                original_evaluate(*bound.args, **bound.kwargs)
+            finally:
+                state.in_evaluate = False
+            batches = int(state.checkpoint.get("eval_batches", 32))
+            state.predictions = _predict(self, bound.arguments.get("x"), bound.arguments.get("steps"),
+                                         bound.arguments.get("batch_size"), "eval", batches)
+            raise common.HarnessStop("captured", "the restored model's evaluation and predictions were read")
         bound.arguments["callbacks"] = list(bound.arguments.get("callbacks") or []) + [EvaluationRecorder()]
         state.in_evaluate = True
         try:
@@ -329,6 +358,193 @@ def instrument(tf, state: State) -> None:
             state.in_evaluate = False
 
     Model.evaluate = evaluate
+
+
+def _checkpoint_fit(tf, state: State, model, bound):
+    """`e2k checkpoint`: the first fit writes the legacy checkpoint's values into the model and its
+    optimizer and saves them; no fit trains."""
+    history = tf.keras.callbacks.History()
+    history.history = {}
+    if state.written is not None:
+        state.skipped_fit_calls += 1
+        return history
+    state.model = model
+    state.fit_calls += 1
+    x = _prepare_model(tf, state, model, bound.arguments.get("x"), bound.arguments.get("batch_size"), strict=True)
+    optimizer = getattr(model, "optimizer", None)
+    if optimizer is None:
+        raise common.HarnessStop("unsupported", "the model has no optimizer when fit is called (compile it first)")
+    state.optimizers = [common.describe_optimizer(tf, optimizer)]
+    checkpoint_write(tf, state, model, optimizer)
+    batches = int(state.checkpoint.get("train_batches", 8))
+    state.predictions = _predict(model, x, bound.arguments.get("steps_per_epoch"),
+                                 bound.arguments.get("batch_size"), "train", batches)
+    return history
+
+
+# Where each Keras optimizer (2.11+ and Keras 3) keeps the slot a TF1 or Keras legacy optimizer
+# names: {Keras class: {legacy slot name: attribute holding one slot per trainable variable}}.
+_SLOT_ATTRIBUTES = {
+    "Adam": {"m": "_momentums", "v": "_velocities", "vhat": "_velocity_hats"},
+    "Adagrad": {"accumulator": "_accumulators"},
+    "SGD": {"momentum": "momentums"},
+    "RMSprop": {"rms": "_velocities", "momentum": "_momentums", "mg": "_average_gradients"},
+    "Ftrl": {"accum": "_accumulators", "accumulator": "_accumulators", "linear": "_linears"},
+    "Adadelta": {"accum": "_accumulated_grads", "accum_update": "_accumulated_delta_vars"},
+}
+
+
+class _Refused(Exception):
+    pass
+
+
+def _optimizer_slots(tf, optimizer, trainable, slots):
+    """The Keras slot variable for each legacy slot entry ({"variable", "slot", ...}), building
+    the optimizer's slots for the model's trainable variables first."""
+    inner = getattr(optimizer, "inner_optimizer", None) or optimizer
+    name = type(inner).__name__
+    legacy_keras = hasattr(inner, "get_slot_names")  # tf.keras.optimizers.legacy.*
+    if legacy_keras:
+        inner._create_all_weights(trainable)
+    elif not getattr(inner, "built", False) and not getattr(inner, "_built", False):
+        inner.build(trainable)
+    found = []
+    for entry in slots:
+        variable = trainable[entry["variable"]]
+        if legacy_keras:
+            names = {"accum": "accumulator", "accumulator": "accumulator"}
+            slot = None
+            try:
+                slot = inner.get_slot(variable, names.get(entry["slot"], entry["slot"]))
+            except (KeyError, ValueError):
+                slot = None
+        else:
+            attribute = _SLOT_ATTRIBUTES.get(name, {}).get(entry["slot"])
+            holder = getattr(inner, attribute, None) if attribute else None
+            slot = None
+            if holder:
+                index = _slot_index(inner, variable, trainable, entry["variable"])
+                slot = holder[index] if index is not None and index < len(holder) else None
+        if slot is None:
+            raise _Refused(f"the Estimator's optimizer slot {entry['name']!r} ({entry['optimizer']} "
+                           f"slot {entry['slot']!r}) has no counterpart in the migrated {name} optimizer")
+        if [int(d) for d in slot.shape] != list(entry["shape"]):
+            raise _Refused(f"the Estimator's optimizer slot {entry['name']!r} {entry['shape']} and its "
+                           f"counterpart {_weight_name(slot)!r} {[int(d) for d in slot.shape]} differ in shape")
+        found.append(slot)
+    return found
+
+
+def _slot_index(optimizer, variable, trainable, position):
+    for lookup in ("_get_variable_index",):  # Keras 3
+        method = getattr(optimizer, lookup, None)
+        if method is not None:
+            try:
+                return method(variable)
+            except (KeyError, AttributeError):
+                pass
+    index_dict = getattr(optimizer, "_index_dict", None)  # Keras 2.11+
+    if index_dict is not None:
+        try:
+            return index_dict[optimizer._var_key(variable)]
+        except (KeyError, AttributeError):
+            pass
+    return position
+
+
+def _assign(weight, value):
+    import numpy as np
+
+    weight.assign(np.asarray(value).astype(np.dtype(str(getattr(weight.dtype, "name", weight.dtype)))))
+
+
+def checkpoint_write(tf, state: State, model, optimizer) -> None:
+    """Assign the optimizer's slots and iterations from the legacy checkpoint (the model's
+    weights are assigned by _prepare_model), save the model_dir checkpoint and the weights
+    file, then zero everything and restore both to prove they load."""
+    import numpy as np
+
+    request = state.checkpoint
+    strategy = getattr(model, "distribute_strategy", None) or tf.distribute.get_strategy()
+    trainable = state.paired[:len([v for v in state.variables if v["trainable"]])]
+    values = np.load(request["values"])
+    slots = request.get("slots") or []
+    with strategy.scope():
+        try:
+            slot_weights = _optimizer_slots(tf, optimizer, trainable, slots)
+        except _Refused as exc:
+            raise common.HarnessStop("variables_mismatch", str(exc), legacy_variables=state.legacy_variables,
+                                     migrated_variables=state.variables) from None
+        for i, slot in enumerate(slot_weights):
+            _assign(slot, values[f"slot_{i}"])
+        step = request.get("global_step")
+        iterations = getattr(getattr(optimizer, "inner_optimizer", None) or optimizer, "iterations", None)
+        if step is not None and iterations is not None:
+            _assign(iterations, step)
+    written = list(state.paired) + slot_weights + ([iterations] if iterations is not None else [])
+    expected = [np.asarray(v) for v in _read(written)]
+    mapping = [{"legacy": legacy["name"], "migrated": mine["name"], "shape": mine["shape"],
+                "what": "weight" if mine["trainable"] else "model state (non-trainable)"}
+               for legacy, mine in zip(state.legacy_variables, state.variables[:len(state.paired)])]
+    mapping += [{"legacy": entry["name"], "migrated": _weight_name(slot), "shape": entry["shape"],
+                 "what": f"{entry['optimizer']} slot {entry['slot']}"} for entry, slot in zip(slots, slot_weights)]
+    if iterations is not None and step is not None:
+        mapping.append({"legacy": request.get("global_step_name") or "global_step",
+                        "migrated": _weight_name(iterations), "shape": [], "what": "global step"})
+
+    stage = request["stage_dir"]
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    manager = tf.train.CheckpointManager(checkpoint, stage, max_to_keep=1)
+    path = manager.save(checkpoint_number=int(step or 0))
+    weights_file = os.path.join(stage, request.get("weights_file", "model.weights.h5"))
+    model.save_weights(weights_file)
+
+    def zero():
+        with strategy.scope():
+            for weight in written:
+                _assign(weight, np.zeros([int(d) for d in weight.shape]))
+
+    def unchanged(weights, what):
+        bad = [_weight_name(w) for w, got, want in zip(weights, _read(weights), expected)
+               if not np.array_equal(np.asarray(got), want)]
+        if bad:
+            raise RuntimeError(f"{what} did not restore {', '.join(bad[:5])}")
+
+    zero()
+    model.load_weights(weights_file)
+    unchanged(written[:len(state.paired)], "the weights file")
+    zero()
+    tf.train.Checkpoint(model=model, optimizer=optimizer).restore(path).assert_existing_objects_matched()
+    unchanged(written, "the written checkpoint")
+    state.written = {"checkpoint": os.path.basename(path), "weights_file": os.path.basename(weights_file),
+                     "mapping": mapping, "global_step": step}
+
+
+def _predict(model, x, steps, batch_size, source: str, max_batches: int) -> dict:
+    """The model's predictions on fit's or evaluate's data, its first ``max_batches`` batches."""
+    import numpy as np
+
+    if x is None:
+        return {"source": source, "arrays": {}}
+    batches = max_batches if steps is None else min(int(steps), max_batches)
+    if hasattr(x, "take") and hasattr(x, "element_spec"):
+        output = model.predict(x.take(batches), verbose=0)
+    else:
+        size = batch_size or 32
+        if isinstance(x, dict):
+            data = {k: v[: size * batches] for k, v in x.items()}
+        elif isinstance(x, (list, tuple)):
+            data = [v[: size * batches] for v in x]
+        else:
+            data = x[: size * batches]
+        output = model.predict(data, batch_size=size, verbose=0)
+    if isinstance(output, dict):
+        arrays = {str(k): np.asarray(v) for k, v in output.items()}
+    elif isinstance(output, (list, tuple)):
+        arrays = {str(i): np.asarray(v) for i, v in enumerate(output)}
+    else:
+        arrays = {"": np.asarray(output)}
+    return {"source": source, "arrays": arrays}
 
 
 def configure_devices(tf, devices: list[str], kind: str) -> None:
@@ -370,6 +586,8 @@ def main(request_path: str) -> int:
         instrument(tf, state)
 
         status, error = common.run_program(request["program"])
+        if state.checkpoint is not None and status == "captured":
+            status, error = "ok", None
         if status == "ok" and state.fit_calls == 0:
             status, error = "no_training", {
                 "type": "NoTraining", "message": "the program never called Model.fit"}
@@ -404,6 +622,15 @@ def _save(state: State, result: dict, out_dir: str) -> None:
         user_strategy_devices=state.info.get("user_strategy_devices", []),
     )
     common.save_weights(out_dir, result, state.initial, state.final)
+    if state.checkpoint is not None:
+        import numpy as np
+
+        predictions = state.predictions or {"source": None, "arrays": {}}
+        keys = sorted(predictions["arrays"])
+        np.savez(os.path.join(out_dir, "predictions.npz"),
+                 **{f"prediction_{j}": common.plain_array(predictions["arrays"][key]) for j, key in enumerate(keys)})
+        result["checkpoint"] = {**(state.written or {}), "prediction_source": predictions["source"],
+                                "prediction_keys": keys}
 
 
 if __name__ == "__main__":

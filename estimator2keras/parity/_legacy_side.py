@@ -67,6 +67,12 @@ class Recorder:
         self.dropout_recorded = False
         self.optimizers: list[dict] = []
         self.optimizer_ids: set = set()
+        # `e2k checkpoint`: the Estimator restores a copy of the user's model_dir; its values
+        # (model, optimizer slots, global step) are read when the session starts, no step runs.
+        self.checkpoint: dict | None = request.get("checkpoint")
+        self.captured = False
+        self.capture: dict = {}
+        self.predictions = None  # {"source", "arrays"}: the restored model's predictions
 
     @property
     def limit_reached(self) -> bool:
@@ -123,6 +129,8 @@ def _make_hook(tf, rec: Recorder, loss_tensor):
                                      int(rec.perturb.get("ulps", 1)))
                 rec.nudge = self._nudge
             table = _variable_table(self._variables, len(trainable))
+            if rec.checkpoint is not None:
+                self._capture = _CheckpointReads(tf, graph, trainable)
             if rec.variables is None:
                 rec.variables = table
                 if not have_state:
@@ -139,6 +147,12 @@ def _make_hook(tf, rec: Recorder, loss_tensor):
             rec.loss_divided_by_replicas = bool(getattr(graph, "_e2k_loss_divided_by_replicas", False))
 
         def after_create_session(self, session, coord):
+            if rec.checkpoint is not None and not rec.captured:
+                # The session restored the model_dir's checkpoint: read it, and train no step.
+                rec.initial = session.run(self._reads) if self._reads else []
+                rec.capture = self._capture.read(session)
+                rec.captured = True
+                raise _Captured()
             if rec.initial is None and self._reads:
                 if self._nudge is not None:
                     self._nudge(session, 0)
@@ -159,6 +173,71 @@ def _make_hook(tf, rec: Recorder, loss_tensor):
                 rec.final = session.run(self._reads)
 
     return ParityHook()
+
+
+class _Captured(Exception):
+    """Ends the checkpoint run's training call once the restored values are read."""
+
+
+# Non-slot variables of TF1 optimizers: (attribute, what it is)
+_BETA_POWERS = ("_beta1_power", "_beta2_power")
+
+
+class _CheckpointReads:
+    """Read tensors, built in the hook's begin(), for what `e2k checkpoint` carries over besides
+    the model's variables: each optimizer slot of each trainable variable (TF1 and Keras legacy
+    optimizers alike: ``get_slot_names``/``get_slot``), TF1 Adam's beta powers, the global step."""
+
+    def __init__(self, tf, graph, trainable):
+        self.slots: list[dict] = []
+        self.extra: list[dict] = []
+        reads = []
+        seen: set = set()
+        for optimizer in getattr(graph, "_e2k_optimizer_objects", []):
+            kind = common.describe_optimizer(tf, optimizer)["kind"]
+            try:
+                names = list(optimizer.get_slot_names())
+            except Exception:  # noqa: BLE001 - an optimizer without slots
+                names = []
+            for i, variable in enumerate(trainable):
+                for slot_name in names:
+                    try:
+                        slot = optimizer.get_slot(variable, slot_name)
+                    except Exception:  # noqa: BLE001 - Keras legacy: KeyError before the slots exist
+                        slot = None
+                    if slot is None or slot.op.name in seen:
+                        continue
+                    seen.add(slot.op.name)
+                    self.slots.append({"variable": i, "slot": slot_name, "name": slot.op.name,
+                                       "shape": [int(d) for d in slot.shape], "kind": kind,
+                                       "optimizer": type(optimizer).__name__})
+                    reads.append(tf.identity(slot))
+            for attribute in _BETA_POWERS:
+                power = getattr(optimizer, attribute, None)
+                if power is None:
+                    get = getattr(optimizer, "_get_beta_accumulators", None)
+                    try:
+                        power = dict(zip(_BETA_POWERS, get()))[attribute] if get else None
+                    except Exception:  # noqa: BLE001 - not built in this graph
+                        power = None
+                if power is not None and power.op.name not in seen:
+                    seen.add(power.op.name)
+                    self.extra.append({"role": attribute.strip("_"), "name": power.op.name, "kind": kind,
+                                       "beta": float(getattr(optimizer, "_beta1" if "1" in attribute else "_beta2"))})
+                    reads.append(tf.identity(power))
+        step = tf.compat.v1.train.get_global_step(graph)
+        if step is not None:
+            self.extra.append({"role": "global_step", "name": step.op.name})
+            reads.append(tf.identity(step))
+        self._reads = reads
+
+    def read(self, session) -> dict:
+        values = session.run(self._reads) if self._reads else []
+        slot_values = values[:len(self.slots)]
+        extra = values[len(self.slots):]
+        for entry, value in zip(self.extra, extra):
+            entry["value"] = float(value)
+        return {"slots": self.slots, "slot_values": slot_values, "extra": self.extra}
 
 
 class _Nudge:
@@ -219,6 +298,8 @@ class _Nudge:
 def _fresh_model_dir(rec: Recorder, out_dir: str, user_dir) -> str:
     """A fresh model_dir per user model_dir: a checkpoint left by an earlier run must not
     be restored, yet two Estimators sharing a model_dir keep sharing it."""
+    if rec.checkpoint is not None:  # every Estimator of the program restores the copy of OLD_DIR
+        return rec.checkpoint["model_dir"]
     key = os.fspath(user_dir) if user_dir else None
     if key is None or key not in rec.model_dirs:
         path = tempfile.mkdtemp(prefix="model_dir_", dir=out_dir)
@@ -266,13 +347,43 @@ def instrument(tf, request: dict, rec: Recorder, devices: list[str], device_kind
     Estimator.__init__ = __init__
 
     original_train = Estimator.train
+    train_signature = inspect.signature(original_train)
 
     def train(self, *args, **kwargs):
+        if rec.checkpoint is not None:
+            return _checkpoint_train(self, *args, **kwargs)
         if rec.limit_reached:
             rec.skipped_training_calls += 1
             return self
         rec.training_calls += 1
         return original_train(self, *args, **kwargs)
+
+    def _checkpoint_train(self, *args, **kwargs):
+        """One training call builds the graph and restores the checkpoint; the hook reads the
+        values and stops it before its first step. Later calls train nothing."""
+        if rec.captured:
+            rec.skipped_training_calls += 1
+            return self
+        bound = train_signature.bind(self, *args, **kwargs)
+        bound.arguments["steps"], bound.arguments["max_steps"] = 1, None
+        bound.arguments["saving_listeners"] = None  # train_and_evaluate's: no evaluation from a save
+        rec.training_calls += 1
+        try:
+            original_train(*bound.args, **bound.kwargs)
+        except _Captured:
+            pass
+        except Exception as exc:  # noqa: BLE001 - the checkpoint does not fit this program's graph
+            if not rec.captured and type(exc).__name__ in ("NotFoundError", "InvalidArgumentError",
+                                                           "FailedPreconditionError"):
+                raise common.HarnessStop("restore_failed", _restore_error(exc)) from None
+            raise
+        if not rec.captured:
+            raise common.HarnessStop("unsupported", "the Estimator trained without restoring a checkpoint")
+        rec.predictions = _predictions(self, bound.arguments["input_fn"], "train", train_batches, rec)
+        return self
+
+    eval_batches = int((rec.checkpoint or {}).get("eval_batches", 32)) * replicas
+    train_batches = int((rec.checkpoint or {}).get("train_batches", 8)) * replicas
 
     Estimator.train = train
 
@@ -321,7 +432,19 @@ def instrument(tf, request: dict, rec: Recorder, devices: list[str], device_kind
 
     original_evaluate = Estimator.evaluate
 
+    evaluate_signature = inspect.signature(original_evaluate)
+
     def evaluate(self, *args, **kwargs):
+        if rec.checkpoint is not None:
+            if not rec.captured:
+                raise common.HarnessStop(
+                    "unsupported", "the program evaluates before it trains: e2k checkpoint reads the "
+                                   "checkpoint through the Estimator's training graph")
+            bound = evaluate_signature.bind(self, *args, **kwargs)
+            metrics = original_evaluate(self, *args, **kwargs)
+            rec.evaluations.append({str(k): common.to_float(v) for k, v in (metrics or {}).items()})
+            rec.predictions = _predictions(self, bound.arguments["input_fn"], "eval", eval_batches, rec)
+            raise common.HarnessStop("captured", "the restored model's evaluation and predictions were read")
         metrics = original_evaluate(self, *args, **kwargs)
         rec.evaluations.append({str(k): common.to_float(v) for k, v in (metrics or {}).items()})
         return metrics
@@ -329,6 +452,42 @@ def instrument(tf, request: dict, rec: Recorder, devices: list[str], device_kind
     Estimator.evaluate = evaluate
 
     _patch_optimizers(tf, rec)
+
+
+def _restore_error(exc: BaseException) -> str:
+    """The line of a failed restore that names the variable (TF's messages run to pages)."""
+    import re
+
+    text = str(exc)
+    for pattern in (r"Key \S+ not found in checkpoint", r"[^\n]*shapes? [^\n]*(match|differ)[^\n]*",
+                    r"[^\n]*tensor_name = \S+[^\n]*"):
+        found = re.search(pattern, text)
+        if found:
+            return found.group(0).strip()[:300]
+    return common.exception_summary(exc)
+
+
+def _predictions(estimator, input_fn, source: str, max_batches: int, rec: Recorder) -> dict:
+    """The restored model's predictions on ``input_fn`` (its first ``max_batches`` per-replica
+    batches: an input may repeat forever), concatenated: {key: array} or {"": array}. Empty,
+    with a note, when the model_fn makes no predictions (many handle TRAIN and EVAL only)."""
+    import numpy as np
+
+    batches = []
+    try:
+        for i, batch in enumerate(estimator.predict(input_fn, yield_single_examples=False)):
+            if i >= max_batches:
+                break
+            batches.append(batch if isinstance(batch, dict) else {"": batch})
+    except Exception as exc:  # noqa: BLE001 - a model_fn without PREDICT mode
+        note = f"the Estimator made no predictions on the {source} input ({common.exception_summary(exc)})"
+        if note not in rec.info["notes"]:
+            rec.info["notes"].append(note)
+        return {"source": source, "arrays": {}}
+    arrays = {}
+    for key in (batches[0] if batches else {}):
+        arrays[key] = np.concatenate([np.asarray(b[key]) for b in batches])
+    return {"source": source, "arrays": arrays}
 
 
 def _patch_optimizers(tf, rec: Recorder) -> None:
@@ -347,6 +506,11 @@ def _patch_optimizers(tf, rec: Recorder) -> None:
             graph = tf.compat.v1.get_default_graph()
             if not hasattr(graph, "_e2k_variables_before_optimizer"):
                 graph._e2k_variables_before_optimizer = list(tf.compat.v1.global_variables())
+            if not hasattr(graph, "_e2k_optimizer_objects"):
+                graph._e2k_optimizer_objects = []
+            known = graph._e2k_optimizer_objects
+            if all(o is not self for o in known):
+                known.append(self)
             if rec.recording_thread == threading.get_ident() and id(self) not in rec.optimizer_ids:
                 rec.optimizer_ids.add(id(self))
                 rec.optimizers.append(common.describe_optimizer(tf, self))
@@ -462,12 +626,16 @@ def main(request_path: str) -> int:
             _redirect_exports(tf, out_dir)
 
         status, error = common.run_program(request["program"])
+        if rec.checkpoint is not None and status in ("ok", "captured"):
+            status, error = ("ok", None) if rec.captured else ("no_training", {
+                "type": "NoTraining",
+                "message": "the program never trained an Estimator, so its checkpoint was never restored"})
         if status == "ok" and rec.training_calls == 0:
             status, error = "no_training", {
                 "type": "NoTraining",
                 "message": "the program never trained an Estimator (no Estimator.train or "
                            "train_and_evaluate call ran)"}
-        elif status == "ok" and not rec.losses:
+        elif status == "ok" and not rec.losses and rec.checkpoint is None:
             status, error = "no_training", {
                 "type": "NoTraining", "message": "Estimator training ran 0 steps (empty input?)"}
         result["status"] = status
@@ -500,6 +668,30 @@ def _save(rec: Recorder, result: dict, out_dir: str) -> None:
         optimizers=rec.optimizers,
     )
     common.save_weights(out_dir, result, rec.initial, rec.final)
+    if rec.checkpoint is not None:
+        _save_checkpoint_capture(rec, result, out_dir)
+
+
+def _save_checkpoint_capture(rec: Recorder, result: dict, out_dir: str) -> None:
+    """The restored checkpoint's slots and other values, its keys, and the predictions."""
+    import numpy as np
+    import tensorflow as tf
+
+    capture = rec.capture or {}
+    arrays = {f"slot_{i}": np.asarray(v) for i, v in enumerate(capture.get("slot_values") or [])}
+    predictions = rec.predictions or {"source": None, "arrays": {}}
+    keys = sorted(predictions["arrays"])
+    for j, key in enumerate(keys):
+        arrays[f"prediction_{j}"] = common.plain_array(predictions["arrays"][key])
+    np.savez(os.path.join(out_dir, "checkpoint_values.npz"), **arrays)
+    latest = tf.train.latest_checkpoint(rec.checkpoint["model_dir"])
+    result["checkpoint"] = {
+        "slots": capture.get("slots") or [],
+        "extra": capture.get("extra") or [],
+        "keys": [[name, list(shape)] for name, shape in tf.train.list_variables(latest)] if latest else [],
+        "prediction_source": predictions["source"],
+        "prediction_keys": keys,
+    }
 
 
 if __name__ == "__main__":

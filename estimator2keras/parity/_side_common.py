@@ -425,6 +425,17 @@ def harness_error(result: dict, exc: BaseException) -> int:
     return 2
 
 
+def plain_array(value):
+    """A numpy array np.load reads without pickle: strings (bytes or objects) as unicode."""
+    import numpy as np
+
+    array = np.asarray(value)
+    if array.dtype.kind in "OS":
+        flat = [v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in array.reshape(-1)]
+        array = np.array(flat, dtype=str).reshape(array.shape)
+    return array
+
+
 def write_json(path: str, data: dict) -> None:
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:

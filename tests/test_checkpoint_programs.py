@@ -1,0 +1,148 @@
+"""`e2k checkpoint` end to end (slow): each Estimator program trains into a model_dir on TF 2.15,
+the model_dir is converted for its Keras migration on TF 2.15 and on the newest TF, and the
+proof (predictions and evaluation of both restored models) holds within 1e-6 relative; the
+migrated program restores the written checkpoint from its model_dir. A migration with one
+layer wider, or a checkpoint of another program, is refused and nothing is written.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from estimator2keras.checkpoint import convert_checkpoint
+from parity_programs import support
+
+REPO = Path(__file__).resolve().parents[1]
+PROGRAMS = REPO / "tests" / "checkpoint_programs"
+TRAIN_INTO = PROGRAMS / "train_into.py"
+
+pytestmark = [pytest.mark.slow, support.requires_legacy]
+
+# name: (legacy, migrated, what the mapping must hold besides the weights)
+CASES = {
+    "canonical": (REPO / "fixtures" / "checkpoint_resume" / "before.py",
+                  REPO / "fixtures" / "checkpoint_resume" / "after.py", "AdagradOptimizer slot accumulator"),
+    "cnn_adam": (PROGRAMS / "cnn_adam" / "legacy.py", PROGRAMS / "cnn_adam" / "migrated.py",
+                 "AdamOptimizer slot v"),
+    "batchnorm_momentum": (REPO / "fixtures" / "batchnorm_momentum" / "before.py",
+                           REPO / "fixtures" / "batchnorm_momentum" / "after.py", "MomentumOptimizer slot momentum"),
+    "dnn_classifier": (REPO / "fixtures" / "canned_dnn_classifier" / "before.py",
+                       REPO / "fixtures" / "canned_dnn_classifier" / "after.py", "AdagradOptimizer slot accumulator"),
+}
+TARGETS = ["tf215", pytest.param("newest", marks=support.requires_target)]
+
+
+def python_for(target: str) -> str:
+    return support.legacy_python() if target == "tf215" else support.target_python()
+
+
+def train(legacy: Path, model_dir: Path) -> str:
+    """Train the Estimator program into ``model_dir``; its output (the evaluation it prints)."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONHASHSEED": "0"}
+    done = subprocess.run([support.legacy_python(), str(TRAIN_INTO), str(legacy), str(model_dir)],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def model_dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("model_dirs")
+    made = {}
+
+    def get(name: str) -> Path:
+        if name not in made:
+            made[name] = root / name
+            get.printed[name] = train(CASES[name][0], made[name])
+        return made[name]
+
+    get.printed = {}  # what each training run printed: its evaluation of the model_dir
+    return get
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_trained_model_dir_converts_and_the_restored_models_agree(model_dirs, tmp_path, name, target):
+    legacy, migrated, slot = CASES[name]
+    old = model_dirs(name)
+    out = tmp_path / "new"
+    result = convert_checkpoint(legacy, migrated, old, out, legacy_python=support.legacy_python(),
+                                target_python=python_for(target))
+    report = result.report()
+    assert result.verdict == "written" and result.exit_code == 0, report
+    step = int(Path(result.checkpoint).name.rsplit("-", 1)[1])
+    assert result.global_step == step > 0
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["checkpoint", f"ckpt-{step}.index", f"ckpt-{step}.data-00000-of-00001", "model.weights.h5"])
+    whats = [m["what"] for m in result.mapping]
+    assert slot in whats and "global step" in whats and "weight" in whats, report
+    # every model variable and every slot of the checkpoint went somewhere
+    assert whats.count(slot) == whats.count("weight"), report
+    # the proof: predictions (or, for a model_fn without PREDICT mode, the evaluation) within 1e-6
+    assert result.predictions or name == "canonical", report
+    assert all(row.ok and row.relative <= 1e-6 for row in result.predictions), report
+    assert result.metrics and all(m.passed is not False for m in result.metrics), report
+    assert any(m.name == "loss" and m.passed for m in result.metrics), report
+    if name == "batchnorm_momentum":
+        assert whats.count("model state (non-trainable)") == 2, report  # moving mean and variance
+    if name == "cnn_adam":
+        assert sum(w.startswith("checked: 0.9^") or w.startswith("checked: 0.999^") for w in whats) == 2, report
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_migrated_program_restores_the_checkpoint_from_its_model_dir(model_dirs, tmp_path, target):
+    """The canonical fixture reads MODEL_DIR: pointed at the converted directory, it trains no
+    step (max_steps is reached at the Estimator's global step) and evaluates the Estimator's model."""
+    legacy, migrated, _ = CASES["canonical"]
+    old = model_dirs("canonical")
+    out = tmp_path / "new"
+    result = convert_checkpoint(legacy, migrated, old, out, target_python=python_for(target))
+    assert result.exit_code == 0, result.report()
+    expected = model_dirs.printed["canonical"]  # the Estimator program's evaluation of its model_dir
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "MODEL_DIR": str(out)}
+    done = subprocess.run([python_for(target), str(migrated)], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    legacy_loss = float(expected.strip().splitlines()[-1].split()[-1])
+    migrated_loss = float(done.stdout.strip().splitlines()[-1].split()[-1])
+    assert abs(migrated_loss - legacy_loss) <= 1e-6 * abs(legacy_loss)
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith("ckpt-")) == [
+        "ckpt-6.data-00000-of-00001", "ckpt-6.index"]  # no step trained, nothing saved
+
+
+def test_one_layer_wider_is_refused_with_both_tables_and_nothing_written(model_dirs, tmp_path, capsys):
+    from estimator2keras.cli import main
+
+    legacy = CASES["cnn_adam"][0]
+    out = tmp_path / "new"
+    code = main(["checkpoint", str(legacy), str(PROGRAMS / "cnn_adam" / "wrong" / "wider_dense.py"),
+                 "--model-dir", str(model_dirs("cnn_adam")), "--out", str(out)])
+    text = capsys.readouterr().err
+    assert code == 1, text
+    assert "checkpoint refused" in text and "trainable variables do not match" in text
+    assert "dense/kernel [32x16]" in text and "model/dense/kernel [32x24]" in text  # both tables, side by side
+    assert "<- first mismatch" in text
+    assert not out.exists()
+
+
+def test_a_checkpoint_of_another_program_is_exit_2_naming_a_variable(model_dirs, tmp_path):
+    legacy, migrated, _ = CASES["canonical"]
+    result = convert_checkpoint(legacy, migrated, model_dirs("cnn_adam"), tmp_path / "new")
+    assert result.exit_code == 2, result.report()
+    assert "was not written by before.py" in result.reason and "not found in checkpoint" in result.reason
+    assert not (tmp_path / "new").exists()
+
+
+def test_force_replaces_an_earlier_checkpoint(model_dirs, tmp_path):
+    legacy, migrated, _ = CASES["canonical"]
+    out = tmp_path / "new"
+    out.mkdir()
+    (out / "checkpoint").write_text('model_checkpoint_path: "ckpt-2"\n')
+    (out / "ckpt-2.index").write_bytes(b"")
+    (out / "notes.txt").write_text("mine")
+    result = convert_checkpoint(legacy, migrated, model_dirs("canonical"), out, force=True)
+    assert result.exit_code == 0, result.report()
+    assert not (out / "ckpt-2.index").exists() and (out / "notes.txt").read_text() == "mine"
+    assert 'model_checkpoint_path: "ckpt-6"' in (out / "checkpoint").read_text()
