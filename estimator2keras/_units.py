@@ -1505,6 +1505,24 @@ def _groups(ctx: RewriteContext, found: list) -> Iterator[list[EstimatorUnit] | 
         yield sorted(group, key=lambda u: ctx.position(u.call))
 
 
+def _names_read(node: cst.CSTNode) -> Iterator[str]:
+    """The names ``node`` may read: not an attribute's name (``x.layers``), a keyword
+    (``f(layers=...)``) or a definition's name."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Name):
+            yield current.value
+        elif isinstance(current, cst.Attribute):
+            stack.append(current.value)
+        elif isinstance(current, cst.Arg):
+            stack.append(current.value)
+        elif isinstance(current, (cst.FunctionDef, cst.ClassDef)):
+            stack.extend(c for c in current.children if c is not current.name)
+        else:
+            stack.extend(current.children)
+
+
 def _names_in(node: cst.CSTNode) -> Iterator[cst.Name]:
     """The names an Estimator argument reads (not attribute names, keywords or lambdas' own)."""
     stack = [node]
@@ -1576,6 +1594,12 @@ def _remove_unused_aliases(ctx: RewriteContext) -> None:
             assignment = _assignment_of(ctx, small.targets[0].target)
             if assignment is not None:
                 aliases.append((statement, assignment))
+    # Names the new code reads (a helper's `activation=ACTIVATION` moved into a model's
+    # `__init__`): an alias they name stays, whatever it stood for.
+    written = [*ctx.edits._nodes.values(), *(s for new in ctx.edits._statements.values() for s in new),
+               *ctx.edits._after_imports]
+    read_by_new_code = {name for code in written for name in _names_read(code)}
+    aliases = [(s, a) for s, a in aliases if a.name not in read_by_new_code]
     removed: set[cst.BaseStatement] = set()
     changed = True
     while changed:  # an alias read only by another alias that goes, goes too

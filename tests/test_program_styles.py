@@ -508,3 +508,28 @@ def test_a_repeat_count_given_at_run_time_is_taken_for_a_count(rules):
     for forever in ("", "None", "epochs"):
         result, _ = convert(rules, source.replace("COUNT", forever))
         assert result.status == "partial", forever
+
+
+def test_an_alias_the_converted_code_still_reads_stays(rules):
+    # `ACTIVATION = tf.keras.activations.relu`, read only by a layer that moves into the
+    # model's __init__: the alias is read there, and must stay.
+    result, new = convert(rules, """
+        import tensorflow as tf
+
+        ACTIVATION = tf.keras.activations.relu
+
+
+        def model_fn(features, labels, mode):
+            hidden = tf.layers.dense(features["x"], 4, activation=ACTIVATION)
+            logits = tf.layers.dense(hidden, 1)
+            loss = tf.losses.mean_squared_error(labels, logits)
+            train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+            return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+        estimator = tf.estimator.Estimator(model_fn)
+        estimator.train(lambda: tf.data.Dataset.from_tensor_slices(({"x": [[1.0]]}, [[1.0]])).batch(1), steps=1)
+    """)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert "activation=ACTIVATION" in new
+    assert "ACTIVATION = tf.keras.activations.relu" in new
