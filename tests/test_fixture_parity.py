@@ -19,10 +19,13 @@ from estimator2keras.parity import run_parity_many
 #: program, compared with what multi_gpu_model computed) and tests/test_parity_canned.py (the
 #: canned Estimators' fixtures, canned_*).
 COVERED_ELSEWHERE = {"seed_mirrored_linear", "export_reload", "multi_gpu_model"}
-CASES = sorted(
+ALL_CASES = sorted(
     p.name for p in FIXTURES.iterdir()
     if (p / "before.py").is_file() and p.name not in COVERED_ELSEWHERE and not p.name.startswith("canned_")
 )
+#: Every other case: tests/test_fixture_parity_second_half.py runs the rest, so that the two
+#: halves go to different workers under `pytest -n 2 --dist loadfile` (one file, one worker).
+CASES = ALL_CASES[0::2]
 
 
 def _settings(case: str) -> dict:
@@ -33,6 +36,10 @@ def _settings(case: str) -> dict:
 @pytest.mark.slow
 @pytest.mark.parametrize("case", CASES)
 def test_fixture_trains_like_its_estimator(case):
+    check_fixture(case)
+
+
+def check_fixture(case: str) -> None:
     settings = _settings(case)
     after = FIXTURES / case / "after.py"
     targets = [after]
