@@ -329,9 +329,74 @@ class _ModelReader:
                 self.refuse(args[key], f"TPUEstimatorSpec({key}=...) is not converted")
         metrics = args.pop("eval_metrics", None)
         if metrics is not None and path.mode == EVAL:
-            self.leftover(metrics, "TPUEstimatorSpec(eval_metrics=(metric_fn, tensors)) is not converted: "
-                                   "pass its metrics to compile(metrics=...) by hand", "E2K604")
+            ops = self.metric_fn_ops(metrics)
+            if ops is None:
+                self.leftover(metrics, "TPUEstimatorSpec(eval_metrics=(metric_fn, tensors)) is not converted: "
+                                       "pass its metrics to compile(metrics=...) by hand", "E2K604")
+            else:
+                args["eval_metric_ops"] = ops
         return args
+
+    def metric_fn_ops(self, metrics: cst.BaseExpression) -> cst.Dict | None:
+        """``eval_metrics=(metric_fn, [labels, logits])``: the dict ``metric_fn`` returns, read
+        as eval_metric_ops with its parameters standing for the tensors given (``metric_env``:
+        parameter -> the model_fn's name, local name -> its value). None when e2k cannot."""
+        from estimator2keras._units import _single_return, resolve
+
+        if not (isinstance(metrics, (cst.Tuple, cst.List)) and len(metrics.elements) == 2):
+            return None
+        fn_node, tensors = (e.value for e in metrics.elements)
+        fn = resolve(self.ctx, fn_node) if isinstance(fn_node, cst.Name) else None
+        if not isinstance(fn, cst.FunctionDef) or fn.decorators:
+            return None
+        params = fn.params
+        if params.star_arg != cst.MaybeSentinel.DEFAULT or params.kwonly_params or params.star_kwarg or params.posonly_params:
+            return None
+        names = [p.name.value for p in params.params]
+        env: dict[str, cst.BaseExpression] = {}
+        if isinstance(tensors, (cst.List, cst.Tuple)):
+            if len(tensors.elements) != len(names):
+                return None
+            given = [(name, e.value) for name, e in zip(names, tensors.elements)]
+        elif isinstance(tensors, cst.Dict):
+            given = []
+            for element in tensors.elements:
+                if not (isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString)):
+                    return None
+                given.append((element.key.evaluated_value, element.value))
+            if sorted(n for n, _ in given) != sorted(names):
+                return None
+        else:
+            return None
+        for name, tensor in given:
+            if not isinstance(tensor, cst.Name):
+                return None  # the model_fn's own names, as its metrics would read them
+            if (name == "labels") != (tensor.value == "labels"):
+                return None  # labels stand for labels, and only they
+            env[name] = tensor
+        body = fn.body.body if isinstance(fn.body, cst.IndentedBlock) else []
+        for statement in body[:-1]:
+            small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
+            if isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString)):
+                continue  # a docstring
+            if not (isinstance(small, cst.Assign) and len(small.targets) == 1
+                    and isinstance(small.targets[0].target, cst.Name)):
+                return None
+            target = small.targets[0].target.value
+            if target in env:
+                return None  # a name rebound: e2k reads each once
+            env[target] = small.value
+        returned = _single_return(fn)
+        if not isinstance(returned, cst.Dict):
+            return None
+        self.metric_env = env
+        if self.plan is not None and not self.ctx.within(fn, (self.fn,)):
+            from estimator2keras._units import accesses_of
+
+            reads = accesses_of(self.ctx, fn.name)
+            if reads and all(self.ctx.within(r, (self.fn,)) for r in reads):
+                self.plan.remove_statement(fn)  # only the converted spec used it: it goes with it
+        return returned
 
     def follower(self, mode: str):
         """Follows a name to its value in ``mode`` (its last assignment there), consuming it."""

@@ -279,7 +279,11 @@ class _CompileReader:
 
     def derive(self, expr: cst.BaseExpression, at: int) -> Derived | None:
         """How ``expr`` (a metric's predictions) is computed from the model output."""
+        env = getattr(self, "metric_env", None) or {}
         for _ in range(20):
+            if isinstance(expr, cst.Name) and expr.value in env and self._in_metric_fn(expr):
+                expr, at = env[expr.value], len(self.order)  # metric_fn's: what it stands for
+                continue
             if isinstance(expr, cst.Name):
                 if self.is_model_output(expr.value):
                     return Derived("output")
@@ -355,6 +359,18 @@ class _CompileReader:
         text = _emit.code(axis)
         return text in ("1", "-1")
 
+    def _in_metric_fn(self, node: cst.CSTNode) -> bool:
+        """Is ``node`` code of the model_fn's metric_fn (outside the model_fn itself)?"""
+        return not self.ctx.within(node, (self.fn,)) or self._inside_nested_def(node)
+
+    def _inside_nested_def(self, node: cst.CSTNode) -> bool:
+        current = self.ctx.parent(node)
+        while current is not None and current is not self.fn:
+            if isinstance(current, cst.FunctionDef):
+                return True
+            current = self.ctx.parent(current)
+        return False
+
     def read_metrics(self, ops: cst.BaseExpression | None) -> list[cst.BaseExpression]:
         if ops is None:
             return []
@@ -381,7 +397,10 @@ class _CompileReader:
                 if value_op is not None and value_op is not update_op and value_op.small is getattr(update_op, "small", None) \
                         and _unpacked(value_op, value_op.name) == 0 and _unpacked(update_op, update_op.name) == 1:
                     value = cst.Name(value_op.name)
-            if isinstance(value, cst.Name):
+            env = getattr(self, "metric_env", None) or {}
+            if isinstance(value, cst.Name) and value.value in env and self._in_metric_fn(value):
+                value = env[value.value]  # a metric_fn's local (TPUEstimatorSpec's eval_metrics)
+            elif isinstance(value, cst.Name):
                 d = self.latest_def(value.value, at)
                 if d is not None:
                     self.consumed.add(d.small)

@@ -50,7 +50,12 @@ class TPUEstimatorToTPUStrategy(EstimatorToKerasModel):
     Review. With `use_tpu=False` the program runs on the default strategy, as the
     TPUEstimator ran on the CPU. `TPUConfig(iterations_per_loop=N)` only set how many steps
     ran per host loop: pass `steps_per_execution=N` to `compile` for the same speed.
-    `TPUEstimatorSpec(eval_metrics=(metric_fn, tensors))` is reported, not converted.
+    `TPUEstimatorSpec(eval_metrics=(metric_fn, [labels, logits]))` (or a dict of tensors by
+    the metric_fn's parameter names) is read as the `eval_metric_ops` the metric_fn returns,
+    each parameter standing for the model_fn's tensor given for it: its metrics go to
+    `compile` (E2K202), and the metric_fn goes when only the converted spec used it. A
+    metric_fn that rebinds a name, does more than assign and return a dict, or is given
+    anything but the model_fn's own names (`labels` for its `labels`) is reported (E2K604).
 
     ## Limitations
     `host_call`, `scaffold_fn`, an `if` around `CrossShardOptimizer` in the model_fn and

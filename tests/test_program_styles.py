@@ -533,3 +533,46 @@ def test_an_alias_the_converted_code_still_reads_stays(rules):
     assert result.status == "converted", [f.format() for f in result.findings]
     assert "activation=ACTIVATION" in new
     assert "ACTIVATION = tf.keras.activations.relu" in new
+
+
+_TPU_METRICS = """
+    import tensorflow.compat.v1 as tf
+
+
+    def metric_fn(labels, logits):
+        predicted = tf.argmax(logits, 1)
+        return {"accuracy": tf.metrics.accuracy(labels=labels, predictions=predicted)}
+
+
+    def model_fn(features, labels, mode, params):
+        logits = tf.layers.dense(features["x"], 3)
+        loss = tf.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
+        if mode == tf.estimator.ModeKeys.EVAL:
+            return tf.estimator.tpu.TPUEstimatorSpec(mode=mode, loss=loss, eval_metrics=(metric_fn, TENSORS))
+        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=tf.train.get_global_step())
+        return tf.estimator.tpu.TPUEstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+    def input_fn(params):
+        return tf.data.Dataset.from_tensor_slices(({"x": [[1.0]] * 8}, [1] * 8)).batch(params["batch_size"])
+
+
+    estimator = tf.estimator.tpu.TPUEstimator(model_fn, use_tpu=False, train_batch_size=4, eval_batch_size=4)
+    estimator.train(input_fn, max_steps=2)
+    print(estimator.evaluate(input_fn, steps=1))
+"""
+
+
+def test_tpu_eval_metrics_of_a_metric_fn_become_compiled_metrics(rules):
+    for tensors in ("[labels, logits]", '{"labels": labels, "logits": logits}'):
+        result, new = convert(rules, _TPU_METRICS.replace("TENSORS", tensors))
+        assert result.status == "converted", (tensors, [f.format() for f in result.findings])
+        assert 'metrics=[tf.keras.metrics.SparseCategoricalAccuracy(name="accuracy")]' in new
+        assert "def metric_fn" not in new  # only the converted spec used it
+
+
+def test_tpu_eval_metrics_with_labels_standing_for_something_else_are_left_for_a_human(rules):
+    result, new = convert(rules, _TPU_METRICS.replace("TENSORS", "[logits, logits]"))
+    assert result.status == "partial"
+    assert any(f.code == "E2K604" for f in result.findings)
+    assert "def metric_fn(labels, logits):" in new
