@@ -21,16 +21,27 @@ TRAIN_INTO = PROGRAMS / "train_into.py"
 
 pytestmark = [pytest.mark.slow, support.requires_legacy]
 
-# name: (legacy, migrated, what the mapping must hold besides the weights)
+# name: (legacy, migrated, {what the mapping must hold besides the weights: how many rows})
 CASES = {
     "canonical": (REPO / "fixtures" / "checkpoint_resume" / "before.py",
-                  REPO / "fixtures" / "checkpoint_resume" / "after.py", "AdagradOptimizer slot accumulator"),
+                  REPO / "fixtures" / "checkpoint_resume" / "after.py", {"AdagradOptimizer slot accumulator": 2}),
     "cnn_adam": (PROGRAMS / "cnn_adam" / "legacy.py", PROGRAMS / "cnn_adam" / "migrated.py",
-                 "AdamOptimizer slot v"),
+                 {"AdamOptimizer slot m": 8, "AdamOptimizer slot v": 8}),
     "batchnorm_momentum": (REPO / "fixtures" / "batchnorm_momentum" / "before.py",
-                           REPO / "fixtures" / "batchnorm_momentum" / "after.py", "MomentumOptimizer slot momentum"),
+                           REPO / "fixtures" / "batchnorm_momentum" / "after.py",
+                           {"MomentumOptimizer slot momentum": 5, "model state (non-trainable)": 2}),
     "dnn_classifier": (REPO / "fixtures" / "canned_dnn_classifier" / "before.py",
-                       REPO / "fixtures" / "canned_dnn_classifier" / "after.py", "AdagradOptimizer slot accumulator"),
+                       REPO / "fixtures" / "canned_dnn_classifier" / "after.py",
+                       {"AdagradOptimizer slot accumulator": 8}),
+    # a TF2 canned Estimator: a Keras legacy Ftrl, its slots saved per replica too
+    "linear_regressor": (REPO / "fixtures" / "canned_linear_regressor" / "before.py",
+                         REPO / "fixtures" / "canned_linear_regressor" / "after.py",
+                         {"Ftrl slot accumulator": 5, "Ftrl slot linear": 5}),
+    # two optimizers: Adagrad for the DNN, Ftrl for the linear part (the model's linear_optimizer)
+    "wide_deep": (REPO / "fixtures" / "canned_wide_deep" / "before.py",
+                  REPO / "fixtures" / "canned_wide_deep" / "after.py",
+                  {"AdagradOptimizer slot accumulator": 8, "FtrlOptimizer slot accum": 5,
+                   "FtrlOptimizer slot linear": 5, "global step": 2}),
 }
 TARGETS = ["tf215", pytest.param("newest", marks=support.requires_target)]
 
@@ -66,7 +77,7 @@ def model_dirs(tmp_path_factory):
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("name", list(CASES))
 def test_a_trained_model_dir_converts_and_the_restored_models_agree(model_dirs, tmp_path, name, target):
-    legacy, migrated, slot = CASES[name]
+    legacy, migrated, expected = CASES[name]
     old = model_dirs(name)
     out = tmp_path / "new"
     result = convert_checkpoint(legacy, migrated, old, out, legacy_python=support.legacy_python(),
@@ -75,20 +86,26 @@ def test_a_trained_model_dir_converts_and_the_restored_models_agree(model_dirs, 
     assert result.verdict == "written" and result.exit_code == 0, report
     step = int(Path(result.checkpoint).name.rsplit("-", 1)[1])
     assert result.global_step == step > 0
-    assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["checkpoint", f"ckpt-{step}.index", f"ckpt-{step}.data-00000-of-00001", "model.weights.h5"])
+    files = ["checkpoint", f"ckpt-{step}.index", f"ckpt-{step}.data-00000-of-00001"]
+    if "model.weights.h5" in result.written:
+        files.append("model.weights.h5")
+    else:  # Keras 2 cannot load back the metrics a model holds as attributes: said, not written
+        assert name == "wide_deep" and target == "tf215", report
+        assert "no model.weights.h5 written" in report
+    assert sorted(p.name for p in out.iterdir()) == sorted(files)
     whats = [m["what"] for m in result.mapping]
-    assert slot in whats and "global step" in whats and "weight" in whats, report
-    # every model variable and every slot of the checkpoint went somewhere
-    assert whats.count(slot) == whats.count("weight"), report
+    assert whats.count("weight") >= 2, report
+    for what, count in {"global step": 1, **expected}.items():
+        assert whats.count(what) == count, (what, report)
+    # every mapped value has a row, and nothing else is there
+    assert len(whats) == whats.count("weight") + sum({"global step": 1, **expected}.values()) + sum(
+        w.startswith("checked: ") for w in whats), report
     # the proof: predictions (or, for a model_fn without PREDICT mode, the evaluation) within 1e-6
     assert result.predictions or name == "canonical", report
     assert all(row.ok and row.relative <= 1e-6 for row in result.predictions), report
     assert result.metrics and all(m.passed is not False for m in result.metrics), report
     assert any(m.name == "loss" and m.passed for m in result.metrics), report
-    if name == "batchnorm_momentum":
-        assert whats.count("model state (non-trainable)") == 2, report  # moving mean and variance
-    if name == "cnn_adam":
+    if name == "cnn_adam":  # beta1_power and beta2_power checked against the global step
         assert sum(w.startswith("checked: 0.9^") or w.startswith("checked: 0.999^") for w in whats) == 2, report
 
 

@@ -262,7 +262,8 @@ def _convert(result: CheckpointResult, root: Path, legacy_path: Path, migrated_p
         {"legacy": e["name"], "migrated": "(iterations)", "shape": [],
          "what": f"checked: {e['beta']:g}^(global step + 1), which Keras computes from iterations"}
         for e in extra if e["role"].startswith("beta")]
-    result.notes += migrated_run.result.get("pairing_notes") or []
+    result.notes += (migrated_run.result.get("pairing_notes") or []) + [
+        n for n in migrated_run.result.get("notes") or [] if n.startswith("no ")]
 
     with np.load(legacy_run.out_dir / "checkpoint_values.npz") as data:
         theirs = {k: data[f"prediction_{j}"] for j, k in enumerate(captured.get("prediction_keys") or [])}
@@ -299,10 +300,11 @@ def _convert(result: CheckpointResult, root: Path, legacy_path: Path, migrated_p
         return
 
     _install(stage, out_path, force)
-    result.written = [written.get("checkpoint"), WEIGHTS_FILE]
+    weights_file = written.get("weights_file")
+    result.written = [written.get("checkpoint")] + ([weights_file] if weights_file else [])
     result.verdict = "written"
-    result.reason = (f"{out_path}: {written.get('checkpoint')} (global step {step}) for the program's model_dir "
-                     f"and {WEIGHTS_FILE} for load_weights")
+    result.reason = (f"{out_path}: {written.get('checkpoint')} (global step {step}) for the program's model_dir"
+                     + (f" and {weights_file} for load_weights" if weights_file else " (no weights file: see the note)"))
 
 
 # Checkpoint keys an Estimator writes that are not model state: a Keras legacy optimizer's
@@ -319,8 +321,9 @@ def _unaccounted(variables: list[dict], captured: dict) -> list[str]:
         | {e["name"] for e in captured.get("extra") or []}
     missing = []
     for name, shape in captured.get("keys") or []:
-        if name in known:
-            continue
+        copy = re.match(r"(.*)/replica_\d+$", name)
+        if name in known or (copy and copy.group(1) in known):
+            continue  # a per-replica copy of a mirrored variable holds the same value
         if not shape and name.rsplit("/", 1)[-1] in _HYPER_LEAVES:
             continue  # a Keras legacy optimizer's hyper-parameter: the migrated program's own
         missing.append(f"{name} {list(shape)}")

@@ -398,41 +398,73 @@ class _Refused(Exception):
     pass
 
 
-def _optimizer_slots(tf, optimizer, trainable, slots):
-    """The Keras slot variable for each legacy slot entry ({"variable", "slot", ...}), building
-    the optimizer's slots for the model's trainable variables first."""
-    inner = getattr(optimizer, "inner_optimizer", None) or optimizer
-    name = type(inner).__name__
-    legacy_keras = hasattr(inner, "get_slot_names")  # tf.keras.optimizers.legacy.*
-    if legacy_keras:
-        inner._create_all_weights(trainable)
-    elif not getattr(inner, "built", False) and not getattr(inner, "_built", False):
-        inner.build(trainable)
+def model_optimizers(model) -> list:
+    """The model's optimizer and the other optimizers it holds as attributes (a wide & deep
+    model's linear_optimizer), each once."""
     found = []
-    for entry in slots:
-        variable = trainable[entry["variable"]]
-        if legacy_keras:
-            names = {"accum": "accumulator", "accumulator": "accumulator"}
-            slot = None
-            try:
-                slot = inner.get_slot(variable, names.get(entry["slot"], entry["slot"]))
-            except (KeyError, ValueError):
-                slot = None
-        else:
-            attribute = _SLOT_ATTRIBUTES.get(name, {}).get(entry["slot"])
-            holder = getattr(inner, attribute, None) if attribute else None
-            slot = None
-            if holder:
-                index = _slot_index(inner, variable, trainable, entry["variable"])
-                slot = holder[index] if index is not None and index < len(holder) else None
-        if slot is None:
-            raise _Refused(f"the Estimator's optimizer slot {entry['name']!r} ({entry['optimizer']} "
-                           f"slot {entry['slot']!r}) has no counterpart in the migrated {name} optimizer")
-        if [int(d) for d in slot.shape] != list(entry["shape"]):
-            raise _Refused(f"the Estimator's optimizer slot {entry['name']!r} {entry['shape']} and its "
-                           f"counterpart {_weight_name(slot)!r} {[int(d) for d in slot.shape]} differ in shape")
-        found.append(slot)
+    for candidate in [getattr(model, "optimizer", None)] + list(vars(model).values()):
+        if candidate is not None and hasattr(candidate, "apply_gradients") and hasattr(candidate, "iterations") \
+                and not hasattr(candidate, "layers") and all(candidate is not f for f in found):
+            found.append(candidate)
     return found
+
+
+def _built(optimizer) -> bool:
+    return bool(getattr(optimizer, "built", False) or getattr(optimizer, "_built", False))
+
+
+def _optimizer_slots(tf, optimizers, trainable, slots):
+    """The Keras slot variable for each legacy slot entry ({"variable", "slot", "group", ...}).
+
+    The entries of one legacy optimizer (a group) go to one Keras optimizer of the same kind,
+    whose slots are built for exactly that optimizer's variables when it is not built yet
+    (the variables fit applies it to, or its own subset in a custom train_step)."""
+    groups: dict = {}
+    for entry in slots:
+        groups.setdefault(entry.get("group", 0), []).append(entry)
+    found: dict = {}
+    used: list = []
+    for group, entries in groups.items():
+        kind = entries[0]["kind"]
+        indices = sorted({e["variable"] for e in entries})
+        candidates = [o for o in optimizers
+                      if type(getattr(o, "inner_optimizer", None) or o).__name__ == kind and all(o is not u for u in used)]
+        if not candidates:
+            kinds = ", ".join(type(o).__name__ for o in optimizers) or "none"
+            raise _Refused(f"the Estimator's {entries[0]['optimizer']} (slots {entries[0]['name']!r}, ...) has no "
+                           f"counterpart among the migrated model's optimizers ({kinds})")
+        optimizer = candidates[0]
+        used.append(optimizer)
+        inner = getattr(optimizer, "inner_optimizer", None) or optimizer
+        variables = [trainable[i] for i in indices]
+        legacy_keras = hasattr(inner, "get_slot_names")  # tf.keras.optimizers.legacy.*
+        if legacy_keras:
+            inner._create_all_weights(variables)
+        elif not _built(inner):
+            inner.build(variables)
+        for entry in entries:
+            variable = trainable[entry["variable"]]
+            slot = None
+            if legacy_keras:
+                names = {"accum": "accumulator"}
+                try:
+                    slot = inner.get_slot(variable, names.get(entry["slot"], entry["slot"]))
+                except (KeyError, ValueError):
+                    slot = None
+            else:
+                attribute = _SLOT_ATTRIBUTES.get(kind, {}).get(entry["slot"])
+                holder = getattr(inner, attribute, None) if attribute else None
+                if holder:
+                    index = _slot_index(inner, variable, variables, indices.index(entry["variable"]))
+                    slot = holder[index] if index is not None and index < len(holder) else None
+            if slot is None:
+                raise _Refused(f"the Estimator's optimizer slot {entry['name']!r} ({entry['optimizer']} "
+                               f"slot {entry['slot']!r}) has no counterpart in the migrated {type(inner).__name__}")
+            if [int(d) for d in slot.shape] != list(entry["shape"]):
+                raise _Refused(f"the Estimator's optimizer slot {entry['name']!r} {entry['shape']} and its "
+                               f"counterpart {_weight_name(slot)!r} {[int(d) for d in slot.shape]} differ in shape")
+            found[id(entry)] = slot
+    return [found[id(entry)] for entry in slots]
 
 
 def _slot_index(optimizer, variable, trainable, position):
@@ -469,28 +501,31 @@ def checkpoint_write(tf, state: State, model, optimizer) -> None:
     trainable = state.paired[:len([v for v in state.variables if v["trainable"]])]
     values = np.load(request["values"])
     slots = request.get("slots") or []
+    optimizers = model_optimizers(model)
     with strategy.scope():
         try:
-            slot_weights = _optimizer_slots(tf, optimizer, trainable, slots)
+            slot_weights = _optimizer_slots(tf, optimizers, trainable, slots)
         except _Refused as exc:
             raise common.HarnessStop("variables_mismatch", str(exc), legacy_variables=state.legacy_variables,
                                      migrated_variables=state.variables) from None
         for i, slot in enumerate(slot_weights):
             _assign(slot, values[f"slot_{i}"])
         step = request.get("global_step")
-        iterations = getattr(getattr(optimizer, "inner_optimizer", None) or optimizer, "iterations", None)
-        if step is not None and iterations is not None:
-            _assign(iterations, step)
-    written = list(state.paired) + slot_weights + ([iterations] if iterations is not None else [])
+        iterations = []
+        for each in optimizers:  # every optimizer stepped with the global step
+            counter = getattr(getattr(each, "inner_optimizer", None) or each, "iterations", None)
+            if step is not None and counter is not None and all(counter is not c for c in iterations):
+                _assign(counter, step)
+                iterations.append(counter)
+    written = list(state.paired) + slot_weights + iterations
     expected = [np.asarray(v) for v in _read(written)]
     mapping = [{"legacy": legacy["name"], "migrated": mine["name"], "shape": mine["shape"],
                 "what": "weight" if mine["trainable"] else "model state (non-trainable)"}
                for legacy, mine in zip(state.legacy_variables, state.variables[:len(state.paired)])]
     mapping += [{"legacy": entry["name"], "migrated": _weight_name(slot), "shape": entry["shape"],
                  "what": f"{entry['optimizer']} slot {entry['slot']}"} for entry, slot in zip(slots, slot_weights)]
-    if iterations is not None and step is not None:
-        mapping.append({"legacy": request.get("global_step_name") or "global_step",
-                        "migrated": _weight_name(iterations), "shape": [], "what": "global step"})
+    mapping += [{"legacy": request.get("global_step_name") or "global_step", "migrated": _weight_name(counter),
+                 "shape": [], "what": "global step"} for counter in iterations]
 
     stage = request["stage_dir"]
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
@@ -511,12 +546,25 @@ def checkpoint_write(tf, state: State, model, optimizer) -> None:
             raise RuntimeError(f"{what} did not restore {', '.join(bad[:5])}")
 
     zero()
-    model.load_weights(weights_file)
-    unchanged(written[:len(state.paired)], "the weights file")
+    try:
+        model.load_weights(weights_file)
+    except (TypeError, ValueError) as exc:
+        # Keras 2 saves the metrics a model holds as attributes among its weights and cannot
+        # load their sync-on-read variables back under a MirroredStrategy: no weights file
+        # rather than one that does not load.
+        os.remove(weights_file)
+        state.info["notes"].append(
+            f"no {os.path.basename(weights_file)} written: this Keras cannot load it back into the model "
+            f"({type(exc).__name__}: {common.exception_summary(exc)}); restore the checkpoint instead, "
+            "tf.train.Checkpoint(model=model).restore(...)")
+        weights_file = None
+    else:
+        unchanged(written[:len(state.paired)], "the weights file")
     zero()
     tf.train.Checkpoint(model=model, optimizer=optimizer).restore(path).assert_existing_objects_matched()
     unchanged(written, "the written checkpoint")
-    state.written = {"checkpoint": os.path.basename(path), "weights_file": os.path.basename(weights_file),
+    state.written = {"checkpoint": os.path.basename(path),
+                     "weights_file": os.path.basename(weights_file) if weights_file else None,
                      "mapping": mapping, "global_step": step}
 
 

@@ -193,7 +193,7 @@ class _CheckpointReads:
         self.extra: list[dict] = []
         reads = []
         seen: set = set()
-        for optimizer in getattr(graph, "_e2k_optimizer_objects", []):
+        for number, optimizer in enumerate(getattr(graph, "_e2k_optimizer_objects", [])):
             kind = common.describe_optimizer(tf, optimizer)["kind"]
             try:
                 names = list(optimizer.get_slot_names())
@@ -208,7 +208,7 @@ class _CheckpointReads:
                     if slot is None or slot.op.name in seen:
                         continue
                     seen.add(slot.op.name)
-                    self.slots.append({"variable": i, "slot": slot_name, "name": slot.op.name,
+                    self.slots.append({"variable": i, "slot": slot_name, "name": slot.op.name, "group": number,
                                        "shape": [int(d) for d in slot.shape], "kind": kind,
                                        "optimizer": type(optimizer).__name__})
                     reads.append(tf.identity(slot))
