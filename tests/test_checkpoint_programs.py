@@ -7,6 +7,8 @@ layer wider, or a checkpoint of another program, is refused and nothing is writt
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -127,6 +129,33 @@ def test_the_migrated_program_restores_the_checkpoint_from_its_model_dir(model_d
     assert abs(migrated_loss - legacy_loss) <= 1e-6 * abs(legacy_loss)
     assert sorted(p.name for p in out.iterdir() if p.name.startswith("ckpt-")) == [
         "ckpt-6.data-00000-of-00001", "ckpt-6.index"]  # no step trained, nothing saved
+
+
+def run_printing_loss(python: str, program: Path, model_dir: Path, max_steps: int) -> float:
+    """Run a program with MODEL_DIR and MAX_STEPS; the eval loss it prints last."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONHASHSEED": "0", "MODEL_DIR": str(model_dir),
+           "MAX_STEPS": str(max_steps)}
+    done = subprocess.run([python, str(program)], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return float(re.findall(r"'loss': (?:np\.float32\()?([-0-9.e]+)", done.stdout)[-1])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_training_resumed_from_the_converted_dir_goes_on_as_the_estimator(model_dirs, tmp_path, target):
+    """Done-when (b), by hand: the Estimator resumed from its model_dir (step 6) and the migrated
+    program resumed from the converted one both train steps 7..9 (Adam: the slots and the step
+    count matter) and evaluate the same."""
+    legacy, migrated, _ = CASES["cnn_adam"]
+    old = tmp_path / "old"
+    shutil.copytree(model_dirs("cnn_adam"), old)
+    out = tmp_path / "new"
+    assert convert_checkpoint(legacy, migrated, old, out, target_python=python_for(target)).exit_code == 0
+    at_step_6 = run_printing_loss(support.legacy_python(), legacy, old, 6)  # nothing left to train
+    estimator = run_printing_loss(support.legacy_python(), legacy, old, 9)
+    keras = run_printing_loss(python_for(target), migrated, out, 9)
+    assert abs(keras - estimator) <= 1e-5 * abs(estimator), (keras, estimator)
+    assert abs(estimator - at_step_6) > 1e-3  # three steps did train
+    assert (out / "ckpt-9.index").exists() and (old / "model.ckpt-9.index").exists()
 
 
 def test_one_layer_wider_is_refused_with_both_tables_and_nothing_written(model_dirs, tmp_path, capsys):

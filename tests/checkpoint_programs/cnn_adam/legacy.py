@@ -2,8 +2,8 @@
 
 Two convolutions, max pooling, a dense layer and 4 classes; predictions in PREDICT mode
 (logits, probabilities and the class), accuracy in EVAL. MODEL_DIR (the environment) is the
-model_dir: run it once to train 6 steps, `e2k checkpoint` the model_dir, and the migrated
-program goes on from there. Two virtual CPU devices stand in for two GPUs.
+model_dir and MAX_STEPS how far training goes: run it once to train 6 steps, `e2k checkpoint`
+the model_dir, and the migrated program goes on from there. Two virtual CPU devices stand in for two GPUs.
 """
 import os
 import tempfile
@@ -13,6 +13,7 @@ import tensorflow as tf
 import tensorflow.compat.v1 as tf1
 
 MODEL_DIR = os.environ.get("MODEL_DIR") or tempfile.mkdtemp()
+MAX_STEPS = int(os.environ.get("MAX_STEPS", "6"))
 BATCH_SIZE = 8
 NUM_CLASSES = 4
 
@@ -55,5 +56,5 @@ config = tf1.estimator.RunConfig(
     model_dir=MODEL_DIR, save_checkpoints_steps=3, train_distribute=strategy, eval_distribute=strategy,
     tf_random_seed=3, session_config=tf1.ConfigProto(device_count={"CPU": 2}))
 classifier = tf1.estimator.Estimator(model_fn, config=config, params={"learning_rate": 0.01})
-classifier.train(train_input_fn, max_steps=6)
+classifier.train(train_input_fn, max_steps=MAX_STEPS)
 print(classifier.evaluate(eval_input_fn))

@@ -2,8 +2,8 @@
 
 Two convolutions, max pooling, a dense layer and 4 classes; predictions in PREDICT mode
 (logits, probabilities and the class), accuracy in EVAL. MODEL_DIR (the environment) is the
-model_dir: run it once to train 6 steps, `e2k checkpoint` the model_dir, and the migrated
-program goes on from there. Two virtual CPU devices stand in for two GPUs.
+model_dir and MAX_STEPS how far training goes: run it once to train 6 steps, `e2k checkpoint`
+the model_dir, and the migrated program goes on from there. Two virtual CPU devices stand in for two GPUs.
 """
 import os
 import tempfile
@@ -79,6 +79,7 @@ class ModelDirCheckpoints(tf.keras.callbacks.Callback):
 
 
 MODEL_DIR = os.environ.get("MODEL_DIR") or tempfile.mkdtemp()
+MAX_STEPS = int(os.environ.get("MAX_STEPS", "6"))
 BATCH_SIZE = 8
 NUM_CLASSES = 4
 
@@ -142,7 +143,7 @@ with strategy.scope():
 checkpoints = ModelDirCheckpoints(model, MODEL_DIR, save_steps=3)
 callbacks = [checkpoints]
 # max_steps counts from global step 0, as in the Estimator: train only the steps left.
-steps_left = 6 - checkpoints.global_step()
+steps_left = MAX_STEPS - checkpoints.global_step()
 if steps_left > 0:
   model.fit(train_input_fn(), steps_per_epoch=steps_left, callbacks=callbacks)
 print(model.evaluate(eval_input_fn(), callbacks=[checkpoints], return_dict=True))
