@@ -21,6 +21,8 @@ _API_PREFIXES = (
 )
 # `import keras` is the same API as `tf.keras`.
 _KERAS_PREFIX = "keras."
+#: `import tf_slim as slim` (`slim.fully_connected`, `slim.layers.conv2d`): tf.contrib.layers.
+_SLIM_PREFIXES = ("tf_slim.",)
 
 
 def api_path_of_qualified(qualified: str) -> str | None:
@@ -37,6 +39,11 @@ def api_path_of_qualified(qualified: str) -> str | None:
             return path
     if qualified.startswith(_KERAS_PREFIX):
         return qualified
+    if qualified.startswith(_SLIM_PREFIXES):
+        # tf-slim is tf.contrib.layers (and slim) kept outside TensorFlow: the same functions.
+        rest = qualified.split(".", 1)[1] if "." in qualified else ""
+        rest = rest[len("layers."):] if rest.startswith("layers.") else rest
+        return f"contrib.layers.{rest}" if rest else "contrib.layers"
     return None
 
 

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import libcst as cst
+
 from estimator2keras import _emit
 from estimator2keras._modelfn import LayerCall
 from estimator2keras._rule import Case, ExpressionRule, Safety, Unsupported
@@ -126,6 +128,131 @@ LAYER_FUNCTIONS = {
 }
 
 
+_CONTRIB_DENSE = ("num_outputs", "activation_fn", "normalizer_fn", "normalizer_params", "weights_initializer",
+                  "weights_regularizer", "biases_initializer", "biases_regularizer", "reuse", "variables_collections",
+                  "outputs_collections", "trainable", "scope")
+_CONTRIB_CONV = ("num_outputs", "kernel_size", "stride", "padding", "data_format", "rate", "activation_fn",
+                 "normalizer_fn", "normalizer_params", "weights_initializer", "weights_regularizer",
+                 "biases_initializer", "biases_regularizer", "reuse", "variables_collections", "outputs_collections",
+                 "trainable", "scope")
+_CONTRIB_POOL = ("kernel_size", "stride", "padding", "data_format", "outputs_collections", "scope")
+#: tf.contrib.layers' functions (TF 1.0-1.x), with their own names and defaults: (Keras class,
+#: signature after `inputs`). Their defaults are written out where Keras's differ (a ReLU,
+#: "SAME" padding, pooling strides of 2).
+CONTRIB_LAYERS = {
+    "contrib.layers.fully_connected": ("Dense", _CONTRIB_DENSE),
+    "contrib.layers.conv2d": ("Conv2D", _CONTRIB_CONV),
+    "contrib.layers.convolution2d": ("Conv2D", _CONTRIB_CONV),
+    "contrib.layers.max_pool2d": ("MaxPooling2D", _CONTRIB_POOL),
+    "contrib.layers.avg_pool2d": ("AveragePooling2D", _CONTRIB_POOL),
+    "contrib.layers.dropout": ("Dropout", ("keep_prob", "noise_shape", "is_training", "outputs_collections", "scope",
+                                            "seed")),
+}
+#: Arguments that only named or collected the variables, or said None: nothing in Keras.
+_CONTRIB_DROPPED = ("reuse", "variables_collections", "outputs_collections", "scope")
+
+
+def _contrib_layer(call, ctx, tf, path: str) -> LayerCall:
+    keras_class, signature = CONTRIB_LAYERS[path]
+    bound = {k: a.value for k, a in bind(call, ("inputs", *signature)).items()}
+    inputs = bound.pop("inputs", None)
+    if inputs is None:
+        raise Unsupported("the layer call has no inputs", call)
+    for key in ("normalizer_fn", "normalizer_params", "reuse"):
+        if key in bound and _emit.code(bound[key]) != "None":
+            raise Unsupported(f"tf.contrib.layers' `{key}=` is not converted", bound[key])
+    for key in _CONTRIB_DROPPED:
+        bound.pop(key, None)
+    args: list = []
+    call_kwargs: list = []
+
+    def keyword(name, value):
+        args.append(_emit.keyword_arg(name, value if isinstance(value, cst.CSTNode) else _emit.expr(value)))
+
+    if keras_class == "Dropout":
+        keep = bound.pop("keep_prob", None)
+        if keep is None:
+            rate = "0.5"
+        elif isinstance(keep, (cst.Float, cst.Integer)):
+            rate = repr(round(1 - float(keep.value), 12))
+        else:
+            rate = f"1 - {_emit.code(keep) if isinstance(keep, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)) else '(' + _emit.code(keep) + ')'}"
+        keyword("rate", rate)
+        for key in ("noise_shape", "seed"):
+            if key in bound:
+                keyword(key, bound.pop(key))
+        # tf.contrib.layers.dropout dropped units unless told otherwise (is_training=True).
+        training = bound.pop("is_training", None)
+        call_kwargs.append(_emit.keyword_arg("training", training if training is not None else cst.Name("True")))
+    elif keras_class == "Dense":
+        args.append(cst.Arg(bound.pop("num_outputs")))
+        _activation(bound, keyword)
+        _weights(bound, keyword)
+    elif keras_class == "Conv2D":
+        args.append(cst.Arg(bound.pop("num_outputs")))
+        args.append(cst.Arg(bound.pop("kernel_size")) if "kernel_size" in bound else None)
+        if args[-1] is None:
+            raise Unsupported("tf.contrib.layers.conv2d without a kernel_size", call)
+        if "stride" in bound:
+            keyword("strides", bound.pop("stride"))
+        keyword("padding", bound.pop("padding", None) or cst.SimpleString('"SAME"'))
+        if "rate" in bound:
+            keyword("dilation_rate", bound.pop("rate"))
+        _data_format(bound, keyword)
+        _activation(bound, keyword)
+        _weights(bound, keyword)
+    else:  # pooling
+        if "kernel_size" not in bound:
+            raise Unsupported("a tf.contrib.layers pooling without a kernel_size", call)
+        args.append(cst.Arg(bound.pop("kernel_size")))
+        keyword("strides", bound.pop("stride", None) or cst.Integer("2"))
+        if "padding" in bound:
+            keyword("padding", bound.pop("padding"))
+        _data_format(bound, keyword)
+    if "trainable" in bound:
+        keyword("trainable", bound.pop("trainable"))
+    if bound:
+        raise Unsupported(f"tf.contrib.layers' `{sorted(bound)[0]}=` is not converted", call)
+    args = [a for a in args if a is not None]
+    args = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in args]
+    layer = cst.Call(func=_emit.expr("{tf}.keras.layers.{name}", tf=tf, name=keras_class), args=_emit.call_args(args))
+    return LayerCall(layer, inputs, call_kwargs)
+
+
+def _activation(bound, keyword) -> None:
+    """contrib's layers applied a ReLU unless told otherwise; `activation_fn=None`: none."""
+    activation = bound.pop("activation_fn", None)
+    if activation is None:
+        keyword("activation", "tf.nn.relu")
+    elif _emit.code(activation) != "None":
+        keyword("activation", activation)
+
+
+def _weights(bound, keyword) -> None:
+    initializer = bound.pop("weights_initializer", None)
+    if initializer is not None:
+        keyword("kernel_initializer", initializer)  # xavier_initializer() is Keras's default, glorot_uniform
+    if "weights_regularizer" in bound:
+        keyword("kernel_regularizer", bound.pop("weights_regularizer"))
+    biases = bound.pop("biases_initializer", None)
+    if biases is not None and _emit.code(biases) == "None":
+        keyword("use_bias", "False")
+    elif biases is not None:
+        keyword("bias_initializer", biases)
+    if "biases_regularizer" in bound:
+        keyword("bias_regularizer", bound.pop("biases_regularizer"))
+
+
+def _data_format(bound, keyword) -> None:
+    data_format = bound.pop("data_format", None)
+    if data_format is None or _emit.code(data_format) in ("None", '"NHWC"', "'NHWC'"):
+        return
+    if _emit.code(data_format) in ('"NCHW"', "'NCHW'"):
+        keyword("data_format", '"channels_first"')
+        return
+    raise Unsupported("a tf.contrib.layers data_format e2k cannot read", data_format)
+
+
 class Tf1LayerFunctionToKeras(ExpressionRule):
     """A functional TF1 layer call, `tf.layers.dense(inputs, ...)`, becomes a Keras layer applied to `inputs`.
 
@@ -137,6 +264,17 @@ class Tf1LayerFunctionToKeras(ExpressionRule):
     `conv1d/2d/3d`, `conv2d_transpose`, `separable_conv2d`, `max_pooling1d/2d/3d`,
     `average_pooling1d/2d/3d`. The first argument after `inputs` stays positional; the others
     become keywords.
+
+    `tf.contrib.layers`' functions (2017-era code) convert too, with their own names and
+    defaults written out where Keras's differ: `fully_connected(x, n)` -> `Dense(n,
+    activation=tf.nn.relu)` (contrib applied a ReLU unless `activation_fn=None`),
+    `conv2d` / `convolution2d(x, n, k, stride=s, rate=r)` -> `Conv2D(n, k, strides=s,
+    dilation_rate=r, padding="SAME", activation=tf.nn.relu)`, `max_pool2d` / `avg_pool2d(x,
+    k)` -> `MaxPooling2D(k, strides=2)` / `AveragePooling2D`, `dropout(x, keep_prob=p)` ->
+    `Dropout(rate=1 - p)` applied with `training=` its `is_training` (True by default: contrib
+    dropped units unless told otherwise). `weights_initializer` / `biases_initializer` /
+    `*_regularizer` become `kernel_*` / `bias_*` (`biases_initializer=None`: `use_bias=False`);
+    `scope`, `reuse=None` and the collections go. A `normalizer_fn` is refused.
 
     A function of the module that the model_fn calls and that makes layers
     (`logits = conv_net(features, num_classes, dropout, is_training=...)`) becomes a method
@@ -208,7 +346,7 @@ class Tf1LayerFunctionToKeras(ExpressionRule):
     summary = "tf.layers.dense(inputs, ...) and other TF1 layer functions -> a Keras layer applied to inputs"
     safety = Safety.SAFE
     role = "layer_function"
-    targets = tuple(LAYER_FUNCTIONS)
+    targets = (*LAYER_FUNCTIONS, *CONTRIB_LAYERS)
 
     cases = [
         Case(
@@ -224,10 +362,32 @@ class Tf1LayerFunctionToKeras(ExpressionRule):
         Case("tf.layers.dropout(net, 0.4, training=is_training)", "tf.keras.layers.Dropout(0.4)", id="training-is-a-call-argument"),
         Case("tf.contrib.layers.flatten(conv2)", "tf.keras.layers.Flatten()", id="contrib-flatten"),
         Case("tf.contrib.layers.flatten(conv2, scope='flat')", None, id="contrib-flatten-scope-refused"),
+        Case("tf.contrib.layers.fully_connected(net, 10, scope='fc1')",
+             "tf.keras.layers.Dense(10, activation=tf.nn.relu)", id="contrib-fully-connected-relu-by-default"),
+        Case("tf.contrib.layers.fully_connected(net, 10, activation_fn=None)",
+             "tf.keras.layers.Dense(10)", id="contrib-fully-connected-linear"),
+        Case("tf.contrib.layers.convolution2d(x, num_outputs=32, kernel_size=5, stride=1, padding='SAME', "
+             "activation_fn=tf.nn.relu, scope='conv1')",
+             "tf.keras.layers.Conv2D(32, 5, strides=1, padding='SAME', activation=tf.nn.relu)", id="contrib-conv2d"),
+        Case("tf.contrib.layers.conv2d(x, 16, [3, 3])",
+             'tf.keras.layers.Conv2D(16, [3, 3], padding="SAME", activation=tf.nn.relu)', id="contrib-conv2d-defaults"),
+        Case("tf.contrib.layers.max_pool2d(inputs=conv1, kernel_size=2, stride=2, padding='SAME', scope='pool1')",
+             "tf.keras.layers.MaxPooling2D(2, strides=2, padding='SAME')", id="contrib-max-pool"),
+        Case("tf.contrib.layers.max_pool2d(conv1, [2, 2])",
+             "tf.keras.layers.MaxPooling2D([2, 2], strides=2)", id="contrib-max-pool-default-stride"),
+        Case("tf.contrib.layers.dropout(fc1, keep_prob=0.75)", "tf.keras.layers.Dropout(rate=0.25)",
+             id="contrib-dropout-keep-prob"),
+        Case("tf.contrib.layers.dropout(fc1, keep_prob=keep_prob, scope='drop1')",
+             "tf.keras.layers.Dropout(rate=1 - keep_prob)", id="contrib-dropout-keep-prob-name"),
+        Case("tf.contrib.layers.fully_connected(net, 10, normalizer_fn=tf.contrib.layers.batch_norm)", None,
+             id="contrib-normalizer-refused"),
     ]
 
     def convert(self, call, ctx, tf):
-        keras_class, signature, call_time = LAYER_FUNCTIONS[ctx.call_api_path(call)]
+        path = ctx.call_api_path(call)
+        if path in CONTRIB_LAYERS:
+            return _contrib_layer(call, ctx, tf, path)
+        keras_class, signature, call_time = LAYER_FUNCTIONS[path]
         bound = bind(call, ("inputs", *signature))
         inputs = bound.pop("inputs", None)
         if inputs is None:

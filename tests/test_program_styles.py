@@ -576,3 +576,28 @@ def test_tpu_eval_metrics_with_labels_standing_for_something_else_are_left_for_a
     assert result.status == "partial"
     assert any(f.code == "E2K604" for f in result.findings)
     assert "def metric_fn(labels, logits):" in new
+
+
+def test_tf_slim_layers_are_contrib_layers_and_its_import_goes(rules):
+    result, new = convert(rules, """
+        import tensorflow.compat.v1 as tf
+        import tf_slim as slim
+
+
+        def model_fn(features, labels, mode):
+            net = slim.fully_connected(features["x"], 8, scope="fc1")
+            net = slim.layers.dropout(net, keep_prob=0.5, is_training=mode == tf.estimator.ModeKeys.TRAIN)
+            logits = slim.fully_connected(net, 1, activation_fn=None)
+            loss = tf.losses.mean_squared_error(labels, logits)
+            train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+            return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+        estimator = tf.estimator.Estimator(model_fn)
+        estimator.train(lambda: tf.data.Dataset.from_tensor_slices(({"x": [[1.0]]}, [[1.0]])).batch(1), steps=1)
+    """)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert "tf.keras.layers.Dense(8, activation=tf.nn.relu)" in new  # contrib's ReLU by default
+    assert "tf.keras.layers.Dropout(rate=0.5)" in new
+    assert "tf.keras.layers.Dense(1)" in new
+    assert "tf_slim" not in new

@@ -176,6 +176,14 @@ def patch_dropout(tf, record: list | None = None, gate=None) -> None:
         cls = getattr(layers, name, None)
         if cls is not None:
             cls.call = identity_call
+    try:  # TensorFlow's own frozen copy of Keras: tf-slim's (tf.contrib.layers') dropout uses it
+        from tensorflow.python.keras.layers import core as frozen_core
+    except ImportError:  # not in the newest TensorFlow
+        frozen_core = None
+    for name in _DROPOUT_LAYER_NAMES:
+        cls = getattr(frozen_core, name, None)
+        if cls is not None:
+            cls.call = identity_call
 
     def caller():
         frame = sys._getframe(2)
