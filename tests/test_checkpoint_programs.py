@@ -55,6 +55,7 @@ def python_for(target: str) -> str:
 def train(legacy: Path, model_dir: Path) -> str:
     """Train the Estimator program into ``model_dir``; its output (the evaluation it prints)."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONHASHSEED": "0"}
+    env.pop("MAX_STEPS", None)  # each program's own number of steps
     done = subprocess.run([support.legacy_python(), str(TRAIN_INTO), str(legacy), str(model_dir)],
                           capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -156,6 +157,35 @@ def test_training_resumed_from_the_converted_dir_goes_on_as_the_estimator(model_
     assert abs(keras - estimator) <= 1e-5 * abs(estimator), (keras, estimator)
     assert abs(estimator - at_step_6) > 1e-3  # three steps did train
     assert (out / "ckpt-9.index").exists() and (old / "model.ckpt-9.index").exists()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_parity_from_checkpoint_resumes_both_programs(model_dirs, monkeypatch, target):
+    """`e2k parity --from-checkpoint`: the Estimator resumes from a copy of its model_dir, the
+    migrated program from it converted (its ModelDirCheckpoints restores it), both train steps
+    7..9, and parity holds step by step."""
+    from estimator2keras.parity import run_parity
+
+    legacy, migrated, _ = CASES["cnn_adam"]
+    old = model_dirs("cnn_adam")  # trained to step 6
+    monkeypatch.setenv("MAX_STEPS", "9")
+    result = run_parity(legacy, migrated, from_checkpoint=old, target_python=python_for(target))
+    assert result.verdict == "parity", result.report()
+    assert len(result.steps) == 3  # the steps left after global step 6, on both sides
+    assert "from_checkpoint" in result.settings
+
+
+def test_parity_from_checkpoint_catches_a_program_that_restores_the_weights_only(model_dirs, monkeypatch):
+    """Its model_dir callback loads the weights file, not Adam's slots and step count: the first
+    resumed step agrees (same weights), the second does not."""
+    from estimator2keras.parity import run_parity
+
+    legacy = CASES["cnn_adam"][0]
+    old = model_dirs("cnn_adam")  # trained to step 6
+    monkeypatch.setenv("MAX_STEPS", "9")
+    result = run_parity(legacy, PROGRAMS / "cnn_adam" / "wrong" / "weights_only_restore.py", from_checkpoint=old)
+    assert result.verdict == "broken", result.report()
+    assert result.steps[0].passed and not result.steps[1].passed, result.report()
 
 
 def test_one_layer_wider_is_refused_with_both_tables_and_nothing_written(model_dirs, tmp_path, capsys):

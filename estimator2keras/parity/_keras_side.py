@@ -595,6 +595,29 @@ def _predict(model, x, steps, batch_size, source: str, max_batches: int) -> dict
     return {"source": source, "arrays": arrays}
 
 
+def patch_checkpoint_managers(tf, source: str, out_dir: str) -> None:
+    """`e2k parity --from-checkpoint`: the program's model_dir (each directory a
+    tf.train.CheckpointManager manages, e.g. e2k's ModelDirCheckpoints') is a fresh copy of the
+    converted checkpoint, so the program restores it and trains the steps left, as it would
+    from its model_dir; the user's own directories are never read or written."""
+    import shutil
+    import tempfile
+
+    copies: dict = {}
+    cls = tf.train.CheckpointManager
+    original = cls.__init__
+
+    def __init__(self, checkpoint, directory, *args, **kwargs):
+        key = os.fspath(directory)
+        if key not in copies:
+            copies[key] = tempfile.mkdtemp(prefix="model_dir_", dir=out_dir)
+            for name in os.listdir(source):
+                shutil.copy2(os.path.join(source, name), os.path.join(copies[key], name))
+        original(self, checkpoint, copies[key], *args, **kwargs)
+
+    cls.__init__ = __init__
+
+
 def configure_devices(tf, devices: list[str], kind: str) -> None:
     """N logical CPUs on the first physical CPU, before TensorFlow initialises."""
     if kind == "CPU" and len(devices) > 1:
@@ -632,6 +655,8 @@ def main(request_path: str) -> int:
         if request["op_determinism"]:
             common.enable_op_determinism(tf, state.info)
         instrument(tf, state)
+        if (request.get("resume") or {}).get("model_dir"):
+            patch_checkpoint_managers(tf, request["resume"]["model_dir"], out_dir)
 
         status, error = common.run_program(request["program"])
         if state.checkpoint is not None and status == "captured":

@@ -70,6 +70,7 @@ class Recorder:
         # `e2k checkpoint`: the Estimator restores a copy of the user's model_dir; its values
         # (model, optimizer slots, global step) are read when the session starts, no step runs.
         self.checkpoint: dict | None = request.get("checkpoint")
+        self.resume_from: str | None = (request.get("resume") or {}).get("model_dir")
         self.captured = False
         self.capture: dict = {}
         self.predictions = None  # {"source", "arrays"}: the restored model's predictions
@@ -303,6 +304,11 @@ def _fresh_model_dir(rec: Recorder, out_dir: str, user_dir) -> str:
     key = os.fspath(user_dir) if user_dir else None
     if key is None or key not in rec.model_dirs:
         path = tempfile.mkdtemp(prefix="model_dir_", dir=out_dir)
+        if rec.resume_from:  # `e2k parity --from-checkpoint`: every model_dir starts from it
+            import shutil
+
+            for name in os.listdir(rec.resume_from):
+                shutil.copy2(os.path.join(rec.resume_from, name), os.path.join(path, name))
         if key is None:
             return path
         rec.model_dirs[key] = path

@@ -290,6 +290,7 @@ def run_parity(
     workdir: str | os.PathLike[str] | None = None,
     workers: int = 1,
     envelope: bool = True,
+    from_checkpoint: str | os.PathLike[str] | None = None,
 ) -> ParityResult:
     """Run an Estimator program and its Keras migration and compare how they train.
 
@@ -316,12 +317,17 @@ def run_parity(
     ``workers`` > 1 runs each program as a multi-worker job of that many processes on this
     machine (TF_CONFIG with loopback ports), each with ``replicas`` replicas, and compares
     the chief's (worker 0's) training.
+
+    ``from_checkpoint`` (an Estimator model_dir the legacy program trained) resumes both:
+    the Estimator from a copy of its latest checkpoint, the migrated program from that
+    checkpoint converted by `e2k checkpoint` (every directory a ``tf.train.CheckpointManager``
+    of the program manages starts as a copy of it); both train the steps left.
     """
     return run_parity_many(
         legacy, [migrated], replicas=replicas, steps=steps, rtol=rtol, atol=atol, tolerance=tolerance,
         legacy_python=legacy_python, target_python=target_python, seed=seed, keep_shuffle=keep_shuffle,
         keep_dropout=keep_dropout, op_determinism=op_determinism, timeout=timeout, workdir=workdir,
-        workers=workers, envelope=envelope)[0]
+        workers=workers, envelope=envelope, from_checkpoint=from_checkpoint)[0]
 
 
 def run_parity_many(
@@ -343,6 +349,7 @@ def run_parity_many(
     workdir: str | os.PathLike[str] | None = None,
     workers: int = 1,
     envelope: bool = True,
+    from_checkpoint: str | os.PathLike[str] | None = None,
 ) -> list[ParityResult]:
     """:func:`run_parity` for several migrations of one program: the legacy program runs
     once, each migration is compared with that run. One result per migration, in order.
@@ -382,6 +389,9 @@ def run_parity_many(
                      f"at every step (seed {seed})") if envelope else "off",
         "initial_weights": "legacy initial values copied into the Keras model",
     }
+    if from_checkpoint is not None:
+        settings["from_checkpoint"] = (f"both resumed from {os.fspath(from_checkpoint)}: the Estimator from a copy, "
+                                       "the migrated program from it converted by e2k checkpoint")
 
     def error(reason: str, migrated_path: Path, legacy_info: SideInfo | None = None,
               migrated_info: SideInfo | None = None, **extra: Any) -> ParityResult:
@@ -393,6 +403,11 @@ def run_parity_many(
     if not legacy_path.is_file():
         return [error(f"legacy program not found: {legacy_path}", m) for m in migrated_paths]
     _numpy()
+    if from_checkpoint is not None:
+        from estimator2keras.checkpoint._convert import latest_checkpoint
+
+        if latest_checkpoint(from_checkpoint) is None:
+            raise ParityUsageError(f"--from-checkpoint {os.fspath(from_checkpoint)} holds no checkpoint")
 
     keep = workdir is not None
     root = Path(workdir).resolve() if keep else Path(tempfile.mkdtemp(prefix="e2k-parity-"))
@@ -411,6 +426,11 @@ def run_parity_many(
             "neutralize_dropout": not keep_dropout,
             "op_determinism": op_determinism,
         }
+        if from_checkpoint is not None:
+            from estimator2keras.checkpoint._convert import _copy_checkpoint, latest_checkpoint
+
+            _copy_checkpoint(latest_checkpoint(from_checkpoint), root / "resume_legacy")
+            request["resume"] = {"model_dir": str(root / "resume_legacy")}
         if envelope:  # needs nothing from the legacy run: runs alongside it
             background = Background(
                 SideRun("legacy", legacy_path, legacy_python, root / "envelope"),
@@ -437,6 +457,19 @@ def run_parity_many(
                 "legacy_variables": legacy_run.result.get("variables") or [],
                 "initial_weights": str(legacy_run.out_dir / "weights.npz"),
             }
+            if from_checkpoint is not None:
+                from estimator2keras.checkpoint import convert_checkpoint
+
+                converted = convert_checkpoint(
+                    legacy_path, migrated_path, from_checkpoint, out_dir.with_name(out_dir.name + "_checkpoint"),
+                    legacy_python=legacy_python, target_python=python, replicas=replicas, seed=seed,
+                    timeout=timeout, force=True)
+                if converted.exit_code != 0:
+                    results.append(error(f"cannot carry the checkpoint over to the migrated program: "
+                                         f"{converted.reason}", migrated_path, legacy_info,
+                                         detail=converted.detail, workdir=kept))
+                    continue
+                migrated_request["resume"] = {"model_dir": converted.out}
             migrated_run = run_workers(SideRun("migrated", migrated_path, python, out_dir),
                                        migrated_request, timeout, env, workers)
             migrated_info = side_info(migrated_run.result, str(migrated_path), python, migrated_run.seconds)

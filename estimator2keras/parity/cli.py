@@ -61,6 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"time limit for each program (default: {DEFAULT_TIMEOUT:g})")
     parser.add_argument("--workdir", metavar="DIR",
                         help="keep the runs' files (requests, logs, results, weights) in DIR")
+    parser.add_argument("--from-checkpoint", metavar="OLD_DIR",
+                        help="resume both programs from this Estimator model_dir (the migrated one from it "
+                             "converted by `e2k checkpoint`) and compare the steps left")
     parser.add_argument("--max-rows", type=int, default=40, metavar="N",
                         help="longest step table printed in full (default: 40)")
 
@@ -86,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
             legacy_python=args.legacy_python, target_python=args.target_python, seed=args.seed,
             keep_shuffle=args.keep_shuffle, keep_dropout=args.keep_dropout,
             op_determinism=not args.no_op_determinism, timeout=args.timeout, workdir=args.workdir,
-            workers=args.workers)
+            workers=args.workers, from_checkpoint=args.from_checkpoint)
         if args.json:
             write_json(result, args.json)
         if args.plot:
