@@ -149,7 +149,10 @@ def rewrite_source(source: bytes, path: str, rules: RuleSet, keywords: tuple[byt
 
     ctx = RewriteContext(path, rules, Suppressions.from_source(source))
     ctx.program = program
-    passes = [(rule.order, rule.code, rule) for rule in module_rules]
+    # Module rules that can share the unit pass do, where units may convert: one resolution
+    # of libcst's metadata for both (it is most of the time of a pass).
+    shared = [rule for rule in module_rules if rule.with_units] if screening.units else []
+    passes = [(rule.order, rule.code, rule) for rule in module_rules if rule not in shared]
     passes.append((UNIT_PASS_ORDER, "E2K001", None))
     parsed = module
     for _, code, rule in sorted(passes, key=lambda p: (p[0], p[1])):
@@ -157,6 +160,13 @@ def rewrite_source(source: bytes, path: str, rules: RuleSet, keywords: tuple[byt
             continue  # no call in the file can build a unit (and no earlier pass changed it)
         try:
             tree = ctx.begin_pass(module, code, parsed=module is parsed)
+            for other in shared if rule is None else ():
+                # Before the units: their plans write these edits into the code they move too.
+                ctx._rule_code = other.code
+                if other().transform(tree, ctx) is not tree:
+                    raise RuntimeError(f"{other.code} runs in the unit pass: it must queue edits, not return a tree")
+                ctx.discard_suppressed_edits()
+                ctx._rule_code = code
             result = rule().transform(tree, ctx) if rule is not None else convert_units(ctx)
             if rule is not None:
                 ctx.discard_suppressed_edits()

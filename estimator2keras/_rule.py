@@ -127,6 +127,11 @@ class ModuleRule(Rule):
 
     #: Passes run in ascending order; built-in unit conversion runs at 500.
     order: ClassVar[int] = 100
+    #: True: in a file where Estimator units may convert, the rule runs in the unit pass,
+    #: before the units, on the same tree (one metadata resolution instead of two). It must
+    #: then only queue node replacements through ``ctx.edits`` (returning the module it was
+    #: given); a unit that moves or rewrites the code around such a node writes them in.
+    with_units: ClassVar[bool] = False
 
     def transform(self, module: cst.Module, ctx: "RewriteContext") -> cst.Module:
         raise NotImplementedError

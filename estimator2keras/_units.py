@@ -1196,7 +1196,10 @@ class ConversionPlan:
         return False
 
     def _substituted(self, node: cst.CSTNode) -> cst.CSTNode:
-        return _emit.replace_in(node, self._subst)
+        # The pass's queued node edits too (a module rule sharing the unit pass, E2K009's
+        # ModeKeys -> strings): code this unit moves into new statements carries them.
+        queued = self.ctx.edits._nodes if self.ctx.edits is not None else {}
+        return _emit.replace_in(node, {**queued, **self._subst} if queued else self._subst)
 
     def commit(self) -> None:
         ctx, unit = self.ctx, self.unit
@@ -1273,6 +1276,9 @@ class ConversionPlan:
                 ctx.edits.replace(node, self._substituted(new))
         for original, new in statements.items():
             ctx.edits.replace_statement(original, new)
+        for node in [n for n in ctx.edits._nodes
+                     if n not in self._subst and (self._inside(n, replaced) or self._inside(ctx.parent(n), self._subst))]:
+            del ctx.edits._nodes[node]  # written into the new statements above, or gone with them
         emitted = _emitted_helpers(ctx)
         helpers = []
         for key, (given, definitions) in self._helpers:

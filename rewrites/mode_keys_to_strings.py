@@ -36,6 +36,7 @@ class ModeKeysToStrings(ModuleRule):
     summary = "tf.estimator.ModeKeys.TRAIN/EVAL/PREDICT -> the strings they are ('train', 'eval', 'infer')"
     safety = Safety.SAFE
     order = 50
+    with_units = True
     keywords = ("ModeKeys", "Modes")
 
     cases = [
