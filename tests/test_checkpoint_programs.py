@@ -35,6 +35,10 @@ CASES = {
     "dnn_classifier": (REPO / "fixtures" / "canned_dnn_classifier" / "before.py",
                        REPO / "fixtures" / "canned_dnn_classifier" / "after.py",
                        {"AdagradOptimizer slot accumulator": 8}),
+    # with a model_dir and MAX_STEPS, for the resumed parity below
+    "batchnorm_momentum_dir": (PROGRAMS / "batchnorm_momentum" / "legacy.py",
+                               PROGRAMS / "batchnorm_momentum" / "migrated.py",
+                               {"MomentumOptimizer slot momentum": 5, "model state (non-trainable)": 2}),
     # a TF2 canned Estimator: a Keras legacy Ftrl, its slots saved per replica too
     "linear_regressor": (REPO / "fixtures" / "canned_linear_regressor" / "before.py",
                          REPO / "fixtures" / "canned_linear_regressor" / "after.py",
@@ -96,7 +100,10 @@ def test_a_trained_model_dir_converts_and_the_restored_models_agree(model_dirs, 
         assert name == "wide_deep" and target == "tf215", report
         assert "no model.weights.h5 written" in report
     assert sorted(p.name for p in out.iterdir()) == sorted(files)
-    whats = [m["what"] for m in result.mapping]
+    whats = [m["what"].split(" (x ")[0] for m in result.mapping]  # less the momentum's scale
+    if "MomentumOptimizer slot momentum" in expected:  # Keras's SGD keeps -lr * TF1's accumulation
+        assert all(m["what"].endswith(": minus the learning rate)") for m in result.mapping
+                   if m["what"].startswith("MomentumOptimizer")), report
     assert whats.count("weight") >= 2, report
     for what, count in {"global step": 1, **expected}.items():
         assert whats.count(what) == count, (what, report)
@@ -160,19 +167,29 @@ def test_training_resumed_from_the_converted_dir_goes_on_as_the_estimator(model_
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_parity_from_checkpoint_resumes_both_programs(model_dirs, monkeypatch, target):
+@pytest.mark.parametrize("name, trained, resumed", [("cnn_adam", 6, 9), ("batchnorm_momentum_dir", 8, 12)])
+def test_parity_from_checkpoint_resumes_both_programs(model_dirs, monkeypatch, target, name, trained, resumed):
     """`e2k parity --from-checkpoint`: the Estimator resumes from a copy of its model_dir, the
-    migrated program from it converted (its ModelDirCheckpoints restores it), both train steps
-    7..9, and parity holds step by step."""
+    migrated program from it converted (its ModelDirCheckpoints restores it), both train the
+    steps left (Adam's moments; batch norm's moving statistics and Momentum's accumulators),
+    and parity holds step by step."""
     from estimator2keras.parity import run_parity
 
-    legacy, migrated, _ = CASES["cnn_adam"]
-    old = model_dirs("cnn_adam")  # trained to step 6
-    monkeypatch.setenv("MAX_STEPS", "9")
+    legacy, migrated, _ = CASES[name]
+    old = model_dirs(name)  # trained to step `trained`
+    monkeypatch.setenv("MAX_STEPS", str(resumed))
     result = run_parity(legacy, migrated, from_checkpoint=old, target_python=python_for(target))
-    assert result.verdict == "parity", result.report()
-    assert len(result.steps) == 3  # the steps left after global step 6, on both sides
+    report = result.report()
+    assert len(result.steps) == resumed - trained, report  # the steps left, on both sides
+    assert all(row.passed for row in result.steps) and all(row.passed for row in result.weights), report
     assert "from_checkpoint" in result.settings
+    if name == "batchnorm_momentum_dir":
+        # parity's known difference (docs/parity.md): right after training Keras evaluates each
+        # replica with its own moving statistics, the Estimator with their mean from a checkpoint
+        assert result.verdict == "parity" or any("evaluates each replica with its own copy" in h for h in result.hints), \
+            report
+    else:
+        assert result.verdict == "parity", report
 
 
 def test_parity_from_checkpoint_catches_a_program_that_restores_the_weights_only(model_dirs, monkeypatch):

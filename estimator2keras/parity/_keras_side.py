@@ -508,8 +508,8 @@ def checkpoint_write(tf, state: State, model, optimizer) -> None:
         except _Refused as exc:
             raise common.HarnessStop("variables_mismatch", str(exc), legacy_variables=state.legacy_variables,
                                      migrated_variables=state.variables) from None
-        for i, slot in enumerate(slot_weights):
-            _assign(slot, values[f"slot_{i}"])
+        for i, (entry, slot) in enumerate(zip(slots, slot_weights)):
+            _assign(slot, values[f"slot_{i}"] * entry.get("scale", 1.0))
         step = request.get("global_step")
         iterations = []
         for each in optimizers:  # every optimizer stepped with the global step
@@ -523,7 +523,9 @@ def checkpoint_write(tf, state: State, model, optimizer) -> None:
                 "what": "weight" if mine["trainable"] else "model state (non-trainable)"}
                for legacy, mine in zip(state.legacy_variables, state.variables[:len(state.paired)])]
     mapping += [{"legacy": entry["name"], "migrated": _weight_name(slot), "shape": entry["shape"],
-                 "what": f"{entry['optimizer']} slot {entry['slot']}"} for entry, slot in zip(slots, slot_weights)]
+                 "what": f"{entry['optimizer']} slot {entry['slot']}"
+                 + (f" (x {entry['scale']:.6g}: minus the learning rate)" if "scale" in entry else "")}
+                for entry, slot in zip(slots, slot_weights)]
     mapping += [{"legacy": request.get("global_step_name") or "global_step", "migrated": _weight_name(counter),
                  "shape": [], "what": "global step"} for counter in iterations]
 

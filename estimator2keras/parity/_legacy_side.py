@@ -192,6 +192,7 @@ class _CheckpointReads:
     def __init__(self, tf, graph, trainable):
         self.slots: list[dict] = []
         self.extra: list[dict] = []
+        self._extra_reads: list = []  # one per entry of self.extra, in order
         reads = []
         seen: set = set()
         for number, optimizer in enumerate(getattr(graph, "_e2k_optimizer_objects", [])):
@@ -200,6 +201,17 @@ class _CheckpointReads:
                 names = list(optimizer.get_slot_names())
             except Exception:  # noqa: BLE001 - an optimizer without slots
                 names = []
+            scale = None
+            if type(optimizer).__name__ == "MomentumOptimizer":
+                # TF1 accumulates gradients (var -= lr * accum); Keras's SGD keeps the step itself
+                # (m = momentum * m - lr * grad; var += m): its momentum is -lr * accum, with the
+                # learning rate of the restored step.
+                scale = len(self.extra)
+                rate = optimizer._learning_rate
+                rate = rate() if callable(rate) else rate
+                self.extra.append({"role": "learning_rate", "name": f"{type(optimizer).__name__} learning rate",
+                                   "kind": kind})
+                reads_extra_rate = tf.identity(tf.cast(tf.convert_to_tensor(rate), tf.float64))
             for i, variable in enumerate(trainable):
                 for slot_name in names:
                     try:
@@ -211,8 +223,10 @@ class _CheckpointReads:
                     seen.add(slot.op.name)
                     self.slots.append({"variable": i, "slot": slot_name, "name": slot.op.name, "group": number,
                                        "shape": [int(d) for d in slot.shape], "kind": kind,
-                                       "optimizer": type(optimizer).__name__})
+                                       "optimizer": type(optimizer).__name__, "scale_by": scale})
                     reads.append(tf.identity(slot))
+            if scale is not None:
+                self._extra_reads.append(reads_extra_rate)
             for attribute in _BETA_POWERS:
                 power = getattr(optimizer, attribute, None)
                 if power is None:
@@ -225,12 +239,12 @@ class _CheckpointReads:
                     seen.add(power.op.name)
                     self.extra.append({"role": attribute.strip("_"), "name": power.op.name, "kind": kind,
                                        "beta": float(getattr(optimizer, "_beta1" if "1" in attribute else "_beta2"))})
-                    reads.append(tf.identity(power))
+                    self._extra_reads.append(tf.identity(power))
         step = tf.compat.v1.train.get_global_step(graph)
         if step is not None:
             self.extra.append({"role": "global_step", "name": step.op.name})
-            reads.append(tf.identity(step))
-        self._reads = reads
+            self._extra_reads.append(tf.identity(step))
+        self._reads = reads + self._extra_reads
 
     def read(self, session) -> dict:
         values = session.run(self._reads) if self._reads else []
@@ -238,6 +252,9 @@ class _CheckpointReads:
         extra = values[len(self.slots):]
         for entry, value in zip(self.extra, extra):
             entry["value"] = float(value)
+        for entry in self.slots:
+            if entry.get("scale_by") is not None:
+                entry["scale"] = -self.extra[entry["scale_by"]]["value"]
         return {"slots": self.slots, "slot_values": slot_values, "extra": self.extra}
 
 
