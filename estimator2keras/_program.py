@@ -247,37 +247,32 @@ def link(results: list[FileResult], enabled: Callable[[FileResult], bool]) -> in
                 holding[reached] = site.within[1]
                 queue.append(reached)
 
+    def index_sites(target: tuple[str, str]) -> None:
+        """Read, once, the callers of ``target``'s module: their calls into other files."""
+        stem = _stem(target[0])
+        if stem in stems_seen:
+            return
+        stems_seen.add(stem)
+        for caller in list(importers(stem.encode())):
+            if caller in parsed:
+                continue
+            parsed.add(caller)
+            tree = parse(source(caller) or b"")
+            for site in _sites(tree, caller, modules) if tree is not None else ():
+                for called in site.targets:
+                    sites_to.setdefault(called, []).append((caller, site))
+                    if called in holding:
+                        flag(caller, site, called)
+
     while queue:
         target = queue.popleft()
-        stem = _stem(target[0])
-        if stem not in stems_seen:
-            stems_seen.add(stem)
-            for caller in list(importers(stem.encode())):
-                if caller in parsed:
-                    continue
-                parsed.add(caller)
-                tree = parse(source(caller) or b"")
-                for site in _sites(tree, caller, modules) if tree is not None else ():
-                    for called in site.targets:
-                        sites_to.setdefault(called, []).append((caller, site))
-                        if called in holding:
-                            flag(caller, site, called)
+        index_sites(target)
         for caller, site in sites_to.get(target, ()):
             flag(caller, site, target)
     # A file that only calls what the conversion converted (`model.train_and_evaluate(...)`)
     # is converted with it: it runs no Estimator code now, and needs no edit of its own.
     for target in sorted(converted):
-        stem = _stem(target[0])
-        if stem not in stems_seen:
-            stems_seen.add(stem)
-            for caller in list(importers(stem.encode())):
-                if caller in parsed:
-                    continue
-                parsed.add(caller)
-                tree = parse(source(caller) or b"")
-                for site in _sites(tree, caller, modules) if tree is not None else ():
-                    for called in site.targets:
-                        sites_to.setdefault(called, []).append((caller, site))
+        index_sites(target)
         for caller, site in sites_to.get(target, ()):
             result = by_path[caller]
             if result.status != "unchanged" or caller not in callers:

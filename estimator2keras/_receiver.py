@@ -30,6 +30,7 @@ import libcst as cst
 
 from estimator2keras import _emit
 from estimator2keras._rule import Unsupported
+from estimator2keras._modelfn_read import _walk
 from estimator2keras._symbols import tf2_respellings
 from estimator2keras._units import _single_return, accesses_of, bind_arguments, resolve, Binding
 
@@ -408,10 +409,3 @@ def _names_in(node) -> set[str]:
         stack.extend(current.children)
     return found
 
-
-def _walk(node: cst.CSTNode):
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(current.children)

@@ -4,7 +4,7 @@ import libcst as cst
 
 from estimator2keras import _emit
 from estimator2keras._rule import Case, Safety, UnitRule, Unsupported
-from estimator2keras._units import accesses_of, bind_arguments
+from estimator2keras._units import _names_in, accesses_of, bind_arguments
 
 SIGNATURE = ("x", "y", "batch_size", "num_epochs", "shuffle", "queue_capacity", "num_threads", "target_column")
 #: numpy_input_fn's and pandas_input_fn's defaults.
@@ -179,7 +179,7 @@ model.evaluate(tf.data.Dataset.from_tensor_slices(({"x": x_train}, y_train)).bat
         """``return pandas_input_fn(..., shuffle=shuffle)`` -> the dataset, shuffled when the
         caller says so, then repeated and batched as the input_fn did."""
         args = {k: a.value for k, a in bind_arguments(call, SIGNATURE).items()}
-        taken = {n.value for n in _names(function)}
+        taken = {n.value for n in _names_in(function)}
         name = _emit.unique_name("dataset", taken)
         base = self._dataset(call, ctx, tf, shuffled=False, stop="base")
         capacity = args.get("queue_capacity") or cst.Integer(DEFAULT_QUEUE_CAPACITY)
@@ -222,11 +222,3 @@ model.evaluate(tf.data.Dataset.from_tensor_slices(({"x": x_train}, y_train)).bat
         batch = args.get("batch_size") or cst.Integer(DEFAULT_BATCH_SIZE)
         return _emit.expr("{d}.batch({b})", d=dataset, b=batch)
 
-
-def _names(node: cst.CSTNode):
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, cst.Name):
-            yield current
-        stack.extend(current.children)
