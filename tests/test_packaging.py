@@ -36,3 +36,17 @@ def test_plain_install_has_the_catalogue_and_no_tensorflow(tmp_path):
     assert target.read_bytes() == (FIXTURES / "seed_mirrored_linear" / "after.py").read_bytes()
     rules = subprocess.run([str(env_dir / "bin" / "e2k"), "rules"], capture_output=True, text=True).stdout
     assert "E2K001" in rules and "E2K602" in rules
+
+
+def test_every_subpackage_is_in_the_distribution():
+    # pyproject.toml lists the packages (rewrites/ is mapped into estimator2keras.rewrites):
+    # a new subpackage left out works in the editable checkout and fails installed.
+    import tomllib
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {
+        "estimator2keras." + ".".join(p.parent.relative_to(REPO / "estimator2keras").parts)
+        for p in (REPO / "estimator2keras").rglob("__init__.py")
+        if p.parent != REPO / "estimator2keras" and "__pycache__" not in p.parts
+    }
+    assert found <= listed, sorted(found - listed)
