@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from estimator2keras import _emit
+from estimator2keras._context import iter_calls
 from estimator2keras._modelfn_read import (
     LossConversion, ModelConversion, ScheduleConversion, _Def, _LayerApp, _is_none, _walk,
 )
@@ -46,7 +47,8 @@ class _KerasWriter:
         forward = self.forward_slice(output, loss_at)
         self.forward_smalls = {d.small for d in forward}
         self.read_inference_passes(forward)
-        inference = {d.small for d in self.inference_passes.values()}
+        self.read_mode_variants(forward)
+        inference = {d.small for d in self.inference_passes.values()} | set(self.mode_variants)
         self._outside_forward = True  # a helper's layers here would be a second model
         try:
             self.check_beyond_catalogue([d for d in self.defs if d.small not in self.forward_smalls and d.small not in inference])
@@ -99,6 +101,7 @@ class _KerasWriter:
 
         calls = {id(call.func) for call in self.helper_calls}
         calls |= {id(d.value.func) for d in self.inference_passes.values()}  # `logits_test = conv_net(...)`
+        calls |= {id(self.def_of_small[small].value.func) for small in self.mode_variants}  # EVAL's and PREDICT's calls
         for helper in self.helpers.values():
             what = (f"written out at each of its {len(helper.calls)} calls, each with layers of its own" if helper.inline
                     else f"method `{helper.method}` of the Keras model")
@@ -117,6 +120,7 @@ class _KerasWriter:
 
         calls = {id(call.func) for call in self.helper_calls}
         calls |= {id(d.value.func) for d in self.inference_passes.values()}
+        calls |= {id(self.def_of_small[small].value.func) for small in self.mode_variants}
         for stmt in self.fn.body.body:
             if not isinstance(stmt, cst.FunctionDef):
                 continue
@@ -291,6 +295,8 @@ class _KerasWriter:
             line = _line(new, d.line, d.small)
             if d.small in self.twinned:
                 line = line.with_changes(leading_lines=[*line.leading_lines, *self.inference_comment(d)])
+            if any(self.helper_calls[c].switches for c in iter_calls(d.value) if c in self.helper_calls):
+                line = self.fit(line, 2)  # the switch's two values make it long
             body.append(line)
         body.append(_emit.statement("return {o}", o=self.rewrite(output)))
         if body and isinstance(body[0], cst.SimpleStatementLine) and all(line.comment is None for line in body[0].leading_lines):
@@ -386,7 +392,7 @@ class _KerasWriter:
     def helper_method(self, helper) -> cst.FunctionDef:
         """``def conv_net(x_dict, n_classes, dropout, reuse, is_training)`` -> a method
         ``conv_net(self, x_dict, training=False)`` whose layers the model made in __init__."""
-        params = ["self", *helper.forward] + (["training=False"] if helper.training or helper.tests_mode else [])
+        params = ["self", *helper.forward] + (["training=False"] if helper.training or helper.tests_mode or helper.switches else [])
         respelled = {}
         for stmt in helper.body:
             respelled.update(tf2_respellings(self.ctx, stmt, self.tf))
@@ -548,7 +554,7 @@ class _ForwardRewriter(cst.CSTTransformer):
             # configured the layers (__init__) or were the training flag and `reuse`.
             helper = self.conv.helper_calls[node]
             bound = next(b for c, b in helper.calls if c is node)
-            self.inputs[node] = [bound[p].visit(self) for p in helper.forward]
+            self.inputs[node] = [self.switched(helper, p, bound[p].visit(self)) for p in helper.forward]
             return False
         if isinstance(node, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)) and \
                 self.conv.modes.modes_where_true(node) is not None:
@@ -560,6 +566,15 @@ class _ForwardRewriter(cst.CSTTransformer):
         # consumed by the layer's conversion (constructor, training flag).
         self.inputs[node] = app.inputs.visit(self)
         return False
+
+    @staticmethod
+    def switched(helper, param: str, value: cst.BaseExpression) -> cst.BaseExpression:
+        """A dropout switch the method reads besides its dropouts (a log line): TRAIN's value in
+        training, the value that switched the dropout off otherwise, as the Estimator had them."""
+        if param not in helper.switches:
+            return value
+        off = helper.switches[param]
+        return _emit.expr("{on} if training else {off}", on=value, off=off)
 
     def on_leave(self, original, updated):
         conv = self.conv

@@ -40,6 +40,14 @@ BEYOND_CATALOGUE = frozenset({
     "add_to_collection", "get_collection", "get_default_graph", "global_variables",
     "trainable_variables", "local_variables", "train.Scaffold", "Session", "map_fn", "scan",
 })
+#: Dropouts a helper's argument may switch off: path -> (the rate's keyword, its position, the
+#: keyword of the training flag). contrib's dropout ran unless `is_training=False`; tf.layers'
+#: only with `training=True`.
+DROPOUTS = {
+    "contrib.layers.dropout": ("keep_prob", 1, "is_training"),
+    "layers.dropout": ("rate", 1, "training"),
+    "compat.v1.layers.dropout": ("rate", 1, "training"),
+}
 #: Scopes a helper wraps its layers in: names only, which Keras layers do not need.
 SCOPES = frozenset({"variable_scope", "name_scope", "compat.v1.variable_scope", "compat.v1.name_scope"})
 #: Calls that make a whole Keras model, which a model_fn may then call on its inputs.
@@ -191,6 +199,10 @@ class _Helper:
     #: Layer objects it makes and applies later (``bn = BatchNormalization(...)`` then
     #: ``bn(layer, training=training)``): name -> the assignment, which goes to __init__.
     objects: dict = field(default_factory=dict)
+    #: Parameters that only switch its dropout off outside TRAIN (``keep_prob``: the rate's
+    #: value in TRAIN's call, ``1.0`` in EVAL's and PREDICT's): parameter -> the value that
+    #: switched it off. Its dropout layers take Keras's `training` flag instead.
+    switches: dict = field(default_factory=dict)
 
 
 class _ModelReader:
@@ -576,6 +588,8 @@ class _ModelReader:
         d = self.def_of_small.get(small)
         if small in getattr(self, "twinned", {}) and training in ("True", "training"):
             return "training"  # its inference pass (`logits_test`) is what evaluate and predict see
+        if any(small is t.small for t in getattr(self, "mode_variants", {}).values()) and training in ("True", "training"):
+            return "training"  # its inference pass (`logits_test`) is what evaluate and predict see
         if training != "True" or d is None or not isinstance(small, cst.Assign):
             return training
         if any(small in self.mode_smalls.get(m, ()) for m in (EVAL, PREDICT)):
@@ -683,6 +697,137 @@ class _ModelReader:
             return True
         return False if a[1] is not None and self.modes.is_training_test(a[1]) else None
 
+    # -- the same helper called in each mode, its dropout switched off outside TRAIN -------
+    def read_mode_variants(self, forward: list[_Def]) -> None:
+        """``logits = build_model(image, params['hidden'], params['keep_rate'])`` in TRAIN mode and
+        ``logits = build_model(image, params['hidden'], 1.0)`` in EVAL and PREDICT mode: one
+        forward pass whose dropout runs only in training. The calls may differ only in
+        arguments that switch the helper's training behaviour: a flag its layers take as
+        ``training=`` (True or a test of the mode in TRAIN, False elsewhere) or a dropout's rate
+        (``keep_prob``) that makes it the identity outside TRAIN (``keep_prob=1.0``,
+        ``rate=0.0``). The helper's layers are made once, from TRAIN's call, and its dropout
+        takes Keras's ``training`` flag; calls that differ otherwise stay refused (a second
+        model)."""
+        self.mode_variants: dict[cst.BaseSmallStatement, _Def] = {}
+        self.variant_switches: dict[cst.FunctionDef, dict[str, cst.BaseExpression]] = {}
+        inference = {d.small for d in self.inference_passes.values()}
+        train_only = [d for d in forward if _single_call_assign(d)
+                      and not any(d.small in self.mode_smalls.get(m, ()) for m in (EVAL, PREDICT))]
+        for d in self.defs:
+            if d.small in self.forward_smalls or d.small in inference or not _single_call_assign(d):
+                continue
+            if d.small in self.mode_smalls.get(TRAIN, ()):
+                continue
+            train = next((t for t in train_only if t.name == d.name and _normalized(t.value.func) == _normalized(d.value.func)), None)
+            if train is None:
+                continue
+            switches = self._variant_switches(train, d)
+            if switches is None:
+                continue
+            fn = self._definition(train.value.func)
+            known = self.variant_switches.setdefault(fn, {})
+            for param, value in switches.items():
+                if param in known and _normalized(known[param]) != _normalized(value):
+                    self.refuse(d.value, f"`{fn.name.value}(...)` switches `{param}` off with two different values")
+                known[param] = value
+            self.mode_variants[d.small] = train
+            self.consumed.add(d.small)
+            if self.plan is not None:
+                self.plan.fixed(d.value, "E2K302", f"`{d.name} = {_emit.code(d.value.func)}(...)` of the other modes -> the "
+                                                  "model's one forward pass, with training=False in evaluate and predict")
+
+    def _variant_switches(self, train: _Def, test: _Def) -> dict[str, cst.BaseExpression] | None:
+        """The dropout switches (parameter -> the value ``test`` passes) by which ``test``'s call
+        differs from ``train``'s, or None when they differ otherwise (or are not a helper's)."""
+        fn = self._definition(train.value.func)
+        if not isinstance(fn, cst.FunctionDef) or self.makes_keras_model(train.value) or not self.makes_layers(fn):
+            return None
+        names = tuple(p.name.value for p in fn.params.params)
+        training, reuse, _auto = _helper_flags(self.ctx, fn)
+        from estimator2keras._units import bind_arguments
+
+        try:
+            bound = [{k: a.value for k, a in bind_arguments(c, names).items()} for c in (train.value, test.value)]
+        except Exception:
+            return None
+        for values in bound:
+            for p in fn.params.params:
+                if p.name.value not in values and p.default is not None:
+                    values[p.name.value] = p.default
+        first, second = bound
+        switches = {}
+        for name in names:
+            a, b = first.get(name), second.get(name)
+            if (a is None) != (b is None):
+                return None
+            if a is None or _normalized(a) == _normalized(b):
+                continue
+            if name == reuse:
+                continue  # separate graphs per mode: the layers are the same either way
+            if not any(isinstance(n, cst.Name) and n.value == name and self._is_read(n) for n in _walk(fn.body)):
+                continue  # a parameter the helper never reads: the calls do the same
+            if name in training:
+                if not _is_literal(b, "False") or not (_is_literal(a, "True") or self.modes.is_training_test(a)):
+                    return None
+                continue
+            if not self._only_dropout_switch(fn, name, b):
+                return None
+            switches[name] = b
+        return switches
+
+    def _only_dropout_switch(self, fn: cst.FunctionDef, param: str, off: cst.BaseExpression) -> bool:
+        """Whether ``param`` of ``fn`` configures only dropouts that run in training (contrib's
+        ``keep_prob=``, tf.layers' ``rate=`` with ``training=True``), each of which ``off`` turns
+        into the identity; other reads may only be printed or logged."""
+        dropped = 0
+        in_dropouts: set[int] = set()
+        for call in iter_calls(fn.body):
+            path = self.ctx.call_api_path(call)
+            if path not in DROPOUTS:
+                continue
+            keyword, position, training_keyword = DROPOUTS[path]
+            value, training = None, None
+            for i, arg in enumerate(call.args):
+                if arg.keyword is None and i == position or arg.keyword is not None and arg.keyword.value == keyword:
+                    value = arg.value
+                if arg.keyword is not None and arg.keyword.value == training_keyword:
+                    training = arg.value
+            if value is None or not any(isinstance(n, cst.Name) and n.value == param for n in _walk(value)):
+                continue
+            if path.startswith("contrib.") and training is None:
+                training = cst.Name("True")  # contrib's dropout dropped units unless told otherwise
+            if not _is_literal(training, "True"):
+                return False
+            neutral = 1.0 if keyword == "keep_prob" else 0.0
+            if _constant(_emit.replace_in(value, {n: off for n in _walk(value) if isinstance(n, cst.Name) and n.value == param})) != neutral:
+                return False
+            dropped += 1
+            in_dropouts.update(id(n) for n in _walk(value))
+        if not dropped:
+            return False
+        for node in _walk(fn.body):
+            if isinstance(node, cst.Name) and node.value == param and id(node) not in in_dropouts:
+                parent = self.ctx.parent(node)
+                if isinstance(parent, cst.Param) or isinstance(parent, cst.Arg) and parent.keyword is node:
+                    continue
+                if not self._only_logged(node, fn):
+                    return False
+        return True
+
+    def _only_logged(self, node: cst.CSTNode, fn: cst.FunctionDef) -> bool:
+        """``node`` is read only by a statement that prints or logs (``print(...)``,
+        ``tf.logging.info(...)``)."""
+        current = node
+        while current is not None and current is not fn:
+            parent = self.ctx.parent(current)
+            if isinstance(current, cst.Expr) and isinstance(current.value, cst.Call):
+                func = current.value.func
+                path = self.ctx.call_api_path(current.value) or ""
+                return _emit.code(func) == "print" or path.startswith(("logging.", "compat.v1.logging.")) or \
+                    _emit.code(func).startswith("logging.")
+            current = parent
+        return False
+
     def is_model_output(self, name: str) -> bool:
         """``name`` holds the model's output as evaluate and predict see it: the forward pass's
         output, or a pass of the same layers for inference (``logits_test``)."""
@@ -717,6 +862,7 @@ class _ModelReader:
                         self.refuse(call, f"`{fn.name.value}` makes layers but is defined inside a function; e2k converts "
                                           "helpers defined at the top of the module or of the model_fn")
                     helper = self.helpers[fn] = _Helper(fn, self._attr(fn.name.value), self._helper_body(fn), nested=nested)
+                    helper.switches = dict(getattr(self, "variant_switches", {}).get(fn, {}))
                 from estimator2keras._units import bind_arguments
 
                 signature = tuple(p.name.value for p in fn.params.params)
@@ -845,6 +991,9 @@ class _ModelReader:
                     if app is None:
                         continue
                     app.constructor = self._bound_constructor(helper, app.constructor, params, local)
+                    if helper.switches and self.ctx.call_api_path(inner) in DROPOUTS and not app.drop and any(
+                            isinstance(n, cst.Name) and n.value in helper.switches for arg in inner.args for n in _walk(arg.value)):
+                        app.training = "training"  # off outside TRAIN, by its rate: Keras's flag
                     self.layer_apps[inner] = app
         finally:
             self._helper_training = set()
@@ -1013,7 +1162,7 @@ class _ModelReader:
     def helper_training(self, call: cst.Call, helper: _Helper) -> str | None:
         """What the forward pass passes as the helper's `training`: the model's flag, or a literal."""
         if not helper.training:
-            return "training" if helper.tests_mode else None
+            return "training" if helper.tests_mode or helper.switches else None
         bound = dict(next(b for c, b in helper.calls if c is call))
         values = {_emit.code(bound[p]) for p in helper.training}
         if len(values) != 1:
@@ -1241,6 +1390,28 @@ def _helper_flags(ctx, fn: cst.FunctionDef) -> tuple[set[str], str | None, bool]
                 elif (ctx.api_path(arg.value) or "").endswith("AUTO_REUSE"):
                     auto = True
     return training, reuse, auto
+
+
+def _constant(node: cst.BaseExpression) -> float | None:
+    """The value of a numeric expression of literals (``1 - 1.0``), or None."""
+    if isinstance(node, (cst.Integer, cst.Float)):
+        return float(node.evaluated_value)
+    if isinstance(node, cst.BinaryOperation):
+        left, right = _constant(node.left), _constant(node.right)
+        if left is None or right is None:
+            return None
+        op = type(node.operator)
+        if op is cst.Add:
+            return left + right
+        if op is cst.Subtract:
+            return left - right
+        if op is cst.Multiply:
+            return left * right
+        return None
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        inner = _constant(node.expression)
+        return None if inner is None else -inner
+    return None
 
 
 def _is_none(node: cst.BaseExpression) -> bool:

@@ -326,6 +326,22 @@ class Tf1LayerFunctionToKeras(ExpressionRule):
     a second pass that changes other arguments or makes layers of its own (no `reuse`), and
     metrics or predictions that read the training pass itself beside an inference pass.
 
+    The same helper called in each mode's branch, under one name (`logits =
+    build_model(image, params['hidden_size'], params['keep_rate'])` in TRAIN, `logits =
+    build_model(image, params['hidden_size'], 1.0)` in EVAL and PREDICT), is one forward pass
+    too when the calls differ only in what switches training behaviour: a parameter its layers
+    take as `training=` (True, or a test of the mode, in TRAIN; False in the other modes), a
+    dropout's rate that makes the dropout the identity outside TRAIN (contrib's `keep_prob`
+    1.0, `tf.layers.dropout`'s `rate` 0.0 with `training=True`), or a parameter the helper
+    never reads. The layers are made once from TRAIN's call, the dropout with TRAIN's rate and
+    Keras's `training` flag: in `evaluate` and `predict` it is the identity, as the Estimator's
+    was. Each mode ran in a graph of its own, so the Estimator's modes had the same variables
+    by their scope names, which the one model's layers are. A helper that also prints or logs
+    such a rate is given `TRAIN's value if training else the other modes'` in `call`, so the
+    line reads what it read under the Estimator. Refused as before (a second model): calls that
+    differ in anything else (another size, another rate that still drops, a switch the helper
+    computes with).
+
     ## Why
     The functional forms created a layer object on every call; Keras models own their layer
     objects, created once, and call them in the forward pass.

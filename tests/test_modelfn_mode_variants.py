@@ -1,0 +1,130 @@
+"""One layer-making helper called in each mode's branch, with arguments that only switch its
+training behaviour (a dropout's keep_prob that is 1.0 outside TRAIN, an `is_training` flag):
+one forward pass, with Keras's `training` flag. Calls that differ otherwise stay refused."""
+from __future__ import annotations
+
+import textwrap
+
+from estimator2keras._engine import rewrite_source
+
+HEAD = '''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": [[1.0, 2.0]]}, [1])).batch(1)
+
+
+'''
+TAIL = '''
+
+estimator = tf.estimator.Estimator(model_fn, params={"hidden": 8, "keep": 0.75})
+estimator.train(input_fn)
+'''
+
+
+def model_fn(train_args: str, eval_args: str, predict_args: str | None = None) -> str:
+    predict_args = predict_args or eval_args
+    return f'''\
+    def model_fn(features, labels, mode, params):
+        x = features["x"]
+        if mode == tf.estimator.ModeKeys.PREDICT:
+            logits = build_model(x, {predict_args})
+            return tf.estimator.EstimatorSpec(mode, predictions={{"class": tf.argmax(logits, axis=1)}})
+        if mode == tf.estimator.ModeKeys.TRAIN:
+            logits = build_model(x, {train_args})
+            loss = tf.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
+            train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+            return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+        if mode == tf.estimator.ModeKeys.EVAL:
+            logits = build_model(x, {eval_args})
+            loss = tf.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
+            accuracy = tf.metrics.accuracy(labels=labels, predictions=tf.argmax(logits, axis=1))
+            return tf.estimator.EstimatorSpec(mode, loss=loss, eval_metric_ops={{"accuracy": accuracy}})
+    '''
+
+
+CONTRIB_HELPER = '''\
+import tensorflow.contrib.layers as layers
+
+
+def build_model(x, hidden_size, keep_prob):
+    tf.logging.info("build_model(hidden_size=%d, keep_prob=%f)" % (hidden_size, keep_prob))
+    with tf.variable_scope("model"):
+        fc1 = layers.fully_connected(x, hidden_size, scope="fc1")
+        drop1 = layers.dropout(fc1, keep_prob=keep_prob, scope="drop1")
+        return layers.fully_connected(drop1, 3, activation_fn=None, scope="fc2")
+
+
+'''
+
+FLAG_HELPER = '''\
+def build_model(x, hidden_size, is_training, unused=None):
+    net = tf.layers.dense(x, hidden_size, activation=tf.nn.relu)
+    net = tf.layers.dropout(net, 0.3, training=is_training)
+    return tf.layers.dense(net, 3)
+
+
+'''
+
+
+def convert(rules, *parts: str):
+    source = (HEAD + "".join(textwrap.dedent(part) for part in parts) + TAIL).encode()
+    return rewrite_source(source, "program.py", rules)
+
+
+def manual(result) -> list[str]:
+    return [f"{f.code} {f.message}" for f in result.findings if f.kind == "manual"]
+
+
+def test_a_keep_prob_that_is_one_outside_train_becomes_one_pass_with_the_training_flag(rules):
+    result = convert(rules, CONTRIB_HELPER, model_fn('params["hidden"], params["keep"]', 'params["hidden"], 1.0'))
+    assert result.status == "converted", manual(result)
+    new = result.new.decode()
+    assert "self.drop1 = tf.keras.layers.Dropout(rate=1 - params[\"keep\"])" in new
+    assert "drop1 = self.drop1(fc1, training=training)" in new
+    # The log line reads the switch: the method is given each mode's value, as the Estimator was.
+    assert 'self.params["keep"] if training else 1.0' in new
+    assert "def build_model(self, x, hidden_size, keep_prob, training=False):" in new
+    assert new.count("self.build_model(") == 1  # one forward pass, not one per mode
+    assert "layers.dropout(" not in new.replace("keras.layers.Dropout", "")
+
+
+def test_a_training_flag_per_mode_and_an_argument_the_helper_never_reads(rules):
+    result = convert(rules, FLAG_HELPER, model_fn('params["hidden"], True, unused=1', 'params["hidden"], False, unused=2'))
+    assert result.status == "converted", manual(result)
+    new = result.new.decode()
+    assert "logits = self.build_model(x, training=training)" in new
+    assert "net = self.dropout(net, training=training)" in new
+
+
+def test_a_training_flag_given_as_a_test_of_the_mode(rules):
+    result = convert(rules, FLAG_HELPER, model_fn('params["hidden"], mode == tf.estimator.ModeKeys.TRAIN',
+                                                  'params["hidden"], False'))
+    assert result.status == "converted", manual(result)
+    assert "logits = self.build_model(x, training=training)" in result.new.decode()
+
+
+def test_calls_that_differ_in_the_layers_they_make_are_refused(rules):
+    result = convert(rules, CONTRIB_HELPER, model_fn('params["hidden"], params["keep"]', '16, 1.0'))
+    assert result.status != "converted"
+    assert any("build_model(...)` makes layers for a value the TRAIN loss does not read" in m for m in manual(result))
+
+
+def test_a_keep_prob_that_still_drops_outside_train_is_refused(rules):
+    result = convert(rules, CONTRIB_HELPER, model_fn('params["hidden"], params["keep"]', 'params["hidden"], 0.9'))
+    assert result.status != "converted"
+    assert any("TRAIN loss does not read" in m for m in manual(result))
+
+
+def test_a_switch_the_helper_computes_with_is_refused(rules):
+    helper = CONTRIB_HELPER.replace('fc1 = layers.fully_connected(x, hidden_size, scope="fc1")',
+                                    'fc1 = layers.fully_connected(x * keep_prob, hidden_size, scope="fc1")')
+    result = convert(rules, helper, model_fn('params["hidden"], params["keep"]', 'params["hidden"], 1.0'))
+    assert result.status != "converted"
+    assert any("TRAIN loss does not read" in m for m in manual(result))
+
+
+def test_a_flag_that_is_not_false_outside_train_is_refused(rules):
+    result = convert(rules, FLAG_HELPER, model_fn('params["hidden"], False', 'params["hidden"], True'))
+    assert result.status != "converted"
