@@ -65,6 +65,8 @@ class State:
         self.diverged: list[dict] = []
         self.dropout: list[dict] = []  # dropout and noise layers as fit trains (see patch_dropout)
         self.optimizers: list[dict] = []
+        self.learning_rates: list = []  # the rate each step's update applies (None: unreadable)
+        self.shuffles: list[dict] = []  # Dataset.shuffle calls, neutralised (see patch_shuffle)
         self.info: dict = {"notes": []}
         # `e2k checkpoint`: the legacy checkpoint's values are written into the model and its
         # optimizer, saved, restored, and the model's predictions read; nothing trains.
@@ -267,6 +269,8 @@ def instrument(tf, state: State) -> None:
 
         def on_train_batch_begin(self, batch, logs=None):
             self.model.reset_metrics()
+            optimizer = getattr(self.model, "optimizer", None)
+            state.learning_rates.append(None if optimizer is None else common.keras_learning_rate(tf, optimizer))
 
         def on_train_batch_end(self, batch, logs=None):
             loss = (logs or {}).get("loss", float("nan"))
@@ -651,7 +655,7 @@ def main(request_path: str) -> int:
         common.patch_mirrored_strategy(tf, devices, state.info)
         common.patch_logical_device_configuration(tf, state.info)
         if request["neutralize_shuffle"]:
-            common.patch_shuffle(tf)
+            common.patch_shuffle(tf, state.shuffles)
         if request["neutralize_dropout"]:
             common.patch_dropout(tf, state.dropout, lambda: state.in_fit)
         if request["op_determinism"]:
@@ -693,6 +697,8 @@ def _save(state: State, result: dict, out_dir: str) -> None:
         diverged_replica_copies=state.diverged,
         dropout=state.dropout,
         optimizers=state.optimizers,
+        learning_rates=state.learning_rates,
+        shuffles=state.shuffles,
         notes=state.info.get("notes", []),
         user_strategy_devices=state.info.get("user_strategy_devices", []),
     )

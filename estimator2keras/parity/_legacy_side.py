@@ -51,6 +51,9 @@ class Recorder:
         self.loss_reduction: str | None = None
         self.loss_divided_by_replicas = False
         self.replicas: int | None = None
+        #: Replicas of the last evaluation: 1 when the RunConfig had no eval_distribute (the
+        #: Estimator then evaluates on one device, with the input_fn's batch as it is).
+        self.eval_replicas: int | None = None
         self.strategy: str | None = None
         self.worker_devices: list[str] | None = None
         self.evaluations: list[dict] = []
@@ -67,6 +70,10 @@ class Recorder:
         self.dropout_recorded = False
         self.optimizers: list[dict] = []
         self.optimizer_ids: set = set()
+        # the learning rate of every step, when the optimizer holds a tensor (a decay of the
+        # global step): fetched with the loss, the value the step's update used
+        self.learning_rates: list[float] = []
+        self.shuffles: list[dict] = []  # Dataset.shuffle calls, neutralised (see patch_shuffle)
         # `e2k checkpoint`: the Estimator restores a copy of the user's model_dir; its values
         # (model, optimizer slots, global step) are read when the session starts, no step runs.
         self.checkpoint: dict | None = request.get("checkpoint")
@@ -142,6 +149,11 @@ def _make_hook(tf, rec: Recorder, loss_tensor):
                 rec.info["notes"].append("a later training call built different variables; "
                                          "the first call's table is used")
                 self._reads = None
+            self._fetches = loss_tensor
+            optimizers = getattr(graph, "_e2k_replica_optimizers", [])
+            rate = common.tf1_learning_rate(optimizers[0]) if len(optimizers) == 1 else None
+            if rate is not None and not isinstance(rate, (int, float)) and not callable(rate):
+                self._fetches = [loss_tensor, rate]
             op = getattr(graph, "_e2k_reporting_reduce_op", None)
             if op is not None:
                 rec.loss_reduction = op
@@ -160,10 +172,15 @@ def _make_hook(tf, rec: Recorder, loss_tensor):
                 rec.initial = session.run(self._reads)
 
         def before_run(self, run_context):
-            return tf.compat.v1.train.SessionRunArgs(loss_tensor)
+            return tf.compat.v1.train.SessionRunArgs(self._fetches)
 
         def after_run(self, run_context, run_values):
-            rec.losses.append(float(run_values.results))
+            if isinstance(self._fetches, list):
+                loss, rate = run_values.results
+                rec.learning_rates.append(float(rate))
+            else:
+                loss = run_values.results
+            rec.losses.append(float(loss))
             if self._nudge is not None:
                 self._nudge(run_context.session, len(rec.losses))
             if rec.limit_reached:
@@ -468,6 +485,8 @@ def instrument(tf, request: dict, rec: Recorder, devices: list[str], device_kind
             rec.evaluations.append({str(k): common.to_float(v) for k, v in (metrics or {}).items()})
             rec.predictions = _predictions(self, bound.arguments["input_fn"], "eval", eval_batches, rec)
             raise common.HarnessStop("captured", "the restored model's evaluation and predictions were read")
+        eval_strategy = getattr(self, "_eval_distribution", None)
+        rec.eval_replicas = int(eval_strategy.num_replicas_in_sync) if eval_strategy is not None else 1
         metrics = original_evaluate(self, *args, **kwargs)
         rec.evaluations.append({str(k): common.to_float(v) for k, v in (metrics or {}).items()})
         return metrics
@@ -534,6 +553,14 @@ def _patch_optimizers(tf, rec: Recorder) -> None:
             known = graph._e2k_optimizer_objects
             if all(o is not self for o in known):
                 known.append(self)
+            # the optimizers of one replica (the first to apply one): each replica's model_fn
+            # makes its own, with the same learning rate
+            thread = getattr(graph, "_e2k_replica_thread", None)
+            if thread is None:
+                graph._e2k_replica_thread = thread = threading.get_ident()
+                graph._e2k_replica_optimizers = []
+            if thread == threading.get_ident() and all(o is not self for o in graph._e2k_replica_optimizers):
+                graph._e2k_replica_optimizers.append(self)
             if rec.recording_thread == threading.get_ident() and id(self) not in rec.optimizer_ids:
                 rec.optimizer_ids.add(id(self))
                 rec.optimizers.append(common.describe_optimizer(tf, self))
@@ -639,7 +666,8 @@ def main(request_path: str) -> int:
             tf, devices, rec.info, tf.distribute.ReductionToOneDevice if kind == "CPU" else None)
         common.patch_logical_device_configuration(tf, rec.info)
         if request["neutralize_shuffle"]:
-            common.patch_shuffle(tf)
+            common.patch_shuffle(tf, rec.shuffles)
+            common.patch_numpy_input_fn(tf, rec.shuffles)
         if request["neutralize_dropout"]:
             common.patch_dropout(tf, rec.dropout, lambda: rec.recording_thread == threading.get_ident())
         if request["op_determinism"]:
@@ -678,6 +706,7 @@ def _save(rec: Recorder, result: dict, out_dir: str) -> None:
         loss_reduction=rec.loss_reduction,
         loss_divided_by_replicas=rec.loss_divided_by_replicas,
         replicas=rec.replicas,
+        eval_replicas=rec.eval_replicas,
         strategy=rec.strategy,
         worker_devices=rec.worker_devices,
         training_calls=rec.training_calls,
@@ -689,6 +718,8 @@ def _save(rec: Recorder, result: dict, out_dir: str) -> None:
         perturbation=rec.nudge.describe() if rec.nudge is not None else None,
         dropout=rec.dropout,
         optimizers=rec.optimizers,
+        learning_rates=rec.learning_rates,
+        shuffles=rec.shuffles,
     )
     common.save_weights(out_dir, result, rec.initial, rec.final)
     if rec.checkpoint is not None:

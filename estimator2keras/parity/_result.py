@@ -139,6 +139,7 @@ class MetricRow:
     passed: bool | None
     envelope: float | None = None  # |nudged - legacy| of this metric
     allowed: float | None = None
+    note: str | None = None  # why the fixed tolerance is allowed too (a known evaluation difference)
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,7 @@ class HyperRow:
     migrated: Any
     passed: bool | None
     note: str | None = None
+    step: int | None = None  # the first training step whose update it changes, when known
 
 
 @dataclass

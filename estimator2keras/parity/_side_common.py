@@ -128,11 +128,26 @@ def patch_logical_device_configuration(tf, record: dict) -> None:
                 setattr(module, name, set_logical_device_configuration)
 
 
-def patch_shuffle(tf) -> None:
-    """`Dataset.shuffle` becomes the identity: TF1 graph and TF2 eager shuffles differ."""
+def patch_shuffle(tf, record: list | None = None) -> None:
+    """`Dataset.shuffle` becomes the identity: TF1 graph and TF2 eager shuffles differ.
+
+    What each shuffle would have done is still recorded, so that the host can compare it (a
+    lost shuffle buffer trains identically once shuffling is neutralised): each call appends
+    ``{"kind", "buffer_size", "seed", "reshuffle"}`` to ``record`` (None: not static). The
+    Estimator's ``numpy_input_fn``/``pandas_input_fn`` shuffle with a queue of
+    ``queue_capacity`` examples, which a migration writes as ``Dataset.shuffle(queue_capacity)``:
+    their shuffling is neutralised and recorded the same way (see patch_numpy_input_fn).
+    """
     from tensorflow.python.data.ops import dataset_ops
 
+    def note(kind, buffer_size, seed, reshuffle):
+        if record is not None:
+            record.append({"kind": kind, "buffer_size": _static_float(tf, buffer_size),
+                           "seed": _static_float(tf, seed),
+                           "reshuffle": None if reshuffle is None else bool(reshuffle)})
+
     def shuffle(self, buffer_size, seed=None, reshuffle_each_iteration=None, name=None):
+        note("Dataset.shuffle", buffer_size, seed, reshuffle_each_iteration)
         return self
 
     for cls_name in ("DatasetV2", "DatasetV1"):
@@ -142,8 +157,60 @@ def patch_shuffle(tf) -> None:
     experimental = getattr(tf.data, "experimental", None)
     if experimental is not None and hasattr(experimental, "shuffle_and_repeat"):
         def shuffle_and_repeat(buffer_size, count=None, seed=None):
+            note("Dataset.shuffle", buffer_size, seed, None)
             return lambda dataset: dataset.repeat(count)
         experimental.shuffle_and_repeat = shuffle_and_repeat
+
+
+def patch_numpy_input_fn(tf, record: list | None = None) -> None:
+    """The Estimator's ``numpy_input_fn``/``pandas_input_fn`` with ``shuffle=True`` read in
+    order instead (one thread), like a neutralised ``Dataset.shuffle``; the shuffle is recorded
+    as a buffer of ``queue_capacity`` examples (what e2k writes: ``.shuffle(queue_capacity)``)."""
+    try:
+        from tensorflow_estimator.python.estimator.inputs import numpy_io, pandas_io
+    except ImportError:  # no Estimator in this interpreter
+        return
+    import inspect
+
+    def wrap(module, name):
+        original = getattr(module, name, None)
+        if original is None:
+            return None
+        signature = inspect.signature(original)
+
+        def input_fn(*args, **kwargs):
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            if bound.arguments.get("shuffle"):
+                if record is not None:
+                    record.append({"kind": "Dataset.shuffle", "buffer_size": float(bound.arguments["queue_capacity"]),
+                                   "seed": _static_float(tf, bound.arguments.get("seed")), "reshuffle": None})
+                bound.arguments["shuffle"] = False
+                bound.arguments["num_threads"] = 1
+            return original(*bound.args, **bound.kwargs)
+
+        setattr(module, name, input_fn)
+        return original, input_fn
+
+    replaced = [wrap(numpy_io, "numpy_input_fn"), wrap(pandas_io, "pandas_input_fn")]
+    # the public names (tf.compat.v1.estimator.inputs.*) were bound when their modules loaded
+    modules = [module for name, module in list(sys.modules.items())
+               if name.startswith("tensorflow_estimator") and name.endswith("inputs") and module is not None]
+    try:
+        modules.append(tf.compat.v1.estimator.inputs)
+    except Exception:  # noqa: BLE001 - no public name to replace
+        pass
+    for module in modules:
+        for pair in replaced:
+            if pair is None:
+                continue
+            original, wrapper = pair
+            for attr in ("numpy_input_fn", "pandas_input_fn"):
+                try:
+                    if getattr(module, attr, None) is original:
+                        setattr(module, attr, wrapper)
+                except Exception:  # noqa: BLE001 - a module that refuses: its name is not used
+                    continue
 
 
 def patch_dropout(tf, record: list | None = None, gate=None) -> None:
@@ -287,6 +354,34 @@ def describe_optimizer(tf, optimizer) -> dict:
     keys = _KERAS_KEYS.get(name, ())
     return {"kind": name, "class": name, "params": {key: _hyperparameter(tf, config.get(key)) for key in keys
                                                     if key in config}}
+
+
+def tf1_learning_rate(optimizer):
+    """A TF1 optimizer's learning rate as it holds it: a number, or a tensor (a decay of the
+    global step) that the legacy side fetches at every step."""
+    for attribute in ("_learning_rate", "_lr"):
+        if hasattr(optimizer, attribute):
+            return getattr(optimizer, attribute)
+    return None
+
+
+def keras_learning_rate(tf, optimizer):
+    """The learning rate a Keras optimizer applies in its next update: a schedule evaluated at
+    ``optimizer.iterations`` (Keras 2 and 3, and Keras 2's legacy optimizers with ``decay``);
+    None when it cannot be read."""
+    optimizer = getattr(optimizer, "inner_optimizer", None) or optimizer
+    try:
+        if hasattr(optimizer, "_decayed_lr") and hasattr(optimizer, "_hyper"):  # tf.keras.optimizers.legacy
+            value = optimizer._decayed_lr(tf.float32)
+        else:
+            rate = getattr(optimizer, "_learning_rate", None)
+            if rate is None:
+                rate = optimizer.learning_rate
+            value = rate(optimizer.iterations) if callable(rate) and not hasattr(rate, "assign") else rate
+        value = value.numpy() if hasattr(value, "numpy") else value
+        return float(value)
+    except Exception:  # noqa: BLE001 - an optimizer we cannot read is only not compared
+        return None
 
 
 def _hyperparameter(tf, value):

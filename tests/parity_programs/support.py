@@ -37,6 +37,10 @@ class WrongCase:
     migrated_steps: int | None = None
     hint: str | None = None
     reason: str | None = None
+    # a hyper-parameter read at run time that must be reported as differing (its row's name
+    # starts with this), and the step its row names
+    hyper: str | None = None
+    hyper_step: int | None = None
 
     @property
     def id(self) -> str:
@@ -61,7 +65,8 @@ class Program:
             WrongCase(
                 path=(base / case["file"]).resolve(), mistake=case["mistake"], verdict=case["verdict"],
                 exit_code=case["exit_code"], first_divergent_step=case.get("first_divergent_step"),
-                migrated_steps=case.get("migrated_steps"), hint=case.get("hint"), reason=case.get("reason"))
+                migrated_steps=case.get("migrated_steps"), hint=case.get("hint"), reason=case.get("reason"),
+                hyper=case.get("hyper"), hyper_step=case.get("hyper_step"))
             for case in data["case"]
         ]
         return cls(
@@ -135,6 +140,13 @@ def assert_caught(result, case: WrongCase) -> None:
         assert any(case.hint in hint for hint in result.hints), context
     if case.reason is not None:
         assert case.reason in result.reason, context
+    if case.hyper is not None:
+        rows = [row for row in result.hyperparameters if row.name.startswith(case.hyper) and row.passed is False]
+        assert rows, context
+        if case.hyper_step is not None:
+            assert rows[0].step == case.hyper_step, context
+        # reported: as the reason when nothing else differs, else as a hint
+        assert case.hyper in result.reason or any(case.hyper in hint for hint in result.hints), context
     if case.verdict == "error" and "variables do not match" in result.reason:
         assert result.variable_tables["legacy"] and result.variable_tables["migrated"]
         assert "first mismatch" in result.detail
