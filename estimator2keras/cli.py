@@ -242,6 +242,14 @@ def _add_parity(sub) -> None:
     p.set_defaults(handler=parity_cli.run)
 
 
+def _add_migrate(sub) -> None:
+    from estimator2keras import migrate
+
+    p = sub.add_parser("migrate", help="rewrite a program, run parity on it, write a Markdown migration report")
+    migrate.add_arguments(p)
+    p.set_defaults(handler=migrate.run)
+
+
 def _add_checkpoint(sub) -> None:
     from estimator2keras.checkpoint import cli as checkpoint_cli
 
@@ -256,6 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_rewrite(sub)
     _add_parity(sub)
+    _add_migrate(sub)
     _add_checkpoint(sub)
     _add_rules(sub)
     _add_explain(sub)
