@@ -269,6 +269,17 @@ class _KerasWriter:
         respelled = dict(tf2_respellings(self.ctx, node, self.tf))
         return node.visit(_ForwardRewriter(self, respelled))
 
+    def dropped_note(self, original: cst.CSTNode, line: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
+        """``net = tf.layers.dropout(net, rate=0.1)`` that never dropped, now ``net = net``: it
+        goes (``_without_self_assignments``), and a comment where it stood says so."""
+        if not _self_assignment(line):
+            return line
+        dropped = [n for n in _walk(original) if isinstance(n, cst.Call) and getattr(self.layer_apps.get(n), "drop", False)]
+        if not dropped:
+            return line
+        note = cst.EmptyLine(comment=cst.Comment(f"# {_emit.code(dropped[0])} left out: it never ran in the Estimator (no training=)"))
+        return line.with_changes(leading_lines=[*line.leading_lines, note])
+
     def model_class(self, class_name: str, forward: list[_Def], output, prediction):
         self._output_node = output
         init_defs, forward = self.split_init(forward)
@@ -292,13 +303,14 @@ class _KerasWriter:
                     body.append(self.rewrite(d.small))
                 continue
             new = self.rewrite(d.small)
-            line = _line(new, d.line, d.small)
+            line = self.dropped_note(d.small, _line(new, d.line, d.small))
             if d.small in self.twinned:
                 line = line.with_changes(leading_lines=[*line.leading_lines, *self.inference_comment(d)])
             if any(self.helper_calls[c].switches for c in iter_calls(d.value) if c in self.helper_calls):
                 line = self.fit(line, 2)  # the switch's two values make it long
             body.append(line)
         body.append(_emit.statement("return {o}", o=self.rewrite(output)))
+        body, _ = _without_self_assignments(body)
         if body and isinstance(body[0], cst.SimpleStatementLine) and all(line.comment is None for line in body[0].leading_lines):
             body[0] = body[0].with_changes(leading_lines=[])  # what stood above it went to __init__
         init_reads = self._init_arguments()
@@ -397,7 +409,7 @@ class _KerasWriter:
         for stmt in helper.body:
             respelled.update(tf2_respellings(self.ctx, stmt, self.tf))
         rewriter = _ForwardRewriter(self, respelled, in_helper=helper)
-        body = [stmt.visit(rewriter) for stmt in helper.body]
+        body, _ = _without_self_assignments([stmt.visit(rewriter) for stmt in helper.body])
         doc = _docstring(helper.fn)
         if doc is not None and body and body[0] is not doc and not _docstring_line(body[0]):
             body.insert(0, doc)
@@ -592,6 +604,11 @@ class _ForwardRewriter(cst.CSTTransformer):
                 args.append(_emit.keyword_arg("training", cst.Name(app.training)))
             layer = app.item if app.loop is not None else f"self.{app.attr}"
             return cst.Call(_emit.expr(layer), args=_emit.call_args(args))
+        if isinstance(original, cst.SimpleStatementLine):
+            updated = conv.dropped_note(original, updated)
+        if isinstance(original, cst.IndentedBlock):
+            body, footer = _without_self_assignments(list(updated.body))
+            return updated.with_changes(body=body, footer=[*footer, *updated.footer])
         if self.in_helper is not None and isinstance(original, cst.SimpleStatementLine) and \
                 any(small in self.in_helper.objects.values() for small in original.body):
             return cst.RemoveFromParent()  # `bn = BatchNormalization(...)`: made in __init__
@@ -656,6 +673,32 @@ class _InlineRewriter(cst.CSTTransformer):
                 conv.refuse(original, "this test of the mode has no Keras equivalent inside the model")
             return cst.Name("training")
         return updated
+
+
+def _self_assignment(node: cst.CSTNode) -> bool:
+    """``net = net``: what a statement becomes when the layer it applied is left out."""
+    if not isinstance(node, cst.SimpleStatementLine) or len(node.body) != 1 or not isinstance(node.body[0], cst.Assign):
+        return False
+    small = node.body[0]
+    return len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name) and isinstance(small.value, cst.Name) \
+        and small.targets[0].target.value == small.value.value
+
+
+def _without_self_assignments(body: list) -> tuple[list, list]:
+    """The statements without ``net = net``; their comments go to the next statement, or (at
+    the end of the block) to the lines after it."""
+    kept, pending = [], []
+    for stmt in body:
+        if _self_assignment(stmt):
+            pending.extend(stmt.leading_lines)
+            continue
+        if pending:
+            stmt = stmt.with_changes(leading_lines=[*pending, *stmt.leading_lines])
+            pending = []
+        kept.append(stmt)
+    if not kept:
+        return body, []
+    return kept, pending
 
 
 def _needs_parentheses(node: cst.CSTNode) -> bool:

@@ -1287,13 +1287,16 @@ class _ModelReader:
         app = _LayerApp(call, attr, layer.constructor, layer.inputs, training)
         if keras_class == "Dropout" and training in (None, "False"):
             # tf.layers dropout defaults to training=False: it never dropped anything.
+            # Leaving it out is exact (it was the identity); the note and a comment in `call`
+            # tell the user, who may have meant it to drop (see E2K303's docs).
             app.drop = True
-            self.leftover(
-                call,
-                "this dropout never ran in the Estimator program (training= was not the mode); "
-                "it is left out, as it behaved: pass `training=mode == tf.estimator.ModeKeys.TRAIN` if you meant it",
-                "E2K303",
-            )
+            if self.plan is not None:
+                self.plan.fixed(
+                    call,
+                    "E2K303",
+                    "this dropout never ran in the Estimator program (training= was not the mode); it is left out, "
+                    "as it behaved: pass `training=mode == tf.estimator.ModeKeys.TRAIN` if you meant it",
+                )
         if training == "training" and self.plan is not None:
             self.plan.fixed(call, "E2K303", "training= of the mode -> the model's training flag")
         if keras_class == "BatchNormalization" and training == "training" and not self.used_update_ops_anywhere():

@@ -44,7 +44,16 @@ class KerasLayerInModelFn(ExpressionRule):
     Safe, including a faithful treatment of a classic TF1 mistake: a dropout called without
     `training=` never dropped anything in the Estimator (TF1's default was `False`, and
     Keras layers in an Estimator graph ran in inference mode). The converted model leaves
-    that dropout out, as it behaved, and reports it (E2K303) so that a human can decide.
+    that dropout out, as it behaved, and says so twice so that a human can decide: a note
+    (E2K303, kind "fixed") in the report, and a comment in `call` where the dropout stood
+    (`# tf.layers.dropout(net, rate=0.1) left out: it never ran in the Estimator (no
+    training=)`; a `tf.keras.Sequential` has no `call`: the note alone). This is a note, not a leftover that keeps the file from
+    converting: the converted model computes exactly what the Estimator computed, in every
+    mode (the layer was the identity, and has no weights), so nothing is left for a human to
+    convert; whether the original program meant to drop units is a question about that
+    program, which `e2k parity` cannot see and the Estimator never answered. Making it drop
+    would change what the program trains. A dropout whose `training=` e2k cannot read
+    (neither the mode nor a literal) is still refused (E2K901).
     Likewise batch normalisation whose moving averages the Estimator never updated
     (no `UPDATE_OPS` dependency) is reported: Keras updates them.
 

@@ -128,3 +128,58 @@ def test_a_switch_the_helper_computes_with_is_refused(rules):
 def test_a_flag_that_is_not_false_outside_train_is_refused(rules):
     result = convert(rules, FLAG_HELPER, model_fn('params["hidden"], False', 'params["hidden"], True'))
     assert result.status != "converted"
+
+
+SIMPLE_HEAD = '''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0, 2.0]], [[0.5]])).batch(1)
+
+
+'''
+
+
+def test_a_dropout_that_never_ran_is_left_out_with_a_note_and_a_comment(rules):
+    source = SIMPLE_HEAD + textwrap.dedent('''\
+    def model_fn(features, labels, mode):
+        net = tf.layers.dense(features * 2.0, 8, activation=tf.nn.relu)
+        net = tf.layers.dropout(net, rate=0.3)
+        output = tf.layers.dense(net, 1)
+        loss = tf.losses.mean_squared_error(labels, output)
+        train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+    estimator = tf.estimator.Estimator(model_fn)
+    estimator.train(input_fn)
+    ''')
+    result = rewrite_source(source.encode(), "program.py", rules)
+    assert result.status == "converted", manual(result)
+    notes = [f for f in result.findings if f.code == "E2K303"]
+    assert notes and all(f.kind == "fixed" for f in notes)
+    assert any("never ran in the Estimator program" in f.message for f in notes)
+    new = result.new.decode()
+    assert "net = net" not in new and "Dropout" not in new
+    assert ("        # tf.layers.dropout(net, rate=0.3) left out: it never ran in the Estimator (no training=)\n"
+            "        output = self.output_layer(net)") in new
+
+
+def test_a_dropout_whose_training_flag_e2k_cannot_read_is_still_refused(rules):
+    source = SIMPLE_HEAD + textwrap.dedent('''\
+    def model_fn(features, labels, mode, params):
+        net = tf.layers.dense(features, 8, activation=tf.nn.relu)
+        net = tf.layers.dropout(net, rate=0.3, training=params["drop"])
+        output = tf.layers.dense(net, 1)
+        loss = tf.losses.mean_squared_error(labels, output)
+        train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+    estimator = tf.estimator.Estimator(model_fn, params={"drop": True})
+    estimator.train(input_fn)
+    ''')
+    result = rewrite_source(source.encode(), "program.py", rules)
+    assert result.status != "converted"
+    assert any("training=" in m for m in manual(result))
