@@ -98,6 +98,18 @@ class RewriteContext:
         self.program = None
         #: Whether the conversions the program asked of this file were all made.
         self.program_honoured = False
+        #: A pass over several modules of one program (``begin_program_pass``): path -> its
+        #: tree, and each tree's path by identity; None for a pass over this file alone.
+        self._modules: dict[str, cst.Module] | None = None
+        self._module_paths: dict[int, str] = {}
+        self._flows: dict[str, object] = {}
+        #: The module whose code is being written (program passes): ``module`` returns it.
+        self.current: str = path
+        #: Program passes: imports the converted code needs, added to each module that reads
+        #: the name they bind; and per-path suppressions.
+        self._program_imports: list[tuple[str, str | None, str | None]] = []
+        self._program_removals: dict[str, list[tuple[str, str | None, str | None]]] = {}
+        self._suppressions_of: dict[str, Suppressions] = {}
 
     @property
     def _codemod(self):
@@ -147,10 +159,82 @@ class RewriteContext:
     def abandon_pass(self) -> None:
         """Drop the current pass's edits (a rule refused the file); the tree stays as it was."""
         self._wrapper, self._metadata, self.edits = None, {}, None
+        self._modules, self._module_paths, self._flows = None, {}, {}
+
+    # -- a pass over the modules of a program (analysis.federation) -------------------------
+    def begin_program_pass(self, modules: dict[str, cst.Module], rule_code: str, parsed: dict[str, bool],
+                           suppressions: dict[str, Suppressions]) -> dict[str, cst.Module]:
+        """One pass over several modules: node-keyed queries (metadata, scopes, positions,
+        reaching definitions, findings, edits) answer for whichever module holds the node;
+        ``module`` is the module being written (``current``). Returns the trees to analyse."""
+        wrappers = {path: MetadataWrapper(m, unsafe_skip_copy=parsed.get(path, False)) for path, m in modules.items()}
+        merged: dict = {key: {} for key in self.METADATA}
+        for wrapper in wrappers.values():
+            for key, values in wrapper.resolve_many(self.METADATA).items():
+                merged[key].update(values)
+        self._metadata = merged
+        self._modules = {path: w.module for path, w in wrappers.items()}
+        self._module_paths = {id(m): path for path, m in self._modules.items()}
+        self._wrapper = wrappers[self.path]
+        self._flow, self._flows = None, {}
+        self._before = modules[self.path]
+        self._suppressions_of = dict(suppressions)
+        self.edits = Edits()
+        self._rule_code = rule_code
+        self._pass_count += 1
+        self.current = self.path
+        return dict(self._modules)
+
+    @property
+    def program_modules(self) -> dict[str, cst.Module]:
+        """The trees of this pass by path (one, outside a program pass)."""
+        return dict(self._modules) if self._modules is not None else {self.path: self.module}
+
+    def path_of(self, node: cst.CSTNode) -> str:
+        """The file of the module that holds ``node`` (this file, outside a program pass)."""
+        if self._modules is None:
+            return self.path
+        current = node
+        while current is not None:
+            if isinstance(current, cst.Module):
+                return self._module_paths.get(id(current), self.path)
+            current = self.parent(current)
+        return self.path
+
+    def module_of(self, node: cst.CSTNode) -> cst.Module:
+        return self._modules[self.path_of(node)] if self._modules is not None else self.module
+
+    def _suppressions_for(self, node: cst.CSTNode | None) -> Suppressions:
+        if self._modules is None or node is None:
+            return self.suppressions
+        return self._suppressions_of.get(self.path_of(node), Suppressions())
+
+    def finish_program_pass(self) -> dict[str, cst.Module]:
+        """Each module with the pass's edits applied (the module itself where none touch it)."""
+        assert self._modules is not None and self.edits is not None
+        edits = self.edits
+        touched = {self.path_of(n) for n in (*edits._nodes, *edits._statements, *edits._marks)}
+        touched |= {self._module_paths[i] for i in edits._after_imports_for if i in self._module_paths}
+        out = {path: (edits.apply(module) if path in touched else module) for path, module in self._modules.items()}
+        self._wrapper, self._metadata, self.edits = None, {}, None
+        self._modules, self._module_paths, self._flows = None, {}, {}
+        self.current = self.path
+        return out
+
+    def insert_after_imports(self, statements: list[cst.BaseStatement], near: cst.CSTNode | None = None) -> None:
+        """Module-level statements after the imports of the module holding ``near`` (this
+        file's, outside a program pass)."""
+        assert self.edits is not None
+        if self._modules is None or near is None:
+            self.edits.insert_after_imports(statements)
+        else:
+            self.edits.insert_after_imports(statements, module=self.module_of(near))
 
     @property
     def module(self) -> cst.Module:
         assert self._wrapper is not None, "only valid during a pass"
+        if self._modules is not None:
+            return self._modules[self.current]
         return self._wrapper.module
 
     def get_metadata(self, key, node, default=None):
@@ -227,9 +311,14 @@ class RewriteContext:
     def reaching(self, read: cst.Name):
         """The assignments that may reach ``read`` (flow-sensitive), or None when that cannot
         be told and every assignment of the name in its scope must be assumed."""
-        if self._flow is None:
-            from estimator2keras.analysis.flow import ReachingDefinitions
+        from estimator2keras.analysis.flow import ReachingDefinitions
 
+        if self._modules is not None:
+            path = self.path_of(read)
+            if path not in self._flows:
+                self._flows[path] = ReachingDefinitions(self.scope, self._modules[path])
+            return self._flows[path].reaching(read)
+        if self._flow is None:
             self._flow = ReachingDefinitions(self.scope, self.module)
         return self._flow.reaching(read)
 
@@ -259,8 +348,8 @@ class RewriteContext:
         """Record a finding at ``node`` without touching the file (dropped on a line marked
         ``# e2k: ignore``)."""
         line, col = self.position(node)
-        finding = Finding(self.path, line, col, code or self._rule_code or "E2K000", message, kind)
-        if self.suppressions.covers(line, finding.code):
+        finding = Finding(self.path_of(node), line, col, code or self._rule_code or "E2K000", message, kind)
+        if self._suppressions_for(node).covers(line, finding.code):
             self.suppressed.append(finding)
         else:
             self.findings.append(finding)
@@ -269,15 +358,15 @@ class RewriteContext:
         """Whether ``node`` starts on a line marked ``# e2k: ignore`` for ``code`` (default:
         the running rule's). Rules that return a new module instead of queueing edits must
         check this themselves."""
-        return self.suppressions.covers(self.position(node)[0], code or self._rule_code)
+        return self._suppressions_for(node).covers(self.position(node)[0], code or self._rule_code)
 
     def discard_suppressed_edits(self) -> None:
         """Drop the queued edits of code that starts on a suppressed line; when that leaves
         the pass with nothing to do, drop its queued imports too."""
-        if not self.suppressions or not self.edits:
+        if not (self.suppressions or any(self._suppressions_of.values())) or not self.edits:
             return
         dropped = self.edits.discard(lambda node: self.is_suppressed(node))
-        if dropped and not self.edits:
+        if dropped and not self.edits and self._modules is None:
             scratch = self._codemod.scratch
             for key, value in self._imports_before_pass.items():
                 scratch[key] = list(value)
@@ -289,7 +378,7 @@ class RewriteContext:
         finding in the report (neither on a line marked ``# e2k: ignore``)."""
         code = code or self._rule_code or "E2K000"
         self.report(node, message, code=code, kind="manual")
-        if self.suppressions.covers(self.position(node)[0], code):
+        if self._suppressions_for(node).covers(self.position(node)[0], code):
             return
         statement = self.enclosing_statement(node) or node
         assert self.edits is not None
@@ -309,11 +398,17 @@ class RewriteContext:
         if self.active_plan is not None:
             self.active_plan.imports.append((module, obj, asname))
             return
+        if self._modules is not None:
+            self._program_imports.append((module, obj, asname))  # each module that reads it
+            return
         from libcst.codemod.visitors import AddImportsVisitor
 
         AddImportsVisitor.add_needed_import(self._codemod, module, obj, asname)
 
     def remove_import_if_unused(self, module: str, obj: str | None = None, asname: str | None = None) -> None:
+        if self._modules is not None:
+            self._program_removals.setdefault(self.current, []).append((module, obj, asname))
+            return
         from libcst.codemod.visitors import RemoveImportsVisitor
 
         RemoveImportsVisitor.remove_unused_import(self._codemod, module, obj, asname)

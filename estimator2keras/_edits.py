@@ -24,9 +24,11 @@ class Edits:
         self._statements: dict[cst.BaseStatement, list[cst.BaseStatement]] = {}
         self._marks: dict[cst.BaseStatement, list[str]] = {}
         self._after_imports: list[cst.BaseStatement] = []
+        #: Program passes: statements for one module's imports (by the module's identity).
+        self._after_imports_for: dict[int, list[cst.BaseStatement]] = {}
 
     def __bool__(self) -> bool:
-        return bool(self._nodes or self._statements or self._marks or self._after_imports)
+        return bool(self._nodes or self._statements or self._marks or self._after_imports or self._after_imports_for)
 
     def replace(self, node: cst.CSTNode, new: cst.CSTNode) -> None:
         """Replace ``node`` (anything but a whole statement of a body) with ``new``."""
@@ -85,9 +87,13 @@ class Edits:
         if comment not in comments:
             comments.append(comment)
 
-    def insert_after_imports(self, statements: Sequence[cst.BaseStatement]) -> None:
-        """Insert module-level statements right after the module's first block of imports."""
-        self._after_imports.extend(statements)
+    def insert_after_imports(self, statements: Sequence[cst.BaseStatement], module: cst.Module | None = None) -> None:
+        """Insert module-level statements right after the module's first block of imports
+        (of ``module`` only, in a pass over several modules)."""
+        if module is None:
+            self._after_imports.extend(statements)
+        else:
+            self._after_imports_for.setdefault(id(module), []).extend(statements)
 
     def apply(self, module: cst.Module) -> cst.Module:
         return module.visit(_Applier(self))
@@ -147,9 +153,10 @@ class _Applier(cst.CSTTransformer):
                 pending = []
             new_body.append(upd)
 
-        if isinstance(updated, cst.Module) and edits._after_imports:
+        after_imports = [*edits._after_imports, *edits._after_imports_for.get(id(original), ())]
+        if isinstance(updated, cst.Module) and after_imports:
             index = _after_import_block(new_body)
-            inserted = list(edits._after_imports)
+            inserted = list(after_imports)
             inserted[0] = _with_leading(inserted[0], [cst.EmptyLine(), *inserted[0].leading_lines])
             new_body[index:index] = inserted
             if index < len(new_body) - len(inserted):

@@ -114,88 +114,146 @@ def rewrite_source(source: bytes, path: str, rules: RuleSet, keywords: tuple[byt
 
     ``program`` (``analysis.program.Program``): the other files it converts together with,
     for a model_fn one defines and another gives an Estimator."""
-    words, own = _words(rules)
-    if keywords is None:
-        keywords = words
-    if keywords is not None and not any(word in source for word in keywords):
-        return FileResult(path, "unchanged", source, source)
-    if own is not None and not any(word in source for word in own):
-        # No rule can match: only the check for Estimator code left may have something to say.
-        if not (rules.enabled(ESTIMATOR_CODE_LEFT) and _leftovers.mentions_estimator(source)):
-            return FileResult(path, "unchanged", source, source)
-    # A module rule runs on the files that mention one of its keywords (every file, without any).
-    module_rules = [
-        rule for rule in rules.module_rules()
-        if not rule.keywords or mentions_any(source, set(rule.keywords))
-    ]
-    # The syntactic pre-filter: most files that mention "estimator" build none (_prefilter).
-    screening = screen(source, rules.constructor_paths(), bool(module_rules))
-    requested = program is not None and bool(program.requests_for(path))
-    if requested and not screening.error:
-        screening = dataclasses.replace(screening, parse=True, units=True)  # its model_fn converts for another file
-    if screening.error:
-        return _error(path, source, screening.line, 1, UNREADABLE, screening.error)
-    if not screening.parse:
-        return _finish(FileResult(path, "unchanged", source, source), rules, screening.tree)
-    try:
-        module = cst.parse_module(source)
-    except cst.ParserSyntaxError as exc:
-        line, col, message = _syntax_error(source, exc)
-        return _error(path, source, line, col, UNREADABLE, f"cannot parse: {message}")
-    except (UnicodeDecodeError, LookupError, SyntaxError) as exc:
-        return _error(path, source, 1, 1, UNREADABLE, f"cannot decode: {exc}")
-    except Exception as exc:  # libcst rejects some inputs with other exceptions; never a traceback
-        return _error(path, source, 1, 1, UNREADABLE, f"cannot parse: {type(exc).__name__}: {exc}")
+    job = Job(source, path, rules, keywords, program)
+    if job.result is not None:
+        return job.result
+    for step in job.passes:
+        if not job.run(step):
+            return job.result
+    return job.finish()
 
-    ctx = RewriteContext(path, rules, Suppressions.from_source(source))
-    ctx.program = program
-    # Module rules that can share the unit pass do, where units may convert: one resolution
-    # of libcst's metadata for both (it is most of the time of a pass).
-    shared = [rule for rule in module_rules if rule.with_units] if screening.units else []
-    passes = [(rule.order, rule.code, rule) for rule in module_rules if rule not in shared]
-    passes.append((UNIT_PASS_ORDER, "E2K001", None))
-    parsed = module
-    for _, code, rule in sorted(passes, key=lambda p: (p[0], p[1])):
-        if rule is None and not screening.units and module is parsed:
-            continue  # no call in the file can build a unit (and no earlier pass changed it)
+
+class Job:
+    """One file on its way through the passes. ``rewrite_source`` runs them in order; a
+    program of several files (``analysis.federation``) runs each file's passes before the
+    unit pass, then one unit pass over all of them, then the rest.
+
+    ``result`` is set as soon as the file's outcome is known early (nothing to do, it does
+    not parse, a rule failed)."""
+
+    def __init__(self, source: bytes, path: str, rules: RuleSet, keywords: tuple[bytes, ...] | None = None,
+                 program=None, force: bool = False):
+        """``force``: parse the file and take it into the unit pass whatever the pre-filter
+        says (a module of a program: its functions may be another module's input_fns)."""
+        self.source, self.path, self.rules, self.program = source, path, rules, program
+        self.result: FileResult | None = None
+        self.passes: list[tuple] = []
+        words, own = _words(rules)
+        if keywords is None:
+            keywords = words
+        if not force and keywords is not None and not any(word in source for word in keywords):
+            self.result = FileResult(path, "unchanged", source, source)
+            return
+        if not force and own is not None and not any(word in source for word in own):
+            # No rule can match: only the check for Estimator code left may have something to say.
+            if not (rules.enabled(ESTIMATOR_CODE_LEFT) and _leftovers.mentions_estimator(source)):
+                self.result = FileResult(path, "unchanged", source, source)
+                return
+        # A module rule runs on the files that mention one of its keywords (every file, without any).
+        module_rules = [
+            rule for rule in rules.module_rules()
+            if not rule.keywords or mentions_any(source, set(rule.keywords))
+        ]
+        # The syntactic pre-filter: most files that mention "estimator" build none (_prefilter).
+        screening = screen(source, rules.constructor_paths(), bool(module_rules))
+        self.requested = program is not None and bool(program.requests_for(path))
+        if (self.requested or force) and not screening.error:
+            screening = dataclasses.replace(screening, parse=True, units=True)  # its model_fn converts for another file
+        self.screening = screening
+        if screening.error:
+            self.result = _error(path, source, screening.line, 1, UNREADABLE, screening.error)
+            return
+        if not screening.parse:
+            self.result = _finish(FileResult(path, "unchanged", source, source), rules, screening.tree)
+            return
         try:
-            tree = ctx.begin_pass(module, code, parsed=module is parsed)
-            for other in shared if rule is None else ():
-                # Before the units: their plans write these edits into the code they move too.
-                ctx._rule_code = other.code
-                if other().transform(tree, ctx) is not tree:
-                    raise RuntimeError(f"{other.code} runs in the unit pass: it must queue edits, not return a tree")
-                ctx.discard_suppressed_edits()
-                ctx._rule_code = code
+            module = cst.parse_module(source)
+        except cst.ParserSyntaxError as exc:
+            line, col, message = _syntax_error(source, exc)
+            self.result = _error(path, source, line, col, UNREADABLE, f"cannot parse: {message}")
+            return
+        except (UnicodeDecodeError, LookupError, SyntaxError) as exc:
+            self.result = _error(path, source, 1, 1, UNREADABLE, f"cannot decode: {exc}")
+            return
+        except Exception as exc:  # libcst rejects some inputs with other exceptions; never a traceback
+            self.result = _error(path, source, 1, 1, UNREADABLE, f"cannot parse: {type(exc).__name__}: {exc}")
+            return
+        self.module = self.parsed = module
+        self.ctx = RewriteContext(path, rules, Suppressions.from_source(source))
+        self.ctx.program = program
+        # Module rules that can share the unit pass do, where units may convert: one resolution
+        # of libcst's metadata for both (it is most of the time of a pass).
+        self.shared = [rule for rule in module_rules if rule.with_units] if screening.units else []
+        passes = [(rule.order, rule.code, rule) for rule in module_rules if rule not in self.shared]
+        passes.append((UNIT_PASS_ORDER, "E2K001", None))
+        self.passes = sorted(passes, key=lambda p: (p[0], p[1]))
+
+    @property
+    def unit_index(self) -> int:
+        return next(i for i, step in enumerate(self.passes) if step[2] is None)
+
+    def skips_units(self) -> bool:
+        """No call in the file can build a unit (and no earlier pass changed it)."""
+        return not self.screening.units and self.module is self.parsed
+
+    def run(self, step) -> bool:
+        """Run one pass; False when the file's result is decided (a rule failed)."""
+        _, code, rule = step
+        ctx = self.ctx
+        if rule is None and self.skips_units():
+            return True
+        try:
+            tree = ctx.begin_pass(self.module, code, parsed=self.module is self.parsed)
+            if rule is None:
+                self.run_shared(tree, code)
             result = rule().transform(tree, ctx) if rule is not None else convert_units(ctx)
             if rule is not None:
                 ctx.discard_suppressed_edits()
-            module = ctx.finish_pass(result)
+            self.module = ctx.finish_pass(result)
         except Unsupported as exc:
             # A module rule's whole-file refusal: its pass changes nothing, the rest goes on.
             line, col = ctx.position(exc.node) if exc.node is not None else (1, 1)
             ctx.abandon_pass()
-            ctx.findings.append(Finding(path, line, col, exc.code or code, exc.reason, "manual"))
+            ctx.findings.append(Finding(self.path, line, col, exc.code or code, exc.reason, "manual"))
         except (Exception, SystemExit) as exc:  # a user's rule may even call sys.exit()
-            where = traceback.extract_tb(exc.__traceback__)[-1]
-            message = f"{_blame(exc, code)} raised {type(exc).__name__}: {_brief(exc)} ({where.filename}:{where.lineno})"
-            return _error(path, source, 1, 1, RULE_FAILED, message)
-    try:
-        module = ctx.apply_imports(module)
-        if module is parsed:
-            new = source  # nothing changed: the input itself, byte for byte
-        else:
-            new = module.bytes
-            cst.parse_module(new)  # every output parses, or the file is left alone
-    except Exception as exc:
-        return _error(path, source, 1, 1, RULE_FAILED, f"the rewritten file would not parse: {exc}")
+            self.fail(exc, code)
+            return False
+        return True
 
-    manual = any(f.kind == "manual" for f in ctx.findings)
-    status = "partial" if manual else ("converted" if new != source else "unchanged")
-    result = FileResult(path, status, source, new, ctx.findings)
-    if requested:
-        result.program_honoured = ctx.program_honoured
-    return _finish(result, rules, screening.tree, ctx.suppressions, ctx.suppressed)
+    def run_shared(self, tree: cst.Module, code: str, ctx: RewriteContext | None = None) -> None:
+        """The module rules sharing the unit pass, on ``tree``, before the units: their plans
+        write these edits into the code they move too."""
+        ctx = ctx or self.ctx
+        for other in self.shared:
+            ctx._rule_code = other.code
+            if other().transform(tree, ctx) is not tree:
+                raise RuntimeError(f"{other.code} runs in the unit pass: it must queue edits, not return a tree")
+            ctx.discard_suppressed_edits()
+            ctx._rule_code = code
+
+    def fail(self, exc: BaseException, code: str) -> None:
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        message = f"{_blame(exc, code)} raised {type(exc).__name__}: {_brief(exc)} ({where.filename}:{where.lineno})"
+        self.result = _error(self.path, self.source, 1, 1, RULE_FAILED, message)
+
+    def finish(self) -> FileResult:
+        ctx, module, source, path = self.ctx, self.module, self.source, self.path
+        try:
+            module = ctx.apply_imports(module)
+            if module is self.parsed:
+                new = source  # nothing changed: the input itself, byte for byte
+            else:
+                new = module.bytes
+                cst.parse_module(new)  # every output parses, or the file is left alone
+        except Exception as exc:
+            return _error(path, source, 1, 1, RULE_FAILED, f"the rewritten file would not parse: {exc}")
+
+        manual = any(f.kind == "manual" for f in ctx.findings)
+        status = "partial" if manual else ("converted" if new != source else "unchanged")
+        result = FileResult(path, status, source, new, ctx.findings)
+        if self.requested:
+            result.program_honoured = ctx.program_honoured
+        return _finish(result, self.rules, self.screening.tree, ctx.suppressions, ctx.suppressed)
 
 
 def _finish(

@@ -551,8 +551,7 @@ class ColumnReader:
         if isinstance(expr, cst.Name) and env and expr.value in env:
             expr = env[expr.value]
         if isinstance(expr, cst.Name):
-            bound = resolve(self.ctx, expr)
-            expr = bound.value if isinstance(bound, Binding) else expr
+            expr = value_of(self.ctx, expr) or expr  # a binding, or a parameter given at its one call
         if isinstance(expr, cst.Integer):
             return int(expr.evaluated_value)
         return None

@@ -282,11 +282,18 @@ def _run_programs(todo: list[SourceFile], settings, finish, interrupts) -> list[
         except OSError:
             continue
         candidates[os.path.normpath(str(source.path))] = data
-    groups = links(candidates) if candidates else []
-    if not groups:
-        return todo
     by_norm = {os.path.normpath(str(s.path)): s for s in todo}
     grouped: set[str] = set()
+    for paths, results in _run_federated(candidates, by_norm, settings):
+        if interrupts.requested:
+            raise KeyboardInterrupt
+        for result in results:
+            finish(result)
+        grouped |= paths
+    candidates = {p: data for p, data in candidates.items() if p not in grouped}
+    groups = links(candidates) if candidates else []
+    if not groups:
+        return [s for s in todo if os.path.normpath(str(s.path)) not in grouped]
     for group in groups:
         members = [by_norm[p] for p in sorted(group) if p in by_norm]
         if len(members) != len(group):
@@ -301,6 +308,46 @@ def _run_programs(todo: list[SourceFile], settings, finish, interrupts) -> list[
             finish(result)
         grouped |= group
     return [s for s in todo if os.path.normpath(str(s.path)) not in grouped]
+
+
+def _run_federated(candidates: dict[str, bytes], by_norm: dict, settings):
+    """Programs whose files import one another, converted in one unit pass each
+    (``analysis.federation``), when that converts more than their files do without it:
+    yields (paths, results)."""
+    from estimator2keras._prefilter import last_names, mentions_any
+    from estimator2keras.analysis.federation import groups, rewrite_group
+    from estimator2keras.analysis.program import links, rewrite_program
+
+    if len(candidates) < 2:
+        return
+    names = None
+    for path in candidates:
+        names = last_names(settings[str(by_norm[path].path)].load().constructor_paths())
+        break
+    for group in groups(candidates, lambda source: mentions_any(source, names)):
+        paths = [str(by_norm[p].path) for p in sorted(group)]
+        read = lambda p: candidates[os.path.normpath(p)]  # noqa: E731
+        rules_for = lambda p: settings[p].load()  # noqa: E731
+        federated = rewrite_group(paths, read, rules_for)
+        if federated is None:
+            continue
+        # The same files as they convert otherwise: model_fns across files, or one by one.
+        alone = {os.path.normpath(r.path): r for r in (
+            result for linked in links({p: candidates[p] for p in group})
+            for result in rewrite_program(sorted(linked), read, rules_for,
+                                          lambda source, path, rules, program=None: rewrite_source(
+                                              source, path, rules, program=program)))}
+        for path in paths:
+            if os.path.normpath(path) not in alone:
+                alone[os.path.normpath(path)] = rewrite_source(read(path), path, rules_for(path))
+        if _left(federated) < _left(alone.values()):
+            yield group, federated
+
+
+def _left(results) -> tuple[int, int]:
+    """What a human is left with: files not converted, then findings for a human."""
+    results = list(results)
+    return (sum(r.status in ("partial", "error") for r in results), sum(len(r.manual) for r in results))
 
 
 def _run_pool(files, jobs, settings, finish, summary) -> None:

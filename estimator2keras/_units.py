@@ -63,10 +63,17 @@ def _single_assignment(ctx: RewriteContext, name: cst.Name):
 
 
 def resolve(ctx: RewriteContext, node: cst.BaseExpression) -> Binding | cst.FunctionDef | None:
-    """What a Name stands for: a simple one-time binding, a function definition, or None."""
-    if not isinstance(node, cst.Name):
+    """What a Name stands for: a simple one-time binding, a function definition, or None.
+    In a pass over a program's modules, a name another module defines (``model.input_fn``,
+    or ``input_fn`` imported from it) stands for that definition."""
+    if isinstance(node, cst.Attribute) and ctx._modules is not None:
+        assignment = _foreign(ctx, node)
+    elif not isinstance(node, cst.Name):
         return None
-    assignment = _single_assignment(ctx, node)
+    else:
+        assignment = _single_assignment(ctx, node)
+        if ctx._modules is not None and isinstance(getattr(assignment, "node", None), cst.ImportFrom):
+            assignment = _foreign(ctx, node)
     if not isinstance(assignment, Assignment):
         return None
     target = assignment.node
@@ -83,6 +90,12 @@ def resolve(ctx: RewriteContext, node: cst.BaseExpression) -> Binding | cst.Func
         ):
             return Binding(target.value, statement, target, statement.body[0].value)
     return None
+
+
+def _foreign(ctx: RewriteContext, node: cst.BaseExpression):
+    from estimator2keras.analysis.federation import foreign_definition
+
+    return foreign_definition(ctx, node)
 
 
 def _assignment_of(ctx: RewriteContext, target: cst.CSTNode):
@@ -108,6 +121,8 @@ def value_of(ctx: RewriteContext, name: cst.Name) -> cst.BaseExpression | None:
         return bound.value
     assignment = _single_assignment(ctx, name)
     target = getattr(assignment, "node", None)
+    if isinstance(target, cst.Param):
+        return _argument_of(ctx, target)
     element = ctx.parent(target) if isinstance(target, cst.Name) else None
     tuple_ = ctx.parent(element) if isinstance(element, cst.Element) else None
     assign_target = ctx.parent(tuple_) if isinstance(tuple_, (cst.Tuple, cst.List)) else None
@@ -124,6 +139,38 @@ def value_of(ctx: RewriteContext, name: cst.Name) -> cst.BaseExpression | None:
     if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(tuple_.elements):
         return value.elements[index].value
     return None
+
+
+def _argument_of(ctx: RewriteContext, param: cst.Param, _depth: int = 0) -> cst.BaseExpression | None:
+    """What a parameter holds when its function is called from one place only (in any
+    module of the program): the argument given there, read through the caller's names, or
+    the parameter's default. ``def build_estimator(config, num_classes=3)`` called once as
+    ``build_estimator(config=run_config, num_classes=3)``: ``num_classes`` is ``3``."""
+    parameters = ctx.parent(param)
+    function = ctx.parent(parameters)
+    if not isinstance(function, cst.FunctionDef) or param not in parameters.params or function.decorators:
+        return None
+    reads = reads_reached(ctx, function)
+    if not reads or len(reads) != 1 or reads[0][1]:
+        return None
+    read = reads[0][0]
+    call = ctx.parent(read)
+    if not isinstance(call, cst.Call) or call.func is not read:
+        return None
+    try:
+        bound = bind_arguments(call, tuple(p.name.value for p in parameters.params))
+    except Unsupported:
+        return None
+    arg = bound.get(param.name.value)
+    value = arg.value if arg is not None else param.default
+    if isinstance(value, cst.Name) and arg is not None and _depth < 4:
+        assignment = _single_assignment(ctx, value)
+        outer = getattr(assignment, "node", None)
+        if isinstance(outer, cst.Param):
+            return _argument_of(ctx, outer, _depth + 1)
+        found = value_of(ctx, value)
+        return found if found is not None else value
+    return value
 
 
 def _single_return(function: cst.FunctionDef) -> cst.BaseExpression | None:
@@ -161,6 +208,12 @@ def reads_reached(ctx: RewriteContext, target: cst.CSTNode) -> list[tuple[cst.Na
         elif assignment not in reaching:
             continue
         found.append((access.node, frozenset(r for r in reaching if r is not assignment)))
+    if ctx._modules is not None and isinstance(assignment.scope, GlobalScope):
+        # Other modules of the program read it through their imports (``model.build_estimator``).
+        from estimator2keras.analysis.federation import foreign_reads
+
+        name = target.name if isinstance(target, (cst.FunctionDef, cst.ClassDef)) else target
+        found += [(read, frozenset()) for read in foreign_reads(ctx, name)]
     return found
 
 
@@ -222,6 +275,8 @@ class InputFn:
     expr: cst.BaseExpression
     function: cst.FunctionDef | None = None
     lambda_: cst.Lambda | None = None
+    #: ``train_input_fn = lambda: ...``: the name the lambda was bound to, passed by that name.
+    lambda_binding: "Binding | None" = None
     helpers: list[cst.FunctionDef] = field(default_factory=list)
     #: The lambda's calls of ``helpers``, each with the function it calls.
     helper_calls: list[tuple[cst.Call, cst.FunctionDef]] = field(default_factory=list)
@@ -494,22 +549,13 @@ def resolve_input_fn(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn:
         if inner is not None:
             _check_input_fn_params(ctx, inner)
             return InputFn(node, function=inner, factory_call=node)
+    if isinstance(bound, Binding) and isinstance(bound.value, cst.Lambda):
+        # `train_input_fn = lambda: model.input_fn(...)`, passed by its name.
+        found = _lambda_input_fn(ctx, node, bound.value)
+        found.lambda_binding = bound
+        return found
     if isinstance(node, cst.Lambda):
-        params = node.params
-        if isinstance(params.star_arg, (cst.Param, cst.ParamStar)) or params.kwonly_params or params.star_kwarg \
-                or params.posonly_params:
-            raise Unsupported("an input_fn lambda with *args, **kwargs or keyword-only parameters is not converted", node)
-        for param in params.params:
-            if param.name.value not in ("params", "mode") or param.default is not None:
-                raise Unsupported(f"input_fn lambda parameter `{param.name.value}` is not one e2k can pass", node)
-        helpers, helper_calls = [], []
-        for call in iter_calls(node.body):
-            target = resolve(ctx, call.func) if isinstance(call.func, cst.Name) else None
-            if isinstance(target, cst.FunctionDef):
-                if target not in helpers:
-                    helpers.append(target)
-                helper_calls.append((call, target))
-        return InputFn(node, lambda_=node, helpers=helpers, helper_calls=helper_calls)
+        return _lambda_input_fn(ctx, node, node)
     if isinstance(node, cst.Call):
         factory = resolve(ctx, node.func) if isinstance(node.func, cst.Name) else None
         inner = _returned_function(factory) if isinstance(factory, cst.FunctionDef) else None
@@ -517,6 +563,25 @@ def resolve_input_fn(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn:
             _check_input_fn_params(ctx, inner)
             return InputFn(node, function=inner, factory_call=node)
     raise Unsupported("this input_fn is not a function, a lambda or an input_fn factory that e2k can follow", node)
+
+
+def _lambda_input_fn(ctx: RewriteContext, node: cst.BaseExpression, lambda_: cst.Lambda) -> InputFn:
+    params = lambda_.params
+    if isinstance(params.star_arg, (cst.Param, cst.ParamStar)) or params.kwonly_params or params.star_kwarg \
+            or params.posonly_params:
+        raise Unsupported("an input_fn lambda with *args, **kwargs or keyword-only parameters is not converted", lambda_)
+    for param in params.params:
+        if param.name.value not in ("params", "mode") or param.default is not None:
+            raise Unsupported(f"input_fn lambda parameter `{param.name.value}` is not one e2k can pass", lambda_)
+    helpers, helper_calls = [], []
+    for call in iter_calls(lambda_.body):
+        # A function of this module, or of another module of the program (``model.input_fn``).
+        target = resolve(ctx, call.func) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
+        if isinstance(target, cst.FunctionDef):
+            if target not in helpers:
+                helpers.append(target)
+            helper_calls.append((call, target))
+    return InputFn(node, lambda_=lambda_, helpers=helpers, helper_calls=helper_calls)
 
 
 def _alternative_input_fns(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn | None:
@@ -639,6 +704,10 @@ class EstimatorUnit:
     config_call: cst.Call | None = None
     config_binding: Binding | None = None
     config_args: dict[str, cst.Arg] = field(default_factory=dict)
+    #: The factory's parameter the config comes through, and the argument of its call.
+    config_parameter: tuple[cst.Param, cst.Arg] | None = None
+    #: Settings of the RunConfig read back (``run_config.model_dir``): (attribute, value).
+    config_reads: list[tuple[cst.Attribute, cst.BaseExpression]] = field(default_factory=list)
     #: Reads of the variable that another assignment may reach too (``if tpu: est = A(...)
     #: else: est = B(...)``; ``est.train()``), each with those assignments.
     shared: dict[cst.Name, frozenset] = field(default_factory=dict)
@@ -702,7 +771,8 @@ def _classify(ctx: RewriteContext, name: cst.Name) -> Use:
 
 def find_units(ctx: RewriteContext, owners: dict[str, type[UnitRule]]) -> Iterator[EstimatorUnit | Unsupported]:
     """Every Estimator construction in the module, as a unit or as the reason it is not one."""
-    for call in iter_calls(ctx.module):
+    calls = (call for module in ctx.program_modules.values() for call in iter_calls(module))
+    for call in calls:
         path = ctx.call_api_path(call)
         owner = owners.get(path) if path else None
         if owner is None:
@@ -765,20 +835,78 @@ def _build_unit(ctx: RewriteContext, call: cst.Call, path: str, owner: type[Unit
     if returned is not None and returned_others:
         unit.shared[returned] = returned_others  # the Estimators of the other branches
     config = unit.arg_value("config")
+    if config is not None and factory is not None:
+        config = _through_parameter(ctx, unit, config)
     if config is not None:
         config_call, binding = resolve_call(ctx, config, RUN_CONFIG)
         if config_call is None:
             raise Unsupported("the Estimator's config is not a RunConfig(...) e2k can follow", config)
-        if binding is not None:
-            others = [n for n in accesses_of(ctx, binding.target) or [None] if n is not config]
-            if any(n is None or not _in_estimator_call(ctx, n) for n in others):
-                raise Unsupported(f"the RunConfig `{binding.name}` is used elsewhere too", binding.target)
-        unit.config_call, unit.config_binding = config_call, binding
         tpu = ctx.call_api_path(config_call) in TPU_RUN_CONFIG
         learn = ctx.call_api_path(config_call) == LEARN_RUN_CONFIG
         unit.config_args = bind_arguments(
             config_call, TPU_RUN_CONFIG_SIGNATURE if tpu else LEARN_RUN_CONFIG_SIGNATURE if learn else RUN_CONFIG_SIGNATURE)
+        if binding is not None:
+            others = [n for n in accesses_of(ctx, binding.target) or [None] if n is not config]
+            for other in others:
+                setting = _config_setting_read(ctx, other, unit.config_args)
+                if setting is not None:
+                    unit.config_reads.append(setting)
+                elif other is None or not _in_estimator_call(ctx, other):
+                    raise Unsupported(f"the RunConfig `{binding.name}` is used elsewhere too", binding.target)
+        unit.config_call, unit.config_binding = config_call, binding
     return unit
+
+
+#: Values a RunConfig setting read back can be replaced with (read once, the same each time).
+_STABLE = (cst.Name, cst.Attribute, cst.SimpleString, cst.Integer, cst.Float)
+
+
+def _config_setting_read(ctx: RewriteContext, read: cst.CSTNode | None, settings: dict[str, cst.Arg]):
+    """``run_config.model_dir`` where the RunConfig was given ``model_dir=args.job_dir``: the
+    setting's value, read in place of the attribute (the RunConfig goes)."""
+    parent = ctx.parent(read) if read is not None else None
+    if not (isinstance(parent, cst.Attribute) and parent.value is read):
+        return None
+    arg = settings.get(parent.attr.value)
+    if arg is None or not isinstance(arg.value, _STABLE) or ctx.path_of(arg.value) != ctx.path_of(read):
+        return None
+    if isinstance(ctx.parent(parent), cst.AssignTarget) or not isinstance(read, cst.Name):
+        return None
+    return parent, arg.value
+
+
+def _through_parameter(ctx: RewriteContext, unit: EstimatorUnit, value: cst.BaseExpression) -> cst.BaseExpression:
+    """``config=config`` in ``def build_estimator(config, ...)``: the factory's parameter
+    stands for the argument its one call gives (``build_estimator(config=run_config)``,
+    in this module or another). The conversion drops the parameter and the argument."""
+    factory = unit.factory
+    if not isinstance(value, cst.Name):
+        return value
+    assignment = _single_assignment(ctx, value)
+    param = getattr(assignment, "node", None)
+    if not isinstance(param, cst.Param) or param not in factory.params.params:
+        return value
+    reads = accesses_of(ctx, param.name)
+    if reads != [value]:
+        raise Unsupported(f"the factory's `{param.name.value}` is used for more than the Estimator's config", param)
+    if len(unit.sites) != 1:
+        raise Unsupported(f"`{factory.name.value}` is called in more than one place, each with its own "
+                          f"`{param.name.value}`", param, UNSUPPORTED_USE)
+    _, call, _ = unit.sites[0]
+    names = tuple(p.name.value for p in factory.params.params)
+    arg = bind_arguments(call, names).get(param.name.value)
+    if arg is None:
+        raise Unsupported(f"`{factory.name.value}` is called without its `{param.name.value}`", call, UNSUPPORTED_USE)
+    unit.config_parameter = (param, arg)
+    return arg.value
+
+
+def _without(items, dropped):
+    """A parameter or argument list without ``dropped``, its commas as they were."""
+    kept = [item for item in items if item is not dropped]
+    if kept and items and items[-1] is dropped:
+        kept[-1] = kept[-1].with_changes(comma=dropped.comma)
+    return kept
 
 
 def _enclosing_function(ctx: RewriteContext, statement: cst.CSTNode) -> cst.FunctionDef:
@@ -1057,6 +1185,12 @@ class ConversionPlan:
 
     def register_input_fn(self, input_fn: InputFn) -> None:
         input_fn.dataset_map = self.dataset_map
+        binding = input_fn.lambda_binding
+        if binding is not None and not self.ctx.edits.is_replaced(binding.statement):
+            # The lambda's body is what the Keras calls read: its name goes when only the spec read it.
+            reads = accesses_of(self.ctx, binding.target)
+            if reads is not None and all(r is input_fn.expr or self.in_group_call(r) for r in reads):
+                self._statements.setdefault(binding.statement, [])
         for alternative in input_fn.alternatives:
             self.register_input_fn(alternative)
         self.input_fns.append(input_fn)
@@ -1138,6 +1272,8 @@ class ConversionPlan:
                 self.leftover(arg, "E2K400", f"RunConfig({name}=...) is not converted; the Keras program ignores it")
         if not self.build and not self.prebuilt:
             raise Unsupported("no rule built a Keras model for this Estimator", unit.call, UNSUPPORTED_USE)
+        for attribute, value in unit.config_reads:
+            self.replace(attribute, value.deep_clone())
         if unit.factory is not None:
             self._prepare_factory_sites()
 
@@ -1204,7 +1340,10 @@ class ConversionPlan:
     def commit(self) -> None:
         ctx, unit = self.ctx, self.unit
         build = [self._substituted(s) for s in self.build]
-        if self.scope_strategy is not None:
+        # A factory given its RunConfig by its caller: the strategy is the caller's, and the
+        # factory's call is what runs under its scope (the model is built in that call).
+        scope_at_site = unit.factory is not None and unit.config_parameter is not None
+        if self.scope_strategy is not None and not scope_at_site:
             block = _emit.statement("with {s}.scope():\n    pass", s=self.scope_strategy)
             build = [block.with_changes(body=cst.IndentedBlock(body=build))]
         after = list(self.after_build)
@@ -1220,11 +1359,21 @@ class ConversionPlan:
             # The factory builds and returns the model; what the Estimator's callers get
             # besides (its checkpoints callback...) is made where it is called.
             ending = [_emit.statement(f"return {self.model_var}")] if unit.returned is None else []
-            statements[unit.statement] = [*(self._substituted(s) for s in self.before_build), *build, *ending]
-            for site, _, target in unit.sites:
+            before = [] if scope_at_site else [self._substituted(s) for s in self.before_build]
+            statements[unit.statement] = [*before, *build, *ending]
+            if unit.config_parameter is not None:
+                param, _ = unit.config_parameter
+                params = unit.factory.params
+                self.replace(params, params.with_changes(params=_without(params.params, param)))
+            for site, call, target in unit.sites:
                 bound, values = self._site_bound[site], self._site_values[site]
                 renamed = _emit.replace_in(site.body[0], {a: cst.Name(n) for a, (n, _) in bound.items()})
                 renamed = renamed.with_changes(targets=[renamed.targets[0].with_changes(target=cst.Name(self.model_var))])
+                if unit.config_parameter is not None:
+                    _, arg = unit.config_parameter
+                    index = next(i for i, a in enumerate(call.args) if a is arg)
+                    renamed = renamed.with_changes(value=renamed.value.with_changes(
+                        args=_without(renamed.value.args, renamed.value.args[index])))
                 # The factory's parameters first: the plan's substitutions rebuild the nodes.
                 moved = [self._substituted(_emit.replace_in(s, values)) for s in after]
                 first = [_emit.statement("{n} = {v}", n=name, v=value) for name, value in bound.values()]
@@ -1233,6 +1382,18 @@ class ConversionPlan:
                     renamed_line = site.with_changes(body=[renamed], leading_lines=[])
                 else:
                     renamed_line = site.with_changes(body=[renamed])
+                if scope_at_site and self.scope_strategy is not None:
+                    block = _emit.statement("with {s}.scope():\n    pass", s=self.scope_strategy)
+                    renamed_line = block.with_changes(
+                        body=cst.IndentedBlock(body=[renamed_line.with_changes(leading_lines=[])]),
+                        leading_lines=renamed_line.leading_lines)
+                if scope_at_site:
+                    # What the caller's RunConfig made (its strategy, its seed) is made by the caller.
+                    made = [self._substituted(s) for s in self.before_build]
+                    if made and not first:
+                        made[0] = made[0].with_changes(leading_lines=renamed_line.leading_lines)
+                        renamed_line = renamed_line.with_changes(leading_lines=[])
+                    first = [*first, *made]
                 statements[site] = [*first, renamed_line, *moved]
         if unit.config_binding is not None:
             statements.setdefault(unit.config_binding.statement, [])
@@ -1290,7 +1451,8 @@ class ConversionPlan:
                 definitions[0] = definitions[0].with_changes(leading_lines=[*blank, *definitions[0].leading_lines])
                 helpers.extend(definitions)
         if self._after_imports or helpers:
-            ctx.edits.insert_after_imports([*(self._substituted(s) for s in self._after_imports), *helpers])
+            near = unit.sites[0][0] if unit.factory is not None else unit.statement
+            ctx.insert_after_imports([*(self._substituted(s) for s in self._after_imports), *helpers], near=near)
         for node, code, message in self._fixed:
             ctx.report(node, message, code=code, kind="fixed")
         for callback in self.on_commit:
@@ -1298,11 +1460,14 @@ class ConversionPlan:
 
 
 def _module_names(ctx: RewriteContext) -> set[str]:
-    """Every name bound or read at module level (a helper defined there must not clash)."""
-    scope = ctx.scope(ctx.module.body[0]) if ctx.module.body else None
-    if scope is None:
-        return set()
-    return {a.name for a in scope.assignments} | {a.node.value for a in scope.accesses}
+    """Every name bound or read at module level (a helper defined there must not clash); in
+    a pass over a program's modules, in any of them."""
+    names: set[str] = set()
+    for module in ctx.program_modules.values():
+        scope = ctx.scope(module.body[0]) if module.body else None
+        if scope is not None:
+            names |= {a.name for a in scope.assignments} | {a.node.value for a in scope.accesses}
+    return names
 
 
 def _emitted_helpers(ctx: RewriteContext) -> dict[str, str]:
@@ -1319,7 +1484,24 @@ def _emitted_helpers(ctx: RewriteContext) -> dict[str, str]:
 # ---------------------------------------------------------------------------------------
 def tf_alias(ctx: RewriteContext) -> tuple[str, bool]:
     """The module-level name bound to the TensorFlow 2 root (``tf`` usually), and whether
-    ``import tensorflow as tf`` must be added for it."""
+    ``import tensorflow as tf`` must be added for it. In a pass over a program's modules,
+    converted code may go to any of them: they must agree."""
+    if ctx._modules is not None:
+        current = ctx.current
+        answers = set()
+        try:
+            for path in ctx._modules:
+                ctx.current = path
+                answers.add(_tf_alias(ctx)[0])
+        finally:
+            ctx.current = current
+        if len(answers) > 1:
+            raise Unsupported("the modules of the program name TensorFlow differently ("
+                              + ", ".join(sorted(answers)) + ")", None, UNSUPPORTED_USE)
+    return _tf_alias(ctx)
+
+
+def _tf_alias(ctx: RewriteContext) -> tuple[str, bool]:
     module_scope = ctx.scope(ctx.module.body[0]) if ctx.module.body else None
     if isinstance(module_scope, GlobalScope):
         for assignment in module_scope.assignments:
@@ -1361,6 +1543,7 @@ def convert_units(ctx: RewriteContext) -> None:
             continue  # `# e2k: ignore` on the Estimator: the whole unit stays as it is
         reported = len(ctx.findings)
         plans: list[ConversionPlan] = []
+        ctx.current = ctx.path_of(group[0].statement)  # a program's module: where its code is written
         try:
             for unit in group:
                 plans.append(_plan(unit, rules, ctx, group))
@@ -1382,19 +1565,31 @@ def convert_units(ctx: RewriteContext) -> None:
             continue
         finally:
             ctx.active_plan = None
+            ctx.current = ctx.path
         converted = True
     if ctx.program is not None and ctx.program.requests_for(ctx.path):
         converted = _convert_requested(ctx) or converted
     if converted:
-        _remove_unused_aliases(ctx)
-        from estimator2keras._imports import CODE, compat_alias, rebind_tf, v2_switches
+        for path in ctx.program_modules:
+            ctx.current = path
+            try:
+                _after_conversion(ctx)
+            finally:
+                ctx.current = ctx.path
 
-        if ctx.enabled(CODE):
-            v2_switches(ctx, set(ctx.edits.replaced_statements()))
-            alias = compat_alias(ctx)
-            if alias is not None:
-                rebind_tf(ctx, alias[0], set(ctx.edits.replaced_statements()))
-        remove_unused_tf1_imports(ctx)
+
+def _after_conversion(ctx: RewriteContext) -> None:
+    """In the module being written: aliases and imports only the converted code read go,
+    and ``tf`` is TensorFlow 2 again."""
+    _remove_unused_aliases(ctx)
+    from estimator2keras._imports import CODE, compat_alias, rebind_tf, v2_switches
+
+    if ctx.enabled(CODE):
+        v2_switches(ctx, set(ctx.edits.replaced_statements()))
+        alias = compat_alias(ctx)
+        if alias is not None:
+            rebind_tf(ctx, alias[0], set(ctx.edits.replaced_statements()))
+    remove_unused_tf1_imports(ctx)
 
 
 def _convert_requested(ctx: RewriteContext) -> bool:
