@@ -6,7 +6,7 @@ from estimator2keras import _emit
 from estimator2keras._context import iter_calls
 from estimator2keras._rule import Case, Safety, UnitRule
 from estimator2keras._modelfn_read import _walk
-from estimator2keras._units import accesses_of
+from estimator2keras._units import accesses_of, bind_arguments, resolve_call
 
 BATCH_METHODS = ("batch", "padded_batch")
 WHY = "Global batch: Keras splits it across replicas (the Estimator batched per replica)."
@@ -43,6 +43,17 @@ class PerReplicaBatchToGlobalBatch(UnitRule):
     gets that size as a parameter, defaulting to it (other callers see no change), and the
     Keras program passes the global size: `input_fn(batch_size=BATCH_SIZE *
     strategy.num_replicas_in_sync)`.
+
+    Only what the Estimator read under the strategy grows. `train()` and a `TrainSpec` read
+    under `train_distribute`; `evaluate()` and an `EvalSpec` only under `eval_distribute`:
+    without it the Estimator evaluates on one device, one batch of the input_fn's size per
+    step, and `predict()` is never distributed. An input_fn only those read keeps its batch
+    (Keras splits it across the replicas: the same examples are evaluated, and
+    `evaluate(steps=N)` reads the same N batches). An input_fn that training and such an
+    evaluation with a number of steps share gets the global batch at the training call only
+    (`input_fn(batch_size=BATCH_SIZE * strategy.num_replicas_in_sync)`, the evaluation calls
+    `input_fn()`), or is marked E2K602 when that cannot be done: `steps=N` global batches would
+    be N x replicas of the Estimator's batches.
 
     ## Limitations
     Otherwise (batches of different sizes in one input_fn, a size the input_fn computes
@@ -207,6 +218,110 @@ def main():
     model.fit(input_fn(batch_size=BATCH_SIZE * strategy.num_replicas_in_sync), steps_per_epoch=10)
 ''',
         ),
+        Case(
+            id="local-evaluation-keeps-its-batch",
+            before='''\
+import tensorflow as tf
+
+BATCH_SIZE = 4
+
+
+def train_input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]] * 64, [[2.0]] * 64)).repeat().batch(BATCH_SIZE)
+
+
+def eval_input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]] * 32, [[2.0]] * 32)).batch(BATCH_SIZE)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+config = tf.estimator.RunConfig(train_distribute=tf.distribute.MirroredStrategy())
+estimator = tf.estimator.Estimator(model_fn, config=config)
+estimator.train(train_input_fn, steps=10)
+print(estimator.evaluate(eval_input_fn, steps=3))
+''',
+            after='''\
+import tensorflow as tf
+
+BATCH_SIZE = 4
+
+
+def train_input_fn():
+    # Global batch: Keras splits it across replicas (the Estimator batched per replica).
+    return tf.data.Dataset.from_tensor_slices(([[1.0]] * 64, [[2.0]] * 64)).repeat().batch(BATCH_SIZE * strategy.num_replicas_in_sync)
+
+
+def eval_input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]] * 32, [[2.0]] * 32)).batch(BATCH_SIZE)
+
+
+def build_model():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+strategy = tf.distribute.MirroredStrategy()
+with strategy.scope():
+    model = build_model()
+model.fit(train_input_fn(), steps_per_epoch=10)
+print(model.evaluate(eval_input_fn(), steps=3, return_dict=True))
+''',
+        ),
+        Case(
+            id="shared-input-fn-global-for-training-only",
+            before='''\
+import tensorflow as tf
+
+BATCH_SIZE = 16
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]] * 64, [[2.0]] * 64)).repeat().batch(BATCH_SIZE)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+config = tf.estimator.RunConfig(train_distribute=tf.distribute.MirroredStrategy())
+estimator = tf.estimator.Estimator(model_fn, config=config)
+estimator.train(input_fn, steps=5)
+print(estimator.evaluate(input_fn, steps=2))
+''',
+            after='''\
+import tensorflow as tf
+
+BATCH_SIZE = 16
+
+
+def input_fn(batch_size=BATCH_SIZE):
+    # The Estimator batched per replica: the Keras program passes the global batch size.
+    return tf.data.Dataset.from_tensor_slices(([[1.0]] * 64, [[2.0]] * 64)).repeat().batch(batch_size)
+
+
+def build_model():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+strategy = tf.distribute.MirroredStrategy()
+with strategy.scope():
+    model = build_model()
+model.fit(input_fn(batch_size=BATCH_SIZE * strategy.num_replicas_in_sync), steps_per_epoch=5)
+print(model.evaluate(input_fn(), steps=2, return_dict=True))
+''',
+        ),
     ]
 
     def required(self, unit, plan, ctx):
@@ -215,7 +330,10 @@ def main():
     def plan(self, unit, plan, ctx) -> None:
         if not (plan.has_strategy or plan.replicas_of_model):
             return
+        reads = _Reads(unit, plan, ctx)
         for code in plan.input_code():
+            if not reads.distributed(code):
+                continue  # only a local evaluation or prediction reads it: the Estimator batched it whole
             batches = [
                 call
                 for call in iter_calls(code)
@@ -229,8 +347,20 @@ def main():
                 else:
                     plan.leftover(code, self.code, "no .batch() found here; Keras needs a global batch (per replica x replicas)")
                 continue
+            if reads.counted_locally(code):
+                # Shared with an evaluation that is not distributed and reads a number of batches:
+                # only the training calls may get the global batch.
+                if not _scale_at_call_sites(code, batches, plan, ctx, reads) and \
+                        not _batch_parameter(code, batches, plan, ctx, reads):
+                    plan.leftover(code, self.code, "training and a local evaluate(steps=N) share this input_fn: the "
+                                                   "Estimator evaluated N batches of this size on one device, so only "
+                                                   "the training batch may grow; give evaluation its own input_fn")
+                    continue
+                plan.fixed(code, self.code, "per-replica batch -> global batch, for training only")
+                continue
             if plan.strategy_name is None or plan.replicas_of_model:
-                if not _scale_at_call_sites(code, batches, plan, ctx) and not _batch_parameter(code, batches, plan, ctx):
+                if not _scale_at_call_sites(code, batches, plan, ctx, reads) and \
+                        not _batch_parameter(code, batches, plan, ctx, reads):
                     plan.leftover(
                         batches[0], self.code, "the strategy is not visible here; multiply the batch by its num_replicas_in_sync"
                     )
@@ -247,7 +377,7 @@ def main():
             plan.fixed(code, self.code, "per-replica batch -> global batch")
 
 
-def _scale_at_call_sites(code: cst.CSTNode, batches: list[cst.Call], plan, ctx) -> bool:
+def _scale_at_call_sites(code: cst.CSTNode, batches: list[cst.Call], plan, ctx, reads: "_Reads") -> bool:
     """Scale the batch where the strategy is visible: at the lambdas' calls of the helper
     (``lambda: input_fn(x, y, 8, True)`` -> ``input_fn(x, y, 8 * strategy.num_replicas_in_sync,
     True)``). Only when every batch size is a parameter of the helper that nothing else in it
@@ -260,7 +390,7 @@ def _scale_at_call_sites(code: cst.CSTNode, batches: list[cst.Call], plan, ctx) 
     else:
         return False
     helper = next((d for d in plan.input_definitions() if d.body is code), None)
-    calls = [call for input_fn in plan.input_fns for call, fn in input_fn.helper_calls if fn is helper]
+    calls = [call for input_fn in reads.scaled_input_fns() for call, fn in input_fn.helper_calls if fn is helper]
     if helper is None or not calls:
         return False
     names = [p.name.value for p in helper.params.params]
@@ -292,7 +422,7 @@ def _scale_at_call_sites(code: cst.CSTNode, batches: list[cst.Call], plan, ctx) 
     return True
 
 
-def _batch_parameter(code: cst.CSTNode, batches: list[cst.Call], plan, ctx) -> bool:
+def _batch_parameter(code: cst.CSTNode, batches: list[cst.Call], plan, ctx, reads: "_Reads") -> bool:
     """The strategy is local to a function and the input_fn batches by a fixed size
     (``.batch(8)``, ``.batch(BATCH_SIZE)``): the input_fn takes the size as a parameter whose
     default is that size (its other callers see no change), and the Keras program passes
@@ -306,7 +436,7 @@ def _batch_parameter(code: cst.CSTNode, batches: list[cst.Call], plan, ctx) -> b
     else:
         return False
     function = next((d for d in plan.input_definitions() if d.body is code), None)
-    users = [i for i in plan.input_fns if i.function is function and i.factory_call is None]
+    users = [i for i in reads.scaled_input_fns() if i.function is function and i.factory_call is None]
     if function is None or not users or any(i.lambda_ is not None for i in plan.input_fns if function in i.helpers):
         return False
     calls = [call for user in users for call in user.calls_made]
@@ -374,6 +504,84 @@ def _called_elsewhere(code: cst.CSTNode, ctx) -> str | None:
             if isinstance(node, (cst.Import, cst.ImportFrom)):
                 return _emit.code(call.func)
     return None
+
+
+TRAIN_SIGNATURE = ("input_fn", "hooks", "steps", "max_steps", "saving_listeners")
+EVALUATE_SIGNATURE = ("input_fn", "steps", "hooks", "checkpoint_path", "name")
+TRAIN_SPEC = frozenset({"estimator.TrainSpec"})
+EVAL_SPEC = frozenset({"estimator.EvalSpec"})
+EVAL_SPEC_SIGNATURE = ("input_fn", "steps", "name", "hooks", "exporters", "start_delay_secs", "throttle_secs")
+
+
+class _Reads:
+    """Which of the unit's input_fns the Estimator read under its strategy.
+
+    ``train()`` and a TrainSpec read under ``train_distribute``; ``evaluate()`` and an EvalSpec
+    only under ``eval_distribute`` (without it the Estimator evaluates on one device, a batch
+    of the input_fn's size per step); ``predict()`` never. Code only local readers read keeps
+    its batch: Keras splits it across the replicas and sees the same examples. Code shared by
+    training and a local evaluation that reads a number of batches (``evaluate(steps=N)``)
+    must keep it for that evaluation: N global batches would be N x replicas of the
+    Estimator's batches."""
+
+    def __init__(self, unit, plan, ctx):
+        self.plan = plan
+        self.ctx = ctx
+        #: ``id`` of each expression passed as ``input_fn`` -> (read under the strategy, a count of batches)
+        self.passed: dict[int, tuple[bool, bool]] = {}
+        # Multi-worker programs evaluate apart (an evaluator task); their batches stay as they were planned.
+        self.eval_distributed = unit.config_value("eval_distribute") is not None or plan.multi_worker
+        for use in plan.uses("method", "train"):
+            self._passed(bind_arguments(use.call, TRAIN_SIGNATURE), True, False)
+        for use in plan.uses("method", "evaluate"):
+            args = bind_arguments(use.call, EVALUATE_SIGNATURE)
+            self._passed(args, self.eval_distributed, _given(args.get("steps")))
+        for use in plan.uses("train_and_evaluate"):
+            args = bind_arguments(use.call, ("estimator", "train_spec", "eval_spec"))
+            train, _ = resolve_call(ctx, args["train_spec"].value, TRAIN_SPEC) if "train_spec" in args else (None, None)
+            evaluation, _ = resolve_call(ctx, args["eval_spec"].value, EVAL_SPEC) if "eval_spec" in args else (None, None)
+            if train is not None:
+                self._passed(bind_arguments(train, ("input_fn",)), True, False)
+            if evaluation is not None:
+                spec = bind_arguments(evaluation, EVAL_SPEC_SIGNATURE)
+                # No steps: EvalSpec's default of 100, which the converted program writes when the
+                # input repeats (a finite one is read whole, as by the Estimator).
+                counted = _given(spec.get("steps")) if "steps" in spec else self._repeats(spec.get("input_fn"))
+                self._passed(spec, self.eval_distributed, counted)
+
+    def _repeats(self, arg) -> bool:
+        return arg is not None and any(
+            i.may_repeat(self.ctx, "eval") for i in self.plan.input_fns if i.expr is arg.value)
+
+    def _passed(self, args, distributed: bool, counted: bool) -> None:
+        arg = args.get("input_fn")
+        if arg is not None:
+            before = self.passed.get(id(arg.value), (False, False))
+            self.passed[id(arg.value)] = (before[0] or distributed, before[1] or counted)
+
+    def _readers(self, code: cst.CSTNode):
+        for input_fn in self.plan.input_fns:
+            owned = [d.body for d in input_fn.definitions()]
+            if input_fn.lambda_ is not None and not input_fn.helpers:
+                owned.append(input_fn.lambda_.body)
+            if any(node is code for node in owned):
+                yield input_fn, self.passed.get(id(input_fn.expr))
+
+    def distributed(self, code: cst.CSTNode) -> bool:
+        """Does a reader under the strategy read ``code``? (True when a reader is not known.)"""
+        return any(read is None or read[0] for _, read in self._readers(code))
+
+    def counted_locally(self, code: cst.CSTNode) -> bool:
+        """Does a local evaluation read a number of batches of ``code`` (that a distributed reader reads too)?"""
+        return any(read is not None and not read[0] and read[1] for _, read in self._readers(code))
+
+    def scaled_input_fns(self) -> list:
+        """The input_fns whose calls get the global batch: those read under the strategy."""
+        return [i for i in self.plan.input_fns if (self.passed.get(id(i.expr)) or (True,))[0]]
+
+
+def _given(arg) -> bool:
+    return arg is not None and not (isinstance(arg.value, cst.Name) and arg.value.value == "None")
 
 
 def _required(plan) -> str | None:
