@@ -52,3 +52,20 @@ def test_tf1_momentum_to_keras_sgd_under_a_decaying_rate_is_caught_and_explained
     # ... and seen in the losses one step later, beyond the program's own noise
     assert result.first_divergent_step == 5, result.report()
     assert all(row.passed for row in result.steps[:4])
+
+
+NUMPY = support.PROGRAMS / "numpy_shuffle"
+
+
+def test_numpy_input_fn_shuffle_is_neutralised_and_compared_with_the_dataset_shuffle_e2k_writes():
+    from estimator2keras.parity._runner import run_parity_many
+
+    correct, lost = run_parity_many(NUMPY / "legacy.py", [NUMPY / "migrated.py", NUMPY / "shuffle_lost.py"],
+                                    replicas=1, legacy_python=support.legacy_python())
+    # numpy_input_fn(shuffle=True) reads in order in parity mode, like the neutralised Dataset.shuffle(1000)
+    support.assert_parity(correct, 40)
+    shuffles = [row for row in correct.hyperparameters if row.name.startswith("shuffle")]
+    assert [(row.legacy, row.migrated, row.passed) for row in shuffles] == [
+        ("buffer 1000, seed none", "buffer 1000, seed none", True)]
+    assert lost.verdict == "broken" and lost.first_divergent_step is None, lost.report()
+    assert "shuffle" in lost.reason and "no shuffle" in lost.reason
