@@ -26,6 +26,49 @@ def {name}(features, batch_size=None):
 '''
 
 
+BEST_EXPORT = '''
+class {name}({tf}.keras.callbacks.Callback):
+    """What a BestExporter did: after each evaluation whose loss is the lowest so far, the model
+    is exported to `export_dir_base/<timestamp>` with its serving signatures, and only the newest
+    `exports_to_keep` exports are kept."""
+
+    def __init__(self, export_dir_base, signatures, exports_to_keep=5, monitor="val_loss"):
+        super().__init__()
+        self.export_dir_base = export_dir_base
+        self.signatures = signatures
+        self.exports_to_keep = exports_to_keep
+        self.monitor = monitor
+        self.best = None
+
+    def on_epoch_end(self, epoch, logs=None):
+        loss = (logs or {{}}).get(self.monitor)
+        if loss is None or (self.best is not None and loss >= self.best):
+            return
+        self.best = loss
+        path = os.path.join(self.export_dir_base, str(int(time.time())))
+        while os.path.exists(path):  # one export a second, named by its time, as the Estimator's
+            time.sleep(1)
+            path = os.path.join(self.export_dir_base, str(int(time.time())))
+        {tf}.saved_model.save(self.model, path, signatures=self.signatures)
+        if self.exports_to_keep:
+            exports = sorted((d for d in os.listdir(self.export_dir_base) if d.isdigit()), key=int)
+            for old in exports[:-self.exports_to_keep]:
+                shutil.rmtree(os.path.join(self.export_dir_base, old))
+'''
+
+
+def best_export(plan, base: cst.BaseExpression, name: str, signatures: cst.Dict,
+                keep: cst.BaseExpression | None) -> cst.BaseExpression:
+    """A callback exporting as BestExporter did, into ``<base>/export/<name>`` (its class added once)."""
+    plan.imports += [("os", None, None), ("shutil", None, None), ("time", None, None)]
+    klass = plan.add_helper("BestExport", lambda given: _emit.statements(BEST_EXPORT, name=given, tf=plan.tf))
+    directory = _emit.expr(f'os.path.join({_emit.code(base)}, "export", "{name}")')
+    args = [cst.Arg(directory), cst.Arg(signatures)]
+    if keep is not None:
+        args.append(_emit.keyword_arg("exports_to_keep", keep))
+    return cst.Call(cst.Name(klass), args=_emit.call_args(args))
+
+
 def export_path(plan, base: cst.BaseExpression, *parts: str) -> cst.BaseExpression:
     """``<base>/<parts...>/<timestamp>`` as bytes, as the Estimator returned it."""
     plan.imports += [("os", None, None), ("time", None, None)]
@@ -72,7 +115,7 @@ def signature_names(plan, ctx, call) -> list[str]:
             raise Unsupported("an export_outputs key that is not a string", element.key)
         value = follow(element.value)
         ok = isinstance(value, cst.Call) and ctx.call_api_path(value) in PREDICT_OUTPUT and len(value.args) == 1
-        if not ok or follow(value.args[0].value) is not predictions:
+        if not ok or not _same_predictions(ctx, follow(value.args[0].value), predictions):
             raise Unsupported(
                 "e2k exports PredictOutput(<the PREDICT predictions>) signatures; this export output is another",
                 element)
@@ -108,14 +151,16 @@ def serving_function(node, plan, ctx, code: str, names: list[str]) -> tuple[str,
     if raw:
         signature = _raw_signature(args["features"].value, batch, plan, ctx)
         comment = "The serving signature the Estimator exported: one input per feature, predictions out."
-        template = "@{tf}.function(input_signature=[{sig}])\ndef {name}(features):\n    return " + outputs.format(x="features")
+        template = "@{tf}.function(input_signature=[{sig}])\ndef {name}(features):\n    return " + _braces(
+            outputs.format(x="features"))
     else:
         spec = args["feature_spec"].value
         spec = _emit.replace_in(spec, dict(tf2_respellings(ctx, spec, plan.tf)))
         signature = _emit.expr('{tf}.TensorSpec([{b}], {tf}.string, name="examples")', tf=plan.tf, b=batch)
         comment = "The serving signature the Estimator exported: serialized tf.train.Examples in, predictions out."
         parsed = _emit.code(_emit.expr("{tf}.io.parse_example(examples, {s})", tf=plan.tf, s=spec))
-        template = "@{tf}.function(input_signature=[{sig}])\ndef {name}(examples):\n    return " + outputs.format(x=parsed)
+        template = "@{tf}.function(input_signature=[{sig}])\ndef {name}(examples):\n    return " + _braces(
+            outputs.format(x=parsed))
     if binding is not None:
         reads = accesses_of(ctx, binding.target) or []
         if not all(plan.owns(read) for read in reads):
@@ -136,6 +181,22 @@ def serving_function(node, plan, ctx, code: str, names: list[str]) -> tuple[str,
         inline.append(function.with_changes(leading_lines=[*blank, *function.leading_lines]))
     plan.serving_functions[receiver] = name
     return name, inline
+
+
+def _braces(text: str) -> str:
+    """Code put into a template as it is: its braces (a dict) doubled."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def _same_predictions(ctx, output: cst.BaseExpression, predictions: cst.BaseExpression | None) -> bool:
+    """Does the export output give the PREDICT predictions: the same node, or the same
+    expression written again in the same statement (``EstimatorSpec(mode, predictions={"p": p},
+    export_outputs={...: PredictOutput({"p": p})})``), where its names cannot differ?"""
+    if predictions is None:
+        return False
+    if output is predictions:
+        return True
+    return output.deep_equals(predictions) and ctx.enclosing_statement(output) is ctx.enclosing_statement(predictions)
 
 
 def _handwritten(node, plan, ctx, code: str) -> str:

@@ -1,15 +1,18 @@
 from __future__ import annotations
 
 import libcst as cst
+from libcst.metadata import QualifiedNameProvider
 
 from estimator2keras import _emit
-from estimator2keras._export import export_path, save_statement, serving_function, signature_names, signatures_dict
+from estimator2keras._export import (
+    best_export, export_path, save_statement, serving_function, signature_names, signatures_dict,
+)
 from estimator2keras._rule import Case, Safety, UnitRule, Unsupported
 from estimator2keras._training import (
     Hooks, call_hooks, callbacks_arg, guarded_fit, method_call, min_of, module_resolver, needs_step_guard,
     start_step,
 )
-from estimator2keras._units import bind_arguments, resolve_call, resolve_input_fn
+from estimator2keras._units import Binding, bind_arguments, resolve, resolve_call, resolve_input_fn
 
 TRAIN_SPEC = frozenset({"estimator.TrainSpec"})
 EVAL_SPEC = frozenset({"estimator.EvalSpec"})
@@ -19,7 +22,10 @@ TRAIN_AND_EVALUATE_SIGNATURE = ("estimator", "train_spec", "eval_spec")
 #: EvalSpec's default number of evaluation steps.
 EVAL_SPEC_DEFAULT_STEPS = 100
 EXPORTERS = frozenset({"estimator.FinalExporter", "estimator.LatestExporter"})
+BEST_EXPORTER = "estimator.BestExporter"
 EXPORTER_SIGNATURE = ("name", "serving_input_receiver_fn", "assets_extra", "as_text", "exports_to_keep")
+BEST_EXPORTER_SIGNATURE = ("name", "serving_input_receiver_fn", "event_file_pattern", "compare_fn", "assets_extra",
+                           "as_text", "exports_to_keep")
 TIMING_NOTES = {
     "throttle_secs": "EvalSpec(throttle_secs=...): fit evaluates at fixed steps (or once, after training), not by time",
     "start_delay_secs": "EvalSpec(start_delay_secs=...) only delayed a separate evaluator job; there is none",
@@ -67,8 +73,17 @@ class TrainAndEvaluateToFit(UnitRule):
       with the serving signature the Estimator exported (E2K007), and the assigned result's
       export list holds those paths.
 
+    - `BestExporter` exported after each evaluation whose loss was the lowest so far, keeping
+      the newest `exports_to_keep`. Where `fit` evaluates periodically, a `BestExport` callback
+      does the same after each of its evaluations (`val_loss`), into
+      `model_dir/export/<name>/<timestamp>`; where the Estimator evaluated once, at the end, that
+      evaluation was the best and the model is exported then, as by a `FinalExporter`. Only in a
+      fresh model_dir (`tempfile.mkdtemp()`, trained once): BestExporter also compared with the
+      evaluations an earlier run left in the model_dir's eval events, which Keras does not write.
+      A `compare_fn` other than the loss is reported.
+
     ## Limitations
-    Saving listeners and `BestExporter` are reported (E2K902), not converted. A
+    Saving listeners are reported (E2K902), not converted. A
     `LatestExporter` exported after every evaluation (keeping `exports_to_keep`); the Keras
     program exports once, the final model, which is the newest export it kept.
 
@@ -268,6 +283,183 @@ tf.saved_model.save(model, export_path, signatures={"serving_default": serving_i
 exports = [export_path]
 ''',
         ),
+        Case(
+            id="best-exporter",
+            before='''\
+import tempfile
+
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": [[1.0], [2.0]]}, [[2.0], [4.0]])).repeat().batch(2)
+
+
+def model_fn(features, labels, mode):
+    predictions = tf.layers.Dense(1)(features["x"])
+    if mode == tf.estimator.ModeKeys.PREDICT:
+        return tf.estimator.EstimatorSpec(mode, predictions=predictions)
+    loss = tf.losses.mean_squared_error(labels, predictions)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+model_dir = tempfile.mkdtemp()
+config = tf.estimator.RunConfig(model_dir=model_dir, save_checkpoints_steps=5)
+estimator = tf.estimator.Estimator(model_fn, config=config)
+serving_input_fn = tf.estimator.export.build_raw_serving_input_receiver_fn({"x": tf.placeholder(tf.float32, [None, 1])})
+exporter = tf.estimator.BestExporter(serving_input_receiver_fn=serving_input_fn, exports_to_keep=3)
+tf.estimator.train_and_evaluate(
+    estimator,
+    tf.estimator.TrainSpec(input_fn, max_steps=10),
+    tf.estimator.EvalSpec(input_fn, steps=1, exporters=[exporter], throttle_secs=0))
+''',
+            after='''\
+import tempfile
+
+import tensorflow as tf
+import os
+import shutil
+import time
+
+
+class ModelDirCheckpoints(tf.keras.callbacks.Callback):
+    """An Estimator's model_dir for a Keras model and its optimizer: the latest checkpoint is
+    restored when the model first trains, evaluates or predicts, and training saves one every
+    `save_steps` steps or `save_secs` seconds and when it ends, numbered by global step."""
+
+    def __init__(self, model, directory, max_to_keep=5, keep_checkpoint_every_n_hours=None,
+                 save_steps=None, save_secs=None, restore=True):
+        super().__init__()
+        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, directory, max_to_keep, keep_checkpoint_every_n_hours)
+        self.writer = self.manager
+        if not model.distribute_strategy.extended.should_checkpoint:
+            # Another worker than the chief of a multi-worker strategy: it saves too (the
+            # variables are read collectively), but aside, as under an Estimator.
+            self.writer = tf.train.CheckpointManager(self.checkpoint, tempfile.mkdtemp(), 1)
+        self.save_steps = save_steps
+        self.save_secs = save_secs
+        self.restored = not restore
+
+    def global_step(self):
+        """The step training goes on from: the latest checkpoint's until it is restored."""
+        if self.restored or self.manager.latest_checkpoint is None:
+            return int(self.checkpoint.optimizer.iterations.numpy())
+        return int(self.manager.latest_checkpoint.rsplit("-", 1)[-1])
+
+    def restore(self):
+        # Not before: Keras 3 restores into a model under a distribution strategy only once
+        # the model is built, which it is when a callback starts.
+        if not self.restored:
+            self.manager.restore_or_initialize()
+            self.restored = True
+
+    def on_train_begin(self, logs=None):
+        self.restore()
+        self.step = self.saved_step = int(self.model.optimizer.iterations.numpy())
+        self.saved_time = time.time()
+
+    def on_test_begin(self, logs=None):
+        self.restore()
+
+    def on_predict_begin(self, logs=None):
+        self.restore()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.step += 1
+        steps_due = self.save_steps and self.step - self.saved_step >= self.save_steps
+        secs_due = self.save_secs and time.time() - self.saved_time >= self.save_secs
+        if steps_due or secs_due:
+            self.save()
+
+    def on_train_end(self, logs=None):
+        if self.step != self.saved_step and (self.save_steps or self.save_secs):
+            self.save()
+
+    def save(self):
+        self.writer.save(checkpoint_number=self.step)
+        self.saved_step, self.saved_time = self.step, time.time()
+
+
+class BestExport(tf.keras.callbacks.Callback):
+    """What a BestExporter did: after each evaluation whose loss is the lowest so far, the model
+    is exported to `export_dir_base/<timestamp>` with its serving signatures, and only the newest
+    `exports_to_keep` exports are kept."""
+
+    def __init__(self, export_dir_base, signatures, exports_to_keep=5, monitor="val_loss"):
+        super().__init__()
+        self.export_dir_base = export_dir_base
+        self.signatures = signatures
+        self.exports_to_keep = exports_to_keep
+        self.monitor = monitor
+        self.best = None
+
+    def on_epoch_end(self, epoch, logs=None):
+        loss = (logs or {}).get(self.monitor)
+        if loss is None or (self.best is not None and loss >= self.best):
+            return
+        self.best = loss
+        path = os.path.join(self.export_dir_base, str(int(time.time())))
+        while os.path.exists(path):  # one export a second, named by its time, as the Estimator's
+            time.sleep(1)
+            path = os.path.join(self.export_dir_base, str(int(time.time())))
+        tf.saved_model.save(self.model, path, signatures=self.signatures)
+        if self.exports_to_keep:
+            exports = sorted((d for d in os.listdir(self.export_dir_base) if d.isdigit()), key=int)
+            for old in exports[:-self.exports_to_keep]:
+                shutil.rmtree(os.path.join(self.export_dir_base, old))
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": [[1.0], [2.0]]}, [[2.0], [4.0]])).repeat().batch(2)
+
+
+class Model(tf.keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.predictions = tf.keras.layers.Dense(1)
+
+    def call(self, features, training=False):
+        predictions = self.predictions(features["x"])
+        return predictions
+
+
+def build_model():
+    model = Model()
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+model_dir = tempfile.mkdtemp()
+model = build_model()
+# The Estimator restored and saved checkpoints in its model_dir; so does this callback.
+checkpoints = ModelDirCheckpoints(model, model_dir, save_steps=5)
+callbacks = [checkpoints]
+
+
+# The serving signature the Estimator exported: one input per feature, predictions out.
+@tf.function(input_signature=[{"x": tf.TensorSpec([None, 1], tf.float32, name="x")}])
+def serving_input_fn(features):
+    return {"output": model.predict_step(features)}
+
+
+best_exporter = BestExport(
+    os.path.join(model_dir, "export", "best_exporter"),
+    {"serving_default": serving_input_fn},
+    exports_to_keep=3)
+# Evaluate after every checkpoint (every 5 steps), as train_and_evaluate did.
+model.fit(
+    input_fn(),
+    epochs=2,
+    initial_epoch=checkpoints.global_step() // 5,
+    steps_per_epoch=5,
+    validation_data=input_fn().take(1),
+    callbacks=callbacks + [best_exporter])
+model.evaluate(input_fn(), steps=1, callbacks=[checkpoints])
+''',
+        ),
     ]
 
     def plan(self, unit, plan, ctx) -> None:
@@ -313,10 +505,20 @@ exports = [export_path]
             model = plan.model_var
             dataset = [cst.Arg(plan.dataset(train_input.call_expression(plan.params_for("train"), "train")))]
             periodic = self._periodic(unit, train_hooks, evaluation, max_steps, train_call)
+            fit_callbacks: list[cst.BaseExpression] = []
+            exports, paths, export_callbacks = self._exporters(
+                unit, evaluation.get("exporters"), plan, ctx, resolve, periodic is not None)
             fit_statements: list[cst.BaseStatement]
             if periodic is not None:
-                fit_statements = [self._periodic_fit(plan, ctx, call, periodic, dataset, eval_input, params,
-                                                     eval_steps, train_hooks, eval_hooks, max_steps)]
+                named = []
+                for callback in export_callbacks:
+                    name = plan.unique_name("best_exporter")
+                    named.append(_emit.fit_line(_emit.statement("{n} = {c}", n=name, c=callback), _depth(ctx, call),
+                                                ctx.module.default_indent))
+                    fit_callbacks.append(cst.Name(name))
+                fit_statements = [*named, self._periodic_fit(plan, ctx, call, periodic, dataset, eval_input, params,
+                                                             eval_steps, train_hooks, eval_hooks, max_steps,
+                                                             fit_callbacks)]
             else:
                 more = [a for a in [callbacks_arg(plan, train_hooks, training=True)] if a is not None]
                 more += list(plan.fit_keywords)
@@ -333,7 +535,6 @@ exports = [export_path]
             eval_callbacks = callbacks_arg(plan, eval_hooks, training=False)
             if eval_callbacks is not None:
                 eval_args.append(eval_callbacks)
-            exports, paths = self._exporters(evaluation.get("exporters"), plan, ctx, resolve)
             statement = ctx.enclosing_statement(call)
             small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
             if isinstance(small, cst.Expr) and small.value is call:
@@ -385,7 +586,7 @@ exports = [export_path]
         return steps
 
     def _periodic_fit(self, plan, ctx, call, steps, dataset, eval_input, params, eval_steps, train_hooks, eval_hooks,
-                      max_steps):
+                      max_steps, export_callbacks=()):
         model = plan.model_var
         fit_args = [*dataset, _emit.keyword_arg("epochs", cst.Integer(str(max_steps.evaluated_value // steps)))]
         if plan.may_restore:
@@ -406,6 +607,7 @@ exports = [export_path]
         hooks.callbacks += [c.deep_clone() for c in eval_hooks.callbacks]
         for stop in train_hooks.early_stops:
             hooks.callbacks.append(self._early_stopping(plan, stop, steps))
+        hooks.callbacks += list(export_callbacks)
         callbacks = callbacks_arg(plan, hooks, training=True)
         if callbacks is not None:
             fit_args.append(callbacks)
@@ -448,22 +650,30 @@ exports = [export_path]
                     _emit.statement("{t} = ({t}[0], {x})", t=target, x=exported)]
         return [_emit.statement("{t} = ({e}, [])", t=target, e=evaluate)]
 
-    def _exporters(self, arg, plan, ctx, resolve) -> tuple[list[cst.BaseStatement], list[str]]:
+    def _exporters(self, unit, arg, plan, ctx, resolve, periodic: bool = False):
         """FinalExporter / LatestExporter: the model exported to model_dir/export/<name> after
-        training, as the Estimator exported the final checkpoint (statements, path names)."""
+        training, as the Estimator exported the final checkpoint (statements, path names).
+        BestExporter: a callback of the periodic ``fit`` exporting after each evaluation with the
+        lowest loss so far; with one evaluation, at the end, that one is the best (callbacks)."""
         if arg is None or _is_none(arg.value):
-            return [], []
+            return [], [], []
         value = resolve(arg.value)
         if not isinstance(value, (cst.List, cst.Tuple)):
             value = cst.List([cst.Element(value)])
         statements: list[cst.BaseStatement] = []
         paths: list[str] = []
+        callbacks: list[cst.BaseExpression] = []
         for element in value.elements:
             exporter = resolve(element.value)
             kind = ctx.call_api_path(exporter) if isinstance(exporter, cst.Call) else None
-            if kind not in EXPORTERS:
-                raise Unsupported("only FinalExporter and LatestExporter are converted", element.value)
-            found = bind_arguments(exporter, EXPORTER_SIGNATURE)
+            if kind == BEST_EXPORTER:
+                callback = self._best_exporter(unit, exporter, plan, ctx, periodic)
+                if callback is not None:
+                    callbacks.append(callback)
+                    continue
+            elif kind not in EXPORTERS:
+                raise Unsupported("only FinalExporter, LatestExporter and BestExporter are converted", element.value)
+            found = bind_arguments(exporter, EXPORTER_SIGNATURE if kind in EXPORTERS else BEST_EXPORTER_SIGNATURE)
             for name in ("assets_extra", "as_text"):
                 if name in found and _emit.code(found[name].value) not in ("None", "False"):
                     raise Unsupported(f"an exporter with {name}= is not converted", found[name])
@@ -481,8 +691,58 @@ exports = [export_path]
                            save_statement(plan, ctx, cst.Name(target), signatures_dict(names, function))]
             paths.append(target)
             plan.fixed(exporter, self.code, f"{kind.rsplit('.', 1)[-1]} -> the model exported after training")
-        return statements, paths
+        return statements, paths, callbacks
 
+    def _best_exporter(self, unit, exporter, plan, ctx, periodic: bool) -> cst.BaseExpression | None:
+        """BestExporter exported when an evaluation's loss was the lowest it had seen (in the
+        model_dir's eval events too). Under a periodic ``fit``: a BestExport callback. With one
+        evaluation, at the end: None, exported like a FinalExporter (the first is the best)."""
+        found = bind_arguments(exporter, BEST_EXPORTER_SIGNATURE)
+        if "compare_fn" in found and not _is_none(found["compare_fn"].value):
+            raise Unsupported("BestExporter(compare_fn=...) is not converted: the Keras export compares the loss",
+                              found["compare_fn"])
+        for name in ("event_file_pattern", "assets_extra", "as_text"):
+            if name in found and _emit.code(found[name].value) not in ("None", "False", '"eval/*.tfevents.*"',
+                                                                       "'eval/*.tfevents.*'"):
+                raise Unsupported(f"a BestExporter with {name}= is not converted", found[name])
+        if plan.may_restore and not _fresh_model_dir(unit, plan, ctx):
+            raise Unsupported("BestExporter compared with the evaluations already in the model_dir, which the Keras "
+                              "program does not read; the model may be restored from one here", exporter)
+        if not periodic:
+            return None
+        name = found.get("name")
+        if name is None:
+            name_text = "best_exporter"  # BestExporter's default name
+        elif isinstance(name.value, cst.SimpleString):
+            name_text = name.value.evaluated_value
+        else:
+            raise Unsupported("the exporter's name is not a string literal", exporter)
+        if plan.model_dir is None:
+            plan.fixed(exporter, self.code, "no model_dir: the Estimator exported into a temporary directory")
+            return None
+        names = signature_names(plan, ctx, exporter)
+        function, inline = serving_function(found["serving_input_receiver_fn"].value, plan, ctx, self.code, names)
+        if inline:
+            raise Unsupported("a BestExporter's serving function that is not a function of the file", exporter)
+        keep = found.get("exports_to_keep")
+        plan.fixed(exporter, self.code, "BestExporter -> a callback exporting after each evaluation with a lower loss")
+        return best_export(plan, plan.model_dir, name_text, signatures_dict(names, function),
+                           keep.value if keep is not None else None)
+
+
+
+def _fresh_model_dir(unit, plan, ctx) -> bool:
+    """Is the model_dir a new empty directory (``tempfile.mkdtemp()``, or a name bound once to
+    one) that the unit trains in once? Then it holds no earlier checkpoint or evaluation."""
+    value = unit.arg_value("model_dir") or unit.config_value("model_dir")
+    if isinstance(value, cst.Name):
+        bound = resolve(ctx, value)
+        value = bound.value if isinstance(bound, Binding) else None
+    if not isinstance(value, cst.Call):
+        return False
+    names = {q.name for q in ctx.get_metadata(QualifiedNameProvider, value.func, set())}
+    trainings = plan.uses("method", "train") + plan.uses("train_and_evaluate")
+    return bool(names & {"tempfile.mkdtemp", "tempfile.TemporaryDirectory"}) and len(trainings) == 1
 
 
 def _is_none(node: cst.BaseExpression) -> bool:
