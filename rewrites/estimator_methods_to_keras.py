@@ -8,7 +8,7 @@ from estimator2keras._training import (
     call_hooks, callbacks_arg, guarded_fit, method_call, min_of, module_resolver,
     needs_step_guard, per_example,
 )
-from estimator2keras._units import bind_arguments, resolve_input_fn
+from estimator2keras._units import accesses_of, bind_arguments, resolve_input_fn
 
 TRAIN_SIGNATURE = ("input_fn", "hooks", "steps", "max_steps", "saving_listeners")
 EVALUATE_SIGNATURE = ("input_fn", "steps", "hooks", "checkpoint_path", "name")
@@ -50,7 +50,10 @@ class EstimatorTrainEvaluateToFitEvaluate(UnitRule):
 
     ## Fix safety
     Safe: the step counts mean what they meant (`steps` more steps, `max_steps` up to a global
-    step). The Estimator's evaluation dict also held `global_step`; the Keras one does not.
+    step). The Estimator's evaluation dict also held `global_step`; the Keras one does not:
+    where the result is assigned, each `metrics["global_step"]` becomes
+    `int(model.optimizer.iterations.numpy())`, the step the model was trained to (read
+    elsewhere, the key is missing: a loud KeyError, never a silent difference).
     `predict` runs the whole input before the first example is seen, so a predict input that
     repeats forever is not converted. What repeats is read from the code that runs in that
     call: e2k decides the `if`s on a parameter the call passes a literal `True` / `False` (or
@@ -330,6 +333,48 @@ print(next(estimator.predict(input_fn)))
 ''',
             findings=('E2K003',),
         ),
+        Case(
+            id="evaluation-global-step",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).repeat().batch(1)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+estimator = tf.estimator.Estimator(model_fn)
+estimator.train(input_fn, steps=10)
+metrics = estimator.evaluate(input_fn, steps=2)
+print("loss %.4f at step %d" % (metrics["loss"], metrics["global_step"]))
+''',
+            after='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).repeat().batch(1)
+
+
+def build_model():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+model = build_model()
+model.fit(input_fn(), steps_per_epoch=10)
+metrics = model.evaluate(input_fn(), steps=2, return_dict=True)
+print("loss %.4f at step %d" % (metrics["loss"], int(model.optimizer.iterations.numpy())))
+''',
+        ),
     ]
 
     def plan(self, unit, plan, ctx) -> None:
@@ -391,6 +436,7 @@ print(next(estimator.predict(input_fn)))
         if not isinstance(ctx.parent(use.call), cst.Expr):
             new_args.append(_emit.keyword_arg("return_dict", cst.Name("True")))
         plan.replace(use.call, method_call(plan.model_var, "evaluate", new_args))
+        _global_step_reads(use.call, plan, ctx)
         self._checkpoint_path(use, args, plan, ctx)
         plan.claim_use(use)
         plan.fixed(use.call, self.code, "estimator.evaluate -> model.evaluate")
@@ -443,6 +489,23 @@ print(next(estimator.predict(input_fn)))
                 "checkpoint_path= other than the model_dir's latest checkpoint is not converted: restore it with "
                 "checkpoints.checkpoint.restore(path) before the call", path)
         plan.fixed(path, self.code, "checkpoint_path=latest_checkpoint(model_dir): the model_dir's latest, as by default")
+
+
+def _global_step_reads(call: cst.Call, plan, ctx) -> None:
+    """The Estimator's evaluate() result also held the checkpoint's "global_step", which Keras's
+    has not: each ``metrics["global_step"]`` of the assigned result reads the model's step count."""
+    parent = ctx.parent(call)
+    if not (isinstance(parent, cst.Assign) and parent.value is call and len(parent.targets) == 1
+            and isinstance(parent.targets[0].target, cst.Name)):
+        return
+    for read in accesses_of(ctx, parent.targets[0].target) or []:
+        subscript = ctx.parent(read)
+        if not (isinstance(subscript, cst.Subscript) and subscript.value is read and len(subscript.slice) == 1):
+            continue
+        key = subscript.slice[0].slice
+        if isinstance(key, cst.Index) and isinstance(key.value, cst.SimpleString) \
+                and key.value.evaluated_value == "global_step" and not isinstance(ctx.parent(subscript), cst.AssignTarget):
+            plan.replace(subscript, _emit.expr("int({m}.optimizer.iterations.numpy())", m=plan.model_var))
 
 
 def _value(args, name):
