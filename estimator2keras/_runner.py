@@ -328,10 +328,9 @@ def _run_federated(candidates: dict[str, bytes], by_norm: dict, settings):
         paths = [str(by_norm[p].path) for p in sorted(group)]
         read = lambda p: candidates[os.path.normpath(p)]  # noqa: E731
         rules_for = lambda p: settings[p].load()  # noqa: E731
-        federated = rewrite_group(paths, read, rules_for)
-        if federated is None:
-            continue
-        # The same files as they convert otherwise: model_fns across files, or one by one.
+        # The files as they convert without the program pass (model_fns across files, or one
+        # by one): what the program pass must improve on, and the results when it does not.
+        started = time.perf_counter()
         alone = {os.path.normpath(r.path): r for r in (
             result for linked in links({p: candidates[p] for p in group})
             for result in rewrite_program(sorted(linked), read, rules_for,
@@ -340,8 +339,14 @@ def _run_federated(candidates: dict[str, bytes], by_norm: dict, settings):
         for path in paths:
             if os.path.normpath(path) not in alone:
                 alone[os.path.normpath(path)] = rewrite_source(read(path), path, rules_for(path))
-        if _left(federated) < _left(alone.values()):
-            yield group, federated
+        alone_results = [alone[os.path.normpath(p)] for p in paths]
+        middle = time.perf_counter()
+        federated = rewrite_group(paths, read, rules_for) if _left(alone_results)[0] else None
+        won = federated is not None and _left(federated) < _left(alone_results)
+        if os.environ.get("E2K_DEBUG_FEDERATION"):
+            print("group %.2f %.2f" % (middle - started, time.perf_counter() - middle), len(group), sorted(group)[0], "alone", _left(alone_results),
+                  "federated", federated and _left(federated), "won" if won else "")
+        yield group, (federated if won else alone_results)
 
 
 def _left(results) -> tuple[int, int]:
