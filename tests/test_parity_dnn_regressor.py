@@ -26,6 +26,10 @@ def two_replicas():
 def test_correct_migration_holds_parity_on_2_replicas(two_replicas):
     result = two_replicas["correct"]
     support.assert_parity(result, PROGRAM.correct_steps[2])
+    rates = next(row for row in result.hyperparameters if row.name == "learning rate at every step")
+    assert rates.passed is True and rates.note == "12 steps agree"
+    shuffles = next(row for row in result.hyperparameters if row.name.startswith("shuffle"))
+    assert (shuffles.legacy, shuffles.passed) == ("buffer 64, seed 1", True)
     assert result.legacy.replicas == result.migrated.replicas == 2
     # dropout is in both programs: neutralised on both sides, so the run is step-exact
     assert "neutralised" in result.settings["dropout"]
@@ -49,6 +53,9 @@ def test_correct_migration_holds_parity_on_newest_tensorflow(two_replicas):
     result = two_replicas["newest"]
     support.assert_parity(result, PROGRAM.correct_steps[2])
     assert result.migrated.versions["keras"].startswith("3."), result.migrated.versions
+    # Keras 3's schedule is read at every step too, and agrees with TF1's staircase decay
+    rates = next(row for row in result.hyperparameters if row.name == "learning rate at every step")
+    assert rates.passed is True and (rates.legacy, rates.migrated) == ("0.01 .. 0.0025", "0.01 .. 0.0025")
 
 
 def test_correct_migration_holds_parity_on_1_replica_stopped_mid_epoch():
