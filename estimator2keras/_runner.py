@@ -249,16 +249,21 @@ def run(
                     todo.append(source)
                 else:
                     finish(result)
-            todo = _run_programs(todo, settings, finish, interrupts)
-            jobs = max(1, min(options.jobs, len(todo)))
+            todo, groups = _programs(todo, settings)
+            work: list = [*groups, *todo]  # the groups first: they take longest
+            jobs = max(1, min(options.jobs, len(work)))
             if jobs == 1:
-                for source in todo:
-                    result = process_file(source.path, settings[str(source.path)].load())
+                for item in work:
+                    if isinstance(item, _Group):
+                        results = _process_group(item.paths, {p: settings[p] for p in item.paths}, item.federate)
+                    else:
+                        results = [process_file(item.path, settings[str(item.path)].load())]
                     if interrupts.requested:  # that file's result may be the interruption's doing
                         raise KeyboardInterrupt
-                    finish(result)
+                    for result in results:
+                        finish(result)
             else:
-                _run_pool(todo, jobs, settings, finish, summary)
+                _run_pool(work, jobs, settings, finish, summary)
             if not summary.interrupted:
                 # Calls from one file into Estimator code left in another (the program pass).
                 link(summary.results, lambda r: settings[r.path].load().enabled(ESTIMATOR_CODE_LEFT))
@@ -268,10 +273,25 @@ def run(
     return summary
 
 
-def _run_programs(todo: list[SourceFile], settings, finish, interrupts) -> list[SourceFile]:
-    """Files whose Estimators take a model_fn from another file of the run convert with that
-    file, in one job (``analysis.program``); the others are returned for the usual run."""
-    from estimator2keras.analysis.program import links, rewrite_program
+@dataclass(frozen=True)
+class _Group:
+    """Files converted in one job: the modules of a program (``federate``: one unit pass over
+    them when that converts more, ``analysis.federation``), or a model_fn's consumer and
+    provider (``analysis.program``)."""
+
+    sources: tuple[SourceFile, ...]
+    federate: bool
+
+    @property
+    def paths(self) -> list[str]:
+        return [str(s.path) for s in self.sources]
+
+
+def _programs(todo: list[SourceFile], settings) -> tuple[list[SourceFile], list[_Group]]:
+    """The files of ``todo`` that convert in groups, and the rest."""
+    from estimator2keras._prefilter import last_names, mentions_any
+    from estimator2keras.analysis.federation import groups
+    from estimator2keras.analysis.program import links
 
     candidates = {}
     for source in todo:
@@ -282,71 +302,52 @@ def _run_programs(todo: list[SourceFile], settings, finish, interrupts) -> list[
         except OSError:
             continue
         candidates[os.path.normpath(str(source.path))] = data
+    if len(candidates) < 2:
+        return todo, []
     by_norm = {os.path.normpath(str(s.path)): s for s in todo}
-    grouped: set[str] = set()
-    for paths, results in _run_federated(candidates, by_norm, settings):
-        if interrupts.requested:
-            raise KeyboardInterrupt
-        for result in results:
-            finish(result)
-        grouped |= paths
-    candidates = {p: data for p, data in candidates.items() if p not in grouped}
-    groups = links(candidates) if candidates else []
-    if not groups:
-        return [s for s in todo if os.path.normpath(str(s.path)) not in grouped]
-    for group in groups:
-        members = [by_norm[p] for p in sorted(group) if p in by_norm]
-        if len(members) != len(group):
-            continue  # a file of the group is not converted in this run
-        paths = [str(m.path) for m in members]
-        results = rewrite_program(
-            paths, lambda p: candidates[os.path.normpath(p)], lambda p: settings[p].load(),
-            lambda source, path, rules, program=None: rewrite_source(source, path, rules, program=program))
-        if interrupts.requested:
-            raise KeyboardInterrupt
-        for result in results:
-            finish(result)
-        grouped |= group
-    return [s for s in todo if os.path.normpath(str(s.path)) not in grouped]
+    names = last_names(settings[str(by_norm[next(iter(candidates))].path)].load().constructor_paths())
+    found = [_Group(tuple(by_norm[p] for p in sorted(g)), True)
+             for g in groups(candidates, lambda source: mentions_any(source, names))]
+    grouped = {os.path.normpath(p) for g in found for p in g.paths}
+    rest = {p: data for p, data in candidates.items() if p not in grouped}
+    found += [_Group(tuple(by_norm[p] for p in sorted(g)), False) for g in (links(rest) if rest else [])]
+    grouped = {os.path.normpath(p) for g in found for p in g.paths}
+    return [s for s in todo if os.path.normpath(str(s.path)) not in grouped], found
 
 
-def _run_federated(candidates: dict[str, bytes], by_norm: dict, settings):
-    """Programs whose files import one another, converted in one unit pass each
-    (``analysis.federation``), when that converts more than their files do without it:
-    yields (paths, results)."""
-    from estimator2keras._prefilter import last_names, mentions_any
-    from estimator2keras.analysis.federation import groups, rewrite_group
+def _process_group(paths: list[str], settings: dict[str, RuleSettings], federate: bool) -> list[FileResult]:
+    """Convert the files of one group (in a worker, or in the parent with one job)."""
+    from estimator2keras.analysis.federation import rewrite_group
     from estimator2keras.analysis.program import links, rewrite_program
 
-    if len(candidates) < 2:
-        return
-    names = None
-    for path in candidates:
-        names = last_names(settings[str(by_norm[path].path)].load().constructor_paths())
-        break
-    for group in groups(candidates, lambda source: mentions_any(source, names)):
-        paths = [str(by_norm[p].path) for p in sorted(group)]
-        read = lambda p: candidates[os.path.normpath(p)]  # noqa: E731
-        rules_for = lambda p: settings[p].load()  # noqa: E731
-        # The files as they convert without the program pass (model_fns across files, or one
-        # by one): what the program pass must improve on, and the results when it does not.
-        started = time.perf_counter()
-        alone = {os.path.normpath(r.path): r for r in (
-            result for linked in links({p: candidates[p] for p in group})
-            for result in rewrite_program(sorted(linked), read, rules_for,
-                                          lambda source, path, rules, program=None: rewrite_source(
-                                              source, path, rules, program=program)))}
-        for path in paths:
-            if os.path.normpath(path) not in alone:
-                alone[os.path.normpath(path)] = rewrite_source(read(path), path, rules_for(path))
-        alone_results = [alone[os.path.normpath(p)] for p in paths]
-        middle = time.perf_counter()
-        federated = rewrite_group(paths, read, rules_for) if _left(alone_results)[0] else None
-        won = federated is not None and _left(federated) < _left(alone_results)
-        if os.environ.get("E2K_DEBUG_FEDERATION"):
-            print("group %.2f %.2f" % (middle - started, time.perf_counter() - middle), len(group), sorted(group)[0], "alone", _left(alone_results),
-                  "federated", federated and _left(federated), "won" if won else "")
-        yield group, (federated if won else alone_results)
+    sources = {}
+    for path in paths:
+        try:
+            sources[os.path.normpath(path)] = Path(path).read_bytes()
+        except OSError:
+            return [process_file(Path(p), settings[p].load()) for p in paths]
+    read = lambda p: sources[os.path.normpath(p)]  # noqa: E731
+    rules_for = lambda p: settings[p].load()  # noqa: E731
+    # The files as they convert without the program pass (model_fns across files, or one by
+    # one): what the program pass must improve on, and the results when it does not.
+    started = time.perf_counter()
+    alone: dict[str, FileResult] = {}
+    for linked in links(sources):
+        for result in rewrite_program(sorted(linked), read, rules_for,
+                                      lambda source, path, rules, program=None: rewrite_source(
+                                          source, path, rules, program=program)):
+            alone[os.path.normpath(result.path)] = result
+    alone_results = [alone.get(os.path.normpath(p)) or rewrite_source(read(p), p, rules_for(p)) for p in paths]
+    if not federate or not _left(alone_results)[0]:
+        return alone_results
+    middle = time.perf_counter()
+    federated = rewrite_group(paths, read, rules_for)
+    won = federated is not None and _left(federated) < _left(alone_results)
+    if os.environ.get("E2K_DEBUG_FEDERATION"):
+        print(f"program pass: {len(paths)} files from {paths[0]}: alone {_left(alone_results)} "
+              f"({middle - started:.2f} s), together {federated and _left(federated)} "
+              f"({time.perf_counter() - middle:.2f} s){' kept' if won else ''}")
+    return federated if won else alone_results
 
 
 def _left(results) -> tuple[int, int]:
@@ -363,9 +364,19 @@ def _run_pool(files, jobs, settings, finish, summary) -> None:
     that kills a worker on its own is reported (E2K903), and the run goes on.
     """
 
-    def submit(source: SourceFile) -> Future:
+    def submit(source) -> Future:
+        if isinstance(source, _Group):
+            return pool.submit(_process_group, source.paths, {p: settings[p] for p in source.paths}, source.federate)
         path = str(source.path)
         return pool.submit(_process, path, settings[path])
+
+    def done_with(results) -> None:
+        for result in results if isinstance(results, list) else [results]:
+            finish(result)
+
+    def died(source) -> None:
+        for member in source.sources if isinstance(source, _Group) else [source]:
+            finish(_worker_died(member))
 
     queue = list(reversed(files))
     retry: list[SourceFile] = []  # in flight when a worker died
@@ -397,11 +408,11 @@ def _run_pool(files, jobs, settings, finish, summary) -> None:
                     except BrokenProcessPool:
                         broken = True
                         if alone:
-                            finish(_worker_died(source))
+                            died(source)
                         else:
                             retry.append(source)
                         continue
-                    finish(result)
+                    done_with(result)
             if broken:
                 retry.extend(pending.values())  # they failed with the pool
                 pending.clear()
@@ -415,7 +426,7 @@ def _run_pool(files, jobs, settings, finish, summary) -> None:
         for future, source in pending.items():
             if not future.cancelled():
                 try:
-                    finish(future.result())
+                    done_with(future.result())
                 except Exception:
                     pass
     finally:
