@@ -1110,6 +1110,9 @@ class {name}({tf}.keras.layers.Layer):
 # ---------------------------------------------------------------------------------------------
 # The conversion of one unit
 # ---------------------------------------------------------------------------------------------
+CANNED_PREDICT_SIGNATURE = "predict"
+
+
 def convert(unit, plan, ctx, code: str) -> None:
     """Plan the conversion of a canned Estimator unit (raises Unsupported)."""
     reader = CannedReader(unit, plan, ctx, code)
@@ -1169,6 +1172,12 @@ def convert(unit, plan, ctx, code: str) -> None:
 
     _place_definitions(plan, ctx, unit, removable, definitions)
     plan.dataset_map = f"{var}.preprocess"
+    # The model's predict_step gives the head's predictions dict. A canned Estimator exported
+    # them as its "predict" signature; its classification / regression signatures needed one
+    # serialized-Example input, and were left out of an export from other receiver tensors
+    # (_export.serving_function refuses the receivers that had them).
+    plan.predictions_kind = "dict"
+    plan.export_signatures = [CANNED_PREDICT_SIGNATURE]
     plan.claimed_args.update(name for name in reader.args if name not in NOT_CARRIED)
 
 

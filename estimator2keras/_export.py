@@ -96,6 +96,9 @@ def signature_names(plan, ctx, call) -> list[str]:
     """The Estimator's export signatures: `serving_default`, or `export_outputs`' names."""
     if plan.predictions_kind is None:
         raise Unsupported("the model_fn returns no predictions in PREDICT mode; there is nothing to export", call)
+    canned = getattr(plan, "export_signatures", None)  # a canned Estimator's (set by _canned.convert)
+    if canned:
+        return list(canned)
     if plan.spec_export_outputs is None:
         return [DEFAULT_SIGNATURE]
     outputs, follow = plan.spec_export_outputs
@@ -131,6 +134,8 @@ def serving_function(node, plan, ctx, code: str, names: list[str]) -> tuple[str,
     hand-written one's factory makes for this model, when more than one signature names it)."""
     inline: list[cst.BaseStatement] = []
     receiver, binding = resolve_call(ctx, node, RAW | PARSING)
+    if getattr(plan, "export_signatures", None):
+        _one_string_input(node, receiver, plan, ctx)
     if receiver is None:
         made = _handwritten(node, plan, ctx, code)
         if "{model}" not in made:
@@ -181,6 +186,34 @@ def serving_function(node, plan, ctx, code: str, names: list[str]) -> tuple[str,
         inline.append(function.with_changes(leading_lines=[*blank, *function.leading_lines]))
     plan.serving_functions[receiver] = name
     return name, inline
+
+
+def _one_string_input(node, receiver, plan, ctx) -> None:
+    """Refuse the receivers of a canned Estimator's export that had a single string tensor
+    (serialized tf.train.Examples): the Estimator exported its classification / regression
+    signatures on them too (``serving_default`` among them), which e2k does not write."""
+    why = ("a canned Estimator exported classification/regression signatures on a single string input (serialized "
+           "Examples); e2k exports only its predict signature")
+    if receiver is not None:
+        if ctx.call_api_path(receiver) in PARSING:
+            raise Unsupported(why, receiver)
+        features = bind_arguments(receiver, ("features", "default_batch_size")).get("features")
+        value = features.value if features is not None else None
+        if isinstance(value, cst.Name):
+            bound = resolve(ctx, value)
+            value = bound.value if isinstance(bound, Binding) else None
+        if not isinstance(value, cst.Dict) or len(value.elements) == 1 and "string" in _emit.code(value):
+            raise Unsupported(why if isinstance(value, cst.Dict) else "the raw receiver's features are not a dict "
+                              "e2k can read: it cannot tell which signatures the canned Estimator exported", receiver)
+        return
+    function = _receiver.handwritten(ctx, node)
+    if function is None:
+        return  # refused where it is converted
+    respell = {"tf": plan.tf, "map": dict(tf2_respellings(ctx, function, plan.tf))}
+    specs = [spec for _, spec in _receiver.read(ctx, plan, function, respell).params]
+    text = " ".join(specs)
+    if "string" in text and (text.count("TensorSpec(") == 1 or " for " in text):
+        raise Unsupported(why, function)
 
 
 def _braces(text: str) -> str:

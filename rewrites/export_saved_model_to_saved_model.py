@@ -47,6 +47,13 @@ class ExportSavedModelToSavedModel(UnitRule):
     Estimator returned it. `EstimatorSpec(export_outputs={"name": PredictOutput(predictions)})`
     names the signatures (and, as in the Estimator, a single one is also `serving_default`).
 
+    A canned Estimator (E2K501-E2K503) exported its head's predictions dict as the signature
+    `predict`; its `classification` / `regression` signatures (and `serving_default`, one of
+    them) needed a single string input, serialized `tf.train.Example`s, and were left out of
+    an export whose receiver fed anything else. The converted model's `predict_step` gives
+    that dict, exported as `predict`; a receiver of a single string tensor
+    (`build_parsing_serving_input_receiver_fn`, one string placeholder) is reported.
+
     ## Why
     The SavedModel a server loads is the migration's real output: the same signature names,
     input names, output names and values let clients keep calling it unchanged.
@@ -282,6 +289,111 @@ estimator.export_saved_model("export", serving_input_fn)
 print(serving_input_fn)
 ''',
             findings=("E2K007",),
+        ),
+        Case(
+            id="canned-estimator-predict-signature",
+            before='''\
+import tensorflow as tf
+
+COLUMNS = [tf.feature_column.numeric_column("x")]
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": [1.0, 2.0]}, [2.0, 4.0])).repeat().batch(2)
+
+
+def serving_input_fn():
+    inputs = {"x": tf.compat.v1.placeholder(tf.float32, [None])}
+    return tf.estimator.export.ServingInputReceiver(inputs, inputs)
+
+
+regressor = tf.estimator.LinearRegressor(feature_columns=COLUMNS)
+regressor.train(input_fn, steps=10)
+regressor.export_saved_model("/tmp/export", serving_input_fn)
+''',
+            after='''\
+import tensorflow as tf
+import os
+import time
+
+
+class LinearModel(tf.keras.layers.Layer):
+    """A canned Estimator's linear model: a weight matrix per feature column, created in the
+    columns' name order, then the bias; all start at zero. Categorical columns come as
+    one-hot rows, so a column adds the rows of its ids."""
+
+    def __init__(self, units, column_names, **kwargs):
+        super().__init__(**kwargs)
+        self.units = units
+        self.column_names = column_names
+
+    def build(self, input_shape):
+        self.column_weights = [
+            self.add_weight(name=f"{name}_weights", shape=(shape[-1], self.units), initializer="zeros")
+            for name, shape in zip(self.column_names, input_shape)]
+        self.bias = self.add_weight(name="bias_weights", shape=(self.units,), initializer="zeros")
+        super().build(input_shape)
+
+    def call(self, inputs):
+        weighted_sums = [tf.matmul(x, w) for x, w in zip(inputs, self.column_weights)]
+        return tf.nn.bias_add(tf.add_n(weighted_sums), self.bias)
+
+
+class LinearRegressorModel(tf.keras.Model):
+    """The canned LinearRegressor (tf.estimator) as a Keras model.
+
+    Loss averaged over the batch. `preprocess` computes
+    what the feature columns did, in tf.data; `call` is the network.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.linear = LinearModel(1, ["x"])
+
+    def preprocess(self, features, labels=None):
+        """Raw features -> the model's inputs, as the Estimator's feature columns computed them."""
+        x = tf.reshape(tf.cast(features["x"], tf.float32), [-1, 1])
+        inputs = (x,)
+        if labels is None:
+            return inputs
+        labels = tf.reshape(labels, [-1, 1])
+        return inputs, labels
+
+    def call(self, inputs, training=False):
+        if isinstance(inputs, dict):  # raw features, as a served model gets them
+            inputs = self.preprocess(inputs)
+        x, = inputs
+        return self.linear((x,))
+
+    def predict_step(self, data):
+        """The Estimator's predictions for a batch, as its head made them."""
+        if isinstance(data, tuple) and isinstance(data[0], (tuple, dict)):
+            data = data[0]  # (inputs, labels): a dataset with labels
+        logits = self(data, training=False)
+        return {"predictions": logits}
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": [1.0, 2.0]}, [2.0, 4.0])).repeat().batch(2)
+
+
+# The serving signature the Estimator exported: the receiver tensors in, the PREDICT predictions out.
+@tf.function(input_signature=[{"x": tf.TensorSpec([None], tf.float32, name="x")}])
+def serving_input_fn(inputs):
+    return model.predict_step(inputs)
+
+
+model = LinearRegressorModel()
+model.compile(
+    optimizer=tf.keras.optimizers.Ftrl(learning_rate=0.2),
+    loss=tf.keras.losses.MeanSquaredError(),
+    metrics=[tf.keras.metrics.MeanSquaredError(name="average_loss")])
+model.fit(input_fn().map(model.preprocess), steps_per_epoch=10)
+tf.saved_model.save(
+    model,
+    os.fsencode(os.path.join("/tmp/export", str(int(time.time())))),
+    signatures={"predict": serving_input_fn})
+''',
         ),
     ]
 
