@@ -152,7 +152,10 @@ def _make_hook(tf, rec: Recorder, loss_tensor):
             self._fetches = loss_tensor
             optimizers = getattr(graph, "_e2k_replica_optimizers", [])
             rate = common.tf1_learning_rate(optimizers[0]) if len(optimizers) == 1 else None
-            if rate is not None and not isinstance(rate, (int, float)) and not callable(rate):
+            # a tensor of this graph outside a cond or loop (fetchable at every step)
+            if rate is not None and not isinstance(rate, (int, float)) and not callable(rate) \
+                    and getattr(rate, "graph", None) is graph \
+                    and getattr(getattr(rate, "op", None), "_control_flow_context", None) is None:
                 self._fetches = [loss_tensor, rate]
             op = getattr(graph, "_e2k_reporting_reduce_op", None)
             if op is not None:
