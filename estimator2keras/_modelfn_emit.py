@@ -329,6 +329,10 @@ class _KerasWriter:
             if app.drop or app.attr in created:
                 continue
             created.add(app.attr)
+            if app.helper_loop:
+                init.append(self.fit(self.helper_loop_layers(app), 2))
+                created.add(app.attr)  # now the list's, as are the other layers of its tuple
+                continue
             constructor = self.constructor(app)
             if app.loop is not None:
                 constructor = _emit.expr(
@@ -360,6 +364,27 @@ class _KerasWriter:
             methods.append(_function("predict_step", "self, data", lines, blank_before=True))
         klass = _emit.statement(f"class {class_name}({self.tf}.keras.Model):\n    pass")
         return klass.with_changes(body=cst.IndentedBlock(body=methods)), class_arguments
+
+    def helper_loop_layers(self, first: _LayerApp) -> cst.SimpleStatementLine:
+        """``self.build_block_layers = [(Dense(units), BatchNormalization()) for units in
+        params['hidden']]``: one tuple of a looped helper's layers per iteration, made in the
+        order TF1 made them (iteration by iteration)."""
+        helper = next(h for h in self.helpers.values() if h.loop is first.loop and self._in_helper(first, h))
+        apps = [app for app in self.creation_order() if app.helper_loop and app.loop is helper.loop and not app.drop
+                and self._in_helper(app, helper)]
+        constructors = [self.constructor(app) for app in apps]
+        constructors = [_emit.one_line_call(c, c.args) if isinstance(c, cst.Call) else c for c in constructors]
+        element = constructors[0] if len(constructors) == 1 else cst.Tuple([cst.Element(c) for c in constructors])
+        if len(constructors) > 1 and 12 + len(_emit.code(element)) > _emit.MAX_LINE:  # one layer per line
+            hanging = cst.ParenthesizedWhitespace(first_line=cst.TrailingWhitespace(), indent=True,
+                                                  last_line=cst.SimpleWhitespace("     "))
+            element = cst.Tuple([cst.Element(c, comma=cst.Comma(whitespace_after=hanging) if i < len(constructors) - 1
+                                             else cst.MaybeSentinel.DEFAULT) for i, c in enumerate(constructors)])
+        value = _emit.expr("[{ctor} for {target} in {iterable}]", ctor=element, target=helper.loop.target,
+                           iterable=self.rewrite_init(helper.loop.iter))
+        for app in apps:
+            app.attr = helper.loop_attr
+        return _emit.statement("self.{attr} = {value}", attr=helper.loop_attr, value=value)
 
     def inference_comment(self, d: _Def) -> list[cst.EmptyLine]:
         """Above the training pass in `call`: where its inference pass went, and what evaluate
@@ -404,7 +429,8 @@ class _KerasWriter:
     def helper_method(self, helper) -> cst.FunctionDef:
         """``def conv_net(x_dict, n_classes, dropout, reuse, is_training)`` -> a method
         ``conv_net(self, x_dict, training=False)`` whose layers the model made in __init__."""
-        params = ["self", *helper.forward] + (["training=False"] if helper.training or helper.tests_mode or helper.switches else [])
+        params = ["self", *helper.forward, *self.loop_items(helper)]
+        params += ["training=False"] if helper.training or helper.tests_mode or helper.switches else []
         respelled = {}
         for stmt in helper.body:
             respelled.update(tf2_respellings(self.ctx, stmt, self.tf))
@@ -419,11 +445,24 @@ class _KerasWriter:
         """``conv_net(features, num_classes, dropout, reuse=False, is_training=True)`` ->
         ``self.conv_net(features, training=training)``."""
         helper = self.helper_calls[original]
-        args = [cst.Arg(value) for value in inputs]
+        args = [cst.Arg(value) for value in inputs] + [cst.Arg(cst.Name(item)) for item in self.loop_items(helper)]
         training = self.helper_training(original, helper)
         if training is not None:
             args.append(_emit.keyword_arg("training", cst.Name(training)))
         return cst.Call(_emit.expr(f"self.{helper.method}"), args=_emit.call_args(args))
+
+    def loop_items(self, helper) -> list[str]:
+        """A helper called in a loop: the names of one iteration's layers, in the order it makes them."""
+        if helper.loop is None:
+            return []
+        return [app.item for app in self.creation_order() if app.helper_loop and app.loop is helper.loop and not app.drop
+                and self._in_helper(app, helper)]
+
+    def _in_helper(self, app, helper) -> bool:
+        node = self.ctx.parent(app.call)
+        while node is not None and node is not helper.fn:
+            node = self.ctx.parent(node)
+        return node is helper.fn
 
     def inline_call(self, site: cst.Call, inputs: list[cst.BaseExpression]) -> cst.BaseExpression:
         """``batch_norm_cnv(Y1)`` -> ``self.batch_normalization_1(Y1, training=training)``: the
@@ -442,6 +481,25 @@ class _KerasWriter:
             self.refuse(loop, "this loop applies no layer; e2k converts loops that build layers")
         targets = {n.value for n in _walk(loop.target) if isinstance(n, cst.Name)}
         inside = {id(n) for app in apps for n in _walk(app.call)} - {id(n) for app in apps for n in _walk(app.inputs)}
+        helpers = [h for h in self.helpers.values() if h.loop is loop]
+        for helper in helpers:  # what configured the helper's layers: in __init__'s list
+            for call, bound in helper.calls:
+                inside |= {id(n) for p, value in bound.items() if p not in helper.forward and isinstance(value, cst.CSTNode)
+                           for n in _walk(value)}
+        if helpers:
+            if len(helpers) > 1 or any(not app.helper_loop for app in apps):
+                self.refuse(loop, "this loop applies layers of its own or of several helpers; e2k converts a loop whose "
+                                  "layers one helper makes")
+            for node in _walk(loop.body):
+                if isinstance(node, cst.Name) and node.value in targets and id(node) not in inside and self._is_read(node):
+                    self.refuse(node, "the loop variable is used outside the layers' arguments, which e2k does not convert")
+            items = self.loop_items(helpers[0])
+            header = cst.Tuple([cst.Element(cst.Name(i)) for i in items], lpar=[], rpar=[]) if len(items) > 1 else cst.Name(items[0])
+            body = self.rewrite(loop.body)
+            if isinstance(body, cst.IndentedBlock):  # the call gives it one iteration's layers: long
+                body = body.with_changes(body=[self.fit(line, 3) if isinstance(line, cst.SimpleStatementLine) else line
+                                               for line in body.body])
+            return loop.with_changes(target=header, iter=_emit.expr(f"self.{helpers[0].loop_attr}"), body=body)
         for node in _walk(loop.body):
             if isinstance(node, cst.Name) and node.value in targets and id(node) not in inside and self._is_read(node):
                 self.refuse(node, "the loop variable is used outside the layers' arguments, which e2k does not convert")

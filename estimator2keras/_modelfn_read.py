@@ -168,6 +168,8 @@ class _LayerApp:
     loop: cst.For | None = None
     #: Inside the loop in `call`, the name one layer of the list goes by.
     item: str | None = None
+    #: Made by a helper called in a loop: one tuple of the helper's layers per iteration.
+    helper_loop: bool = False
 
 
 @dataclass
@@ -203,6 +205,11 @@ class _Helper:
     #: value in TRAIN's call, ``1.0`` in EVAL's and PREDICT's): parameter -> the value that
     #: switched it off. Its dropout layers take Keras's `training` flag instead.
     switches: dict = field(default_factory=dict)
+    #: The model_fn's loop that calls it (``for units in params['hidden']: net = block(net,
+    #: units)``): its layers are made per iteration, a list of tuples in ``__init__``
+    #: (``loop_attr``), and the method takes one iteration's layers as arguments.
+    loop: cst.For | None = None
+    loop_attr: str | None = None
 
 
 class _ModelReader:
@@ -852,10 +859,11 @@ class _ModelReader:
                 fn = self._definition(call.func)
                 if not isinstance(fn, cst.FunctionDef) or self.makes_keras_model(call) or not self.makes_layers(fn):
                     continue
-                if isinstance(d.value, cst.For):
-                    self.refuse(call, f"`{fn.name.value}(...)` makes layers and is called in a loop (new layers at each "
-                                      "iteration), which e2k does not convert yet")
+                if call in self.helper_calls:
+                    continue  # a loop defines several names: its calls are read once
                 helper = self.helpers.get(fn)
+                if isinstance(d.value, cst.For):
+                    self.check_helper_loop(call, fn, d.value, helper)
                 if helper is None:
                     nested = self.ctx.parent(self.ctx.parent(fn)) is self.fn
                     if self.ctx.parent(fn) is not self.ctx.module and not nested:
@@ -877,8 +885,41 @@ class _ModelReader:
                         bound[p.name.value] = p.default
                 helper.calls.append((call, bound))
                 self.helper_calls[call] = helper
+                if isinstance(d.value, cst.For):
+                    helper.loop = d.value
         for helper in self.helpers.values():
             self.read_helper(helper)
+
+    def check_helper_loop(self, call: cst.Call, fn: cst.FunctionDef, loop: cst.For, helper: _Helper | None) -> None:
+        """A helper called in a loop of the model_fn made new layers at each iteration: e2k makes
+        them per iteration in __init__ when the helper is called only there, by a statement of
+        the loop's own body, and the loop runs over values __init__ has (the model's arguments,
+        the module's names)."""
+        what = f"`{fn.name.value}(...)` makes layers and is called in a loop (new layers at each iteration)"
+        if helper is not None:
+            self.refuse(call, f"{what} and elsewhere; e2k converts a helper that only the loop calls")
+        line = call
+        while line is not None and not isinstance(line, cst.SimpleStatementLine):
+            line = self.ctx.parent(line)
+        if line is None or self.ctx.parent(self.ctx.parent(line)) is not loop or loop.orelse is not None:
+            self.refuse(call, f"{what}, in a block of the loop; e2k converts a call in the loop's own statements")
+        for name in self.names_read(loop.iter):
+            if name.value not in self.arguments and not self._is_module_name(name):
+                self.refuse(loop.iter, f"{what}, over a value computed in the model_fn; e2k makes its layers in __init__")
+
+    def read_helper_loop(self, helper: _Helper, apps: list[_LayerApp], params: list[str], local: set[str]) -> None:
+        """The helper's layers, one tuple per iteration of its loop: inside the method each goes
+        by the name it had as an attribute, a parameter the loop in `call` gives it."""
+        taken = (set(params) | local | {n.value for stmt in helper.body for n in self.names_read(stmt)}) - set(helper.objects)
+        helper.loop_attr = self._attr(f"{helper.fn.name.value}_layers")
+        for app in apps:
+            item = app.attr if app.attr not in taken else f"{app.attr}_layer"
+            n = 1
+            while item in taken:
+                item = f"{app.attr}_layer_{n}"
+                n += 1
+            taken.add(item)
+            app.loop, app.item, app.helper_loop = helper.loop, item, True
 
     def _helper_body(self, fn: cst.FunctionDef) -> list[cst.BaseStatement]:
         """The helper's statements; `with tf.variable_scope(...)` (sharing by name, which Keras
@@ -960,6 +1001,12 @@ class _ModelReader:
                                   "expression (written out at each call, with its own layers)")
         if helper.nested and helper.reuse is None and self._one_expression(helper) is not None:
             helper.inline = True  # a shorthand of the model_fn: written out where it is used
+        if helper.loop is not None and len(helper.calls) > 1:
+            self.refuse(helper.calls[1][0], f"`{name}(...)` makes layers and is called in a loop (new layers at each "
+                                            "iteration) and elsewhere; e2k converts a helper that only the loop calls")
+        if helper.inline and helper.loop is not None:
+            self.refuse(helper.calls[0][0], f"`{name}(...)` makes layers and is called in a loop (new layers at each "
+                                            "iteration), which e2k does not convert for a helper written out at its call")
         if helper.inline:
             self.attrs_taken.discard(helper.method)  # no method: its name may name a layer
             return self.read_inline_helper(helper, params, local)
@@ -974,6 +1021,7 @@ class _ModelReader:
                         self.preferred_attr[small.value] = target.value
         self.read_helper_objects(helper, assigned)
         self._helper_training = helper.training
+        apps = []
         try:
             for stmt in helper.body:
                 for inner in iter_calls(stmt):
@@ -995,6 +1043,9 @@ class _ModelReader:
                             isinstance(n, cst.Name) and n.value in helper.switches for arg in inner.args for n in _walk(arg.value)):
                         app.training = "training"  # off outside TRAIN, by its rate: Keras's flag
                     self.layer_apps[inner] = app
+                    apps.append(app)
+            if helper.loop is not None:
+                self.read_helper_loop(helper, apps, params, local)
         finally:
             self._helper_training = set()
             for object_name in helper.objects:  # the helper's own names: not the model_fn's
@@ -1127,7 +1178,8 @@ class _ModelReader:
                 continue
             value = bound[n.value]
             for read in self.names_read(value) if isinstance(value, cst.CSTNode) else ():
-                if read.value not in self.arguments and read.value not in ("tf", self.tf) and not self._is_module_name(read):
+                if read.value not in self.arguments and read.value not in ("tf", self.tf) and not self._is_module_name(read) \
+                        and not self._is_global(read):
                     self.refuse(value, f"`{helper.fn.name.value}(...)` configures its layers with `{read.value}`, computed in "
                                        "the model_fn; e2k makes layers in __init__")
             replacements[n] = value
@@ -1152,8 +1204,12 @@ class _ModelReader:
                 self.refuse(helper.calls[-1][0], f"`{helper.fn.name.value}(...)` configures its layers with `{n.value}`, which "
                                                  "differs between calls; e2k makes its layers once")
             value = helper.calls[0][1][n.value]
+            targets = {t.value for t in _walk(helper.loop.target) if isinstance(t, cst.Name)} if helper.loop is not None else set()
             for read in self.names_read(value) if isinstance(value, cst.CSTNode) else ():
-                if read.value not in self.arguments and read.value not in ("tf", self.tf) and not self._is_module_name(read):
+                if read.value in targets:
+                    continue  # the loop's variable: the list in __init__ runs the same loop
+                if read.value not in self.arguments and read.value not in ("tf", self.tf) and not self._is_module_name(read) \
+                        and not self._is_global(read):
                     self.refuse(value, f"`{helper.fn.name.value}(...)` configures its layers with `{read.value}`, computed in "
                                        "the model_fn; e2k makes layers in __init__")
             replacements[n] = value

@@ -304,11 +304,25 @@ class Tf1LayerFunctionToKeras(ExpressionRule):
     made in `__init__`). Layers are made in `__init__` in the order the forward pass first
     applies them, as TF1 made their variables.
 
+    A helper called in a loop of the model_fn (`for i, n_units in
+    enumerate(params['hidden_units']): net = build_fully_connected(net, n_units=n_units,
+    name='hidden_layer' + str(i), ...)`) made new layers at each iteration: `__init__` makes
+    them the same way, one tuple of the helper's layers per iteration
+    (`self.build_fully_connected_layers = [(tf.keras.layers.Dense(n_units, ...),
+    tf.keras.layers.BatchNormalization(...)) for i, n_units in
+    enumerate(params['hidden_units'])]`, in the order TF1 made their variables, configured
+    with the loop's own variables), and the loop in `call` gives the method one iteration's
+    layers (`for dense, bn in self.build_fully_connected_layers: net =
+    self.build_fully_connected(net, ..., dense, bn, training=training)`). The call must be a
+    statement of the loop's own body, the loop must run over values `__init__` has (the
+    model's arguments, the module's names), the loop's variables may only configure the
+    layers, and the helper must be called only there.
+
     Refused (E2K901), naming the helper: a helper of several statements called again without
     `reuse=True` (each call made new layers, which one method cannot hold), one whose layers
     are configured with values it computes itself or with values that differ between calls,
-    a `mode` argument other than the model_fn's, a helper called in a loop (new layers at each
-    iteration), helpers with statements other than
+    a `mode` argument other than the model_fn's, a helper called in a loop and elsewhere too,
+    or written out at its call (one expression defined in the model_fn), helpers with statements other than
     assignments, `if`s of assignments and one final `return`, a function defined in the model_fn that is used
     otherwise than as such a helper, or whose statements read the model_fn's names outside its
     layers' arguments. When only the model_fn called it, the TF1 helper goes.

@@ -523,9 +523,9 @@ def test_a_layer_object_made_in_a_helper_and_applied_later_is_made_in_init(rules
     assert any("assigned to more than one name or more than once" in m for m in manual(twice)), manual(twice)
 
 
-def test_a_helper_called_in_a_loop_is_refused_by_name(rules):
-    # One method (or one written-out layer) applied at each iteration would share one layer's
-    # weights where TF1 made new layers at each iteration.
+def test_a_helper_called_in_a_loop_makes_its_layers_per_iteration(rules):
+    # TF1 made new layers at each iteration: a list of them in __init__, one per iteration,
+    # each given to the method in the loop (one shared layer would share its weights).
     result = convert(rules, '''\
     def dense(x, units):
         return tf.layers.dense(x, units, activation=tf.nn.relu)
@@ -540,5 +540,25 @@ def test_a_helper_called_in_a_loop_is_refused_by_name(rules):
         train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
         return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
     ''')
-    assert result.status == "partial"
-    assert any("`dense(...)` makes layers and is called in a loop" in m for m in manual(result)), manual(result)
+    assert result.status == "converted", manual(result)
+    new = result.new.decode()
+    assert "self.dense_layers = [tf.keras.layers.Dense(8, activation=tf.nn.relu) for _ in range(3)]" in new
+    assert "        for dense_1 in self.dense_layers:\n            net = self.dense(net, dense_1)\n" in new
+    assert "    def dense(self, x, dense_1):\n        return dense_1(x)\n" in new
+    # Called in the loop and once more: the method could not hold both.
+    twice = convert(rules, '''\
+    def dense(x, units):
+        return tf.layers.dense(x, units, activation=tf.nn.relu)
+
+
+    def model_fn(features, labels, mode, params):
+        net = features
+        for _ in range(3):
+            net = dense(net, 8)
+        output = dense(net, 1)
+        loss = tf.losses.mean_squared_error(labels, output)
+        train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+    ''')
+    assert twice.status == "partial"
+    assert any("`dense(...)` makes layers and is called in a loop" in m for m in manual(twice)), manual(twice)

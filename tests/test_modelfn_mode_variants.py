@@ -183,3 +183,74 @@ def test_a_dropout_whose_training_flag_e2k_cannot_read_is_still_refused(rules):
     result = rewrite_source(source.encode(), "program.py", rules)
     assert result.status != "converted"
     assert any("training=" in m for m in manual(result))
+
+
+BLOCK_HELPER = '''\
+def block(x, units, batch_normalization=True, training=False, name=None):
+    layer = tf.layers.dense(x, units, name=name)
+    if batch_normalization:
+        bn = tf.keras.layers.BatchNormalization(momentum=0.9)
+        layer = bn(layer, training=training)
+    return tf.nn.relu(layer)
+
+
+'''
+
+
+def loop_program(loop: str) -> str:
+    return BLOCK_HELPER + f'''\
+def model_fn(features, labels, mode, params):
+    net = features
+{textwrap.indent(loop, "    ")}
+    output = tf.layers.dense(net, 1)
+    loss = tf.losses.mean_squared_error(labels, output)
+    update_ops = tf.get_collection(tf.GraphKeys.UPDATE_OPS)
+    with tf.control_dependencies(update_ops):
+        train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+'''
+
+
+def test_a_helper_called_in_a_loop_gets_one_tuple_of_layers_per_iteration(rules):
+    result = convert(rules, loop_program(
+        "for i, units in enumerate(params['hidden']):\n"
+        "    net = block(net, units, training=mode == tf.estimator.ModeKeys.TRAIN, name='hidden_%d' % i)"))
+    assert result.status == "converted", manual(result)
+    new = result.new.decode()
+    # Made iteration by iteration, as TF1 made their variables; the loop's own variables configure them.
+    assert ("        self.block_layers = [\n"
+            "            (tf.keras.layers.Dense(units, name='hidden_%d' % i),\n"
+            "             tf.keras.layers.BatchNormalization(momentum=0.9))\n"
+            "            for i, units in enumerate(params['hidden'])\n"
+            "        ]\n") in new
+    assert ("        for dense, bn in self.block_layers:\n"
+            "            net = self.block(net, True, dense, bn, training=training)\n") in new
+    assert "    def block(self, x, batch_normalization, dense, bn, training=False):\n" in new
+    assert "layer = bn(layer, training=training)" in new and "bn = tf.keras" not in new
+
+
+def test_a_helper_loop_over_a_value_of_the_model_fn_is_refused(rules):
+    result = convert(rules, loop_program(
+        "sizes = [8, 4] if mode == tf.estimator.ModeKeys.TRAIN else [8]\n"
+        "for units in sizes:\n"
+        "    net = block(net, units)"))
+    assert result.status != "converted"
+    assert any("called in a loop" in m and "computed in the model_fn" in m for m in manual(result)), manual(result)
+
+
+def test_a_helper_loop_whose_variable_reaches_the_forward_pass_is_refused(rules):
+    # `units` is read by the method itself, at each iteration: the loop in `call` has no `units`.
+    helper = BLOCK_HELPER.replace("return tf.nn.relu(layer)", "return tf.nn.relu(layer) * units")
+    result = rewrite_source((HEAD + helper + loop_program("for units in params['hidden']:\n    net = block(net, units)")
+                             .replace(BLOCK_HELPER, "") + TAIL).encode(), "program.py", rules)
+    assert result.status != "converted"
+    assert any("loop variable" in m for m in manual(result)), manual(result)
+
+
+def test_a_helper_called_in_a_nested_block_of_the_loop_is_refused(rules):
+    result = convert(rules, loop_program(
+        "for units in params['hidden']:\n"
+        "    if units > 4:\n"
+        "        net = block(net, units)"))
+    assert result.status != "converted"
+    assert any("loop" in m for m in manual(result)), manual(result)
