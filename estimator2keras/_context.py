@@ -421,7 +421,9 @@ class RewriteContext:
 
         scratch = self._codemod.scratch
         if scratch.get(AddImportsVisitor.CONTEXT_KEY):
-            module = AddImportsVisitor(self._codemod).transform_module(module)
+            # The visitor needs no metadata: ``transform_module`` would only deep-copy the tree
+            # for a MetadataWrapper (a tenth of the corpus's conversion time).
+            module = module.visit(AddImportsVisitor(self._codemod))
         removals = scratch.get(RemoveImportsVisitor.CONTEXT_KEY)
         if removals:
             before = module
