@@ -192,8 +192,8 @@ def _one_string_input(node, receiver, plan, ctx) -> None:
     """Refuse the receivers of a canned Estimator's export that had a single string tensor
     (serialized tf.train.Examples): the Estimator exported its classification / regression
     signatures on them too (``serving_default`` among them), which e2k does not write."""
-    why = ("a canned Estimator exported classification/regression signatures on a single string input (serialized "
-           "Examples); e2k exports only its predict signature")
+    why = ("a canned Estimator exported classify/regress signatures on a single string input (serialized Examples); "
+           "tf.saved_model.save writes predict signatures only, so e2k exports only its predict signature")
     if receiver is not None:
         if ctx.call_api_path(receiver) in PARSING:
             raise Unsupported(why, receiver)

@@ -473,7 +473,15 @@ class ColumnReader:
         return None
 
     # -- one column -----------------------------------------------------------------------------
-    def read_column(self, expr: cst.BaseExpression) -> Column:
+    def read_column(self, expr: cst.BaseExpression, env: dict | None = None) -> Column:
+        if env:
+            # A column inside a column of a loop's body (`indicator_column(
+            # categorical_column_with_vocabulary_list(name, vocabulary))`): the loop's variable and
+            # temporaries hold this pass's values, the inner column is made once per pass too.
+            if isinstance(expr, cst.Name) and expr.value in env:
+                expr = env[expr.value]
+            if isinstance(expr, cst.Call):
+                return self._column_call(expr, None, env=env)
         if isinstance(expr, cst.Name) and expr.value in self.params and self._is_param(expr):
             return self._argument(expr, self.read_column)
         if isinstance(expr, cst.Name) and not isinstance(resolve(self.ctx, expr), Binding):
@@ -588,7 +596,7 @@ class ColumnReader:
             raise Unsupported("a numeric column of strings", column.call, CODE)
 
     def _read_bucketized(self, column: Column) -> None:
-        source = self.read_column(column.value("source_column"))
+        source = self.read_column(column.value("source_column"), column.env)
         if source.kind != "numeric":
             raise Unsupported("bucketized_column of something other than a numeric_column", column.call, CODE)
         if self.numeric_width(source) != 1:
@@ -665,12 +673,12 @@ class ColumnReader:
             raise Unsupported("the crossed keys are not a literal list of two or more", column.value("keys"), CODE)
         names = []
         for key in keys:
-            text = self.string(key)
+            text = self.string(key, column.env)
             if text is not None:
                 column.keys.append(text)
                 names.append(text)
                 continue
-            inner = self.read_column(key)
+            inner = self.read_column(key, column.env)
             if inner.kind == "hash":
                 raise Unsupported("a hashed column cannot be crossed (the Estimator refuses it too): cross the "
                                   "feature's name", key, CODE)
@@ -712,7 +720,7 @@ class ColumnReader:
         column.name = f"{column.parent.name}_weighted_by_{weight_key}"
 
     def _categorical(self, column: Column) -> Column:
-        inner = self.read_column(column.value("categorical_column"))
+        inner = self.read_column(column.value("categorical_column"), column.env)
         if not inner.is_categorical:
             raise Unsupported("this column wraps a column that is not categorical", column.call, CODE)
         return inner

@@ -64,7 +64,9 @@ class FeatureColumnsToPreprocessingLayers(UnitRule):
     ## Limitations
     Columns must be built where e2k can read them (calls bound to names once, list
     literals, `+` of lists, a comprehension or a loop of `append`s, after temporaries,
-    over values the source spells or over keys known at run time, a function of the file
+    over values the source spells or over keys known at run time, the appended column built
+    of columns made in the same pass (`indicator_column(categorical_column_with_vocabulary_list(
+    name, vocabulary))`, one of each per name), a function of the file
     that only returns them, from its arguments or not: `add_more_features(INPUT_COLUMNS)`)
     and be read elsewhere only in ways that cannot change them (an index, `len`, a loop
     over them, another column, a `return`). Keys known only at run time are converted for a
