@@ -121,6 +121,102 @@ model.fit(train_input_fn(), steps_per_epoch=200)
 model.evaluate(tf.data.Dataset.from_tensor_slices(({"x": x_train}, y_train)).batch(128))
 ''',
         ),
+        Case(
+            id="consecutive-bindings",
+            before='''\
+import numpy as np
+import tensorflow as tf
+
+x = np.ones((8, 1), np.float32)
+y = np.ones((8, 1), np.float32)
+train_input_fn = tf.compat.v1.estimator.inputs.numpy_input_fn({"x": x}, y, batch_size=4, num_epochs=2, shuffle=False)
+eval_input_fn = tf.compat.v1.estimator.inputs.numpy_input_fn({"x": x}, y, batch_size=8, shuffle=False)
+
+regressor = tf.estimator.LinearRegressor([tf.feature_column.numeric_column("x")])
+regressor.train(train_input_fn)
+print(regressor.evaluate(eval_input_fn))
+''',
+            after='''\
+import numpy as np
+import tensorflow as tf
+
+x = np.ones((8, 1), np.float32)
+y = np.ones((8, 1), np.float32)
+
+
+def train_input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": x}, y)).repeat(2).batch(4)
+
+
+def eval_input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": x}, y)).batch(8)
+
+
+class LinearModel(tf.keras.layers.Layer):
+    """A canned Estimator's linear model: a weight matrix per feature column, created in the
+    columns' name order, then the bias; all start at zero. Categorical columns come as
+    one-hot rows, so a column adds the rows of its ids."""
+
+    def __init__(self, units, column_names, **kwargs):
+        super().__init__(**kwargs)
+        self.units = units
+        self.column_names = column_names
+
+    def build(self, input_shape):
+        self.column_weights = [
+            self.add_weight(name=f"{name}_weights", shape=(shape[-1], self.units), initializer="zeros")
+            for name, shape in zip(self.column_names, input_shape)]
+        self.bias = self.add_weight(name="bias_weights", shape=(self.units,), initializer="zeros")
+        super().build(input_shape)
+
+    def call(self, inputs):
+        weighted_sums = [tf.matmul(x, w) for x, w in zip(inputs, self.column_weights)]
+        return tf.nn.bias_add(tf.add_n(weighted_sums), self.bias)
+
+
+class LinearRegressorModel(tf.keras.Model):
+    """The canned LinearRegressor (tf.estimator) as a Keras model.
+
+    Loss averaged over the batch. `preprocess` computes
+    what the feature columns did, in tf.data; `call` is the network.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.linear = LinearModel(1, ["x"])
+
+    def preprocess(self, features, labels=None):
+        """Raw features -> the model's inputs, as the Estimator's feature columns computed them."""
+        x_2 = tf.reshape(tf.cast(features["x"], tf.float32), [-1, 1])
+        inputs = (x_2,)
+        if labels is None:
+            return inputs
+        labels = tf.reshape(labels, [-1, 1])
+        return inputs, labels
+
+    def call(self, inputs, training=False):
+        if isinstance(inputs, dict):  # raw features, as a served model gets them
+            inputs = self.preprocess(inputs)
+        x_2, = inputs
+        return self.linear((x_2,))
+
+    def predict_step(self, data):
+        """The Estimator's predictions for a batch, as its head made them."""
+        if isinstance(data, tuple) and isinstance(data[0], (tuple, dict)):
+            data = data[0]  # (inputs, labels): a dataset with labels
+        logits = self(data, training=False)
+        return {"predictions": logits}
+
+
+model = LinearRegressorModel()
+model.compile(
+    optimizer=tf.keras.optimizers.Ftrl(learning_rate=0.2),
+    loss=tf.keras.losses.MeanSquaredError(),
+    metrics=[tf.keras.metrics.MeanSquaredError(name="average_loss")])
+model.fit(train_input_fn().map(model.preprocess))
+print(model.evaluate(eval_input_fn().map(model.preprocess), return_dict=True))
+''',
+        ),
     ]
 
     def plan(self, unit, plan, ctx) -> None:
@@ -160,7 +256,14 @@ model.evaluate(tf.data.Dataset.from_tensor_slices(({"x": x_train}, y_train)).bat
                 block = ctx.parent(binding.statement)
                 if block is ctx.module:
                     blank = [_emit.blank_line()] * 2
-                    function = function.with_changes(leading_lines=blank, body=function.body.with_changes(footer=blank))
+                    # Two blank lines after it too, unless the next statement is a binding that
+                    # becomes a function as well (it brings its own).
+                    following = _next_statement(ctx.module, binding.statement)
+                    footer = [] if following is not None and any(
+                        following is getattr(i.array_binding, "statement", None) for i in plan.input_fns) else blank
+                    if footer and following is not None:  # with the blank lines it has already
+                        footer = footer[:max(0, 2 - _blank_lines(following))]
+                    function = function.with_changes(leading_lines=blank, body=function.body.with_changes(footer=footer))
                 else:
                     # In a function or a branch: one blank line between definitions, none
                     # under the line that opens the block.
@@ -222,3 +325,18 @@ model.evaluate(tf.data.Dataset.from_tensor_slices(({"x": x_train}, y_train)).bat
         batch = args.get("batch_size") or cst.Integer(DEFAULT_BATCH_SIZE)
         return _emit.expr("{d}.batch({b})", d=dataset, b=batch)
 
+
+def _next_statement(module: cst.Module, statement: cst.BaseStatement) -> cst.BaseStatement | None:
+    body = list(module.body)
+    index = next((i for i, s in enumerate(body) if s is statement), None)
+    return body[index + 1] if index is not None and index + 1 < len(body) else None
+
+
+def _blank_lines(statement: cst.BaseStatement) -> int:
+    """How many blank lines the statement's leading lines end with (above it, below comments)."""
+    count = 0
+    for line in reversed(statement.leading_lines):
+        if line.comment is not None:
+            break
+        count += 1
+    return count
