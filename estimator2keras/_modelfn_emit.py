@@ -476,7 +476,7 @@ class _KerasWriter:
 
     def rewrite_loop(self, loop: cst.For) -> cst.For:
         """``for units in params[...]: net = dense(net, units)`` -> ``for dense in self.dense_layers: net = dense(net)``."""
-        apps = [app for app in self.layer_apps.values() if app.loop is loop and not app.drop]
+        apps = [app for app in self.creation_order() if app.loop is loop and not app.drop]  # `for dense, dropout in ...`
         if not apps:
             self.refuse(loop, "this loop applies no layer; e2k converts loops that build layers")
         targets = {n.value for n in _walk(loop.target) if isinstance(n, cst.Name)}
@@ -486,6 +486,7 @@ class _KerasWriter:
             for call, bound in helper.calls:
                 inside |= {id(n) for p, value in bound.items() if p not in helper.forward and isinstance(value, cst.CSTNode)
                            for n in _walk(value)}
+        helpers = [h for h in helpers if not h.inline]  # written out in the loop: its layers are the loop's
         if helpers:
             if len(helpers) > 1 or any(not app.helper_loop for app in apps):
                 self.refuse(loop, "this loop applies layers of its own or of several helpers; e2k converts a loop whose "
@@ -721,7 +722,8 @@ class _InlineRewriter(cst.CSTTransformer):
             args = [cst.Arg(inputs)]
             if app.training is not None:
                 args.append(_emit.keyword_arg("training", cst.Name(app.training)))
-            return cst.Call(_emit.expr(f"self.{app.attr}"), args=_emit.call_args(args))
+            layer = app.item if app.loop is not None else f"self.{app.attr}"
+            return cst.Call(_emit.expr(layer), args=_emit.call_args(args))
         if isinstance(original, cst.Name) and original.value in self.values and conv._is_read(original):
             return self.values[original.value]
         if original in self.respelled:

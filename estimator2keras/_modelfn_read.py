@@ -1004,9 +1004,8 @@ class _ModelReader:
         if helper.loop is not None and len(helper.calls) > 1:
             self.refuse(helper.calls[1][0], f"`{name}(...)` makes layers and is called in a loop (new layers at each "
                                             "iteration) and elsewhere; e2k converts a helper that only the loop calls")
-        if helper.inline and helper.loop is not None:
-            self.refuse(helper.calls[0][0], f"`{name}(...)` makes layers and is called in a loop (new layers at each "
-                                            "iteration), which e2k does not convert for a helper written out at its call")
+        if helper.loop is not None and helper.reuse is None and self._one_expression(helper) is not None:
+            helper.inline = True  # one expression: written out in the loop, with one layer of each list
         if helper.inline:
             self.attrs_taken.discard(helper.method)  # no method: its name may name a layer
             return self.read_inline_helper(helper, params, local)
@@ -1162,6 +1161,8 @@ class _ModelReader:
                     app.constructor = self._bound_at_call(helper, app.constructor, bound, params, local)
                     if app.training == "training" and helper.training:
                         app.training = self.helper_training(call, helper)  # what this call passed
+                    if helper.loop is not None:
+                        self._in_loop(app, helper.loop, in_helper=True)  # a list of layers, one per iteration
                     self.layer_apps[(call, inner)] = app
             finally:
                 self._helper_training = set()
@@ -1171,6 +1172,7 @@ class _ModelReader:
     def _bound_at_call(self, helper: _Helper, constructor, bound: dict, params: list[str], local: set[str]):
         """A layer's constructor with the helper's parameters replaced by what one call passed."""
         replacements = {}
+        targets = {t.value for t in _walk(helper.loop.target) if isinstance(t, cst.Name)} if helper.loop is not None else set()
         skipped = {id(n) for n in _walk(constructor) for n in (
             [n.keyword] if isinstance(n, cst.Arg) and n.keyword is not None else [n.attr] if isinstance(n, cst.Attribute) else [])}
         for n in _walk(constructor):
@@ -1178,6 +1180,8 @@ class _ModelReader:
                 continue
             value = bound[n.value]
             for read in self.names_read(value) if isinstance(value, cst.CSTNode) else ():
+                if read.value in targets:
+                    continue  # the loop's variable: the list in __init__ runs the same loop
                 if read.value not in self.arguments and read.value not in ("tf", self.tf) and not self._is_module_name(read) \
                         and not self._is_global(read):
                     self.refuse(value, f"`{helper.fn.name.value}(...)` configures its layers with `{read.value}`, computed in "
@@ -1285,10 +1289,11 @@ class _ModelReader:
                         self._in_loop(app, d.value)
                     self.layer_apps[call] = app
 
-    def _in_loop(self, app: _LayerApp, loop: cst.For) -> None:
-        """A layer applied in a loop: one layer per iteration, kept in a list."""
+    def _in_loop(self, app: _LayerApp, loop: cst.For, in_helper: bool = False) -> None:
+        """A layer applied in a loop: one layer per iteration, kept in a list. (A helper's layer:
+        its input is the helper's code; what the loop gives the helper is checked in `call`.)"""
         targets = {n.value for n in _walk(loop.target) if isinstance(n, cst.Name)}
-        for name in self.names_read(app.inputs):
+        for name in [] if in_helper else self.names_read(app.inputs):
             if name.value in targets:
                 self.refuse(name, "the loop variable feeds a layer's input, which e2k does not convert")
         for name in self.names_read(loop.iter):

@@ -316,13 +316,16 @@ class Tf1LayerFunctionToKeras(ExpressionRule):
     self.build_fully_connected(net, ..., dense, bn, training=training)`). The call must be a
     statement of the loop's own body, the loop must run over values `__init__` has (the
     model's arguments, the module's names), the loop's variables may only configure the
-    layers, and the helper must be called only there.
+    layers, and the helper must be called only there. A helper of one `return` expression
+    called in a loop is written out there instead, with one list per layer
+    (`for dense, dropout in zip(self.dense_layers, self.dropout_layers): net =
+    dropout(dense(net), training=training)`), as a loop of layers in the model_fn itself is.
 
     Refused (E2K901), naming the helper: a helper of several statements called again without
     `reuse=True` (each call made new layers, which one method cannot hold), one whose layers
     are configured with values it computes itself or with values that differ between calls,
     a `mode` argument other than the model_fn's, a helper called in a loop and elsewhere too,
-    or written out at its call (one expression defined in the model_fn), helpers with statements other than
+    helpers with statements other than
     assignments, `if`s of assignments and one final `return`, a function defined in the model_fn that is used
     otherwise than as such a helper, or whose statements read the model_fn's names outside its
     layers' arguments. When only the model_fn called it, the TF1 helper goes.

@@ -254,3 +254,28 @@ def test_a_helper_called_in_a_nested_block_of_the_loop_is_refused(rules):
         "        net = block(net, units)"))
     assert result.status != "converted"
     assert any("loop" in m for m in manual(result)), manual(result)
+
+
+def test_a_one_expression_helper_of_the_model_fn_called_in_a_loop_is_written_out_there(rules):
+    result = convert(rules, '''\
+    def model_fn(features, labels, mode, params):
+        def dense_block(x, units):
+            return tf.layers.dropout(tf.layers.dense(x, units, activation=tf.nn.relu), 0.2,
+                                     training=mode == tf.estimator.ModeKeys.TRAIN)
+
+        net = features["x"]
+        for units in params["hidden"]:
+            net = dense_block(net, units)
+        logits = tf.layers.dense(net, 3)
+        loss = tf.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
+        train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+    ''')
+    assert result.status == "converted", manual(result)
+    new = result.new.decode()
+    assert ("        self.dense_layers = [\n            tf.keras.layers.Dense(units, activation=tf.nn.relu)\n"
+            "            for units in params[\"hidden\"]\n        ]\n") in new
+    assert "self.dropout_layers = [tf.keras.layers.Dropout(0.2) for units in params[\"hidden\"]]" in new
+    assert ("        for dense, dropout in zip(self.dense_layers, self.dropout_layers):\n"
+            "            net = dropout(dense(net), training=training)\n") in new
+    assert "def dense_block" not in new
