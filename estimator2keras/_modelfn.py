@@ -170,7 +170,29 @@ def convert_model_fn(
     taken = taken - {fn.name.value, stem}
     name = _emit.unique_name(_emit.builder_name(stem), taken)
     class_name = _emit.unique_name(class_name_for(stem), taken | {name})
-    return _Converter(fn, ctx, tf, plan, extra).convert(name, class_name)
+    converter = _Converter(fn, ctx, tf, plan, extra)
+    conversion = converter.convert(name, class_name)
+    return _freed_builder_name(conversion, converter, _emit.builder_name(stem), class_name)
+
+
+def _freed_builder_name(conversion: ModelConversion, converter: _Converter, preferred: str, class_name: str) -> ModelConversion:
+    """The builder takes the name it would have had (``build_model``) when only a helper that
+    the conversion absorbed held it (``def build_model(x, hidden_size, keep_prob)``, now a
+    method of the model): ``build_model_2`` is no name a person would choose."""
+    if conversion.builder_name == preferred or preferred == class_name:
+        return conversion
+    helper = next((fn for fn in getattr(converter, "absorbed", ()) if fn.name.value == preferred), None)
+    if helper is None:
+        return conversion
+    scope = converter.ctx.scope(helper)
+    if scope is None or any(getattr(a, "node", None) is not helper for a in scope.assignments[preferred]):
+        return conversion  # bound otherwise too
+    statements = [
+        stmt.with_changes(name=cst.Name(preferred))
+        if isinstance(stmt, cst.FunctionDef) and stmt.name.value == conversion.builder_name else stmt
+        for stmt in conversion.statements
+    ]
+    return ModelConversion(preferred, statements, conversion.arguments, conversion.predictions_kind)
 
 
 __all__ = [

@@ -95,6 +95,7 @@ class _KerasWriter:
     def absorb_helpers(self) -> None:
         """A helper that only this model_fn called is now a method of the model: its TF1
         definition goes (another use keeps it)."""
+        self.absorbed: set[cst.FunctionDef] = set()
         if self.plan is None:
             return
         from estimator2keras._units import accesses_of
@@ -110,6 +111,7 @@ class _KerasWriter:
                 continue
             reads = accesses_of(self.ctx, helper.fn.name)
             if reads and all(id(read) in calls for read in reads):
+                self.absorbed.add(helper.fn)
                 self.plan.remove_statement(helper.fn)
                 self.plan.fixed(helper.fn, "E2K302", f"`{helper.fn.name.value}` -> {what}")
 

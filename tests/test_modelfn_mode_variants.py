@@ -279,3 +279,16 @@ def test_a_one_expression_helper_of_the_model_fn_called_in_a_loop_is_written_out
     assert ("        for dense, dropout in zip(self.dense_layers, self.dropout_layers):\n"
             "            net = dropout(dense(net), training=training)\n") in new
     assert "def dense_block" not in new
+
+
+def test_the_builder_takes_the_name_of_a_helper_that_became_a_method(rules):
+    result = convert(rules, CONTRIB_HELPER, model_fn('params["hidden"], params["keep"]', 'params["hidden"], 1.0'))
+    assert result.status == "converted", manual(result)
+    new = result.new.decode()
+    # `build_model` was the TF1 helper's name; it is now a method, and the module's name is free.
+    assert "\ndef build_model(params):\n" in new and "model = build_model({" in new and "build_model_2" not in new
+    # Still used outside the model_fn: the helper stays, and the builder takes another name.
+    kept = convert(rules, CONTRIB_HELPER, model_fn('params["hidden"], params["keep"]', 'params["hidden"], 1.0'),
+                   "\nprobe = build_model(tf.zeros([1, 2]), 4, 1.0)\n")
+    assert "def build_model(x, hidden_size, keep_prob):" in kept.new.decode()
+    assert "def build_model_2(params):" in kept.new.decode()
