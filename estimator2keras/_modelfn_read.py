@@ -1360,7 +1360,17 @@ class _ModelReader:
                 )
         if training == "training" and self.plan is not None:
             self.plan.fixed(call, "E2K303", "training= of the mode -> the model's training flag")
-        if keras_class == "BatchNormalization" and training == "training" and not self.used_update_ops_anywhere():
+        if keras_class == "BatchNormalization" and training == "training" and self._keras_made(call):
+            # A Keras layer in a TF1 graph puts no update in UPDATE_OPS (tf.layers' do): the
+            # Estimator never updated its moving averages, whatever its train_op depended on.
+            self.leftover(
+                call,
+                "a Keras BatchNormalization in a model_fn adds nothing to UPDATE_OPS, so the Estimator never updated "
+                "its moving averages (they stayed at their initial values); Keras updates them during fit: evaluation "
+                "results will differ (tf.compat.v1.layers.batch_normalization was updated through UPDATE_OPS)",
+                "E2K303",
+            )
+        elif keras_class == "BatchNormalization" and training == "training" and not self.used_update_ops_anywhere():
             self.leftover(
                 call,
                 "the Estimator program never ran the UPDATE_OPS, so its moving averages stayed at their "
@@ -1368,6 +1378,15 @@ class _ModelReader:
                 "E2K303",
             )
         return app
+
+    def _keras_made(self, call: cst.Call) -> bool:
+        """Was the layer that ``call`` applies a Keras layer in the Estimator program (rather
+        than one of tf.layers / tf.compat.v1.layers)?"""
+        made = call.func if isinstance(call.func, cst.Call) else None
+        if isinstance(call.func, cst.Name) and call.func.value in self.layer_objects:
+            made = self.layer_objects[call.func.value].value
+        path = self.ctx.call_api_path(made) if isinstance(made, cst.Call) else self.ctx.call_api_path(call)
+        return (path or "").startswith("keras.")
 
     def used_update_ops_anywhere(self) -> bool:
         for call in iter_calls(self.fn.body):
