@@ -1,6 +1,7 @@
 """Per-file state a rule works with: metadata, findings, queued edits and imports."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Sequence
 
@@ -23,6 +24,44 @@ if TYPE_CHECKING:
     from estimator2keras._registry import RuleSet
 
 MARK_PREFIX = "# e2k: "
+
+#: While ``sharing()`` is active: parsed trees by (path, source), and each parsed tree's
+#: metadata (by identity, the tree kept alive with it).
+_SHARED: dict | None = None
+
+
+@contextmanager
+def sharing():
+    """Within it, a file's source is parsed once and its tree's metadata resolved once: the
+    files of a program are converted alone, then together (analysis.federation), and the
+    second conversion starts from the first one's trees (libcst's trees are immutable; edits
+    are queued, never made in place)."""
+    global _SHARED
+    previous, _SHARED = _SHARED, {"parsed": {}, "metadata": {}}
+    try:
+        yield
+    finally:
+        _SHARED = previous
+
+
+def parse_shared(path: str, source: bytes) -> cst.Module:
+    """``cst.parse_module(source)``, once per (path, source) while ``sharing()`` is active."""
+    if _SHARED is None:
+        return cst.parse_module(source)
+    key = (path, source)
+    module = _SHARED["parsed"].get(key)
+    if module is None:
+        module = _SHARED["parsed"][key] = cst.parse_module(source)
+    return module
+
+
+def _resolve(wrapper: MetadataWrapper, module: cst.Module, parsed: bool, providers) -> dict:
+    if _SHARED is None or not parsed:
+        return wrapper.resolve_many(providers)
+    known = _SHARED["metadata"].get(id(module))
+    if known is None or known[0] is not module:
+        known = _SHARED["metadata"][id(module)] = (module, wrapper.resolve_many(providers))
+    return known[1]
 
 
 @dataclass(frozen=True)
@@ -130,7 +169,7 @@ class RewriteContext:
         self._wrapper = MetadataWrapper(module, unsafe_skip_copy=parsed)
         self._flow = None
         self._before = module
-        self._metadata = self._wrapper.resolve_many(self.METADATA)
+        self._metadata = _resolve(self._wrapper, module, parsed, self.METADATA)
         self.edits = Edits()
         self._rule_code = rule_code
         if self.suppressions:
@@ -169,8 +208,8 @@ class RewriteContext:
         ``module`` is the module being written (``current``). Returns the trees to analyse."""
         wrappers = {path: MetadataWrapper(m, unsafe_skip_copy=parsed.get(path, False)) for path, m in modules.items()}
         merged: dict = {key: {} for key in self.METADATA}
-        for wrapper in wrappers.values():
-            for key, values in wrapper.resolve_many(self.METADATA).items():
+        for path, wrapper in wrappers.items():
+            for key, values in _resolve(wrapper, modules[path], parsed.get(path, False), self.METADATA).items():
                 merged[key].update(values)
         self._metadata = merged
         self._modules = {path: w.module for path, w in wrappers.items()}

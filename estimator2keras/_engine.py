@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from estimator2keras import _leftovers
-from estimator2keras._context import Finding, RewriteContext
+from estimator2keras._context import Finding, RewriteContext, parse_shared
 from estimator2keras._names import api_path_of_qualified
 from estimator2keras._prefilter import mentions_any, screen
 from estimator2keras._registry import RuleSet
@@ -167,7 +167,7 @@ class Job:
             self.result = _finish(FileResult(path, "unchanged", source, source), rules, screening.tree)
             return
         try:
-            module = cst.parse_module(source)
+            module = parse_shared(path, source)
         except cst.ParserSyntaxError as exc:
             line, col, message = _syntax_error(source, exc)
             self.result = _error(path, source, line, col, UNREADABLE, f"cannot parse: {message}")

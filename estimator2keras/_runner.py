@@ -317,6 +317,13 @@ def _programs(todo: list[SourceFile], settings) -> tuple[list[SourceFile], list[
 
 def _process_group(paths: list[str], settings: dict[str, RuleSettings], federate: bool) -> list[FileResult]:
     """Convert the files of one group (in a worker, or in the parent with one job)."""
+    from estimator2keras._context import sharing
+
+    with sharing():  # the files parsed, and their metadata resolved, once for both conversions
+        return _convert_group(paths, settings, federate)
+
+
+def _convert_group(paths: list[str], settings: dict[str, RuleSettings], federate: bool) -> list[FileResult]:
     from estimator2keras.analysis.federation import rewrite_group
     from estimator2keras.analysis.program import links, rewrite_program
 
