@@ -270,6 +270,12 @@ def _handwritten(node, plan, ctx, code: str) -> str:
         elif ("{model}" in made) == visible:
             raise Unsupported("a serving function used both where the model is visible and where it is not", node)
     if table is None:
+        if ctx.path_of(functions[0]) != ctx.path_of(node):
+            # A function of another module of the program, named here through its module.
+            if not isinstance(node, cst.Attribute):
+                raise Unsupported("the serving function is imported by its name from another module; e2k "
+                                  "renames it there", node)
+            return _emit.code(node.value) + "." + made
         return made
     picked = _emit.code(node)
     return picked if visible else picked + "({model})"

@@ -75,8 +75,9 @@ class Receiver:
 
 
 def handwritten(ctx, node: cst.BaseExpression) -> cst.FunctionDef | None:
-    """The function of this file that ``node`` names, when it returns a serving receiver."""
-    function = resolve(ctx, node) if isinstance(node, cst.Name) else None
+    """The function of this file (or, in a program's unit pass, of another of its modules:
+    ``model.serving_input_fn``) that ``node`` names, when it returns a serving receiver."""
+    function = resolve(ctx, node) if isinstance(node, (cst.Name, cst.Attribute)) else None
     if not isinstance(function, cst.FunctionDef):
         return None
     returned = _single_return(function)

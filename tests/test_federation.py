@@ -164,3 +164,24 @@ def test_a_result_that_reads_what_its_module_lacks_is_refused():
     # A parameter that shadows the module's name is not the module.
     jobs, ctx = _jobs(before, {**before, "/p/a.py": "import b\nx = b.f()\n\ndef h(b):\n    return b.g\n"})
     assert _unsound(jobs, ctx) is None
+
+
+SERVING = '''
+
+def serving_input_fn():
+  inputs = {"a": tf.placeholder(tf.float32, [None]), "b": tf.placeholder(tf.float32, [None])}
+  return tf.estimator.export.ServingInputReceiver(inputs, inputs)
+'''
+
+
+def test_a_serving_function_of_another_module_is_converted_where_it_is(tmp_path, capsys):
+    config = NAMED_STRATEGY.replace("tf_random_seed=3", "model_dir=args.job_dir") + (
+        "  exporter = tf.estimator.FinalExporter('exporter', model.serving_input_fn)\n")
+    model_py, task_py = package(tmp_path, config=config, model=MODEL + SERVING)
+    text = TASK.format(config=config).replace("steps=2)", "steps=2, exporters=[exporter])")
+    task_py.write_text(text)
+    converts(tmp_path, capsys)
+    model, task = model_py.read_text(), task_py.read_text()
+    assert "tf.estimator" not in model + task and "placeholder" not in model
+    assert "def serving_input_fn(" in model and "tf.TensorSpec([None], tf.float32" in model
+    assert "model.serving_input_fn(" in task  # named through its module where the export is
