@@ -718,17 +718,19 @@ class _ModelReader:
         self.mode_variants: dict[cst.BaseSmallStatement, _Def] = {}
         self.variant_switches: dict[cst.FunctionDef, dict[str, cst.BaseExpression]] = {}
         inference = {d.small for d in self.inference_passes.values()}
-        train_only = [d for d in forward if _single_call_assign(d)
-                      and not any(d.small in self.mode_smalls.get(m, ()) for m in (EVAL, PREDICT))]
+        candidates = [d for d in forward if _single_call_assign(d)]
         for d in self.defs:
             if d.small in self.forward_smalls or d.small in inference or not _single_call_assign(d):
                 continue
             if d.small in self.mode_smalls.get(TRAIN, ()):
                 continue
-            train = next((t for t in train_only if t.name == d.name and _normalized(t.value.func) == _normalized(d.value.func)), None)
+            train = next((t for t in candidates if t.name == d.name and _normalized(t.value.func) == _normalized(d.value.func)), None)
             if train is None:
                 continue
-            switches = self._variant_switches(train, d)
+            # TRAIN's call may run in EVAL too (`if PREDICT: ... else: ...`) when what it passes
+            # tests the mode: there it was off, as in Keras's evaluate.
+            shared = any(train.small in self.mode_smalls.get(m, ()) for m in (EVAL, PREDICT))
+            switches = self._variant_switches(train, d, shared)
             if switches is None:
                 continue
             fn = self._definition(train.value.func)
@@ -743,9 +745,10 @@ class _ModelReader:
                 self.plan.fixed(d.value, "E2K302", f"`{d.name} = {_emit.code(d.value.func)}(...)` of the other modes -> the "
                                                   "model's one forward pass, with training=False in evaluate and predict")
 
-    def _variant_switches(self, train: _Def, test: _Def) -> dict[str, cst.BaseExpression] | None:
+    def _variant_switches(self, train: _Def, test: _Def, shared: bool = False) -> dict[str, cst.BaseExpression] | None:
         """The dropout switches (parameter -> the value ``test`` passes) by which ``test``'s call
-        differs from ``train``'s, or None when they differ otherwise (or are not a helper's)."""
+        differs from ``train``'s, or None when they differ otherwise (or are not a helper's).
+        ``shared``: TRAIN's call runs in another mode too, so only tests of the mode may differ."""
         fn = self._definition(train.value.func)
         if not isinstance(fn, cst.FunctionDef) or self.makes_keras_model(train.value) or not self.makes_layers(fn):
             return None
@@ -774,10 +777,10 @@ class _ModelReader:
             if not any(isinstance(n, cst.Name) and n.value == name and self._is_read(n) for n in _walk(fn.body)):
                 continue  # a parameter the helper never reads: the calls do the same
             if name in training:
-                if not _is_literal(b, "False") or not (_is_literal(a, "True") or self.modes.is_training_test(a)):
+                if not _is_literal(b, "False") or not (_is_literal(a, "True") and not shared or self.modes.is_training_test(a)):
                     return None
                 continue
-            if not self._only_dropout_switch(fn, name, b):
+            if shared or not self._only_dropout_switch(fn, name, b):
                 return None
             switches[name] = b
         return switches

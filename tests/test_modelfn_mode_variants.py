@@ -308,3 +308,27 @@ def test_a_keras_batch_normalization_the_estimator_never_updated_is_left_for_a_h
     result = convert(rules, loop_program("for units in params['hidden']:\n"
                                          "    net = block(net, units, training=mode == tf.estimator.ModeKeys.TRAIN)"))
     assert result.status == "converted", manual(result)
+
+
+def test_a_call_for_predict_beside_one_shared_by_train_and_eval(rules):
+    shared = '''\
+    def model_fn(features, labels, mode, params):
+        x = features["x"]
+        if mode == tf.estimator.ModeKeys.PREDICT:
+            logits = build_model(x, params["hidden"], {predict})
+            return tf.estimator.EstimatorSpec(mode, predictions={{"class": tf.argmax(logits, axis=1)}})
+        logits = build_model(x, params["hidden"], {train})
+        loss = tf.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
+        train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+    '''
+    # The flag tests the mode: off in EVAL as in PREDICT, as Keras's evaluate and predict run.
+    result = convert(rules, FLAG_HELPER, shared.format(predict="False", train="mode == tf.estimator.ModeKeys.TRAIN"))
+    assert result.status == "converted", manual(result)
+    assert "logits = self.build_model(x, training=training)" in result.new.decode()
+    # On in EVAL too (a literal True, or a keep_prob that drops there): Keras's evaluate would not drop.
+    for train, predict, helper in (("True", "False", FLAG_HELPER),
+                                   ('params["keep"]', "1.0", CONTRIB_HELPER)):
+        result = convert(rules, helper, shared.format(predict=predict, train=train))
+        assert result.status != "converted"
+        assert any("TRAIN loss does not read" in m for m in manual(result)), manual(result)
