@@ -716,6 +716,8 @@ class _ModelReader:
         takes Keras's ``training`` flag; calls that differ otherwise stay refused (a second
         model)."""
         self.mode_variants: dict[cst.BaseSmallStatement, _Def] = {}
+        #: Calls of another mode that differ from TRAIN's otherwise: call -> the parameter that differs.
+        self.variant_differences: dict[cst.Call, str | None] = {}
         self.variant_switches: dict[cst.FunctionDef, dict[str, cst.BaseExpression]] = {}
         inference = {d.small for d in self.inference_passes.values()}
         candidates = [d for d in forward if _single_call_assign(d)]
@@ -732,11 +734,13 @@ class _ModelReader:
             shared = any(train.small in self.mode_smalls.get(m, ()) for m in (EVAL, PREDICT))
             switches = self._variant_switches(train, d, shared)
             if switches is None:
+                self.variant_differences[d.value] = self._variant_difference
                 continue
             fn = self._definition(train.value.func)
             known = self.variant_switches.setdefault(fn, {})
             for param, value in switches.items():
-                if param in known and _normalized(known[param]) != _normalized(value):
+                if param in known and _normalized(known[param]) != _normalized(value) and not (
+                        _constant(known[param]) is not None and _constant(known[param]) == _constant(value)):
                     self.refuse(d.value, f"`{fn.name.value}(...)` switches `{param}` off with two different values")
                 known[param] = value
             self.mode_variants[d.small] = train
@@ -749,6 +753,7 @@ class _ModelReader:
         """The dropout switches (parameter -> the value ``test`` passes) by which ``test``'s call
         differs from ``train``'s, or None when they differ otherwise (or are not a helper's).
         ``shared``: TRAIN's call runs in another mode too, so only tests of the mode may differ."""
+        self._variant_difference = None
         fn = self._definition(train.value.func)
         if not isinstance(fn, cst.FunctionDef) or self.makes_keras_model(train.value) or not self.makes_layers(fn):
             return None
@@ -767,6 +772,7 @@ class _ModelReader:
         first, second = bound
         switches = {}
         for name in names:
+            self._variant_difference = name
             a, b = first.get(name), second.get(name)
             if (a is None) != (b is None):
                 return None
@@ -1254,6 +1260,11 @@ class _ModelReader:
                 self.refuse(call, f"`{helper.name.value}(...)` calls `{_emit.code(inner.func)}` (tf.contrib), which e2k does "
                                   "not convert")
             if depth == 0 and getattr(self, "_outside_forward", False) and role in ("layer", "layer_function", "keras_layer"):
+                differing = getattr(self, "variant_differences", {}).get(call)
+                if differing is not None:
+                    self.refuse(call, f"`{helper.name.value}(...)` is called in another mode with another `{differing}` than "
+                                      "TRAIN's call, which Keras's one forward pass (training=True in fit, False in evaluate "
+                                      "and predict) cannot reproduce")
                 self.refuse(call, f"`{helper.name.value}(...)` makes layers for a value the TRAIN loss does not read (a second "
                                   "forward pass, for evaluation or predictions), which e2k does not convert yet")
             if role in ("layer", "layer_function", "keras_layer") or path in BEYOND_CATALOGUE:

@@ -358,9 +358,9 @@ class Tf1LayerFunctionToKeras(ExpressionRule):
     line reads what it read under the Estimator. TRAIN's call may be shared with EVAL (`if mode
     == PREDICT: logits = build_model(x, False) ... else: logits = build_model(x, mode ==
     TRAIN)`) when what it passes is a test of the mode, off in EVAL as in Keras's `evaluate`.
-    Refused as before (a second model): calls that differ in anything else (another size,
-    another rate that still drops, a switch the helper computes with), and a shared call whose
-    dropout ran in EVAL too (a literal `True`, a rate).
+    Refused, naming the parameter: calls that differ in anything else (another size, another
+    rate that still drops, a switch the helper computes with), and a shared call whose dropout
+    ran in EVAL too (a literal `True`, a rate).
 
     ## Why
     The functional forms created a layer object on every call; Keras models own their layer
