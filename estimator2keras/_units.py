@@ -703,6 +703,8 @@ class EstimatorUnit:
     uses: list[Use]
     config_call: cst.Call | None = None
     config_binding: Binding | None = None
+    #: Bindings of the RunConfig before ``replace(...)`` made the one the Estimator reads.
+    config_earlier: list[Binding] = field(default_factory=list)
     config_args: dict[str, cst.Arg] = field(default_factory=dict)
     #: The factory's parameter the config comes through, and the argument of its call.
     config_parameter: tuple[cst.Param, cst.Arg] | None = None
@@ -862,12 +864,20 @@ def _build_unit(ctx: RewriteContext, call: cst.Call, path: str, owner: type[Unit
         config = _through_parameter(ctx, unit, config)
     if config is not None:
         config_call, binding = resolve_call(ctx, config, RUN_CONFIG)
+        replacements: list[cst.Call] = []
+        if config_call is None:
+            config_call, binding, replacements, unit.config_earlier = _replaced_run_config(ctx, config)
         if config_call is None:
             raise Unsupported("the Estimator's config is not a RunConfig(...) e2k can follow", config)
         tpu = ctx.call_api_path(config_call) in TPU_RUN_CONFIG
         learn = ctx.call_api_path(config_call) == LEARN_RUN_CONFIG
         unit.config_args = bind_arguments(
             config_call, TPU_RUN_CONFIG_SIGNATURE if tpu else LEARN_RUN_CONFIG_SIGNATURE if learn else RUN_CONFIG_SIGNATURE)
+        for replacement in replacements:  # `run_config.replace(model_dir=...)`: its settings win
+            for arg in replacement.args:
+                if arg.keyword is None or arg.star:
+                    raise Unsupported("RunConfig.replace(...) takes its settings by keyword", arg)
+                unit.config_args[arg.keyword.value] = arg
         if binding is not None:
             others = [n for n in accesses_of(ctx, binding.target) or [None] if n is not config]
             for other in others:
@@ -878,6 +888,33 @@ def _build_unit(ctx: RewriteContext, call: cst.Call, path: str, owner: type[Unit
                     raise Unsupported(f"the RunConfig `{binding.name}` is used elsewhere too", binding.target)
         unit.config_call, unit.config_binding = config_call, binding
     return unit
+
+
+def _replaced_run_config(ctx: RewriteContext, node: cst.BaseExpression, _depth: int = 0):
+    """``run_config = tf.estimator.RunConfig(...)`` then ``run_config = run_config.replace(
+    model_dir=...)`` (RunConfig.replace returns a copy with those settings): (the RunConfig
+    call, the binding the Estimator reads, the ``replace`` calls in order, the earlier
+    bindings, each read only by the next ``replace``); Nones when ``node`` is not that."""
+    nothing = None, None, [], []
+    binding = resolve(ctx, node) if isinstance(node, cst.Name) else None
+    value = binding.value if isinstance(binding, Binding) else node
+    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value == "replace") or _depth > 4:
+        return nothing
+    receiver = value.func.value
+    base, base_binding = resolve_call(ctx, receiver, RUN_CONFIG)
+    if base is not None:
+        replacements, earlier = [value], [base_binding] if base_binding is not None else []
+    else:
+        base, base_binding, inner, earlier = _replaced_run_config(ctx, receiver, _depth + 1)
+        if base is None:
+            return nothing
+        replacements = [*inner, value]
+        earlier = [*earlier, base_binding] if base_binding is not None else earlier
+    previous = earlier[-1] if earlier else None
+    if previous is not None and (accesses_of(ctx, previous.target) or [None]) != [receiver]:
+        raise Unsupported(f"the RunConfig `{previous.name}` is used for more than its replace(...)", previous.target)
+    return base, binding if isinstance(binding, Binding) else None, replacements, earlier
 
 
 #: Values a RunConfig setting read back can be replaced with (read once, the same each time).
@@ -1266,6 +1303,7 @@ class ConversionPlan:
         replaced: list[cst.CSTNode] = [self.unit.statement, *self._subst, *self._statements]
         if self.unit.config_binding is not None:
             replaced.append(self.unit.config_binding.statement)
+        replaced += [b.statement for b in self.unit.config_earlier]
         return [(node, code) for node, code, _ in self._fixed] + [(node, None) for node in replaced]
 
     def _model_var_name(self) -> str:
@@ -1420,6 +1458,8 @@ class ConversionPlan:
                 statements[site] = [*first, renamed_line, *moved]
         if unit.config_binding is not None:
             statements.setdefault(unit.config_binding.statement, [])
+        for earlier in unit.config_earlier:
+            statements.setdefault(earlier.statement, [])
         for original, new in list(statements.items()):
             statements[original] = [self._substituted(s) for s in new]
 
