@@ -57,7 +57,12 @@ def _check_parity(result, case):
     support.assert_parity(result, STEPS.get(case, 4))
     assert result.legacy.replicas == result.migrated.replicas == 2
     compared = {row.name for row in result.metrics if row.passed is not None}
-    assert compared == METRICS[case] and all(row.passed for row in result.metrics if row.passed is not None)
+    expected = set(METRICS[case])
+    if any("is compared instead" in note for note in result.notes):
+        # TF1 heads on 2 replicas: a summed eval loss depends on the batching; average_loss is compared
+        assert result.legacy.loss_reduction == "sum" and "average_loss" in expected
+        expected.discard("loss")
+    assert compared == expected and all(row.passed for row in result.metrics if row.passed is not None)
     # every variable paired: feature-column weights, hidden layers, logits, linear weights
     assert not any("not paired" in note for note in result.notes + result.migrated.notes), result.report()
     # the default, tight tolerance: nothing was loosened for canned Estimators
@@ -82,7 +87,8 @@ def test_after_py_trains_like_the_estimator_on_newest_tensorflow(results, case):
 def test_tf1_heads_sum_and_tf2_heads_average(results):
     summed = results[("canned_dnn_classifier", "tf215")]
     assert summed.legacy.loss_reduction == "sum"
-    assert any("legacy eval loss compared x 2" in note for note in summed.notes)
+    # its summed eval loss depends on the batching: the mean over the same examples is compared
+    assert any("its average_loss, the mean over the same examples, is compared instead" in note for note in summed.notes)
     assert summed.legacy.loss_scale == 1.0
     # a TF2 head divides by the replicas before applying, and the Estimator reports the sum
     averaged = results[("canned_dnn_regressor", "tf215")]

@@ -183,6 +183,21 @@ def test_sum_reduced_eval_loss_is_compared_on_the_global_batch_scale():
         assert result.metrics[0].passed and not any("compared x" in note for note in result.notes)
 
 
+def test_a_summed_eval_loss_with_an_average_loss_is_compared_through_the_average():
+    # Without eval_distribute the Estimator evaluated batches of B on one device; the migrated
+    # program evaluates the global batches of the input_fn it shares with training: the summed
+    # losses differ by the batching, the mean over the same examples does not.
+    legacy = _side([4.0, 2.0], replicas=2, reduction="sum",
+                   evaluations=[{"loss": 3.0, "average_loss": 0.375, "accuracy": 0.5}])
+    migrated = _side([4.0, 2.0], reduction=None, evaluations=[{"loss": 6.0, "average_loss": 0.375, "accuracy": 0.5}])
+    result = _compare(None, None, legacy=legacy, migrated=migrated)
+    assert result.passed, result.report()
+    assert "loss" not in {row.name for row in result.metrics if row.legacy is not None}
+    assert any("average_loss, the mean over the same examples, is compared instead" in n for n in result.notes)
+    wrong = _side([4.0, 2.0], reduction=None, evaluations=[{"loss": 6.0, "average_loss": 0.5, "accuracy": 0.5}])
+    assert "average_loss" in _compare(None, None, legacy=legacy, migrated=wrong).reason
+
+
 def test_batch_not_scaled_is_explained_by_the_step_count():
     result = _compare([1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0, 1.0, 1.0])
     assert result.verdict == "broken" and result.first_divergent_step == 4
