@@ -96,7 +96,7 @@ def signature_names(plan, ctx, call) -> list[str]:
     """The Estimator's export signatures: `serving_default`, or `export_outputs`' names."""
     if plan.predictions_kind is None:
         raise Unsupported("the model_fn returns no predictions in PREDICT mode; there is nothing to export", call)
-    canned = getattr(plan, "export_signatures", None)  # a canned Estimator's (set by _canned.convert)
+    canned = plan.export_signatures  # a canned Estimator's (set by _canned.convert)
     if canned:
         return list(canned)
     if plan.spec_export_outputs is None:
@@ -134,7 +134,7 @@ def serving_function(node, plan, ctx, code: str, names: list[str]) -> tuple[str,
     hand-written one's factory makes for this model, when more than one signature names it)."""
     inline: list[cst.BaseStatement] = []
     receiver, binding = resolve_call(ctx, node, RAW | PARSING)
-    if getattr(plan, "export_signatures", None):
+    if plan.export_signatures:
         _one_string_input(node, receiver, plan, ctx)
     if receiver is None:
         made = _handwritten(node, plan, ctx, code)

@@ -1111,6 +1111,8 @@ class ConversionPlan:
         self.iterator_calls: set[cst.Call] = set()
         #: Serving functions already defined for serving_input_receiver_fns (node -> name).
         self.serving_functions: dict[cst.CSTNode, str] = {}
+        #: The signatures a canned Estimator exports (set by _canned); None: the model_fn's.
+        self.export_signatures: list[str] | None = None
 
     # -- what rules call ------------------------------------------------------------------
     def replace(self, node: cst.CSTNode, new: cst.CSTNode) -> None:
