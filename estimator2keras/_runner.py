@@ -276,7 +276,7 @@ def run(
 @dataclass(frozen=True)
 class _Group:
     """Files converted in one job: the modules of a program (``federate``: one unit pass over
-    them when that converts more, ``analysis.federation``), or a model_fn's consumer and
+    them unless that leaves a human more, ``analysis.federation``), or a model_fn's consumer and
     provider (``analysis.program``)."""
 
     sources: tuple[SourceFile, ...]
@@ -339,7 +339,8 @@ def _convert_group(paths: list[str], settings: dict[str, RuleSettings], federate
     # one): what the program pass must improve on, and the results when it does not.
     started = time.perf_counter()
     alone: dict[str, FileResult] = {}
-    for linked in links(sources):
+    linked_groups = links(sources)
+    for linked in linked_groups:
         for result in rewrite_program(sorted(linked), read, rules_for,
                                       lambda source, path, rules, program=None: rewrite_source(
                                           source, path, rules, program=program)):
@@ -349,7 +350,12 @@ def _convert_group(paths: list[str], settings: dict[str, RuleSettings], federate
         return alone_results
     middle = time.perf_counter()
     federated = rewrite_group(paths, read, rules_for)
-    won = federated is not None and _left(federated) < _left(alone_results)
+    # Ties go to the program pass (its findings name the construct where a unit stops, where
+    # the files alone stop at what they cannot see: a factory called from another module),
+    # unless a model_fn of another module was converted by the request protocol, whose
+    # findings say why it stopped there.
+    won = federated is not None and (_left(federated) < _left(alone_results) or (
+        _left(federated) == _left(alone_results) and not linked_groups))
     if os.environ.get("E2K_DEBUG_FEDERATION"):
         print(f"program pass: {len(paths)} files from {paths[0]}: alone {_left(alone_results)} "
               f"({middle - started:.2f} s), together {federated and _left(federated)} "

@@ -1891,15 +1891,19 @@ def remove_unused_tf1_imports(ctx: RewriteContext) -> None:
         if isinstance(node, cst.Import):
             for alias in node.names:
                 name = _emit.code(alias.name)
-                if name.startswith(("tensorflow.compat", "tensorflow_estimator", "tf_slim")) or name == "tf_slim":
+                # tensorflow.contrib is gone from TensorFlow 2: an import of it left unused would
+                # fail where the converted program starts.
+                if name.startswith(("tensorflow.compat", "tensorflow_estimator", "tf_slim", "tensorflow.contrib")) \
+                        or name == "tf_slim":
                     # tf_slim (tf.contrib.layers kept outside TensorFlow): its layers became Keras's.
                     ctx.remove_import_if_unused(name, asname=alias.asname.name.value if alias.asname else None)
         elif isinstance(node, cst.ImportFrom) and node.module is not None:
             module = _emit.code(node.module)
             if module.startswith(("tensorflow", "tensorflow_estimator", "tf_slim")) and not isinstance(node.names, cst.ImportStar):
                 for alias in node.names:
-                    if _emit.code(alias.name) in ("estimator", "v1") or module.startswith(
-                        ("tensorflow.compat", "tensorflow_estimator", "tensorflow.estimator", "tf_slim")
+                    if _emit.code(alias.name) in ("estimator", "v1", "contrib") or module.startswith(
+                        ("tensorflow.compat", "tensorflow_estimator", "tensorflow.estimator", "tf_slim",
+                         "tensorflow.contrib")
                     ):
                         ctx.remove_import_if_unused(
                             module, _emit.code(alias.name), alias.asname.name.value if alias.asname else None
