@@ -459,7 +459,8 @@ class RewriteContext:
         from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 
         scratch = self._codemod.scratch
-        if scratch.get(AddImportsVisitor.CONTEXT_KEY):
+        queued = scratch.get(AddImportsVisitor.CONTEXT_KEY)
+        if queued and not _all_at_top(module, queued):
             # The visitor needs no metadata: ``transform_module`` would only deep-copy the tree
             # for a MetadataWrapper (a tenth of the corpus's conversion time).
             module = module.visit(AddImportsVisitor(self._codemod))
@@ -475,6 +476,37 @@ class RewriteContext:
     # -- rules ----------------------------------------------------------------------------
     def enabled(self, code: str) -> bool:
         return self.rules.enabled(code)
+
+
+def _all_at_top(module: cst.Module, queued) -> bool:
+    """Whether each queued import is already written as such in the module's first block of
+    imports, where libcst's AddImportsVisitor looks (it then changes nothing, after a walk
+    that rebuilds the whole tree)."""
+    present: set[tuple] = set()
+    body = list(module.body)
+    if body and is_docstring_statement(body[0]):
+        body = body[1:]
+    for statement in body:
+        if not (isinstance(statement, cst.SimpleStatementLine)
+                and all(isinstance(s, (cst.Import, cst.ImportFrom)) for s in statement.body)):
+            break
+        for small in statement.body:
+            if isinstance(small, cst.Import):
+                for alias in small.names:
+                    present.add((cst.Module([]).code_for_node(alias.name), None,
+                                 alias.asname.name.value if alias.asname else None))
+            elif small.module is not None and not small.relative and not isinstance(small.names, cst.ImportStar):
+                module_name = cst.Module([]).code_for_node(small.module)
+                for alias in small.names:
+                    present.add((module_name, cst.Module([]).code_for_node(alias.name),
+                                 alias.asname.name.value if alias.asname else None))
+    return all((item.module_name, item.obj_name, item.alias) in present and not item.relative for item in queued)
+
+
+def is_docstring_statement(statement: cst.BaseStatement) -> bool:
+    return (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
+            and isinstance(statement.body[0], cst.Expr)
+            and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))
 
 
 def _remove_unused_imports(module: cst.Module, removals) -> cst.Module:
