@@ -317,17 +317,19 @@ class InputFn:
             epochs = _keyword_or_position(self.array_call, "num_epochs", 3)
             return epochs is not None and not isinstance(epochs, cst.Integer)
         if self.function is not None:
-            code = [(self.function.body, _Decider(ctx, self.function, None, mode))]
+            code = [(self.function.body, _Decider(ctx, self.function, None, mode), self.function, None)]
         else:
-            code = [(fn.body, _Decider(ctx, fn, call, None)) for call, fn in self.helper_calls]
+            code = [(fn.body, _Decider(ctx, fn, call, None), fn, call) for call, fn in self.helper_calls]
             if self.lambda_ is not None:
-                code.append((self.lambda_.body, _Decider(ctx, None, None, None)))
-        for body, decider in code:
+                code.append((self.lambda_.body, _Decider(ctx, None, None, None), None, None))
+        for body, decider, fn, fn_call in code:
             for call in _live_calls(body, decider):
                 if isinstance(call.func, cst.Attribute) and call.func.attr.value == "repeat":
                     count = _keyword_or_position(call, "count", 0)
                     if isinstance(count, cst.Integer) or _run_time_count(count):
                         continue
+                    if isinstance(_argument_given(ctx, fn, fn_call, count), cst.Integer):
+                        continue  # `lambda: input_fn(data, num_epochs=2)`: the helper's parameter
                     if not isinstance(self._factory_value(ctx, count), cst.Integer):
                         return True
         return False
@@ -453,6 +455,27 @@ class InputFn:
         call = cst.Call(func=func, args=_emit.call_args(args))
         self.calls_made.append(call)
         return call
+
+
+def _argument_given(ctx: RewriteContext, fn: cst.FunctionDef | None, call: cst.Call | None,
+                    node: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """The value a parameter of ``fn`` that ``node`` reads has when ``fn`` is called by
+    ``call`` (its argument there, or its default; None without a call: the Estimator calls it
+    with no argument but its own)."""
+    if fn is None or not isinstance(node, cst.Name):
+        return None
+    params = {p.name.value: p for p in fn.params.params}
+    param = params.get(node.value)
+    scope = ctx.scope(node)
+    if param is None or scope is None or len(scope.assignments[node.value]) != 1:
+        return None
+    if call is None:
+        return param.default
+    try:
+        bound = bind_arguments(call, tuple(params))
+    except Unsupported:
+        return None
+    return bound[node.value].value if node.value in bound else param.default
 
 
 class _Decider:

@@ -58,7 +58,9 @@ class EstimatorTrainEvaluateToFitEvaluate(UnitRule):
     repeats forever is not converted. What repeats is read from the code that runs in that
     call: e2k decides the `if`s on a parameter the call passes a literal `True` / `False` (or
     leaves at such a default), as in `input_fn(x, y, training=False)`, and the `if`s on
-    `mode` of an input_fn that takes it. A count the program is given when it runs
+    `mode` of an input_fn that takes it. A count is read through the call too:
+    `repeat(num_epochs)` in `input_fn(data, num_epochs=None)` called as
+    `lambda: input_fn(data, num_epochs=2)` repeats twice. A count the program is given when it runs
     (`repeat(args.epochs)`, `repeat(FLAGS.num_epochs)`) is taken for a count: run with `None`
     instead, the dataset repeats forever and Keras stops with an error asking for a step
     count where the Estimator trained until stopped; a loud difference, never a silent one.
