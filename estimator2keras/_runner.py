@@ -239,6 +239,7 @@ def run(
     with interrupts:
         try:
             todo = []
+            early: dict[str, tuple[SourceFile, FileResult]] = {}
             keywords: dict[RuleSettings, tuple[bytes, ...] | None] = {}
             for source in files:
                 chosen = settings[str(source.path)]
@@ -248,8 +249,14 @@ def run(
                 if result is None:
                     todo.append(source)
                 else:
+                    early[os.path.normpath(str(source.path))] = (source, result)
+            # A module no rule has a word for (an input_fn module) may still be part of a
+            # program another file builds an Estimator in: it goes with its group.
+            todo, groups = _programs(todo, settings, [source for source, _ in early.values()])
+            grouped = {os.path.normpath(p) for group in groups for p in group.paths}
+            for path, (_, result) in early.items():
+                if path not in grouped:
                     finish(result)
-            todo, groups = _programs(todo, settings)
             work: list = [*groups, *todo]  # the groups first: they take longest
             jobs = max(1, min(options.jobs, len(work)))
             if jobs == 1:
@@ -287,8 +294,9 @@ class _Group:
         return [str(s.path) for s in self.sources]
 
 
-def _programs(todo: list[SourceFile], settings) -> tuple[list[SourceFile], list[_Group]]:
-    """The files of ``todo`` that convert in groups, and the rest."""
+def _programs(todo: list[SourceFile], settings, others: Sequence[SourceFile] = ()) -> tuple[list[SourceFile], list[_Group]]:
+    """The files of ``todo`` that convert in groups, and the rest. A file of ``others`` (no
+    rule's word in it) joins the group of a file of ``todo`` that imports it."""
     from estimator2keras._prefilter import last_names, mentions_any
     from estimator2keras.analysis.federation import groups
     from estimator2keras.analysis.program import links
@@ -304,10 +312,11 @@ def _programs(todo: list[SourceFile], settings) -> tuple[list[SourceFile], list[
         candidates[os.path.normpath(str(source.path))] = data
     if len(candidates) < 2:
         return todo, []
-    by_norm = {os.path.normpath(str(s.path)): s for s in todo}
+    by_norm = {os.path.normpath(str(s.path)): s for s in [*todo, *others]}
     names = last_names(settings[str(by_norm[next(iter(candidates))].path)].load().constructor_paths())
+    imported = [os.path.normpath(str(s.path)) for s in others if s.path.suffix == ".py"]
     found = [_Group(tuple(by_norm[p] for p in sorted(g)), True)
-             for g in groups(candidates, lambda source: mentions_any(source, names))]
+             for g in groups(candidates, lambda source: mentions_any(source, names), imported)]
     grouped = {os.path.normpath(p) for g in found for p in g.paths}
     rest = {p: data for p, data in candidates.items() if p not in grouped}
     found += [_Group(tuple(by_norm[p] for p in sorted(g)), False) for g in (links(rest) if rest else [])]

@@ -185,3 +185,34 @@ def test_a_serving_function_of_another_module_is_converted_where_it_is(tmp_path,
     assert "tf.estimator" not in model + task and "placeholder" not in model
     assert "def serving_input_fn(" in model and "tf.TensorSpec([None], tf.float32" in model
     assert "model.serving_input_fn(" in task  # named through its module where the export is
+
+
+def test_names_of_other_modules_the_conversion_reads_are_imported_as_their_modules_are(tmp_path, capsys):
+    # A script beside its modules: `from model import model_fn`, `import inputs` and
+    # `inputs.train_fn` given to the Estimator. The model_fn becomes `build_model` in model.py,
+    # the input_fn is called by its name: both imported the way task.py imports their modules.
+    write(tmp_path, {
+        "model.py": (
+            "import tensorflow.compat.v1 as tf\n\n\n"
+            "def model_fn(features, labels, mode):\n"
+            "    logits = tf.layers.dense(features['x'], 1)\n"
+            "    loss = tf.losses.mean_squared_error(labels, logits)\n"
+            "    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())\n"
+            "    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)\n"),
+        "inputs.py": (
+            "import tensorflow.compat.v1 as tf\n\n\n"
+            "def train_fn():\n"
+            "    return tf.data.Dataset.from_tensor_slices(({'x': [[1.0]]}, [[2.0]])).repeat().batch(1)\n"),
+        "task.py": (
+            "import tensorflow.compat.v1 as tf\n\n"
+            "from model import model_fn\n"
+            "import inputs\n\n"
+            "estimator = tf.estimator.Estimator(model_fn=model_fn)\n"
+            "estimator.train(inputs.train_fn, max_steps=3)\n"),
+    })
+    assert main(["rewrite", str(tmp_path)]) == 1
+    assert "0 partial" in capsys.readouterr().err
+    task = (tmp_path / "task.py").read_text()
+    assert "from model import build_model" in task and "model_fn" not in task
+    assert "from inputs import train_fn" in task and "train_fn()" in task
+    assert "def build_model(" in (tmp_path / "model.py").read_text()

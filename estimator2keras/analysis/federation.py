@@ -26,7 +26,7 @@ from __future__ import annotations
 import ast
 import builtins
 import os
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import libcst as cst
 from libcst.metadata import Assignment, GlobalScope
@@ -46,11 +46,13 @@ MAX_GROUP = 12
 # ---------------------------------------------------------------------------------------
 # Finding the groups, before any conversion
 # ---------------------------------------------------------------------------------------
-def groups(sources: dict[str, bytes], builds: Callable[[bytes], bool]) -> list[set[str]]:
+def groups(sources: dict[str, bytes], builds: Callable[[bytes], bool],
+           imported: Sequence[str] = ()) -> list[set[str]]:
     """Files linked by imports of one another, where one at least builds an Estimator
-    (``builds`` tells from the bytes)."""
-    modules = _Modules(sources)
-    parent = {path: path for path in sources}
+    (``builds`` tells from the bytes). A file of ``imported`` (one no rule has a word for,
+    not read here) joins the group of a file of ``sources`` that imports it."""
+    modules = _Modules([*sources, *imported])
+    parent = {path: path for path in [*sources, *imported]}
 
     def find(path: str) -> str:
         while parent[path] != path:
@@ -71,10 +73,10 @@ def groups(sources: dict[str, bytes], builds: Callable[[bytes], bool]) -> list[s
                 if found is not None and found != path:
                     parent[find(found)] = find(path)
     components: dict[str, set[str]] = {}
-    for path in sources:
+    for path in parent:
         components.setdefault(find(path), set()).add(path)
     return [group for group in components.values()
-            if 1 < len(group) <= MAX_GROUP and any(builds(sources[p]) for p in group)]
+            if 1 < len(group) <= MAX_GROUP and any(p in sources and builds(sources[p]) for p in group)]
 
 
 # ---------------------------------------------------------------------------------------
@@ -229,9 +231,11 @@ def rewrite_group(paths: list[str], read: Callable[[str], bytes],
 
 
 def _unsound(live: dict, ctx: "RewriteContext") -> str | None:
-    """Queue, in each module, the imports its converted code reads; then why the program
-    would break (None: every module reads only names it defines, or read before, and still
-    defines what the others import from it)."""
+    """Queue, in each module, the imports its converted code reads (TensorFlow's, and the
+    names another module of the program defines, imported the way the module already imports
+    that module), and the removal of imports of names another module no longer defines and
+    nothing reads; then why the program would break (None: every module reads only names it
+    defines, or read before, and still defines what the others import from it)."""
     from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 
     before, after = {}, {}
@@ -240,30 +244,36 @@ def _unsound(live: dict, ctx: "RewriteContext") -> str | None:
         after[path] = _parse(job.module.code) if job.module is not job.parsed else before[path]
         if before[path] is None or after[path] is None:
             return f"{path} does not parse"
-    for path, job in live.items():
-        if job.module is job.parsed:
-            continue
-        bound = _bound(after[path])
-        read = _read(after[path])
-        for module, obj, asname in ctx._program_imports:
-            name = asname or obj or module.split(".")[0]
-            if name in read and name not in bound:
-                AddImportsVisitor.add_needed_import(job.ctx._codemod, module, obj, asname)
-                bound.add(name)
-        for module, obj, asname in ctx._program_removals.get(path, ()):
-            RemoveImportsVisitor.remove_unused_import(job.ctx._codemod, module, obj, asname)
-        new = read - _read(before[path]) - bound - set(dir(builtins))
-        if new:
-            return f"{path} would read {', '.join(sorted(new))}, which it does not define"
     modules = _Modules(live)
     defined = {path: _top_level(after[path]) for path in live}
-    for path in live:
-        for name, candidates in _bindings(after[path]).items():
-            for level, dotted in candidates:
-                home, attribute = modules.find(path, level, dotted.rpartition(".")[0]), dotted.rpartition(".")[2]
-                if home is not None and home != path and modules.find(path, level, dotted) is None:
-                    if attribute not in defined[home]:
-                        return f"{path} imports {attribute}, which {home} would no longer define"
+    for path, job in live.items():
+        bound = _bound(after[path])
+        read = _read(after[path])
+        imports = _from_imports(after[path], path, modules)
+        if job.module is not job.parsed:
+            for module, obj, asname in ctx._program_imports:
+                name = asname or obj or module.split(".")[0]
+                if name in read and name not in bound:
+                    AddImportsVisitor.add_needed_import(job.ctx._codemod, module, obj, asname)
+                    bound.add(name)
+            for module, obj, asname in ctx._program_removals.get(path, ()):
+                RemoveImportsVisitor.remove_unused_import(job.ctx._codemod, module, obj, asname)
+            for name in sorted(read - _read(before[path]) - bound - set(dir(builtins))):
+                # `train_fn()` where `import input` gave `input.train_fn`: imported by name, from
+                # the module that defines it, as this module imports that module already.
+                homes = [home for home in live if home != path and name in defined[home]]
+                spec = imports.get(homes[0]) if len(homes) == 1 else None
+                if spec is None:
+                    return f"{path} would read {name}, which it does not define"
+                AddImportsVisitor.add_needed_import(job.ctx._codemod, spec[1], name, None, spec[0])
+                bound.add(name)
+        for home, (level, module, names) in imports.items():
+            for name, asname in names:
+                if name not in defined[home]:
+                    if (asname or name) in read:
+                        return f"{path} imports {name}, which {home} would no longer define"
+                    # Imported for what the conversion replaced (`from model import model_fn`).
+                    RemoveImportsVisitor.remove_unused_import(job.ctx._codemod, ("." * level) + module, name, asname)
         imported = _bindings(after[path])
         for node in _module_attribute_reads(after[path], set(imported)):
             for level, dotted in imported.get(node.value.id, ()):
@@ -271,6 +281,30 @@ def _unsound(live: dict, ctx: "RewriteContext") -> str | None:
                 if home is not None and home != path and node.attr not in defined[home]:
                     return f"{path} reads {node.value.id}.{node.attr}, which {home} would no longer define"
     return None
+
+
+def _from_imports(tree: ast.Module, path: str, modules: _Modules) -> dict[str, tuple[int, str, list]]:
+    """How the module ``path`` imports each other module of the program: the file -> (level,
+    dotted module as written, the names ``from`` it imports with their aliases). A module
+    imported whole (``import input``) can be imported from too (``from input import f``)."""
+    found: dict[str, tuple[int, str, list]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and not any(a.name == "*" for a in node.names):
+            home = modules.find(path, node.level, node.module or "")
+            if home is not None and home != path:
+                entry = found.setdefault(home, (node.level, node.module or "", []))
+                entry[2].extend((a.name, a.asname) for a in node.names)
+            for alias in node.names:  # `from . import model`: the module itself
+                dotted = f"{node.module}.{alias.name}" if node.module else alias.name
+                home = modules.find(path, node.level, dotted)
+                if home is not None and home != path:
+                    found.setdefault(home, (node.level, dotted, []))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                home = modules.find(path, 0, alias.name)
+                if home is not None and home != path:
+                    found.setdefault(home, (0, alias.name, []))
+    return found
 
 
 def _module_attribute_reads(tree: ast.Module, names: set[str]):
