@@ -19,7 +19,7 @@ from libcst.metadata import GlobalScope, QualifiedNameProvider
 
 from estimator2keras import _emit
 from estimator2keras._context import RewriteContext
-from estimator2keras._symbols import COMPAT, respell_or_compat
+from estimator2keras._symbols import COMPAT, _is_compat_v1, respell_or_compat, tf2_respellings
 
 CODE = "E2K005"
 COMPAT_V1_MODULES = ("tensorflow.compat.v1",)
@@ -78,6 +78,41 @@ def rebind_tf(ctx: RewriteContext, alias: cst.ImportAlias, replaced: set) -> Non
         for node, new in respell_or_compat(ctx, reference, "tf"):
             ctx.edits.replace(node, new)
     ctx.report(alias, "`tensorflow.compat.v1 as tf` -> `tensorflow as tf`; the file's other TF1 names keep their meaning", code=CODE)
+
+
+def respell_tf1_names(ctx: RewriteContext, tf: str, replaced: set) -> None:
+    """In a converted file whose ``tf`` is TensorFlow's root (a TF 1.x program's ``import
+    tensorflow as tf``), the TF1 names left outside the converted code keep their meaning on
+    TensorFlow 2: ``tf.reset_default_graph()`` -> ``tf.compat.v1.reset_default_graph()``,
+    ``tf.log`` -> ``tf.math.log`` (what tf_upgrade_v2 does to them); TF2's own names stay."""
+    respelled = []
+    found = list(tf2_respellings(ctx, ctx.module, tf)) + list(_tf1_module_references(ctx, tf))
+    for node, new in found:
+        if _inside(ctx, node, replaced) or ctx.edits.covers(node, ctx.parent) or _is_compat_v1(ctx, node):
+            continue
+        if isinstance(node, cst.Attribute) and _emit.code(new) == _emit.code(node):
+            continue
+        ctx.edits.replace(node, new)
+        respelled.append((node, new))
+    if respelled:
+        node, new = respelled[0]
+        more = f" and {len(respelled) - 1} more" if len(respelled) > 1 else ""
+        ctx.report(node, f"TF1 names outside the converted code keep their meaning on TensorFlow 2 "
+                         f"(`{_emit.code(node)}` -> `{_emit.code(new)}`{more})", code=CODE)
+
+
+#: Modules of TensorFlow 1's root that TensorFlow 2 no longer has but keeps under tf.compat.v1
+#: (what tf_upgrade_v2 renames them to); the symbol table lists functions and classes only.
+TF1_ONLY_MODULES = frozenset({"logging", "app", "flags", "gfile"})
+
+
+def _tf1_module_references(ctx: RewriteContext, tf: str):
+    """``tf.logging`` of ``tf.logging.info(...)`` -> ``tf.compat.v1.logging`` (and so on for
+    TF1_ONLY_MODULES), where ``tf`` is TensorFlow's root."""
+    for node in _walk(ctx.module):
+        if (isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == tf
+                and node.attr.value in TF1_ONLY_MODULES and ctx.api_path(node) == node.attr.value):
+            yield node, _emit.expr("{tf}.compat.v1.{m}", tf=tf, m=node.attr.value)
 
 
 def _already_rewritten(ctx: RewriteContext, node: cst.CSTNode) -> bool:

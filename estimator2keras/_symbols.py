@@ -77,7 +77,12 @@ def _chain_prefixes(node: cst.BaseExpression):
 
 def is_tf1_code(ctx: RewriteContext) -> bool:
     """Does the module use, through ``tensorflow.``, names that only TF1 has?"""
-    cached = getattr(ctx, "_tf1_code", None)
+    # Per tree: a pass over a program's modules asks of each, and each pass has its own tree.
+    known = getattr(ctx, "_tf1_code", None)
+    if not isinstance(known, dict):
+        known = ctx._tf1_code = {}
+    module = ctx.module
+    cached = known[id(module)][1] if id(module) in known and known[id(module)][0] is module else None
     if cached is None:
         cached = False
         spellings = table()
@@ -88,7 +93,7 @@ def is_tf1_code(ctx: RewriteContext) -> bool:
                 if spelling is not None and spelling.flag == "!":
                     cached = True
                     break
-        ctx._tf1_code = cached
+        known[id(module)] = (module, cached)
     return cached
 
 

@@ -1677,7 +1677,27 @@ def _after_conversion(ctx: RewriteContext) -> None:
         alias = compat_alias(ctx)
         if alias is not None:
             rebind_tf(ctx, alias[0], set(ctx.edits.replaced_statements()))
+        elif ctx.edits:
+            from estimator2keras._imports import respell_tf1_names
+
+            root = _tensorflow_root(ctx)
+            if root is not None:
+                respell_tf1_names(ctx, root, set(ctx.edits.replaced_statements()))
     remove_unused_tf1_imports(ctx)
+
+
+def _tensorflow_root(ctx: RewriteContext) -> str | None:
+    """The module-level name ``import tensorflow [as tf]`` binds in the module being written."""
+    scope = ctx.scope(ctx.module.body[0]) if ctx.module.body else None
+    if not isinstance(scope, GlobalScope):
+        return None
+    for assignment in scope.assignments:
+        node = getattr(assignment, "node", None)
+        if isinstance(node, cst.Import):
+            for alias in node.names:
+                if _emit.code(alias.name) == "tensorflow":
+                    return alias.asname.name.value if alias.asname else "tensorflow"
+    return None
 
 
 def _convert_requested(ctx: RewriteContext) -> bool:

@@ -15,6 +15,12 @@ class TfCompatV1FileToTf2(UnitRule):
       and every other reference through `tf` keeps its meaning: its TensorFlow 2 spelling
       where TF2 has the same API (`tf.log` -> `tf.math.log`, `tf.data.Dataset` stays),
       `tf.compat.v1.<name>` otherwise (`tf.logging` -> `tf.compat.v1.logging`);
+    - if `tf` is TensorFlow's root (`import tensorflow as tf` in a program written for
+      TensorFlow 1.x), the TF1 names left outside the converted code keep their meaning the
+      same way: `tf.reset_default_graph()` -> `tf.compat.v1.reset_default_graph()`,
+      `tf.gfile.Open` -> `tf.io.gfile.GFile`, `tf.logging` / `tf.app` / `tf.flags` /
+      `tf.gfile` -> `tf.compat.v1.<module>` (modules TensorFlow 2 no longer has at its root);
+      TF2's own names stay as written;
     - `tf.disable_v2_behavior()` and `tf.compat.v1.disable_eager_execution()` are removed,
       unless the file still runs TF1 graph code (sessions, placeholders), in which case the
       call stays and is reported.
