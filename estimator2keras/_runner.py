@@ -358,7 +358,12 @@ def _convert_group(paths: list[str], settings: dict[str, RuleSettings], federate
     if not federate or not _left(alone_results)[0]:
         return alone_results
     middle = time.perf_counter()
-    federated = rewrite_group(paths, read, rules_for)
+    try:
+        federated = rewrite_group(paths, read, rules_for)
+    except Exception:  # a defect of the program pass costs its result, never the files'
+        if os.environ.get("E2K_DEBUG_FEDERATION"):
+            raise
+        federated = None
     # Ties go to the program pass (its findings name the construct where a unit stops, where
     # the files alone stop at what they cannot see: a factory called from another module),
     # unless a model_fn of another module was converted by the request protocol, whose
