@@ -216,3 +216,17 @@ def test_names_of_other_modules_the_conversion_reads_are_imported_as_their_modul
     assert "from model import build_model" in task and "model_fn" not in task
     assert "from inputs import train_fn" in task and "train_fn()" in task
     assert "def build_model(" in (tmp_path / "model.py").read_text()
+
+
+def test_a_defect_of_the_program_pass_leaves_the_files_as_they_convert_alone(tmp_path, capsys, monkeypatch):
+    import estimator2keras.analysis.federation as federation
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a defect")
+
+    monkeypatch.setattr(federation, "rewrite_group", broken)
+    model_py, task_py = package(tmp_path)
+    assert main(["rewrite", str(tmp_path)]) == 1
+    assert "Traceback" not in capsys.readouterr().err
+    assert "def build_estimator(config," in model_py.read_text()  # as alone: its call is not seen
+    assert "tf.estimator.train_and_evaluate" in task_py.read_text()
