@@ -250,6 +250,8 @@ class {name}({tf}.keras.callbacks.Callback):
     def __init__(self, model, directory, max_to_keep=5, keep_checkpoint_every_n_hours=None,
                  save_steps=None, save_secs=None, restore=True):
         super().__init__()
+        # No model_dir (None, or a flag left empty): the Estimator used a temporary directory.
+        directory = directory or tempfile.mkdtemp()
         self.checkpoint = {tf}.train.Checkpoint(model=model, optimizer=model.optimizer)
         self.manager = {tf}.train.CheckpointManager(
             self.checkpoint, directory, max_to_keep, keep_checkpoint_every_n_hours)
@@ -310,6 +312,9 @@ def model_dir_checkpoints(
 ) -> cst.BaseExpression:
     """A ModelDirCheckpoints callback (its class added to the file once) for ``directory``."""
     plan.imports += [("tempfile", None, None), ("time", None, None)]
+    # The class reads TensorFlow by the unit's alias: a module of the program that gets the
+    # class without importing TensorFlow (task.py, where model.py built the Estimator) imports it.
+    plan.imports.append(("tensorflow", None, None if plan.tf == "tensorflow" else plan.tf))
     klass = plan.add_helper(
         "ModelDirCheckpoints", lambda name: _emit.statements(MODEL_DIR_CHECKPOINTS, name=name, tf=plan.tf))
     args = [cst.Arg(cst.Name(plan.model_var)), cst.Arg(directory)]

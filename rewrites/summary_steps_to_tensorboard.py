@@ -80,6 +80,8 @@ class ModelDirCheckpoints(tf.keras.callbacks.Callback):
     def __init__(self, model, directory, max_to_keep=5, keep_checkpoint_every_n_hours=None,
                  save_steps=None, save_secs=None, restore=True):
         super().__init__()
+        # No model_dir (None, or a flag left empty): the Estimator used a temporary directory.
+        directory = directory or tempfile.mkdtemp()
         self.checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, directory, max_to_keep, keep_checkpoint_every_n_hours)
