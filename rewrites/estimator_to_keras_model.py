@@ -350,7 +350,13 @@ def main():
             self._plan_foreign(unit, plan, ctx, model_fn, foreign)
             return
         fn, replaced = source.function, source.replaced
-        reads = accesses_of(ctx, replaced.name) or []
+        reads = list(accesses_of(ctx, replaced.name) or [])
+        foreign = ctx.path_of(replaced) != ctx.path_of(unit.call)
+        if ctx._modules is not None:
+            # In a program pass, another module's reads of it too (`model.model_fn` in task.py).
+            from estimator2keras.analysis.federation import foreign_reads
+
+            reads += foreign_reads(ctx, replaced.name)
         if any(read is not source.reference and not plan.in_group_call(read) for read in reads):
             raise Unsupported(f"`{replaced.name.value}` is used elsewhere too; e2k replaces it", replaced.name)
         scope = ctx.scope(replaced)
@@ -363,7 +369,7 @@ def main():
         statements = list(conversion.statements)
         for i in range(1, len(statements)):
             # Definitions that replace one keep the blank lines between definitions.
-            blank = [_emit.blank_line()] * (2 if ctx.parent(replaced) is ctx.module else 1)
+            blank = [_emit.blank_line()] * (2 if isinstance(ctx.parent(replaced), cst.Module) else 1)
             statements[i] = statements[i].with_changes(leading_lines=blank)
         plan.replace_statement(replaced, statements)
         args = []
@@ -375,7 +381,18 @@ def main():
                 args.append(cst.Arg(params))
             else:
                 args.append(_emit.keyword_arg(name, source.bound[name]))
-        call = cst.Call(cst.Name(conversion.builder_name), args=_emit.call_args(args))
+        if isinstance(source.reference, cst.Attribute):
+            builder = source.reference.with_changes(attr=cst.Name(conversion.builder_name))  # `model.build_model`
+        else:
+            builder = cst.Name(conversion.builder_name)
+            unit_scope = ctx.scope(unit.call)
+            if foreign and unit_scope is not None and any(
+                    a.name == conversion.builder_name for a in unit_scope.assignments):
+                # Imported by name from the model_fn's module (the program pass adds the import):
+                # a name of the Estimator's module would shadow it.
+                raise Unsupported(f"`{conversion.builder_name}` is already a name where the Estimator is built",
+                                  unit.call)
+        call = cst.Call(builder, args=_emit.call_args(args))
         plan.build.append(_emit.statement("{var} = {call}", var=plan.model_var, call=call))
         plan.claimed_args.update({"model_fn", "config", "params"})
         if source.partial:
@@ -435,20 +452,28 @@ def _import_alias(ctx, name: cst.Name):
     return None
 
 
+def _is_docstring(statement: cst.BaseStatement) -> bool:
+    return (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
+            and isinstance(statement.body[0], cst.Expr)
+            and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))
+
+
 @dataclass
 class _ModelFnSource:
     """Where the model_fn comes from, and what must be replaced to convert it."""
 
     function: cst.FunctionDef  # the model_fn's definition
     replaced: cst.FunctionDef  # the definition the Keras code replaces (a factory, or the model_fn)
-    reference: cst.Name  # the name the Estimator's argument reads
+    reference: cst.Name | cst.Attribute  # the name the Estimator's argument reads
     bound: dict[str, cst.BaseExpression] = field(default_factory=dict)  # extra names -> values
     partial: bool = False
 
 
 def _model_fn_source(ctx, node: cst.BaseExpression) -> _ModelFnSource:
-    """The model_fn passed as a name, `functools.partial(model_fn, k=v)`, or `make_model_fn(...)`."""
-    if isinstance(node, cst.Name):
+    """The model_fn passed as a name, `functools.partial(model_fn, k=v)`, or `make_model_fn(...)`.
+    In a pass over a program's modules, also another module's: `model.model_fn`,
+    `model.make_model_fn(...)`."""
+    if isinstance(node, (cst.Name, cst.Attribute)):
         fn = resolve(ctx, node)
         if isinstance(fn, cst.FunctionDef):
             return _ModelFnSource(fn, fn, node, _defaults(fn))
@@ -463,10 +488,12 @@ def _model_fn_source(ctx, node: cst.BaseExpression) -> _ModelFnSource:
                         raise Unsupported("functools.partial with positional arguments is not converted", arg)
                     bound[arg.keyword.value] = arg.value
                 return _ModelFnSource(fn, fn, node.args[0].value, _in_order(bound, fn), partial=True)
-        factory = resolve(ctx, node.func) if isinstance(node.func, cst.Name) else None
+        factory = resolve(ctx, node.func)
         if isinstance(factory, cst.FunctionDef):
             inner = _returned_function(factory)
             body = factory.body.body if isinstance(factory.body, cst.IndentedBlock) else ()
+            if body and _is_docstring(body[0]):
+                body = body[1:]  # `"""Returns a model_fn ..."""`: the factory's docstring goes with it
             if inner is not None and len(body) == 2:
                 bound = bind_arguments(node, tuple(p.name.value for p in factory.params.params))
                 values = {k: a.value for k, a in bound.items()}

@@ -444,6 +444,20 @@ def _batch_parameter(code: cst.CSTNode, batches: list[cst.Call], plan, ctx, read
     if not calls or any(s is None for s in sizes) or len({_emit.code(s.value) for s in sizes}) != 1:
         return False
     size = sizes[0].value
+    if _defaulted_parameter(size, sizes, function, calls, ctx):
+        # `def train_input_fn(batch_size=16)` called with no size: the Keras program passes
+        # the parameter its default times the replicas (`train_input_fn(batch_size=16 * n)`).
+        default = next(p.default for p in function.params.params if p.name.value == size.value)
+        for call in calls:
+            scope = ctx.scope(call)
+            if plan.scope_strategy is not None and not plan.replicas_of_model and (
+                    scope is None or _emit.code(plan.scope_strategy) not in scope):
+                # The strategy is local to where the model is built (a factory, or another
+                # module): the model knows it.
+                strategy = f"{plan.model_var}.distribute_strategy"
+            passed = _emit.keyword_arg(size.value, _scaled(default, strategy))
+            plan.replace(call, call.with_changes(args=_emit.call_args([*call.args, passed])))
+        return True
     if not _fixed_at_definition(size, function, ctx):
         return False
     params = function.params
@@ -468,6 +482,21 @@ def _batch_parameter(code: cst.CSTNode, batches: list[cst.Call], plan, ctx, read
 
 
 WHY_PARAMETER = "The Estimator batched per replica: the Keras program passes the global batch size."
+
+
+def _defaulted_parameter(size: cst.BaseExpression, sizes: list[cst.Arg], function: cst.FunctionDef,
+                         calls: list[cst.Call], ctx) -> bool:
+    """Is ``size`` a plain parameter of ``function`` with a literal default, read only as the
+    batch size and passed by none of ``calls`` (the Estimator's own calls, with no arguments)?"""
+    if not isinstance(size, cst.Name):
+        return False
+    param = next((p for p in function.params.params if p.name.value == size.value), None)
+    if param is None or not isinstance(param.default, cst.Integer):
+        return False
+    reads = accesses_of(ctx, param.name)
+    if reads is None or {id(r) for r in reads} - {id(s.value) for s in sizes}:
+        return False  # assigned again, or read other than as a batch size
+    return all(not call.args for call in calls)
 
 
 def _fixed_at_definition(size: cst.BaseExpression, function: cst.FunctionDef, ctx) -> bool:
