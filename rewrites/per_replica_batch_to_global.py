@@ -351,6 +351,7 @@ print(model.evaluate(input_fn(), steps=2, return_dict=True))
                 # Shared with an evaluation that is not distributed and reads a number of batches:
                 # only the training calls may get the global batch.
                 if not _scale_at_call_sites(code, batches, plan, ctx, reads) and \
+                        not _scale_factory_calls(code, batches, plan, ctx, reads) and \
                         not _batch_parameter(code, batches, plan, ctx, reads):
                     plan.leftover(code, self.code, "training and a local evaluate(steps=N) share this input_fn: the "
                                                    "Estimator evaluated N batches of this size on one device, so only "
@@ -360,6 +361,7 @@ print(model.evaluate(input_fn(), steps=2, return_dict=True))
                 continue
             if plan.strategy_name is None or plan.replicas_of_model:
                 if not _scale_at_call_sites(code, batches, plan, ctx, reads) and \
+                        not _scale_factory_calls(code, batches, plan, ctx, reads) and \
                         not _batch_parameter(code, batches, plan, ctx, reads):
                     plan.leftover(
                         batches[0], self.code, "the strategy is not visible here; multiply the batch by its num_replicas_in_sync"
@@ -419,6 +421,61 @@ def _scale_at_call_sites(code: cst.CSTNode, batches: list[cst.Call], plan, ctx, 
         plan.replace(value, _scaled(value, strategy))
     for statement in {id(s): s for s in map(ctx.enclosing_statement, calls)}.values():
         plan.comment(statement, WHY)
+    return True
+
+
+def _scale_factory_calls(code: cst.CSTNode, batches: list[cst.Call], plan, ctx, reads: "_Reads") -> bool:
+    """Scale the batch where the strategy is visible, in the calls of an input_fn factory
+    (``make_input_fn(320, batch_size)`` returning ``_input_fn``, which batches by the
+    factory's ``batch_size``): ``make_input_fn(320, batch_size * strategy.num_replicas_in_sync)``
+    for the input_fns training reads; the factory's other calls (a local evaluation) keep
+    theirs. Only when every batch size is a parameter of the factory that nothing else reads
+    or assigns, and every such call passes it. False: nothing was planned."""
+    from estimator2keras._units import resolve
+
+    if plan.replicas_of_model:
+        strategy = f"{plan.model_var}.distribute_strategy"
+    elif plan.scope_strategy is not None:
+        strategy = _emit.code(plan.scope_strategy)
+    else:
+        return False
+    function = next((d for d in plan.input_definitions() if d.body is code), None)
+    users = [i for i in reads.scaled_input_fns() if i.function is function and i.factory_call is not None]
+    if function is None or not users:
+        return False
+    factory = resolve(ctx, users[0].factory_call.func)
+    if not isinstance(factory, cst.FunctionDef) or any(resolve(ctx, u.factory_call.func) is not factory for u in users):
+        return False
+    inner_scope = ctx.scope(function.body)
+    names = [p.name.value for p in factory.params.params]
+    sizes = [_batch_size_arg(call) for call in batches]
+    if any(s is None or not isinstance(s.value, cst.Name) or s.value.value not in names
+           or (inner_scope is not None and inner_scope.assignments[s.value.value]) for s in sizes):
+        return False  # not the factory's parameter (or shadowed in the input_fn)
+    params = {s.value.value for s in sizes}
+    for param in factory.params.params:
+        if param.name.value in params:
+            found = accesses_of(ctx, param.name)
+            if found is None or {id(r) for r in found} - {id(s.value) for s in sizes}:
+                return False  # assigned again, or read other than as a batch size
+    scaled = []
+    for user in users:
+        call = user.factory_call
+        if any(arg.star for arg in call.args):
+            return False
+        for param in params:
+            index = names.index(param)
+            arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == param), None)
+            if arg is None and index < len(call.args) and call.args[index].keyword is None:
+                arg = call.args[index]
+            if arg is None:
+                return False  # left at its default: no argument to scale
+            scope = ctx.scope(call)
+            if not plan.replicas_of_model and (scope is None or strategy not in scope):
+                return False  # the strategy is not visible where the factory is called
+            scaled.append(arg.value)
+    for value in {id(v): v for v in scaled}.values():
+        plan.replace(value, _scaled(value, strategy))
     return True
 
 

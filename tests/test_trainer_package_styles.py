@@ -95,3 +95,40 @@ def test_a_caller_that_trains_what_a_converted_factory_returns_is_not_left_as_it
     main(["rewrite", str(tmp_path)])
     task = (tmp_path / "trainer" / "task.py").read_text()
     assert "estimator.train(" not in task or "e2k: E2K" in task
+
+
+FACTORY_INPUTS = '''\
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+
+def model_fn(features, labels, mode):
+  logits = tf.layers.dense(features["x"], 1)
+  loss = tf.losses.mean_squared_error(labels, logits)
+  train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=tf.train.get_global_step())
+  return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def make_input_fn(num, batch_size, seed):
+  def _input_fn():
+    x = np.random.RandomState(seed).normal(size=(num, 2)).astype(np.float32)
+    return tf.data.Dataset.from_tensor_slices(({"x": x}, x[:, :1])).repeat().batch(batch_size)
+  return _input_fn
+
+
+def main(batch_size=16):
+  strategy = tf.distribute.MirroredStrategy()
+  config = tf.estimator.RunConfig(train_distribute=strategy)
+  estimator = tf.estimator.Estimator(model_fn=model_fn, config=config)
+  train_spec = tf.estimator.TrainSpec(input_fn=make_input_fn(320, batch_size, seed=1), max_steps=30)
+  eval_spec = tf.estimator.EvalSpec(input_fn=make_input_fn(80, batch_size, seed=2), steps=5)
+  tf.estimator.train_and_evaluate(estimator, train_spec, eval_spec)
+'''
+
+
+def test_an_input_fn_factory_shared_with_a_local_evaluation_scales_the_training_call_only(rules):
+    result = rewrite_source(FACTORY_INPUTS.encode(), "task.py", rules)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    new = result.new.decode()
+    assert "make_input_fn(320, batch_size * strategy.num_replicas_in_sync, seed=1)()" in new
+    assert "model.evaluate(make_input_fn(80, batch_size, seed=2)(), steps=5" in new
