@@ -355,8 +355,8 @@ def _convert_group(paths: list[str], settings: dict[str, RuleSettings], federate
                                           source, path, rules, program=program)):
             alone[os.path.normpath(result.path)] = result
     alone_results = [alone.get(os.path.normpath(p)) or rewrite_source(read(p), p, rules_for(p)) for p in paths]
-    if not federate or not _left(alone_results)[0]:
-        return alone_results
+    if not federate or not any(r.changed or r.status in ("partial", "error") for r in alone_results):
+        return alone_results  # nothing to convert, alone or together
     middle = time.perf_counter()
     try:
         federated = rewrite_group(paths, read, rules_for)
@@ -364,12 +364,12 @@ def _convert_group(paths: list[str], settings: dict[str, RuleSettings], federate
         if os.environ.get("E2K_DEBUG_FEDERATION"):
             raise
         federated = None
-    # Ties go to the program pass (its findings name the construct where a unit stops, where
-    # the files alone stop at what they cannot see: a factory called from another module),
-    # unless a model_fn of another module was converted by the request protocol, whose
-    # findings say why it stopped there.
-    won = federated is not None and (_left(federated) < _left(alone_results) or (
-        _left(federated) == _left(alone_results) and not linked_groups))
+    # The program pass sees what the files alone cannot: a factory converted in model.py whose
+    # Estimator task.py still trains is converted there too, or left there with model.py.
+    # Its result stands (files converted alone may be wrong where another module uses what
+    # they changed), unless a model_fn of another module went through the request protocol:
+    # then it must leave a human less.
+    won = federated is not None and (not linked_groups or _left(federated) < _left(alone_results))
     if os.environ.get("E2K_DEBUG_FEDERATION"):
         print(f"program pass: {len(paths)} files from {paths[0]}: alone {_left(alone_results)} "
               f"({middle - started:.2f} s), together {federated and _left(federated)} "

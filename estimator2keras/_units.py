@@ -564,7 +564,7 @@ def resolve_input_fn(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn:
     if isinstance(bound, cst.FunctionDef):
         _check_input_fn_params(ctx, bound)
         return InputFn(node, function=bound)
-    if isinstance(bound, Binding) and isinstance(bound.value, cst.Call) and isinstance(bound.value.func, cst.Name):
+    if isinstance(bound, Binding) and isinstance(bound.value, cst.Call) and isinstance(bound.value.func, (cst.Name, cst.Attribute)):
         # `train_input_fn = make_input_fn(x, y)` (TensorFlow's linear-model tutorial): the
         # function the factory returns, called through the name.
         factory = resolve(ctx, bound.value.func)
@@ -580,7 +580,7 @@ def resolve_input_fn(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn:
     if isinstance(node, cst.Lambda):
         return _lambda_input_fn(ctx, node, node)
     if isinstance(node, cst.Call):
-        factory = resolve(ctx, node.func) if isinstance(node.func, cst.Name) else None
+        factory = resolve(ctx, node.func) if isinstance(node.func, (cst.Name, cst.Attribute)) else None
         inner = _returned_function(factory) if isinstance(factory, cst.FunctionDef) else None
         if inner is not None:
             _check_input_fn_params(ctx, inner)

@@ -230,3 +230,13 @@ def test_a_defect_of_the_program_pass_leaves_the_files_as_they_convert_alone(tmp
     assert "Traceback" not in capsys.readouterr().err
     assert "def build_estimator(config," in model_py.read_text()  # as alone: its call is not seen
     assert "tf.estimator.train_and_evaluate" in task_py.read_text()
+
+
+def test_a_package_module_imported_from_its_package_is_not_a_name_the_package_lost(tmp_path, capsys):
+    # run.py: `from trainer import task`, with trainer/__init__.py in the program: `task` is a
+    # module of the package, which __init__.py never defined.
+    model_py, task_py = package(tmp_path)
+    (tmp_path / "run.py").write_text("from trainer import task\n\ntask.train_and_evaluate(None)\n")
+    assert main(["rewrite", str(tmp_path)]) == 1
+    assert "0 partial" in capsys.readouterr().err
+    assert "with strategy.scope():" in task_py.read_text()

@@ -83,8 +83,6 @@ def test_the_module_that_gets_the_checkpoint_callback_imports_tensorflow(tmp_pat
     assert "import tensorflow as tf" in task and "from trainer.model import tf" not in task
 
 
-@pytest.mark.xfail(strict=True, reason="_program.py reports a caller of a converted factory as needing no change "
-                                       "even when it uses the Estimator the factory returned (see the H4 report)")
 def test_a_caller_that_trains_what_a_converted_factory_returns_is_not_left_as_it_was(tmp_path):
     # model.py builds and trains its Estimator itself (so it converts alone), and task.py
     # trains what build_estimator returns: task.py must be converted too, or reported.

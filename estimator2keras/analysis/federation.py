@@ -246,6 +246,8 @@ def _unsound(live: dict, ctx: "RewriteContext") -> str | None:
             return f"{path} does not parse"
     modules = _Modules(live)
     defined = {path: _top_level(after[path]) for path in live}
+    # What each module defines itself (not what it imports): where a name is imported from.
+    own = {path: _top_level(after[path], imports=False) for path in live}
     for path, job in live.items():
         bound = _bound(after[path])
         read = _read(after[path])
@@ -261,7 +263,7 @@ def _unsound(live: dict, ctx: "RewriteContext") -> str | None:
             for name in sorted(read - _read(before[path]) - bound - set(dir(builtins))):
                 # `train_fn()` where `import input` gave `input.train_fn`: imported by name, from
                 # the module that defines it, as this module imports that module already.
-                homes = [home for home in live if home != path and name in defined[home]]
+                homes = [home for home in live if home != path and name in own[home]]
                 spec = imports.get(homes[0]) if len(homes) == 1 else None
                 if spec is None:
                     return f"{path} would read {name}, which it does not define"
@@ -269,6 +271,8 @@ def _unsound(live: dict, ctx: "RewriteContext") -> str | None:
                 bound.add(name)
         for home, (level, module, names) in imports.items():
             for name, asname in names:
+                if modules.find(path, level, f"{module}.{name}" if module else name) is not None:
+                    continue  # `from trainer import task`: a module of the package, not a name
                 if name not in defined[home]:
                     if (asname or name) in read:
                         return f"{path} imports {name}, which {home} would no longer define"
@@ -356,7 +360,8 @@ def _bound(tree: ast.Module) -> set[str]:
     return names
 
 
-def _top_level(tree: ast.Module) -> set[str]:
+def _top_level(tree: ast.Module, imports: bool = True) -> set[str]:
+    """The names a module binds at its top level (with those its imports bind, or not)."""
     names: set[str] = set()
     for node in tree.body:
         for sub in ast.walk(node) if not isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)) else [node]:
@@ -364,6 +369,6 @@ def _top_level(tree: ast.Module) -> set[str]:
                 names.add(sub.name)
             elif isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
                 names.add(sub.id)
-            elif isinstance(sub, (ast.Import, ast.ImportFrom)):
+            elif imports and isinstance(sub, (ast.Import, ast.ImportFrom)):
                 names.update(a.asname or a.name.split(".")[0] for a in sub.names)
     return names
