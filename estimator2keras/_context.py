@@ -55,6 +55,55 @@ def parse_shared(path: str, source: bytes) -> cst.Module:
     return module
 
 
+_MISSING = object()
+
+
+class _ProgramMetadata:
+    """The metadata of a program pass's modules, each resolved on the first query that needs
+    it: a query for a node of no resolved module resolves the others in order until one has
+    it (``first``: the primary module, then the rest)."""
+
+    def __init__(self, wrappers, modules, parsed, providers, first):
+        self.wrappers, self.modules, self.parsed, self.providers = wrappers, modules, parsed, providers
+        self.pending = list(first)
+        self.resolved: set[str] = set()
+        self.merged: dict = {key: {} for key in providers}
+
+    def ensure(self, path: str) -> None:
+        if path not in self.pending:
+            return
+        self.pending.remove(path)
+        found = _resolve(self.wrappers[path], self.modules[path], self.parsed.get(path, False), self.providers)
+        for key, values in found.items():
+            self.merged[key].update(values)
+        self.resolved.add(path)
+
+    def lookup(self, key, node, default=_MISSING):
+        values = self.merged[key]
+        if node in values:
+            return values[node]
+        while self.pending:
+            self.ensure(self.pending[0])
+            if node in values:
+                return values[node]
+        if default is _MISSING:
+            raise KeyError(node)
+        return default
+
+
+class _MetadataView:
+    """``ctx._metadata[key]`` of a program pass: ``[node]`` and ``.get(node)``."""
+
+    def __init__(self, metadata: _ProgramMetadata, key):
+        self.metadata, self.key = metadata, key
+
+    def __getitem__(self, node):
+        return self.metadata.lookup(self.key, node)
+
+    def get(self, node, default=None):
+        return self.metadata.lookup(self.key, node, default)
+
+
 def _resolve(wrapper: MetadataWrapper, module: cst.Module, parsed: bool, providers) -> dict:
     if _SHARED is None or not parsed:
         return wrapper.resolve_many(providers)
@@ -207,11 +256,11 @@ class RewriteContext:
         reaching definitions, findings, edits) answer for whichever module holds the node;
         ``module`` is the module being written (``current``). Returns the trees to analyse."""
         wrappers = {path: MetadataWrapper(m, unsafe_skip_copy=parsed.get(path, False)) for path, m in modules.items()}
-        merged: dict = {key: {} for key in self.METADATA}
-        for path, wrapper in wrappers.items():
-            for key, values in _resolve(wrapper, modules[path], parsed.get(path, False), self.METADATA).items():
-                merged[key].update(values)
-        self._metadata = merged
+        # Each module's metadata is resolved when a query first needs it (most of a pass's
+        # time): a module of the program no unit reads is never resolved.
+        first = [self.path, *(p for p in wrappers if p != self.path)]
+        self._program_metadata = _ProgramMetadata(wrappers, modules, parsed, self.METADATA, first)
+        self._metadata = {key: _MetadataView(self._program_metadata, key) for key in self.METADATA}
         self._modules = {path: w.module for path, w in wrappers.items()}
         self._module_paths = {id(m): path for path, m in self._modules.items()}
         self._wrapper = wrappers[self.path]
@@ -223,6 +272,17 @@ class RewriteContext:
         self._pass_count += 1
         self.current = self.path
         return dict(self._modules)
+
+    def resolve_module(self, path: str) -> None:
+        """Resolve the metadata of the program's module ``path`` now (a query about to read it)."""
+        if self._modules is not None:
+            self._program_metadata.ensure(path)
+
+    def resolved_modules(self) -> dict[str, cst.Module]:
+        """The trees of this pass that a query has reached (every one outside a program pass)."""
+        if self._modules is None:
+            return {self.path: self.module}
+        return {p: m for p, m in self._modules.items() if p in self._program_metadata.resolved}
 
     @property
     def program_modules(self) -> dict[str, cst.Module]:

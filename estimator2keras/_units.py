@@ -797,7 +797,13 @@ def _classify(ctx: RewriteContext, name: cst.Name) -> Use:
 def find_units(ctx: RewriteContext, owners: dict[str, type[UnitRule]]) -> Iterator[EstimatorUnit | Unsupported]:
     """Every Estimator construction in the module, as a unit or as the reason it is not one."""
     last = {path.rpartition(".")[2] for path in owners}
-    calls = (call for module in ctx.program_modules.values() for call in iter_calls(module))
+    sources = getattr(ctx, "_program_sources", None)
+    if ctx._modules is not None and sources:
+        # A program's modules whose text names no constructor build no Estimator.
+        modules = [m for p, m in ctx._modules.items() if any(n.encode() in sources.get(p, b"") for n in last)]
+    else:
+        modules = list(ctx.program_modules.values())
+    calls = (call for module in modules for call in iter_calls(module))
     for call in calls:
         if not _may_construct(ctx, call, last):
             continue
@@ -1551,7 +1557,7 @@ def _module_names(ctx: RewriteContext) -> set[str]:
     """Every name bound or read at module level (a helper defined there must not clash); in
     a pass over a program's modules, in any of them."""
     names: set[str] = set()
-    for module in ctx.program_modules.values():
+    for module in ctx.resolved_modules().values():  # where converted code can go
         scope = ctx.scope(module.body[0]) if module.body else None
         if scope is not None:
             names |= {a.name for a in scope.assignments} | {a.node.value for a in scope.accesses}
@@ -1578,7 +1584,7 @@ def tf_alias(ctx: RewriteContext) -> tuple[str, bool]:
         current = ctx.current
         answers = set()
         try:
-            for path in ctx._modules:
+            for path in ctx.resolved_modules():
                 ctx.current = path
                 answers.add(_tf_alias(ctx)[0])
         finally:
@@ -1658,7 +1664,7 @@ def convert_units(ctx: RewriteContext) -> None:
     if ctx.program is not None and ctx.program.requests_for(ctx.path):
         converted = _convert_requested(ctx) or converted
     if converted:
-        for path in ctx.program_modules:
+        for path in ctx.resolved_modules():  # a module no query reached has nothing converted
             ctx.current = path
             try:
                 _after_conversion(ctx)

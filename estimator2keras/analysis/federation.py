@@ -97,6 +97,7 @@ def _module_level(ctx: "RewriteContext", path: str, name: str):
     module = ctx._modules[path]
     if not module.body:
         return None
+    ctx.resolve_module(path)
     scope = ctx.scope(module.body[0])
     if not isinstance(scope, GlobalScope):
         return None
@@ -145,9 +146,11 @@ def foreign_reads(ctx: "RewriteContext", target: cst.CSTNode) -> list[cst.BaseEx
         return []
     home = ctx.path_of(target)
     reads: list[cst.BaseExpression] = []
+    sources = getattr(ctx, "_program_sources", {})
     for path, module in ctx._modules.items():
-        if path == home or not module.body:
-            continue
+        if path == home or not module.body or (path in sources and name.encode() not in sources[path]):
+            continue  # a module whose text does not spell the name does not read it
+        ctx.resolve_module(path)
         scope = ctx.scope(module.body[0])
         if not isinstance(scope, GlobalScope):
             continue
@@ -197,6 +200,7 @@ def rewrite_group(paths: list[str], read: Callable[[str], bytes],
             {p: job.module for p, job in live.items()}, "E2K001",
             parsed={p: job.module is job.parsed for p, job in live.items()},
             suppressions={p: job.ctx.suppressions for p, job in live.items()})
+        ctx._program_sources = {p: job.source for p, job in live.items()}
         for path, job in live.items():
             ctx.current = path
             job.run_shared(trees[path], "E2K001", ctx)
