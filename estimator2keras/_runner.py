@@ -344,37 +344,47 @@ def _convert_group(paths: list[str], settings: dict[str, RuleSettings], federate
             return [process_file(Path(p), settings[p].load()) for p in paths]
     read = lambda p: sources[os.path.normpath(p)]  # noqa: E731
     rules_for = lambda p: settings[p].load()  # noqa: E731
-    # The files as they convert without the program pass (model_fns across files, or one by
-    # one): what the program pass must improve on, and the results when it does not.
     started = time.perf_counter()
-    alone: dict[str, FileResult] = {}
     linked_groups = links(sources)
+
+    def together():
+        try:
+            return rewrite_group(paths, read, rules_for)
+        except Exception:  # a defect of the program pass costs its result, never the files'
+            if os.environ.get("E2K_DEBUG_FEDERATION"):
+                raise
+            return None
+
+    # The program pass sees what the files alone cannot: a factory converted in model.py whose
+    # Estimator task.py still trains is converted there too, or left there with model.py; a
+    # converted file calling another module's input function that still returns an iterator
+    # gets it converted. Its result stands, unless a model_fn of another module goes through
+    # the request protocol (analysis.program), whose conversion it may not make: then it must
+    # leave a human less than the files converted that way.
+    federated = together() if federate and not linked_groups else None
+    if federated is not None:
+        _debug(paths, started, None, federated, True)
+        return federated
+    alone: dict[str, FileResult] = {}
     for linked in linked_groups:
         for result in rewrite_program(sorted(linked), read, rules_for,
                                       lambda source, path, rules, program=None: rewrite_source(
                                           source, path, rules, program=program)):
             alone[os.path.normpath(result.path)] = result
     alone_results = [alone.get(os.path.normpath(p)) or rewrite_source(read(p), p, rules_for(p)) for p in paths]
-    if not federate or not any(r.changed or r.status in ("partial", "error") for r in alone_results):
-        return alone_results  # nothing to convert, alone or together
-    middle = time.perf_counter()
-    try:
-        federated = rewrite_group(paths, read, rules_for)
-    except Exception:  # a defect of the program pass costs its result, never the files'
-        if os.environ.get("E2K_DEBUG_FEDERATION"):
-            raise
-        federated = None
-    # The program pass sees what the files alone cannot: a factory converted in model.py whose
-    # Estimator task.py still trains is converted there too, or left there with model.py.
-    # Its result stands (files converted alone may be wrong where another module uses what
-    # they changed), unless a model_fn of another module went through the request protocol:
-    # then it must leave a human less.
-    won = federated is not None and (not linked_groups or _left(federated) < _left(alone_results))
-    if os.environ.get("E2K_DEBUG_FEDERATION"):
-        print(f"program pass: {len(paths)} files from {paths[0]}: alone {_left(alone_results)} "
-              f"({middle - started:.2f} s), together {federated and _left(federated)} "
-              f"({time.perf_counter() - middle:.2f} s){' kept' if won else ''}")
+    if not federate or not linked_groups or not any(r.changed or r.status in ("partial", "error") for r in alone_results):
+        _debug(paths, started, alone_results, None, False)
+        return alone_results
+    federated = together()
+    won = federated is not None and _left(federated) < _left(alone_results)
+    _debug(paths, started, alone_results, federated, won)
     return federated if won else alone_results
+
+
+def _debug(paths, started, alone, together, kept) -> None:
+    if os.environ.get("E2K_DEBUG_FEDERATION"):
+        print(f"program pass: {len(paths)} files from {paths[0]}: alone {alone and _left(alone)}, together "
+              f"{together and _left(together)} ({time.perf_counter() - started:.2f} s){' kept' if kept else ''}")
 
 
 def _left(results) -> tuple[int, int]:
