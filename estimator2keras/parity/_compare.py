@@ -186,18 +186,23 @@ def comparable_evaluation(legacy: Mapping[str, Any]) -> tuple[dict[str, float] |
     replicas); a migration that averages where the Estimator summed is caught at step 1.
     """
     evaluation = final_evaluation(legacy)
-    if not evaluation or legacy.get("loss_reduction") != "sum" or _scalar(evaluation.get("loss")) is None:
+    if not evaluation or _scalar(evaluation.get("loss")) is None:
+        return evaluation, None
+    if _scalar(evaluation.get("average_loss")) is not None:
+        # A canned head's eval `loss` is the mean over batches of each batch's loss (summed
+        # over it, for TF1 heads): a number that depends on how the examples were batched (a
+        # smaller last batch counts as much as a full one; without eval_distribute the
+        # Estimator evaluated its input_fn's batches on one device, the migrated program may
+        # evaluate the global batches of an input_fn it shares with training). Keras weighs
+        # each batch by its examples. `average_loss`, the mean over the same examples, is what
+        # both report alike.
+        evaluation = {k: v for k, v in evaluation.items() if k != "loss"}
+        return evaluation, ("the Estimator's eval loss depends on how the examples were batched; "
+                            "its average_loss, the mean over the same examples, is compared instead")
+    if legacy.get("loss_reduction") != "sum":
         return evaluation, None
     if legacy.get("loss_divided_by_replicas"):
         return evaluation, None  # a mean loss (TF2 canned heads): its eval loss is the mean already
-    if int(legacy.get("replicas") or 1) >= 2 and _scalar(evaluation.get("average_loss")) is not None:
-        # A summed loss per batch depends on how the examples were batched: without
-        # eval_distribute the Estimator evaluated its input_fn's batches on one device, and
-        # the migrated program may evaluate the global batches of an input_fn it shares with
-        # training. The mean loss over the same examples is what both report alike.
-        evaluation = {k: v for k, v in evaluation.items() if k != "loss"}
-        return evaluation, ("the Estimator's eval loss (a SUM loss) depends on how the examples were batched; "
-                            "its average_loss, the mean over the same examples, is compared instead")
     # The evaluation's own replicas: without eval_distribute the Estimator evaluates on one
     # device, and the migrated program evaluates the same batches.
     replicas = int(legacy.get("eval_replicas") or legacy.get("replicas") or 1)
