@@ -285,7 +285,7 @@ def _convert(result: CheckpointResult, root: Path, legacy_path: Path, migrated_p
         from estimator2keras.parity._compare import comparable_evaluation, final_evaluation
         from estimator2keras.parity._compare import compare_metrics as compare_evaluations
 
-        evaluation, note = comparable_evaluation(legacy)
+        evaluation, note = comparable_evaluation(legacy, migrated_run.result)
         result.notes += [note] if note else []
         result.metrics = compare_evaluations(evaluation, final_evaluation(migrated_run.result), rtol, METRIC_ATOL)
         bad = [m for m in result.metrics if m.passed is False]

@@ -175,7 +175,8 @@ def final_evaluation(side: Mapping[str, Any]) -> dict[str, float] | None:
     return dict(validation) if validation else None
 
 
-def comparable_evaluation(legacy: Mapping[str, Any]) -> tuple[dict[str, float] | None, str | None]:
+def comparable_evaluation(legacy: Mapping[str, Any],
+                          migrated: Mapping[str, Any] | None = None) -> tuple[dict[str, float] | None, str | None]:
     """The Estimator's last evaluation, with its loss on Keras's scale; and a note when rescaled.
 
     With a SUM loss reduction (TF1 canned Estimators), the Estimator's eval ``loss`` is the
@@ -188,14 +189,16 @@ def comparable_evaluation(legacy: Mapping[str, Any]) -> tuple[dict[str, float] |
     evaluation = final_evaluation(legacy)
     if not evaluation or _scalar(evaluation.get("loss")) is None:
         return evaluation, None
-    if _scalar(evaluation.get("average_loss")) is not None:
+    theirs = final_evaluation(migrated) if migrated is not None else None
+    if _scalar(evaluation.get("average_loss")) is not None and (
+            migrated is None or _scalar((theirs or {}).get("average_loss")) is not None):
         # A canned head's eval `loss` is the mean over batches of each batch's loss (summed
         # over it, for TF1 heads): a number that depends on how the examples were batched (a
         # smaller last batch counts as much as a full one; without eval_distribute the
         # Estimator evaluated its input_fn's batches on one device, the migrated program may
         # evaluate the global batches of an input_fn it shares with training). Keras weighs
         # each batch by its examples. `average_loss`, the mean over the same examples, is what
-        # both report alike.
+        # both report alike (where the migrated program reports it too).
         evaluation = {k: v for k, v in evaluation.items() if k != "loss"}
         return evaluation, ("the Estimator's eval loss depends on how the examples were batched; "
                             "its average_loss, the mean over the same examples, is compared instead")
@@ -562,8 +565,8 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
     weights = compare_weights(legacy_table[:paired], migrated_table[:paired],
                               legacy_weights, migrated_weights, final_rtol, final_atol,
                               nudged_weights if envelope is not None else None, k)
-    legacy_evaluation, scale_note = comparable_evaluation(legacy)
-    nudged_evaluation = comparable_evaluation(nudged)[0] if envelope is not None and nudged else None
+    legacy_evaluation, scale_note = comparable_evaluation(legacy, migrated)
+    nudged_evaluation = comparable_evaluation(nudged, migrated)[0] if envelope is not None and nudged else None
     known = None
     if (legacy_info.replicas or 1) > 1 and any(not row.trainable for row in weights):
         known = (f"model state such as BatchNorm statistics: Keras evaluates each of the {legacy_info.replicas} "
