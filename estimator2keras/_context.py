@@ -17,7 +17,7 @@ from libcst.metadata import (
 from libcst._metadata_dependent import LazyValue  # not re-exported; see get_metadata
 
 from estimator2keras import _names
-from estimator2keras._edits import Edits
+from estimator2keras._edits import Edits, is_docstring
 from estimator2keras._suppress import Suppressions
 
 if TYPE_CHECKING:
@@ -544,7 +544,7 @@ def _all_at_top(module: cst.Module, queued) -> bool:
     that rebuilds the whole tree)."""
     present: set[tuple] = set()
     body = list(module.body)
-    if body and is_docstring_statement(body[0]):
+    if body and is_docstring(body[0]):
         body = body[1:]
     for statement in body:
         if not (isinstance(statement, cst.SimpleStatementLine)
@@ -561,12 +561,6 @@ def _all_at_top(module: cst.Module, queued) -> bool:
                     present.add((module_name, cst.Module([]).code_for_node(alias.name),
                                  alias.asname.name.value if alias.asname else None))
     return all((item.module_name, item.obj_name, item.alias) in present and not item.relative for item in queued)
-
-
-def is_docstring_statement(statement: cst.BaseStatement) -> bool:
-    return (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
-            and isinstance(statement.body[0], cst.Expr)
-            and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))
 
 
 def _remove_unused_imports(module: cst.Module, removals) -> cst.Module:

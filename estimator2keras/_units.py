@@ -343,19 +343,9 @@ class InputFn:
             bound_name = resolve(ctx, call)
             call = bound_name.value if isinstance(bound_name, Binding) else None
         factory = resolve(ctx, call.func) if isinstance(call, cst.Call) else None
-        if not isinstance(node, cst.Name) or not isinstance(factory, cst.FunctionDef):
+        if not isinstance(factory, cst.FunctionDef):
             return None
-        scope = ctx.scope(node)
-        assignments = list(scope[node.value]) if scope is not None else []
-        params = {p.name.value: p for p in factory.params.params}
-        param = params.get(node.value)
-        if param is None or len(assignments) != 1 or getattr(assignments[0], "node", None) is not param:
-            return None
-        try:
-            bound = bind_arguments(call, tuple(params))
-        except Unsupported:
-            return None
-        return bound[node.value].value if node.value in bound else param.default
+        return _argument_given(ctx, factory, call, node)
 
     def call_expression(self, params: cst.BaseExpression | None, mode: str | None = None) -> cst.BaseExpression:
         """The expression that gives the dataset, as the Estimator would have called it in
@@ -467,8 +457,9 @@ def _argument_given(ctx: RewriteContext, fn: cst.FunctionDef | None, call: cst.C
     params = {p.name.value: p for p in fn.params.params}
     param = params.get(node.value)
     scope = ctx.scope(node)
-    if param is None or scope is None or len(scope.assignments[node.value]) != 1:
-        return None
+    assignments = list(scope[node.value]) if scope is not None else []
+    if param is None or len(assignments) != 1 or getattr(assignments[0], "node", None) is not param:
+        return None  # read in a nested function too: the one assignment it sees is the parameter
     if call is None:
         return param.default
     try:
@@ -1596,14 +1587,11 @@ def tf_alias(ctx: RewriteContext) -> tuple[str, bool]:
 
 
 def _tf_alias(ctx: RewriteContext) -> tuple[str, bool]:
+    root = _tensorflow_root(ctx)
+    if root is not None:
+        return root, False
     module_scope = ctx.scope(ctx.module.body[0]) if ctx.module.body else None
     if isinstance(module_scope, GlobalScope):
-        for assignment in module_scope.assignments:
-            node = getattr(assignment, "node", None)
-            if isinstance(node, cst.Import):
-                for alias in node.names:
-                    if _emit.code(alias.name) == "tensorflow":
-                        return (alias.asname.name.value if alias.asname else "tensorflow"), False
         from estimator2keras._imports import compat_alias
 
         if compat_alias(ctx) is not None:
