@@ -7,6 +7,9 @@ Rules never match the text ``tf.``: ``import tensorflow as tf`` + ``tf.compat.v1
 """
 from __future__ import annotations
 
+from functools import lru_cache
+from pathlib import Path
+
 import libcst as cst
 from libcst.metadata import QualifiedNameProvider, QualifiedNameSource
 
@@ -23,6 +26,38 @@ _API_PREFIXES = (
 _KERAS_PREFIX = "keras."
 #: `import tf_slim as slim` (`slim.fully_connected`, `slim.layers.conv2d`): tf.contrib.layers.
 _SLIM_PREFIXES = ("tf_slim.",)
+#: Estimator's implementation modules (`tensorflow.python.estimator.model_fn.ModeKeys`,
+#: `tensorflow_estimator.python.estimator.canned.dnn.DNNClassifier`) -> the public API path.
+_PRIVATE_TABLE = Path(__file__).with_name("estimator_private_paths.txt")
+_PRIVATE_PREFIX = "python.estimator."
+
+
+@lru_cache(maxsize=1)
+def _private_paths() -> dict[str, str]:
+    """The table written by ``tools/gen_estimator_private_paths.py``."""
+    table = {}
+    for line in _PRIVATE_TABLE.read_text().splitlines():
+        if line and not line.startswith("#"):
+            private, public = line.split("\t")
+            table[private] = public
+    return table
+
+
+def _public_path(path: str) -> str:
+    """The public spelling of a path into Estimator's implementation modules, else ``path``.
+
+    A symbol the table knows maps to its public path, and so does anything under it
+    (``python.estimator.model_fn.ModeKeys.TRAIN`` -> ``estimator.ModeKeys.TRAIN``)."""
+    if not path.startswith(_PRIVATE_PREFIX):
+        return path
+    table = _private_paths()
+    head, rest = path, ""
+    while head.startswith(_PRIVATE_PREFIX):
+        if head in table:
+            return table[head] + rest
+        head, _, last = head.rpartition(".")
+        rest = f".{last}{rest}"
+    return path
 
 
 def api_path_of_qualified(qualified: str) -> str | None:
@@ -36,7 +71,7 @@ def api_path_of_qualified(qualified: str) -> str | None:
             # official models): compat.v1 has a compat module of its own.
             while path.startswith(("compat.v1.", "compat.v2.")):
                 path = path[len("compat.v1."):]
-            return path
+            return _public_path(path)
     if qualified.startswith(_KERAS_PREFIX):
         return qualified
     if qualified.startswith(_SLIM_PREFIXES):

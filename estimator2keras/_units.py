@@ -18,6 +18,7 @@ from libcst.metadata import Assignment, GlobalScope
 from estimator2keras import _emit
 from estimator2keras._context import RewriteContext, iter_calls
 from estimator2keras._modes import ModeTests
+from estimator2keras._leftovers import is_estimator_api
 from estimator2keras._rule import Unsupported, UnitRule
 from estimator2keras._suppress import check_unit
 
@@ -1931,17 +1932,19 @@ def remove_unused_tf1_imports(ctx: RewriteContext) -> None:
                 # tensorflow.contrib is gone from TensorFlow 2: an import of it left unused would
                 # fail where the converted program starts.
                 if name.startswith(("tensorflow.compat", "tensorflow_estimator", "tf_slim", "tensorflow.contrib")) \
-                        or name == "tf_slim":
+                        or name == "tf_slim" or is_estimator_api(name):
                     # tf_slim (tf.contrib.layers kept outside TensorFlow): its layers became Keras's.
                     ctx.remove_import_if_unused(name, asname=alias.asname.name.value if alias.asname else None)
         elif isinstance(node, cst.ImportFrom) and node.module is not None:
             module = _emit.code(node.module)
             if module.startswith(("tensorflow", "tensorflow_estimator", "tf_slim")) and not isinstance(node.names, cst.ImportStar):
                 for alias in node.names:
+                    # `from tensorflow.python.estimator.model_fn import ModeKeys`: any spelling of an
+                    # Estimator API, as the leftovers check reads it.
                     if _emit.code(alias.name) in ("estimator", "v1", "contrib") or module.startswith(
                         ("tensorflow.compat", "tensorflow_estimator", "tensorflow.estimator", "tf_slim",
                          "tensorflow.contrib")
-                    ):
+                    ) or is_estimator_api(f"{module}.{_emit.code(alias.name)}"):
                         ctx.remove_import_if_unused(
                             module, _emit.code(alias.name), alias.asname.name.value if alias.asname else None
                         )

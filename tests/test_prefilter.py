@@ -56,7 +56,7 @@ SPELLINGS = [
     pytest.param("import mylib\nest = mylib.Estimator(f)", False, id="other-library"),
     pytest.param("est = tf.keras.Estimator(f)", False, id="not-an-estimator-path"),
     pytest.param("from tensorflow_estimator.python.estimator import estimator as est_lib\nest = est_lib.Estimator(f)",
-                 False, id="private-module-path"),
+                 True, id="private-module-path"),
     pytest.param("from .estimator import Estimator\nest = Estimator(f)", False, id="relative-import"),
     pytest.param("est = tf.estimator.Estimator.__new__(tf.estimator.Estimator)", False, id="method-of-the-class"),
 ]

@@ -601,3 +601,59 @@ def test_tf_slim_layers_are_contrib_layers_and_its_import_goes(rules):
     assert "tf.keras.layers.Dropout(rate=0.5)" in new
     assert "tf.keras.layers.Dense(1)" in new
     assert "tf_slim" not in new
+
+
+_PRIVATE_IMPORTS_PROGRAM = """
+    import tensorflow as tf
+    {imports}
+
+
+    def model_fn(features, labels, mode):
+        logits = tf.layers.dense(features["x"], 1)
+        if mode == Modes.PREDICT:
+            return spec_class(mode, predictions={{"y": logits}})
+        loss = tf.losses.mean_squared_error(labels, logits)
+        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+        return spec_class(mode, loss=loss, train_op=train_op)
+
+
+    def input_fn():
+        return tf.data.Dataset.from_tensor_slices(({{"x": [[1.0]] * 4}}, [[2.0]] * 4)).batch(2)
+
+
+    strategy = tf.distribute.MirroredStrategy()
+    config = tf.estimator.RunConfig(train_distribute=strategy)
+    estimator = estimator_lib.Estimator(model_fn, config=config)
+    estimator.train(input_fn, steps=4)
+"""
+
+
+def test_estimator_symbols_imported_from_their_implementation_modules(rules):
+    """`from tensorflow.python.estimator.model_fn import ModeKeys as Modes` (Google's census
+    sample) names the same API as `tf.estimator.ModeKeys`, and so does each module of
+    tensorflow_estimator that holds a public symbol: the table is generated from the package."""
+    def program(imports):
+        return _PRIVATE_IMPORTS_PROGRAM.format(imports=imports.replace("\n", "\n    "))
+
+    public = convert(rules, program(
+        "Modes = tf.estimator.ModeKeys\nspec_class = tf.estimator.EstimatorSpec\nestimator_lib = tf.estimator"))[1]
+    for imports in (
+            "from tensorflow.python.estimator.model_fn import ModeKeys as Modes\n"
+            "from tensorflow.python.estimator.model_fn import EstimatorSpec as spec_class\n"
+            "from tensorflow.python.estimator import estimator as estimator_lib",
+            "from tensorflow_estimator.python.estimator.model_fn import ModeKeys as Modes, EstimatorSpec as spec_class\n"
+            "import tensorflow_estimator.python.estimator.estimator as estimator_lib"):
+        result, new = convert(rules, program(imports))
+        assert result.status == "converted", [f.format() for f in result.findings]
+        body = lambda text: text[text.index("def model_fn") if "def model_fn" in text else text.index("class"):]
+        assert "Modes." not in new and "spec_class" not in new and "estimator_lib" not in new, new
+        assert body(new).split("strategy = ")[0] == body(public).split("strategy = ")[0]
+
+
+def test_a_private_estimator_path_the_table_does_not_know_stays_unresolved():
+    from estimator2keras import _names
+    assert _names.api_path_of_qualified("tensorflow.python.estimator.model_fn.ModeKeys.TRAIN") == "estimator.ModeKeys.TRAIN"
+    assert _names.api_path_of_qualified("tensorflow_estimator.python.estimator.canned.dnn.DNNClassifier") \
+        == "estimator.DNNClassifier"
+    assert _names.api_path_of_qualified("tensorflow.python.estimator.util.fn_args") == "python.estimator.util.fn_args"
+    assert _names.api_path_of_qualified("tensorflow.python.ops.math_ops.add") == "python.ops.math_ops.add"
