@@ -161,7 +161,8 @@ class ModeAnalysis(ModeTests):
                     if under_dependencies:
                         path.under_control_dependencies.add(small)
             elif isinstance(stmt, cst.If):
-                if self._walk_if(stmt, path, under_dependencies):
+                following = statements[index + 1] if index + 1 < len(statements) else None
+                if self._walk_if(stmt, path, under_dependencies, following):
                     return True
             elif isinstance(stmt, cst.With):
                 kind = self._with_kind(stmt)
@@ -185,10 +186,11 @@ class ModeAnalysis(ModeTests):
                 raise Unsupported(reason, stmt, UNSUPPORTED)
         return False
 
-    def _walk_if(self, stmt: cst.If, path: ModePath, under_dependencies: bool) -> bool:
+    def _walk_if(self, stmt: cst.If, path: ModePath, under_dependencies: bool,
+                 following: cst.BaseStatement | None = None) -> bool:
         modes = self.modes_where_true(stmt.test)
         if modes is None:
-            same = self._same_return(stmt)
+            same = self._same_return(stmt, following)
             if same is not None:
                 # `if params["use_tpu"]: return TPUEstimatorSpec(...) else: return
                 # EstimatorSpec(...)` with the same arguments: one return, either way.
@@ -214,18 +216,23 @@ class ModeAnalysis(ModeTests):
             return self._walk_block(orelse.body.body, path, under_dependencies)
         return False
 
-    def _same_return(self, stmt: cst.If) -> cst.Return | None:
+    def _same_return(self, stmt: cst.If, following: cst.BaseStatement | None = None) -> cst.Return | None:
         """The first return of an ``if``/``else`` whose every branch only returns an
-        EstimatorSpec (or TPUEstimatorSpec) call with the same arguments; else None."""
+        EstimatorSpec (or TPUEstimatorSpec) call with the same arguments; else None. An ``if``
+        with no ``else`` counts the statement ``following`` it as its ``else`` (``if use_tpu:
+        return TPUEstimatorSpec(...)`` then ``return EstimatorSpec(...)``)."""
         returns = []
-        current: cst.BaseSuite | cst.If | cst.Else | None = stmt
+        current: cst.BaseSuite | cst.If | cst.Else | cst.BaseStatement | None = stmt
         while current is not None:
             if isinstance(current, cst.If):
                 if self.modes_where_true(current.test) is not None:
                     return None
-                body, current = current.body, current.orelse
-            else:
+                body = current.body
+                current = current.orelse if current.orelse is not None else following
+            elif isinstance(current, cst.Else):
                 body, current = current.body, None
+            else:  # the statement after an `if` that has no `else`
+                body, current = cst.IndentedBlock(body=[current]), None
             lines = body.body if isinstance(body, cst.IndentedBlock) else []
             small = lines[0].body[0] if len(lines) == 1 and isinstance(lines[0], cst.SimpleStatementLine) \
                 and len(lines[0].body) == 1 else None
@@ -234,7 +241,7 @@ class ModeAnalysis(ModeTests):
             if (self.ctx.call_api_path(small.value) or "").rpartition(".")[2] not in ("EstimatorSpec", "TPUEstimatorSpec"):
                 return None
             returns.append(small)
-        if not isinstance(stmt.orelse, (cst.Else, cst.If)) or len(returns) < 2:
+        if len(returns) < 2:
             return None
         keyed = [{(a.keyword.value if a.keyword else i): cst.Module([]).code_for_node(a.value)
                   for i, a in enumerate(r.value.args)} for r in returns]

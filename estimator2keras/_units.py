@@ -419,6 +419,27 @@ class InputFn:
                     return value
         raise Unsupported("the input_fn lambda reads a value of `params` e2k cannot find", subscript)
 
+    def _params_read(self, params: cst.BaseExpression) -> cst.BaseExpression:
+        """``params`` less the literal keys the input_fn never reads: ``{**params,
+        "batch_size": 16}`` (what TPUEstimator gave an input_fn) is ``params`` to one that reads
+        ``params.get("train_batch_size", 16)`` only. Unchanged when the function reads
+        ``params`` other than by literal keys (passes it on, iterates it)."""
+        if not isinstance(params, cst.Dict):
+            return params
+        keys = _literal_keys_read(self.function, "params")
+        if keys is None:
+            return params
+        kept = [e for e in params.elements
+                if not (isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString)
+                        and e.key.evaluated_value not in keys)]
+        if len(kept) == len(params.elements):
+            return params
+        if len(kept) == 1 and isinstance(kept[0], cst.StarredDictElement):
+            return kept[0].value  # `{**params}` is `params` to a function that only reads it
+        if kept:
+            kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return params.with_changes(elements=kept)
+
     def _dataset_expression(self, params: cst.BaseExpression | None, mode: str | None) -> cst.BaseExpression:
         if self.array_call is not None:
             if self.array_binding is not None:
@@ -435,7 +456,7 @@ class InputFn:
             if name == "params":
                 if params is None:
                     raise Unsupported("the input_fn takes `params`, but the Estimator has none", self.function)
-                args.append(_emit.keyword_arg("params", params))
+                args.append(_emit.keyword_arg("params", self._params_read(params)))
             elif name == "mode":  # the Estimator passes it, default or not (Estimator._call_input_fn)
                 if mode is None:
                     raise Unsupported("the input_fn takes `mode`, but e2k does not know the mode here", self.function)
@@ -446,6 +467,36 @@ class InputFn:
         call = cst.Call(func=func, args=_emit.call_args(args))
         self.calls_made.append(call)
         return call
+
+
+def _literal_keys_read(fn: cst.FunctionDef, param: str) -> set[str] | None:
+    """The string keys ``fn`` reads of its parameter ``param`` (``params["batch_size"]``,
+    ``params.get("shuffle", True)``), or None when it uses the parameter any other way, or
+    binds the name anywhere (an assignment, a nested function's parameter)."""
+    if not any(p.name.value == param for p in fn.params.params):
+        return None
+    keys: set[str] = set()
+    stack: list[tuple[cst.CSTNode, cst.CSTNode | None, cst.CSTNode | None]] = [(fn.body, None, None)]
+    while stack:
+        node, parent, grandparent = stack.pop()
+        if isinstance(node, cst.Name) and node.value == param:
+            if isinstance(parent, cst.Subscript) and parent.value is node and len(parent.slice) == 1 \
+                    and not isinstance(grandparent, (cst.AssignTarget, cst.Del)):
+                index = parent.slice[0].slice
+                key = index.value if isinstance(index, cst.Index) else None
+                if isinstance(key, cst.SimpleString) and isinstance(key.evaluated_value, str):
+                    keys.add(key.evaluated_value)
+                    continue
+            if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value == "get" \
+                    and isinstance(grandparent, cst.Call) and grandparent.func is parent and grandparent.args:
+                first = grandparent.args[0]
+                if first.keyword is None and isinstance(first.value, cst.SimpleString) \
+                        and isinstance(first.value.evaluated_value, str):
+                    keys.add(first.value.evaluated_value)
+                    continue
+            return None  # passed on, iterated, rebound, a parameter of a nested function...
+        stack.extend((child, node, parent) for child in node.children)
+    return keys
 
 
 def _argument_given(ctx: RewriteContext, fn: cst.FunctionDef | None, call: cst.Call | None,

@@ -17,6 +17,13 @@ if {use_tpu}:
 else:
     {strategy} = {tf}.distribute.get_strategy()
 """
+#: TPUEstimator's `use_tpu` defaults to True: with no flag to test, the TPU is used.
+CONNECT_ALWAYS = """
+{resolver} = {cluster}
+{tf}.config.experimental_connect_to_cluster({resolver})
+{tf}.tpu.experimental.initialize_tpu_system({resolver})
+{strategy} = {tf}.distribute.TPUStrategy({resolver})
+"""
 
 
 class TPUEstimatorToTPUStrategy(EstimatorToKerasModel):
@@ -37,9 +44,12 @@ class TPUEstimatorToTPUStrategy(EstimatorToKerasModel):
         strategy = tf.distribute.get_strategy()
     ```
 
-    (only the default strategy for `use_tpu=False`). The input_fns get the `params` the
-    TPUEstimator gave them: the Estimator's, with `"batch_size"` set to `train_batch_size`,
-    `eval_batch_size` or `predict_batch_size`.
+    (only the default strategy for `use_tpu=False`, and no `if` where `use_tpu` is left at its
+    default, True). The input_fns get the `params` the TPUEstimator gave them: the
+    Estimator's, with `"batch_size"` set to `train_batch_size`, `eval_batch_size` or
+    `predict_batch_size` where the input_fn reads it (one that reads only other keys, as
+    `params.get("train_batch_size", 16)`, is called with the Estimator's `params` as they are,
+    so a `TPUEstimator` in one branch and an `Estimator` in the other convert alike).
 
     ## Why
     TPUStrategy is how Keras trains on TPUs. A TPUEstimator passed each TPU core
@@ -140,9 +150,9 @@ model.fit(input_fn(params={"batch_size": 32}), steps_per_epoch=1000)
             cluster = unit.config_value("cluster")
             if cluster is None or _emit.code(cluster) == "None":
                 cluster = _emit.expr("{tf}.distribute.cluster_resolver.TPUClusterResolver()", tf=tf)
-            template = CONNECT
+            template = CONNECT if use_tpu is not None and _emit.code(use_tpu) != "True" else CONNECT_ALWAYS
             if isinstance(cluster, cst.Name):  # the program's own resolver
-                template = CONNECT.replace("    {resolver} = {cluster}\n", "").replace("{resolver}", "{cluster}")
+                template = template.replace("{resolver} = {cluster}\n", "").replace("{resolver}", "{cluster}")
             created = _emit.statements(
                 template, use_tpu=use_tpu if use_tpu is not None else cst.Name("True"), tf=tf,
                 resolver=plan.unique_name("resolver") if not isinstance(cluster, cst.Name) else "", cluster=cluster,

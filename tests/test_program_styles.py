@@ -657,3 +657,58 @@ def test_a_private_estimator_path_the_table_does_not_know_stays_unresolved():
         == "estimator.DNNClassifier"
     assert _names.api_path_of_qualified("tensorflow.python.estimator.util.fn_args") == "python.estimator.util.fn_args"
     assert _names.api_path_of_qualified("tensorflow.python.ops.math_ops.add") == "python.ops.math_ops.add"
+
+
+_TPU_OR_NOT_PROGRAM = """
+    import argparse
+    import tensorflow as tf
+
+
+    def model_fn(features, labels, mode, params):
+        logits = tf.layers.dense(features, 3)
+        loss = tf.losses.sparse_softmax_cross_entropy(labels, logits)
+        optimizer = tf.train.GradientDescentOptimizer(0.1)
+        if params["use_tpu"]:
+            optimizer = tf.contrib.tpu.CrossShardOptimizer(optimizer)
+        train_op = optimizer.minimize(loss, tf.train.get_global_step())
+        if params["use_tpu"]:
+            return tf.contrib.tpu.TPUEstimatorSpec(mode=mode, loss=loss, train_op=train_op)
+        return tf.estimator.EstimatorSpec(mode=mode, loss=loss, train_op=train_op)
+
+
+    def train_input_fn(params):
+        dataset = tf.data.Dataset.from_tensor_slices(([[1.0]] * 64, [0] * 64)).repeat()
+        return dataset.batch(BATCH, drop_remainder=True)
+
+
+    def main(args):
+        params = vars(args)
+        if args.use_tpu:
+            resolver = tf.contrib.cluster_resolver.TPUClusterResolver(args.tpu)
+            config = tf.contrib.tpu.RunConfig(cluster=resolver, model_dir=args.model_dir)
+            estimator = tf.contrib.tpu.TPUEstimator(
+                model_fn=model_fn, config=config, params=params, train_batch_size=args.train_batch_size)
+        else:
+            config = tf.estimator.RunConfig(model_dir=args.model_dir)
+            estimator = tf.estimator.Estimator(model_fn, config=config, params=params)
+        estimator.train(train_input_fn, max_steps=args.max_steps)
+"""
+
+
+def test_tpu_or_estimator_branches_whose_input_fn_ignores_the_batch_size_tpu_adds(rules):
+    """TPUEstimator passes its input_fn params with "batch_size" set; an input_fn that reads
+    other keys of params (or none) is called alike under both Estimators of the branches, so
+    the code after them converts once (Google's Cloud TPU templates)."""
+    for reads in ('BATCH = params.get("train_batch_size", 16)', "BATCH = 16"):
+        program = _TPU_OR_NOT_PROGRAM.replace("        dataset = tf", f"        {reads}\n        dataset = tf")
+        result, new = convert(rules, program)
+        assert not any("convert this code differently" in f.message for f in result.findings), \
+            [f.format() for f in result.findings]
+        assert "model.fit(train_input_fn(params=params)" in new, new
+        assert "TPUEstimator" not in new and "tf.estimator" not in new, new
+    # An input_fn reading the batch size TPUEstimator sets gets it from the TPU branch only.
+    program = _TPU_OR_NOT_PROGRAM.replace(
+        "        dataset = tf", '        BATCH = params["batch_size"]\n        dataset = tf')
+    result, new = convert(rules, program)
+    assert any("convert this code differently" in f.message for f in result.findings)
+    assert "tf.contrib.tpu.TPUEstimator(" in new
