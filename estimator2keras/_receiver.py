@@ -305,10 +305,18 @@ def _is_dict(ctx, function, node, params: set[str], dict_params: set[str], depth
         bound = resolve(ctx, node)
         if isinstance(bound, Binding):
             return _is_dict(ctx, function, bound.value, params, dict_params, depth + 1)
+        unpacked = _unpacked(ctx, node)
+        if unpacked is not None:  # `features, _ = parse(row)`: the first value `parse` returns
+            value, index = unpacked
+            element = _element(ctx, value, index)
+            return None if element is None else _is_dict(ctx, None, element, set(), set(), depth + 1)
         return None
     if isinstance(node, cst.Call):
         if _is_placeholder(ctx, node):
             return False
+        if isinstance(node.func, cst.Call):  # `make_parser(with_target=False)(row)`
+            returned = _returned(ctx, node)
+            return None if returned is None else _is_dict(ctx, None, returned, set(), set(), depth + 1)
         path = ctx.call_api_path(node) or ""
         if path.endswith(DICT_CALLS):
             return True
@@ -320,6 +328,52 @@ def _is_dict(ctx, function, node, params: set[str], dict_params: set[str], depth
         if isinstance(callee, cst.FunctionDef):
             returned = _single_return(callee)
             return None if returned is None else _is_dict(ctx, callee, returned, set(), set(), depth + 1)
+    return None
+
+
+def _unpacked(ctx, name: cst.Name) -> tuple[cst.BaseExpression, int] | None:
+    """``a, b = value`` (the one assignment reaching ``name``, a whole statement): (value, the
+    position of ``name`` in the targets)."""
+    from estimator2keras._units import _single_assignment
+
+    assignment = _single_assignment(ctx, name)
+    target = getattr(assignment, "node", None)
+    tuple_ = ctx.parent(target) if isinstance(target, cst.Name) else None
+    tuple_ = ctx.parent(tuple_) if isinstance(tuple_, cst.Element) else None
+    assign_target = ctx.parent(tuple_) if isinstance(tuple_, (cst.Tuple, cst.List)) else None
+    assign = ctx.parent(assign_target) if isinstance(assign_target, cst.AssignTarget) else None
+    if not (isinstance(assign, cst.Assign) and len(assign.targets) == 1 and assign.targets[0].target is tuple_):
+        return None
+    elements = list(tuple_.elements)
+    if any(isinstance(e, cst.StarredElement) for e in elements):
+        return None
+    index = next((i for i, e in enumerate(elements) if e.value is target), None)
+    return None if index is None else (assign.value, index)
+
+
+def _returned(ctx, call: cst.Call, depth: int = 0) -> cst.BaseExpression | None:
+    """What ``call`` returns, where it calls a function of the program with one ``return``
+    (``parse(row)``), or the function a factory of the program returns
+    (``make_parser(with_target=False)(row)``, the factory returning a function it defines)."""
+    if depth > 4:
+        return None
+    if isinstance(call.func, cst.Name):
+        callee = resolve(ctx, call.func)
+    elif isinstance(call.func, cst.Call):
+        made = _returned(ctx, call.func, depth + 1)
+        callee = resolve(ctx, made) if isinstance(made, cst.Name) else None
+    else:
+        return None
+    return _single_return(callee) if isinstance(callee, cst.FunctionDef) else None
+
+
+def _element(ctx, value: cst.BaseExpression, index: int) -> cst.BaseExpression | None:
+    """The ``index``-th value of a tuple literal, or of the tuple a call returns."""
+    if isinstance(value, cst.Call):
+        value = _returned(ctx, value)
+    if isinstance(value, (cst.Tuple, cst.List)) and index < len(value.elements) \
+            and not any(isinstance(e, cst.StarredElement) for e in value.elements):
+        return value.elements[index].value
     return None
 
 

@@ -71,7 +71,9 @@ class ExportSavedModelToSavedModel(UnitRule):
     serving function converts only when every use of it is an export e2k converts (one used
     elsewhere, or defined in another module, stays as it was, with a finding), when its
     receiver tensors are placeholders in one of the forms above, and
-    when e2k can tell whether its features are a dict or one tensor;
+    when e2k can tell whether its features are a dict or one tensor (a dict literal, `dict(...)`,
+    a TensorFlow op, or followed through names, functions of the program and the tuple they
+    return: `features, _ = make_parser(with_target=False)(row)`);
     `receiver_tensors_alternatives` are reported.
 
     ## References

@@ -152,7 +152,8 @@ model.fit(input_fn(params={"batch_size": 32}), steps_per_epoch=1000)
                 cluster = _emit.expr("{tf}.distribute.cluster_resolver.TPUClusterResolver()", tf=tf)
             template = CONNECT if use_tpu is not None and _emit.code(use_tpu) != "True" else CONNECT_ALWAYS
             if isinstance(cluster, cst.Name):  # the program's own resolver
-                template = template.replace("{resolver} = {cluster}\n", "").replace("{resolver}", "{cluster}")
+                template = "\n".join(line for line in template.split("\n") if line.strip() != "{resolver} = {cluster}")
+                template = template.replace("{resolver}", "{cluster}")
             created = _emit.statements(
                 template, use_tpu=use_tpu if use_tpu is not None else cst.Name("True"), tf=tf,
                 resolver=plan.unique_name("resolver") if not isinstance(cluster, cst.Name) else "", cluster=cluster,

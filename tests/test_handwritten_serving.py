@@ -149,6 +149,49 @@ def serving_input_fn():
 ''', rules), "a dict of tensors or one tensor")
 
 
+_PARSER_OF_A_DICT = """
+def make_parser(with_target=True):
+    def parse(row):
+        columns = tf.io.decode_csv(row, record_defaults=[[0.0], [0.0]])
+        features = dict(zip(["x", "y"], columns))
+        target = features.pop("y") if with_target else None
+        return features, target
+    return parse
+"""
+_PARSER_OF_A_TENSOR = """
+def make_parser(with_target=True):
+    def parse(row):
+        columns = tf.io.decode_csv(row, record_defaults=[[0.0], [0.0]])
+        return tf.stack(columns, axis=1), None
+    return parse
+"""
+_SERVING_THROUGH_A_PARSER = """
+def serving_input_fn():
+    row = tf.placeholder(shape=[None], dtype=tf.string)
+    features, _ = make_parser(with_target=False)(row)
+    return tf.estimator.export.ServingInputReceiver(features, {"row": row})
+"""
+
+
+@pytest.mark.parametrize("parse, wrapped", [
+    pytest.param(_PARSER_OF_A_DICT, False, id="a-factory-returning-a-parser-of-a-dict"),
+    pytest.param(_PARSER_OF_A_TENSOR, True, id="a-factory-returning-a-parser-of-one-tensor"),
+])
+def test_features_unpacked_from_what_a_parser_returns_are_told_through_it(rules, parse, wrapped):
+    """`features, _ = make_parser(with_target=False)(row)` (Google's iris sample): the kind
+    of the features is the kind of the first value the parser a factory returns returns."""
+    result = _rewrite(parse + "\n" + _SERVING_THROUGH_A_PARSER, rules)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    new = result.new.decode()
+    assert ('return model.predict_step({"feature": features})' in new) is wrapped, new
+    assert ("return model.predict_step(features)" in new) is not wrapped, new
+
+
+def test_features_unpacked_from_what_e2k_cannot_follow_are_refused(rules):
+    _refused(_rewrite(_SERVING_THROUGH_A_PARSER.replace("make_parser(with_target=False)(row)", "make_features(row)"),
+                      rules), "a dict of tensors or one tensor")
+
+
 def test_a_serving_fn_imported_from_another_module_is_refused(rules):
     result = _rewrite("from helpers import serving_input_fn", rules)
     _refused(result, "a function of this file that returns a ServingInputReceiver")

@@ -712,3 +712,15 @@ def test_tpu_or_estimator_branches_whose_input_fn_ignores_the_batch_size_tpu_add
     result, new = convert(rules, program)
     assert any("convert this code differently" in f.message for f in result.findings)
     assert "tf.contrib.tpu.TPUEstimator(" in new
+
+
+def test_tpu_estimator_with_a_flag_and_the_programs_own_resolver(rules):
+    """`use_tpu=FLAGS.use_tpu` keeps the `if` that connects to the TPU; the program's own
+    resolver is used as it is (TensorFlow's mnist_tpu.py)."""
+    program = _TPU_OR_NOT_PROGRAM.replace("        dataset = tf", "        BATCH = 16\n        dataset = tf")
+    program = program.replace("train_batch_size=args.train_batch_size)", "train_batch_size=16, use_tpu=args.use_tpu)")
+    result, new = convert(rules, program)
+    assert result.status != "error", [f.format() for f in result.findings]
+    compile(new, "program.py", "exec")
+    assert "if args.use_tpu:\n            tf.config.experimental_connect_to_cluster(resolver)\n" in new, new
+    assert "if True" not in new
