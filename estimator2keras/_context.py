@@ -1,6 +1,7 @@
 """Per-file state a rule works with: metadata, findings, queued edits and imports."""
 from __future__ import annotations
 
+import dataclasses
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Sequence
@@ -58,59 +59,166 @@ def parse_shared(path: str, source: bytes) -> cst.Module:
 _MISSING = object()
 
 
-class _ProgramMetadata:
-    """The metadata of a program pass's modules, each resolved on the first query that needs
-    it: a query for a node of no resolved module resolves the others in order until one has
-    it (``first``: the primary module, then the rest)."""
+class _ModuleMetadata:
+    """One tree's metadata, computed as libcst's providers compute it, each part when first
+    needed: scopes (libcst's ``ScopeProvider``) and parents when made, positions on the first
+    position query, each node's qualified names on the first query for that node.
 
-    def __init__(self, wrappers, modules, parsed, providers, first):
-        self.wrappers, self.modules, self.parsed, self.providers = wrappers, modules, parsed, providers
+    libcst's own resolution of the four providers walked the tree four times with its
+    visitors (which rebuild every node they leave) and computed every node's qualified names
+    and position, most of them never read: it was most of a conversion's time. The parents
+    are the same map as ``ParentNodeProvider``'s, read from the nodes' fields; the qualified
+    names are what ``QualifiedNameProvider`` computes, on demand (its visitor only asks the
+    node's scope); positions are ``PositionProvider``'s, for the trees a report reaches."""
+
+    def __init__(self, wrapper: MetadataWrapper):
+        self.wrapper = wrapper
+        self.module = wrapper.module
+        self.scopes = wrapper.resolve(ScopeProvider)
+        self.parents = parent_map(self.module)
+        self._positions = None
+
+    @property
+    def positions(self):
+        if self._positions is None:
+            self._positions = self.wrapper.resolve(PositionProvider)
+        return self._positions
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def parent_map(module: cst.Module) -> dict[cst.CSTNode, cst.CSTNode]:
+    """Each node of ``module`` but the module itself -> its parent: ``ParentNodeProvider``'s
+    map (the children of a node are the nodes its fields hold, alone or in a sequence),
+    without a visitor's walk."""
+    out: dict = {}
+    stack: list = [module]
+    fields, node_type, sequence = _FIELDS, cst.CSTNode, (list, tuple)
+    pop, push = stack.pop, stack.append
+    while stack:
+        node = pop()
+        kind = type(node)
+        names = fields.get(kind)
+        if names is None:
+            names = fields[kind] = tuple(f.name for f in dataclasses.fields(kind))
+        for name in names:
+            value = getattr(node, name)
+            if isinstance(value, node_type):
+                out[value] = node
+                push(value)
+            elif isinstance(value, sequence):
+                for item in value:
+                    if isinstance(item, node_type):
+                        out[item] = node
+                        push(item)
+    return out
+
+
+def _module_metadata(wrapper: MetadataWrapper, module: cst.Module, parsed: bool) -> _ModuleMetadata:
+    """``module``'s metadata, once per parsed tree while ``sharing()`` is active."""
+    if _SHARED is None or not parsed:
+        return _ModuleMetadata(wrapper)
+    known = _SHARED["metadata"].get(id(module))
+    if known is None or known[0] is not module:
+        known = _SHARED["metadata"][id(module)] = (module, _ModuleMetadata(wrapper))
+    return known[1]
+
+
+class _Metadata:
+    """The metadata of a pass's modules (one, or a program pass's), each module resolved on
+    the first query that needs it: a query for a node of no resolved module resolves the
+    others in order until one has it (``first``: the primary module, then the rest)."""
+
+    def __init__(self, wrappers, modules, parsed, first):
+        self.wrappers, self.modules, self.parsed = wrappers, modules, parsed
         self.pending = list(first)
         self.resolved: set[str] = set()
-        self.merged: dict = {key: {} for key in providers}
+        self.scopes: dict = {}
+        self.parents: dict = {}
+        #: id of each resolved tree -> (the tree, its metadata)
+        self.roots: dict[int, tuple[cst.Module, _ModuleMetadata]] = {}
+        self.names: dict = {}
+        self.views = {
+            PositionProvider: _View(self, self._position),
+            ScopeProvider: _View(self, self.scopes.__getitem__),
+            QualifiedNameProvider: _View(self, self._qualified_names),
+            ParentNodeProvider: _View(self, self.parents.__getitem__),
+        }
 
     def ensure(self, path: str) -> None:
         if path not in self.pending:
             return
         self.pending.remove(path)
-        found = _resolve(self.wrappers[path], self.modules[path], self.parsed.get(path, False), self.providers)
-        for key, values in found.items():
-            self.merged[key].update(values)
+        found = _module_metadata(self.wrappers[path], self.modules[path], self.parsed.get(path, False))
+        if not self.roots:  # the first: its maps, not copies
+            self.scopes, self.parents = found.scopes, found.parents
+            self.views[ScopeProvider].find = found.scopes.__getitem__
+            self.views[ParentNodeProvider].find = found.parents.__getitem__
+        else:
+            if len(self.roots) == 1:
+                self.scopes, self.parents = dict(self.scopes), dict(self.parents)
+                self.views[ScopeProvider].find = self.scopes.__getitem__
+                self.views[ParentNodeProvider].find = self.parents.__getitem__
+            self.scopes.update(found.scopes)
+            self.parents.update(found.parents)
+        self.roots[id(found.module)] = (found.module, found)
         self.resolved.add(path)
 
-    def lookup(self, key, node, default=_MISSING):
-        values = self.merged[key]
-        if node in values:
-            return values[node]
-        while self.pending:
-            self.ensure(self.pending[0])
-            if node in values:
-                return values[node]
-        if default is _MISSING:
+    def _root(self, node):
+        """The resolved tree that holds ``node`` (KeyError: none)."""
+        parents, current = self.parents, node
+        while True:
+            parent = parents.get(current)
+            if parent is None:
+                break
+            current = parent
+        entry = self.roots.get(id(current))
+        if entry is None or entry[0] is not current:
             raise KeyError(node)
-        return default
+        return entry[1]
+
+    def _position(self, node):
+        return self._root(node).positions[node]
+
+    def _qualified_names(self, node):
+        # QualifiedNameProvider's visitor: the names the node's scope gives it, or none.
+        names = self.names.get(node, _MISSING)
+        if names is _MISSING:
+            scope = self.scopes.get(node)
+            if scope is None:
+                self._root(node)  # a node of no resolved tree: KeyError
+            names = self.names[node] = scope.get_qualified_names_for(node) if scope else set()
+        return names
 
 
-class _MetadataView:
-    """``ctx._metadata[key]`` of a program pass: ``[node]`` and ``.get(node)``."""
+class _View:
+    """``ctx._metadata[key]``: ``[node]`` and ``.get(node)``."""
 
-    def __init__(self, metadata: _ProgramMetadata, key):
-        self.metadata, self.key = metadata, key
+    __slots__ = ("metadata", "find")
+
+    def __init__(self, metadata: _Metadata, find):
+        self.metadata, self.find = metadata, find
 
     def __getitem__(self, node):
-        return self.metadata.lookup(self.key, node)
+        try:
+            return self.find(node)
+        except KeyError:
+            pass
+        metadata = self.metadata
+        while metadata.pending:
+            metadata.ensure(metadata.pending[0])
+            try:
+                return self.find(node)
+            except KeyError:
+                pass
+        raise KeyError(node)
 
     def get(self, node, default=None):
-        return self.metadata.lookup(self.key, node, default)
-
-
-def _resolve(wrapper: MetadataWrapper, module: cst.Module, parsed: bool, providers) -> dict:
-    if _SHARED is None or not parsed:
-        return wrapper.resolve_many(providers)
-    known = _SHARED["metadata"].get(id(module))
-    if known is None or known[0] is not module:
-        known = _SHARED["metadata"][id(module)] = (module, wrapper.resolve_many(providers))
-    return known[1]
+        try:
+            return self[node]
+        except KeyError:
+            return default
 
 
 @dataclass(frozen=True)
@@ -218,7 +326,10 @@ class RewriteContext:
         self._wrapper = MetadataWrapper(module, unsafe_skip_copy=parsed)
         self._flow = None
         self._before = module
-        self._metadata = _resolve(self._wrapper, module, parsed, self.METADATA)
+        metadata = _Metadata({self.path: self._wrapper}, {self.path: module}, {self.path: parsed}, [self.path])
+        metadata.ensure(self.path)
+        # One module: its maps themselves where they are plain ones (the most read).
+        self._metadata = {**metadata.views, ScopeProvider: metadata.scopes, ParentNodeProvider: metadata.parents}
         self.edits = Edits()
         self._rule_code = rule_code
         if self.suppressions:
@@ -259,8 +370,8 @@ class RewriteContext:
         # Each module's metadata is resolved when a query first needs it (most of a pass's
         # time): a module of the program no unit reads is never resolved.
         first = [self.path, *(p for p in wrappers if p != self.path)]
-        self._program_metadata = _ProgramMetadata(wrappers, modules, parsed, self.METADATA, first)
-        self._metadata = {key: _MetadataView(self._program_metadata, key) for key in self.METADATA}
+        self._program_metadata = _Metadata(wrappers, modules, parsed, first)
+        self._metadata = self._program_metadata.views
         self._modules = {path: w.module for path, w in wrappers.items()}
         self._module_paths = {id(m): path for path, m in self._modules.items()}
         self._wrapper = wrappers[self.path]
