@@ -23,6 +23,18 @@ from estimator2keras import _emit
 from estimator2keras._rule import Unsupported
 
 UNSUPPORTED_USE = "E2K902"
+#: TensorFlow's official models' hook factory (`official.utils.logs.hooks_helper`, and
+#: `official.r1.utils.logs` after the models moved there): every hook it can return by name
+#: (LoggingTensorHook of the learning rate, loss and accuracy, ProfilerHook,
+#: ExamplesPerSecondHook, LoggingMetricHook, StepCounterHook) only logs or profiles.
+OFFICIAL_LOGGING_HOOKS = frozenset({
+    "official.utils.logs.hooks_helper.get_train_hooks",
+    "official.r1.utils.logs.hooks_helper.get_train_hooks",
+})
+LOGGING_HOOKS_NOTE = (
+    "the hooks TensorFlow's official hooks_helper returns only log and profile (tensors, examples per second, "
+    "a profile): they go; fit logs the loss and metrics at every step, and "
+    "tf.keras.callbacks.TensorBoard(profile_batch=...) profiles")
 #: Hooks whose callbacks read only what the hook call itself reads (not the model, not the
 #: call they are passed to), so that they can be made where the hook was.
 SELF_CONTAINED = frozenset({"LoggingTensorHook", "NanTensorHook", "StepCounterHook", "SummarySaverHook"})
@@ -31,6 +43,11 @@ SELF_CONTAINED = frozenset({"LoggingTensorHook", "NanTensorHook", "StepCounterHo
 def helper_hooks(site, call: cst.Call, ctx, node: cst.CSTNode):
     """Raise the refusal for hooks returned by ``call``, naming the helper and what it builds."""
     helper = _emit.code(call.func)
+    if _qualified(ctx, call.func) & OFFICIAL_LOGGING_HOOKS:
+        from estimator2keras._training import Hooks
+
+        site.plan.fixed(call, "E2K406", LOGGING_HOOKS_NOTE)
+        return Hooks()
     found = _helper_module(ctx, call.func)
     if found is None:
         raise Unsupported(f"the hooks come from `{helper}(...)`, a function whose source is not in this "
@@ -45,6 +62,15 @@ def helper_hooks(site, call: cst.Call, ctx, node: cst.CSTNode):
         _refuse(helper, hctx, module, fn, where, node)
     finally:
         hctx.abandon_pass()
+
+
+def _qualified(ctx, func: cst.BaseExpression) -> set[str]:
+    from libcst.metadata import QualifiedNameProvider
+
+    try:
+        return {q.name for q in ctx.get_metadata(QualifiedNameProvider, func, set())}
+    except KeyError:
+        return set()
 
 
 def _convert_local(site, ctx, call: cst.Call, fn: cst.FunctionDef):

@@ -1360,15 +1360,16 @@ class ConversionPlan:
         """Is ``node`` inside one of the group's Estimator constructions?"""
         return self.ctx.within(node, self.group_calls)
 
-    def remove_binding_if_only_here(self, binding: Binding | None, used_at: cst.CSTNode) -> None:
-        """Drop ``name = value`` when ``used_at`` is the name's only read (reads by the other
-        Estimators converted with this one aside); else refuse."""
+    def remove_binding_if_only_here(self, binding: Binding | None, used_at: cst.CSTNode,
+                                    replacement: list[cst.BaseStatement] = ()) -> None:
+        """Drop ``name = value`` (for ``replacement``, if given) when ``used_at`` is the name's
+        only read (reads by the other Estimators converted with this one aside); else refuse."""
         if binding is None:
             return
         reads = accesses_of(self.ctx, binding.target)
         if reads is None or any(read is not used_at and not self.in_group_call(read) for read in reads):
             raise Unsupported(f"`{binding.name}` is used elsewhere too", binding.target, UNSUPPORTED_USE)
-        self.remove_statement(binding.statement)
+        self.replace_statement(binding.statement, list(replacement))
 
     # -- the engine's side ----------------------------------------------------------------
     def changes(self) -> list[tuple[cst.CSTNode, str | None]]:

@@ -9,6 +9,15 @@ from estimator2keras._units import bind_arguments, resolve_call
 CONFIG_PROTO = frozenset({"ConfigProto"})
 GPU_OPTIONS = frozenset({"GPUOptions"})
 COMMENT = "From RunConfig(session_config=...): TensorFlow 2 configures devices once, before any op runs."
+COMMENT_IN_PLACE = ("From RunConfig(session_config=...): TensorFlow 2 sets these once for the process, "
+                    "before any op runs.")
+#: Settings made by one call of the value as it is.
+SETTERS = {
+    "allow_soft_placement": "{tf}.config.set_soft_device_placement({v})",
+    "log_device_placement": "{tf}.debugging.set_log_device_placement({v})",
+    "intra_op_parallelism_threads": "{tf}.config.threading.set_intra_op_parallelism_threads({v})",
+    "inter_op_parallelism_threads": "{tf}.config.threading.set_inter_op_parallelism_threads({v})",
+}
 
 
 class SessionConfigToTfConfig(UnitRule):
@@ -36,9 +45,14 @@ class SessionConfigToTfConfig(UnitRule):
 
     ## Fix safety
     Safe for the settings in the table. They now apply to the whole program, not only to
-    the Estimator's sessions. Other fields (for example
-    `gpu_options.per_process_gpu_memory_fraction`, which TF2 expresses as a memory limit in
-    MB) and values that are not literals are left for a human and reported (E2K401).
+    the Estimator's sessions. A setting of the table whose value is not a literal
+    (`intra_op_parallelism_threads=flags_obj.intra_op_parallelism_threads`, TensorFlow's
+    official models) is made where the program made the `ConfigProto`, the one place its value
+    is known: there it must still come before the first op the program runs, which TensorFlow
+    checks (a `RuntimeError` at that line, never a silent difference). Other fields (for
+    example `gpu_options.per_process_gpu_memory_fraction`, which TF2 expresses as a memory
+    limit in MB), and such values in a `ConfigProto` written inside the `RunConfig(...)`, are
+    left for a human and reported (E2K401).
 
     ## References
     - https://www.tensorflow.org/api_docs/python/tf/config
@@ -158,19 +172,32 @@ model.fit(input_fn())
             return
         tf = plan.tf
         statements: list[cst.BaseStatement] = []
-        for name, arg in bind_arguments(call, ()).items():
+        in_place: list[cst.BaseStatement] = []
+        arguments = bind_arguments(call, ())
+        # One value known only where the ConfigProto is made puts all the settings there.
+        together = binding is not None and any(
+            name in SETTERS and _literal(arg.value) is None for name, arg in arguments.items())
+        for name, arg in arguments.items():
             if name == "gpu_options":
                 statements.extend(self._gpu_options(arg.value, plan, ctx))
                 continue
             converted = self._convert(name, arg.value, tf)
-            if converted is None:
+            if together and name in SETTERS:
+                # `ConfigProto(intra_op_parallelism_threads=flags.threads)`: a value known only
+                # where the ConfigProto is made; the call takes its place there.
+                in_place.append(_emit.statement(SETTERS[name], tf=tf, v=arg.value))
+            elif converted is None:
                 plan.leftover(arg, self.code, f"ConfigProto({name}=...) is not converted; set it with tf.config by hand")
             else:
                 statements.extend(converted)
-        plan.remove_binding_if_only_here(binding, value)
+        if in_place:
+            in_place[0] = _emit.with_comment(in_place[0], COMMENT_IN_PLACE)
+            in_place[0] = in_place[0].with_changes(leading_lines=[*binding.statement.leading_lines, *in_place[0].leading_lines])
+        plan.remove_binding_if_only_here(binding, value, in_place)
         if statements:
             statements[0] = _emit.with_comment(statements[0], COMMENT)
             plan.insert_after_imports(statements)
+        if statements or in_place:
             plan.fixed(value, self.code, "session_config -> tf.config calls")
 
     def _convert(self, name: str, value: cst.BaseExpression, tf: str) -> list[cst.BaseStatement] | None:
@@ -179,13 +206,7 @@ model.fit(input_fn())
         literal = _literal(value)
         if literal is None:
             return None
-        calls = {
-            "allow_soft_placement": "{tf}.config.set_soft_device_placement({v})",
-            "log_device_placement": "{tf}.debugging.set_log_device_placement({v})",
-            "intra_op_parallelism_threads": "{tf}.config.threading.set_intra_op_parallelism_threads({v})",
-            "inter_op_parallelism_threads": "{tf}.config.threading.set_inter_op_parallelism_threads({v})",
-        }
-        template = calls.get(name)
+        template = SETTERS.get(name)
         return [_emit.statement(template, tf=tf, v=value)] if template else None
 
     def _gpu_options(self, value: cst.BaseExpression, plan, ctx) -> list[cst.BaseStatement]:

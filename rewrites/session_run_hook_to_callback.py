@@ -118,10 +118,14 @@ class SessionRunHookToCallback(ExpressionRule):
     that each become a callback reading only what the hook read (`LoggingTensorHook`,
     `NanTensorHook`; a `StepCounterHook` goes): the function returns the callbacks, and
     `fit` gets `callbacks=get_train_hooks(...)`. It must be called only by the Estimator calls
-    that convert. Any other function (in another module, `hooks_helper.get_train_hooks(
-    flags.hooks)`; hooks chosen at run time; a hook whose callback needs the model, such as a
-    `CheckpointSaverHook`) leaves the unit reported (E2K902), naming the function and, when
-    e2k can read it, the hooks it can return that e2k has no rule for.
+    that convert. `hooks_helper.get_train_hooks(...)` of TensorFlow's official models
+    (`official.utils.logs`, `official.r1.utils.logs`) returns, whichever names it is given,
+    hooks that only log or profile (the learning rate, loss and accuracy, examples per
+    second, a profile): they go, reported, as `fit` logs the loss and metrics and the
+    `TensorBoard` callback profiles. Any other function (in another module; hooks chosen at
+    run time; a hook whose callback needs the model, such as a `CheckpointSaverHook`) leaves
+    the unit reported (E2K902), naming the function and, when e2k can read it, the hooks it
+    can return that e2k has no rule for.
 
     ## References
     - https://www.tensorflow.org/guide/migrate/logging_stop_hook

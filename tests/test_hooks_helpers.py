@@ -86,6 +86,19 @@ def test_a_helper_whose_source_is_not_in_the_program(tmp_path):
                         "in this program: e2k cannot tell which hooks it returns"]
 
 
+
+def test_the_official_models_hooks_helper_only_logs_and_its_hooks_go(tmp_path):
+    """TensorFlow's official models: whatever names `get_train_hooks` is given, its hooks only
+    log or profile; they go with a finding that says what Keras does instead."""
+    for module in ("official.utils.logs", "official.r1.utils.logs"):
+        result, messages = rewrite(tmp_path, "hooks_helper.get_train_hooks", f"from {module} import hooks_helper", "None")
+        assert messages == [], messages
+        new = result.new.decode()
+        assert "get_train_hooks" not in new and "hooks=" not in new and "callbacks=" not in new, new
+        assert any(f.code == "E2K406" and "only log and profile" in f.message for f in result.findings)
+    # The same name in another package is not known to only log.
+    result, messages = rewrite(tmp_path, "hooks_helper.get_train_hooks", "from mylib.logs import hooks_helper", "None")
+    assert messages and "whose source is not in this program" in messages[0]
 LOCAL = '''\
 import tensorflow as tf
 

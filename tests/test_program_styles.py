@@ -724,3 +724,46 @@ def test_tpu_estimator_with_a_flag_and_the_programs_own_resolver(rules):
     compile(new, "program.py", "exec")
     assert "if args.use_tpu:\n            tf.config.experimental_connect_to_cluster(resolver)\n" in new, new
     assert "if True" not in new
+
+
+def test_session_config_of_flag_values_is_set_where_it_was_made(rules):
+    """`ConfigProto(intra_op_parallelism_threads=flags_obj.threads)` in a function (TensorFlow's
+    official models): the values exist only there, so the tf.config calls take its place;
+    literal ones alone still go after the imports."""
+    program = """
+        import tensorflow as tf
+
+
+        def input_fn():
+            return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).batch(1)
+
+
+        def model_fn(features, labels, mode):
+            logits = tf.layers.dense(features, 1)
+            loss = tf.losses.mean_squared_error(labels, logits)
+            train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+            return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+        def run(flags_obj):
+            session_config = tf.ConfigProto(
+                inter_op_parallelism_threads=INTER, allow_soft_placement=True)
+            config = tf.estimator.RunConfig(session_config=session_config)
+            estimator = tf.estimator.Estimator(model_fn, config=config)
+            estimator.train(input_fn)
+    """
+    result, new = convert(rules, program.replace("INTER", "flags_obj.inter_op_parallelism_threads"))
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert ("def run(flags_obj):\n"
+            "    # From RunConfig(session_config=...): TensorFlow 2 sets these once for the process, before any op runs.\n"
+            "    tf.config.threading.set_inter_op_parallelism_threads(flags_obj.inter_op_parallelism_threads)\n"
+            "    tf.config.set_soft_device_placement(True)\n") in new, new
+    assert "ConfigProto" not in new
+    result, new = convert(rules, program.replace("INTER", "2"))
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert new.index("tf.config.threading.set_inter_op_parallelism_threads(2)") < new.index("def input_fn")
+    # Written inside the RunConfig, a value of a flag is left for a human.
+    inline = program.replace("INTER", "flags_obj.inter_op_parallelism_threads").replace(
+        "session_config=session_config", "session_config=tf.ConfigProto(intra_op_parallelism_threads=flags_obj.n)")
+    result, new = convert(rules, inline)
+    assert any(f.code == "E2K401" and f.kind == "manual" for f in result.findings)
