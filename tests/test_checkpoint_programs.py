@@ -43,6 +43,15 @@ CASES = {
     "dnn_classifier_dir": (PROGRAMS / "dnn_classifier_dir" / "legacy.py",
                            PROGRAMS / "dnn_classifier_dir" / "migrated.py",
                            {"AdagradOptimizer slot accumulator": 6}),
+    # a canned LinearRegressor (TF1) with a model_dir and MAX_STEPS: per-column weights, FtrlOptimizer
+    "linear_regressor_dir": (PROGRAMS / "linear_regressor_dir" / "legacy.py",
+                             PROGRAMS / "linear_regressor_dir" / "migrated.py",
+                             {"FtrlOptimizer slot accum": 6, "FtrlOptimizer slot linear": 6}),
+    # wide & deep (TF1) with a model_dir and MAX_STEPS: a vocabulary list and a hash-bucket column,
+    # linear (Ftrl) and embedded (Adagrad)
+    "wide_deep_dir": (PROGRAMS / "wide_deep_dir" / "legacy.py", PROGRAMS / "wide_deep_dir" / "migrated.py",
+                      {"AdagradOptimizer slot accumulator": 8, "FtrlOptimizer slot accum": 4,
+                       "FtrlOptimizer slot linear": 4, "global step": 2}),
     # a TF2 canned Estimator: a Keras legacy Ftrl, its slots saved per replica too
     "linear_regressor": (REPO / "fixtures" / "canned_linear_regressor" / "before.py",
                          REPO / "fixtures" / "canned_linear_regressor" / "after.py",
@@ -101,7 +110,7 @@ def test_a_trained_model_dir_converts_and_the_restored_models_agree(model_dirs, 
     if "model.weights.h5" in result.written:
         files.append("model.weights.h5")
     else:  # Keras 2 cannot load back the metrics a model holds as attributes: said, not written
-        assert name == "wide_deep" and target == "tf215", report
+        assert name.startswith("wide_deep") and target == "tf215", report
         assert "no model.weights.h5 written" in report
     assert sorted(p.name for p in out.iterdir()) == sorted(files)
     whats = [m["what"].split(" (x ")[0] for m in result.mapping]  # less the momentum's scale
@@ -173,12 +182,14 @@ def test_training_resumed_from_the_converted_dir_goes_on_as_the_estimator(model_
 
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("name, trained, resumed",
-                         [("cnn_adam", 6, 9), ("batchnorm_momentum_dir", 8, 12), ("dnn_classifier_dir", 6, 9)])
+                         [("cnn_adam", 6, 9), ("batchnorm_momentum_dir", 8, 12), ("dnn_classifier_dir", 6, 9),
+                          ("linear_regressor_dir", 6, 9), ("wide_deep_dir", 6, 9)])
 def test_parity_from_checkpoint_resumes_both_programs(model_dirs, monkeypatch, target, name, trained, resumed):
     """`e2k parity --from-checkpoint`: the Estimator resumes from a copy of its model_dir, the
     migrated program from it converted (its ModelDirCheckpoints restores it), both train the
-    steps left (Adam's moments; batch norm's moving statistics and Momentum's accumulators),
-    and parity holds step by step."""
+    steps left (Adam's moments; batch norm's moving statistics and Momentum's accumulators;
+    Ftrl's accumulators and linear terms; wide & deep's two optimizers), and parity holds step
+    by step."""
     from estimator2keras.parity import run_parity
 
     legacy, migrated, _ = CASES[name]
@@ -198,15 +209,17 @@ def test_parity_from_checkpoint_resumes_both_programs(model_dirs, monkeypatch, t
         assert result.verdict == "parity", report
 
 
-def test_parity_from_checkpoint_catches_a_program_that_restores_the_weights_only(model_dirs, monkeypatch):
-    """Its model_dir callback loads the weights file, not Adam's slots and step count: the first
-    resumed step agrees (same weights), the second does not."""
+@pytest.mark.parametrize("name", ["cnn_adam", "linear_regressor_dir"])
+def test_parity_from_checkpoint_catches_a_program_that_restores_the_weights_only(model_dirs, monkeypatch, name):
+    """Its model_dir callback loads the weights file, not the optimizer's slots and step count
+    (Adam's moments; Ftrl's accumulators and linear terms): the first resumed step agrees (same
+    weights), the second does not."""
     from estimator2keras.parity import run_parity
 
-    legacy = CASES["cnn_adam"][0]
-    old = model_dirs("cnn_adam")  # trained to step 6
+    legacy = CASES[name][0]
+    old = model_dirs(name)  # trained to step 6
     monkeypatch.setenv("MAX_STEPS", "9")
-    result = run_parity(legacy, PROGRAMS / "cnn_adam" / "wrong" / "weights_only_restore.py", from_checkpoint=old)
+    result = run_parity(legacy, PROGRAMS / name / "wrong" / "weights_only_restore.py", from_checkpoint=old)
     assert result.verdict == "broken", result.report()
     assert result.steps[0].passed and not result.steps[1].passed, result.report()
 
