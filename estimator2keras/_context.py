@@ -634,7 +634,7 @@ class RewriteContext:
         if queued and not _all_at_top(module, queued):
             # The visitor needs no metadata: ``transform_module`` would only deep-copy the tree
             # for a MetadataWrapper (a tenth of the corpus's conversion time).
-            module = module.visit(AddImportsVisitor(self._codemod))
+            module = module.visit(_top_imports_adder(self._codemod))
         removals = scratch.get(RemoveImportsVisitor.CONTEXT_KEY)
         if removals:
             before = module
@@ -647,6 +647,44 @@ class RewriteContext:
     # -- rules ----------------------------------------------------------------------------
     def enabled(self, code: str) -> bool:
         return self.rules.enabled(code)
+
+
+def _single_import(statement: cst.CSTNode) -> bool:
+    return (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
+            and isinstance(statement.body[0], (cst.Import, cst.ImportFrom)))
+
+
+_ADDER: type | None = None
+
+
+def _top_imports_adder(context):
+    """libcst's ``AddImportsVisitor``, walking only what it reads and changes.
+
+    It reads the imports of the module's first block of statements (its gatherer), adds names
+    to the ``from`` imports of that block and statements to the module's body; every other
+    node it leaves as it was, after a walk that rebuilds each one (the gatherer walks the
+    whole tree too). Here the gatherer sees the module's first statements up to the end of
+    that block, and the walk does not enter a statement that is not a single import: the
+    same module comes out, built from the nodes it did not change instead of copies of them."""
+    global _ADDER
+    if _ADDER is None:
+        from libcst.codemod.visitors import AddImportsVisitor
+
+        class _TopImportsAdder(AddImportsVisitor):
+            def visit_Module(self, node: cst.Module) -> None:
+                body = node.body
+                end = 1
+                while end < len(body) and _single_import(body[end]):
+                    end += 1
+                # The gatherer reads the first statement (a docstring?) and the imports after it.
+                super().visit_Module(node.with_changes(body=body[:end]))
+
+            def on_visit(self, node: cst.CSTNode) -> bool:
+                visit = super().on_visit(node)
+                return visit and not (isinstance(node, cst.BaseStatement) and not _single_import(node))
+
+        _ADDER = _TopImportsAdder
+    return _ADDER(context)
 
 
 def _all_at_top(module: cst.Module, queued) -> bool:
