@@ -281,15 +281,30 @@ def _handwritten(node, plan, ctx, code: str) -> str:
     return picked if visible else picked + "({model})"
 
 
+def _placeholder(ctx, value: cst.BaseExpression) -> tuple[cst.Call | None, Binding | None]:
+    """``tf.placeholder(...)`` itself, or a name bound once to one (``image =
+    tf.placeholder(...)`` then ``{"image": image}``, TensorFlow's official models)."""
+    if isinstance(value, cst.Call) and ctx.call_api_path(value) == "placeholder":
+        return value, None
+    bound = resolve(ctx, value) if isinstance(value, cst.Name) else None
+    if isinstance(bound, Binding) and isinstance(bound.value, cst.Call) and ctx.call_api_path(bound.value) == "placeholder":
+        return bound.value, bound
+    return None, None
+
+
 def _raw_signature(features, batch, plan, ctx) -> cst.BaseExpression:
     if isinstance(features, cst.Dict) and features.elements and all(
         isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString)
-        and isinstance(e.value, cst.Call) and ctx.call_api_path(e.value) == "placeholder"
+        and _placeholder(ctx, e.value)[0] is not None
         for e in features.elements
     ):
         # Placeholders do not exist in TensorFlow 2: their dtype and shape become a TensorSpec.
         specs = []
         for i, element in enumerate(features.elements):
+            placeholder, binding = _placeholder(ctx, element.value)
+            # The placeholder's statement goes: it would fail in eager TensorFlow 2.
+            plan.remove_binding_if_only_here(binding, element.value)
+            element = element.with_changes(value=placeholder)
             found = bind_arguments(element.value, ("dtype", "shape", "name"))
             shape = found.get("shape")
             if shape is None or not isinstance(shape.value, (cst.List, cst.Tuple)) or not shape.value.elements:

@@ -477,9 +477,37 @@ class _CompileReader:
         unit = self.plan.unit if self.plan is not None else None
         has_dir = unit is not None and (unit.arg_value("model_dir") is not None or unit.config_value("model_dir") is not None)
         if has_dir:
+            logged = self._logged_by_keras(small)
+            if logged is not None:
+                # `tf.summary.scalar("train_accuracy", accuracy[1])`: what Keras logs itself.
+                self.plan.fixed(small, "E2K404", f"summary of {logged} left out: Keras logs it at every step, and "
+                                                 "the TensorBoard callback writes it to model_dir/train")
+                return
             self.leftover(small, "summaries in the model_fn are not carried over; Keras logs metrics with the TensorBoard callback", "E2K404")
         elif self.plan is not None:
             self.plan.fixed(small, "E2K404", "summary left out: without a model_dir it went to a temporary directory")
+
+    def _logged_by_keras(self, small: cst.BaseSmallStatement) -> str | None:
+        """What a ``tf.summary.scalar`` writes, when it is the training loss or a metric the
+        Keras model compiles (the values Keras logs and TensorBoard writes); else None."""
+        from estimator2keras._hook_values import GLOBAL_STEP, LEARNING_RATE, _classify
+
+        call = small.value if isinstance(small, cst.Expr) else None
+        if self.plan is None or not isinstance(call, cst.Call) or self.ctx.call_api_path(call) not in (
+                "summary.scalar", "contrib.summary.scalar"):
+            return None
+        args = [a for a in call.args if a.keyword is None]
+        value = next((a.value for a in call.args if a.keyword is not None and a.keyword.value in ("tensor", "data")),
+                     args[1].value if len(args) > 1 else None)
+        if value is None:
+            return None
+        try:
+            found = _classify(self.ctx, self.plan, self.fn, small, value)
+        except Unsupported:
+            return None
+        if found is None or found.read in (GLOBAL_STEP, LEARNING_RATE):
+            return None
+        return found.what
 
     def check_regularizers(self, regularized: bool) -> None:
         if regularized:

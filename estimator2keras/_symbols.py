@@ -175,6 +175,11 @@ def respell_or_compat(ctx: RewriteContext, name: cst.Name, tf: str) -> list[tupl
         chain, parent = parent, ctx.parent(parent)
     if chain is name:
         return [(name, _emit.expr("{tf}.compat.v1", tf=tf))]  # the module itself, passed around
+    for prefix in _chain_prefixes(chain):
+        if prefix is not name and ctx.api_path(prefix) == "keras":
+            # `tf.keras` through compat.v1 was TensorFlow's one Keras: the converted model is
+            # `tf.keras`, and its layers must be of the same Keras (not `tf.compat.v1.keras`).
+            return [(prefix, _emit.expr("{tf}.keras", tf=tf))]
     found = _respell_chain(ctx, chain, table(), tf)
     if found:
         return found

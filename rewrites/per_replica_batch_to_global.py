@@ -574,7 +574,19 @@ def _fixed_at_definition(size: cst.BaseExpression, function: cst.FunctionDef, ct
 
 
 def _walk_names(node: cst.CSTNode):
-    return (n for n in _walk(node) if isinstance(n, cst.Name))
+    """The names ``node`` reads or binds: not an attribute's (``flags.batch_size``) or a
+    keyword's (``batch(batch_size=8)``), which a new parameter of that name does not shadow."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Name):
+            yield current
+        elif isinstance(current, cst.Attribute):
+            stack.append(current.value)
+        elif isinstance(current, cst.Arg):
+            stack.append(current.value)
+        else:
+            stack.extend(current.children)
 
 
 def _called_elsewhere(code: cst.CSTNode, ctx) -> str | None:

@@ -767,3 +767,53 @@ def test_session_config_of_flag_values_is_set_where_it_was_made(rules):
         "session_config=session_config", "session_config=tf.ConfigProto(intra_op_parallelism_threads=flags_obj.n)")
     result, new = convert(rules, inline)
     assert any(f.code == "E2K401" and f.kind == "manual" for f in result.findings)
+
+
+_OFFICIAL_STYLE_PROGRAM = """
+    import tensorflow.compat.v1 as tf
+
+
+    def create_model():
+        l = tf.keras.layers
+        return tf.keras.Sequential([l.Dense(3)])
+
+
+    def model_fn(features, labels, mode, params):
+        model = create_model()
+        logits = model(features, training=mode == tf.estimator.ModeKeys.TRAIN)
+        if mode == tf.estimator.ModeKeys.PREDICT:
+            return tf.estimator.EstimatorSpec(mode, predictions={"classes": tf.argmax(logits, axis=1)})
+        loss = tf.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
+        accuracy = tf.metrics.accuracy(labels=labels, predictions=tf.argmax(logits, axis=1))
+        tf.summary.scalar("train_accuracy", accuracy[1])
+        train_op = tf.train.AdamOptimizer(1e-4).minimize(loss, tf.train.get_or_create_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op,
+                                          eval_metric_ops={"accuracy": accuracy})
+
+
+    def run(flags_obj):
+        classifier = tf.estimator.Estimator(model_fn, model_dir=flags_obj.model_dir)
+
+        def train_input_fn():
+            return tf.data.Dataset.from_tensor_slices(([[1.0]] * 8, [0] * 8)).batch(flags_obj.batch_size)
+
+        classifier.train(input_fn=train_input_fn)
+        image = tf.placeholder(tf.float32, [None, 1])
+        input_fn = tf.estimator.export.build_raw_serving_input_receiver_fn({"image": image})
+        classifier.export_savedmodel(flags_obj.export_dir, input_fn)
+"""
+
+
+def test_official_models_style_keras_layers_summaries_of_metrics_and_named_placeholders(rules):
+    """TensorFlow's official r1 models: `import tensorflow.compat.v1 as tf` with a tf.keras
+    model (its layers stay `tf.keras`, the Keras the converted model is), a summary of a metric
+    Keras compiles (Keras logs it), and a serving receiver of placeholders bound to names."""
+    result, new = convert(rules, _OFFICIAL_STYLE_PROGRAM)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert "compat.v1.keras" not in new and "l = tf.keras.layers" in new and "tf.keras.Sequential(" in new, new
+    assert "placeholder" not in new and "tf.TensorSpec([None, 1], tf.float32, name=\"image\")" in new, new
+    assert any(f.code == "E2K404" and "the metric 'accuracy'" in f.message for f in result.findings)
+    # A summary of something Keras does not log stays a finding for a human.
+    result, new = convert(rules, _OFFICIAL_STYLE_PROGRAM.replace(
+        'tf.summary.scalar("train_accuracy", accuracy[1])', 'tf.summary.histogram("logits", logits)'))
+    assert any(f.code == "E2K404" and f.kind == "manual" for f in result.findings)
