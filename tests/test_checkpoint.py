@@ -122,3 +122,62 @@ def test_a_lone_output_pairs_with_the_estimators_output_of_its_shape():
     assert problem is None and [(r.legacy_key, r.migrated_key) for r in rows] == [("logits", "")]
     rows, problem = compare_predictions({"value": logits}, {"other": logits[:, :1]}, 1e-6)
     assert problem and "no prediction output pairs up" in problem
+
+
+def test_partitioned_variables_are_named_with_their_parts_in_order():
+    from estimator2keras.checkpoint._unmapped import is_part_key, partitioned
+
+    variables = [{"name": f"dnn/input_layer/city_embedding/embedding_weights/part_{i}", "shape": [2, 3]}
+                 for i in (10, 2, 0, 1, 3, 4, 5, 6, 7, 8, 9)]
+    variables += [{"name": "dnn/hiddenlayer_0/kernel", "shape": [4, 8]},
+                  {"name": "linear/linear_model/job/weights/part_0", "shape": [3, 1]},
+                  {"name": "linear/linear_model/job/weights/part_1", "shape": [2, 1]}]
+    keys = [["dnn/input_layer/city_embedding/embedding_weights", [22, 3]], ["dnn/hiddenlayer_0/kernel", [4, 8]]]
+    parts, refusals = partitioned(variables, keys)
+    assert list(parts) == ["dnn/input_layer/city_embedding/embedding_weights", "linear/linear_model/job/weights"]
+    assert [v["name"].rsplit("_", 1)[1] for v in parts["dnn/input_layer/city_embedding/embedding_weights"]] == [
+        str(i) for i in range(11)]
+    [refusal] = refusals
+    assert refusal.startswith("2 partitioned variable(s) cannot be carried over: "
+                              "dnn/input_layer/city_embedding/embedding_weights [22, 3] in 11 parts (part_0 [2, 3], "
+                              "part_1 [2, 3], part_2 [2, 3]")
+    # no whole-variable key saved: the shape the parts make along the axis where they differ
+    assert "linear/linear_model/job/weights [5, 1] in 2 parts (part_0 [3, 1], part_1 [2, 1])" in refusal
+    assert "hiddenlayer" not in refusal
+    assert is_part_key("linear/linear_model/job/weights/part_1/Ftrl_1", set(parts))
+    assert is_part_key("linear/linear_model/job/weights", set(parts))
+    assert not is_part_key("linear/linear_model/job/weights_2", set(parts))
+    assert partitioned([{"name": "dense/kernel", "shape": [2, 1]}], []) == ({}, [])
+
+
+def test_hashed_ids_are_traced_to_the_weights_whose_rows_they_select():
+    """Ops as a canned wide & deep model's graph names them (two replicas)."""
+    from estimator2keras.checkpoint._unmapped import hashed_weights
+
+    ops = []
+    for replica in ("", "replica_1/"):
+        ops += [
+            ["StringToHashBucketFast", f"{replica}dnn/input_from_feature_columns/input_layer/city_embedding/"
+                                       "hash_table_Lookup/hash_bucket", 1],  # one out-of-vocabulary bucket
+            ["StringToHashBucketFast", f"{replica}dnn/input_from_feature_columns/input_layer/job_embedding/lookup", 8],
+            ["SparseCross", f"{replica}linear/linear_model/linear_model/linear_model/age_X_city/SparseCross", 16],
+            ["StringToHashBucketFast", f"{replica}linear/linear_model/linear_model/linear_model/job/lookup", 8],
+        ]
+    variables = [{"name": n, "shape": s} for n, s in [
+        ("dnn/hiddenlayer_0/kernel", [7, 8]),
+        ("dnn/input_from_feature_columns/input_layer/city_embedding/embedding_weights", [4, 3]),
+        ("dnn/input_from_feature_columns/input_layer/job_embedding/embedding_weights", [8, 2]),
+        ("linear/linear_model/age_X_city/weights", [16, 1]),
+        ("linear/linear_model/city/weights", [4, 1]),
+        ("linear/linear_model/job/weights", [8, 1]),
+        ("linear/linear_model/bias_weights", [1]),  # in linear_model/, a scope of every column's op
+    ]]
+    assert hashed_weights(ops, variables) == [
+        "age_X_city: FingerprintCat64 of the crossed values (crossed_column) into 16 buckets -> rows of "
+        "linear/linear_model/age_X_city/weights [16, 1]",
+        "job: FarmHash64 (tf.strings.to_hash_bucket_fast) into 8 buckets -> rows of "
+        "linear/linear_model/job/weights [8, 1]",
+        "job_embedding: FarmHash64 (tf.strings.to_hash_bucket_fast) into 8 buckets -> rows of "
+        "dnn/input_from_feature_columns/input_layer/job_embedding/embedding_weights [8, 2]",
+    ]
+    assert hashed_weights([], variables) == []

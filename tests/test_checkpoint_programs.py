@@ -62,6 +62,8 @@ CASES = {
                   {"AdagradOptimizer slot accumulator": 8, "FtrlOptimizer slot accum": 5,
                    "FtrlOptimizer slot linear": 5, "global step": 2}),
 }
+# Estimator programs whose model_dirs are refused (they are not converted above)
+REFUSED = {"partitioned_linear": PROGRAMS / "partitioned_linear" / "legacy.py"}
 TARGETS = ["tf215", pytest.param("newest", marks=support.requires_target)]
 
 
@@ -87,7 +89,7 @@ def model_dirs(tmp_path_factory):
     def get(name: str) -> Path:
         if name not in made:
             made[name] = root / name
-            get.printed[name] = train(CASES[name][0], made[name])
+            get.printed[name] = train(CASES[name][0] if name in CASES else REFUSED[name], made[name])
         return made[name]
 
     get.printed = {}  # what each training run printed: its evaluation of the model_dir
@@ -236,6 +238,46 @@ def test_one_layer_wider_is_refused_with_both_tables_and_nothing_written(model_d
     assert "checkpoint refused" in text and "trainable variables do not match" in text
     assert "dense/kernel [32x16]" in text and "model/dense/kernel [32x24]" in text  # both tables, side by side
     assert "<- first mismatch" in text
+    assert not out.exists()
+
+
+def test_partitioned_variables_are_refused_each_named_with_its_parts(model_dirs, tmp_path):
+    """A LinearRegressor(partitioner=fixed_size_partitioner(2)) saved each column's weights in
+    slices; the migrated model has one variable per column: refused before the migrated
+    program runs, each partitioned variable named with its full shape and its parts."""
+    legacy, migrated = REFUSED["partitioned_linear"], CASES["linear_regressor_dir"][1]
+    out = tmp_path / "new"
+    result = convert_checkpoint(legacy, migrated, model_dirs("partitioned_linear"), out)
+    assert result.verdict == "refused" and result.exit_code == 1, result.report()
+    assert "6 partitioned variable(s) cannot be carried over" in result.reason, result.reason
+    # 4 color ids (3 words, 1 out-of-vocabulary bucket) in two slices of 2; 3 length buckets in 2 + 1
+    assert "linear/linear_model/color/weights [4, 1] in 2 parts (part_0 [2, 1], part_1 [2, 1])" in result.reason
+    assert "linear/linear_model/length_bucketized/weights [3, 1] in 2 parts (part_0 [2, 1], part_1 [1, 1])" \
+        in result.reason
+    assert "no counterpart" not in result.reason  # the parts' own keys (slots) are not listed again
+    assert not result.mapping and not result.predictions  # the migrated program never ran
+    assert not out.exists()
+
+
+def test_a_migration_that_hashes_ids_otherwise_is_refused_naming_the_hashed_columns(model_dirs, tmp_path):
+    """Its hash-bucket column hashes with a salt: the weights pair and are copied row for row, but
+    the same jobs select other rows. The proof catches it, and the report names the Estimator's
+    hashed columns and the weights whose rows they select (not the vocabulary list's single
+    out-of-vocabulary bucket, which any hash selects alike)."""
+    legacy = CASES["wide_deep_dir"][0]
+    out = tmp_path / "new"
+    result = convert_checkpoint(legacy, PROGRAMS / "wide_deep_dir" / "wrong" / "salted_hashing.py",
+                                model_dirs("wide_deep_dir"), out)
+    report = result.report()
+    assert result.verdict == "refused" and result.exit_code == 1, report
+    assert "the restored models predict differently" in result.reason, report
+    assert "the Estimator hashed the ids of job, job_embedding into weight rows" in result.reason, report
+    hashed = [line.strip() for line in (result.detail or "").splitlines() if line.startswith("  ")]
+    assert hashed == [
+        "job: FarmHash64 (tf.strings.to_hash_bucket_fast) into 8 buckets -> rows of linear/linear_model/job/weights "
+        "[8, 1]",
+        "job_embedding: FarmHash64 (tf.strings.to_hash_bucket_fast) into 8 buckets -> rows of "
+        "dnn/input_from_feature_columns/input_layer/job_embedding/embedding_weights [8, 2]"], report
     assert not out.exists()
 
 

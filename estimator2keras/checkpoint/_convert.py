@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from estimator2keras.checkpoint._unmapped import hashed_weights, hashing_ops, is_part_key, partitioned
 from estimator2keras.parity._runner import (
     DEFAULT_TIMEOUT, ParityUsageError, SideRun, child_environment, failure, resolve_python, run_side)
 
@@ -224,7 +225,8 @@ def _convert(result: CheckpointResult, root: Path, legacy_path: Path, migrated_p
     step = int(step_entry["value"]) if step_entry else None
     result.global_step = step
 
-    refusals = _unaccounted(legacy.get("variables") or [], captured)
+    parts, refusals = partitioned(legacy.get("variables") or [], captured.get("keys") or [])
+    refusals += _unaccounted(legacy.get("variables") or [], captured, set(parts))
     refusals += _beta_powers(extra, step)
     if refusals:
         result.verdict = "refused"
@@ -295,6 +297,16 @@ def _convert(result: CheckpointResult, root: Path, legacy_path: Path, migrated_p
     if not problems and not result.predictions and not any(m.passed for m in result.metrics):
         problems.append("nothing to prove the checkpoint by: the Estimator made no predictions and no evaluation "
                         "metric is reported by both programs")
+    differ = any(not row.ok for row in result.predictions) or any(m.passed is False for m in result.metrics)
+    if problems and differ:
+        hashed = hashed_weights(hashing_ops(legacy_python, prefix, env) or [], legacy.get("variables") or [])
+        if hashed:  # the likeliest cause a checkpoint cannot show: the same ids select other rows
+            problems.append("the Estimator hashed the ids of " + ", ".join(line.split(":")[0] for line in hashed)
+                            + " into weight rows: check that the migrated preprocessing hashes them the same way")
+            result.detail = "\n".join(([result.detail] if result.detail else []) + [
+                "Ids the Estimator hashed into weight rows, carried over row for row (a migrated preprocessing "
+                "that hashes otherwise - another function, a salt, another number of bins - looks up other "
+                "rows for the same ids):"] + [f"  {line}" for line in hashed])
     if problems:
         result.verdict, result.reason = "refused", "; ".join(problems)
         return
@@ -314,9 +326,10 @@ _HYPER_LEAVES = {"learning_rate", "decay", "beta_1", "beta_2", "rho", "momentum"
                  "l2_regularization_strength", "l2_shrinkage_regularization_strength", "beta", "iter"}
 
 
-def _unaccounted(variables: list[dict], captured: dict) -> list[str]:
+def _unaccounted(variables: list[dict], captured: dict, partitioned_bases: set[str] = frozenset()) -> list[str]:
     """A refusal for each checkpoint key that has no counterpart: neither a paired model
-    variable, an optimizer slot, the global step, beta powers, nor a hyper-parameter."""
+    variable, an optimizer slot, the global step, beta powers, nor a hyper-parameter (the keys
+    of partitioned variables are refused by name elsewhere)."""
     known = {v["name"] for v in variables} | {s["name"] for s in captured.get("slots") or []} \
         | {e["name"] for e in captured.get("extra") or []}
     missing = []
@@ -324,6 +337,8 @@ def _unaccounted(variables: list[dict], captured: dict) -> list[str]:
         copy = re.match(r"(.*)/replica_\d+$", name)
         if name in known or (copy and copy.group(1) in known):
             continue  # a per-replica copy of a mirrored variable holds the same value
+        if is_part_key(name, partitioned_bases):
+            continue
         if not shape and name.rsplit("/", 1)[-1] in _HYPER_LEAVES:
             continue  # a Keras legacy optimizer's hyper-parameter: the migrated program's own
         missing.append(f"{name} {list(shape)}")
