@@ -201,3 +201,33 @@ def vertical_list(values: list[cst.BaseExpression], indent: str = "    ") -> cst
         for i, v in enumerate(values)
     ]
     return cst.List(elements, lbracket=cst.LeftSquareBracket(whitespace_after=_hanging(indent)))
+
+
+def reindent_docstrings(statements: list[cst.BaseStatement], indent: str) -> list[cst.BaseStatement]:
+    """Templates are written with 4-space indents; libcst re-indents their code to the file's
+    own width, but not the continuation lines of a docstring, which are text. Those lines
+    get the file's indent too (``indent`` per level instead of 4 spaces)."""
+    if indent == "    ":
+        return statements
+
+    class _Docstrings(cst.CSTTransformer):
+        def __init__(self):
+            self.depth = 0
+
+        def visit_IndentedBlock(self, node):
+            self.depth += 1
+
+        def leave_IndentedBlock(self, original, updated):
+            self.depth -= 1
+            return updated
+
+        def leave_SimpleString(self, original, updated):
+            value = updated.value
+            if "\n" not in value:
+                return updated
+            old, new = "    " * self.depth, indent * self.depth
+            lines = value.split("\n")
+            lines[1:] = [new + line[len(old):] if line.startswith(old) else line for line in lines[1:]]
+            return updated.with_changes(value="\n".join(lines))
+
+    return [s.visit(_Docstrings()) for s in statements]

@@ -1580,16 +1580,17 @@ class ConversionPlan:
             del ctx.edits._nodes[node]  # written into the new statements above, or gone with them
         emitted = _emitted_helpers(ctx)
         helpers = []
+        near = unit.sites[0][0] if unit.factory is not None else unit.statement
+        target = ctx.resolved_modules().get(ctx.path_of(near), ctx.module)
         for key, (given, definitions) in self._helpers:
             if key not in emitted:
                 emitted[key] = given
-                definitions = list(definitions)
+                definitions = _emit.reindent_docstrings(list(definitions), target.default_indent)
                 # Two blank lines before a class or function; the insertion adds one of its own.
                 blank = [_emit.blank_line()] * (2 if (self._after_imports or helpers) else 1)
                 definitions[0] = definitions[0].with_changes(leading_lines=[*blank, *definitions[0].leading_lines])
                 helpers.extend(definitions)
         if self._after_imports or helpers:
-            near = unit.sites[0][0] if unit.factory is not None else unit.statement
             ctx.insert_after_imports([*(self._substituted(s) for s in self._after_imports), *helpers], near=near)
         for node, code, message in self._fixed:
             ctx.report(node, message, code=code, kind="fixed")
