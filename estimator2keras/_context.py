@@ -3,11 +3,14 @@ from __future__ import annotations
 
 import dataclasses
 from contextlib import contextmanager
+from types import MappingProxyType
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 import libcst as cst
 from libcst.metadata import (
+    ExpressionContext,
+    ExpressionContextProvider,
     MetadataWrapper,
     ParentNodeProvider,
     PositionProvider,
@@ -74,6 +77,10 @@ class _ModuleMetadata:
     def __init__(self, wrapper: MetadataWrapper):
         self.wrapper = wrapper
         self.module = wrapper.module
+        known = getattr(wrapper, "_metadata", None)
+        if isinstance(known, dict) and ScopeProvider.METADATA_DEPENDENCIES == (ExpressionContextProvider,):
+            # What the scopes depend on, given to the wrapper as its provider would compute it.
+            known.setdefault(ExpressionContextProvider, MappingProxyType(expression_contexts(self.module)))
         self.scopes = wrapper.resolve(ScopeProvider)
         self.parents = parent_map(self.module)
         self._positions = None
@@ -81,7 +88,9 @@ class _ModuleMetadata:
     @property
     def positions(self):
         if self._positions is None:
-            self._positions = self.wrapper.resolve(PositionProvider)
+            # The provider itself: the wrapper's resolution of a provider that is not
+            # batchable walks the whole tree once more after it, with an empty batch.
+            self._positions = PositionProvider()._gen(self.wrapper)
         return self._positions
 
 
@@ -99,9 +108,7 @@ def parent_map(module: cst.Module) -> dict[cst.CSTNode, cst.CSTNode]:
     while stack:
         node = pop()
         kind = type(node)
-        names = fields.get(kind)
-        if names is None:
-            names = fields[kind] = tuple(f.name for f in dataclasses.fields(kind))
+        names = fields.get(kind) or _node_fields(kind)
         for name in names:
             value = getattr(node, name)
             if isinstance(value, node_type):
@@ -112,6 +119,107 @@ def parent_map(module: cst.Module) -> dict[cst.CSTNode, cst.CSTNode]:
                     if isinstance(item, node_type):
                         out[item] = node
                         push(item)
+    return out
+
+
+def _node_fields(kind: type) -> tuple[str, ...]:
+    names = _FIELDS.get(kind)
+    if names is None:
+        names = _FIELDS[kind] = tuple(f.name for f in dataclasses.fields(kind))
+    return names
+
+
+def expression_contexts(module: cst.Module) -> dict[cst.CSTNode, ExpressionContext]:
+    """``ExpressionContextProvider``'s map (what libcst's scopes are computed from), from a
+    walk of the nodes' fields instead of its visitor's, which rebuilds every node: the same
+    nodes get the same context (its visitor's methods, one case each below; any other node
+    passes its context on to its children)."""
+    load, store, delete = ExpressionContext.LOAD, ExpressionContext.STORE, ExpressionContext.DEL
+    out: dict = {}
+    stack: list = [(module, load)]
+    pop, push = stack.pop, stack.append
+    node_type, sequence = cst.CSTNode, (list, tuple)
+    while stack:
+        node, context = pop()
+        kind = type(node)
+        if kind is cst.Name:
+            out[node] = context
+            continue
+        if kind is cst.Attribute:
+            out[node] = context
+            push((node.value, load))  # the attribute's own Name gets no context
+            continue
+        if kind is cst.Subscript:
+            out[node] = context
+            push((node.value, load))
+            for element in (node.slice if isinstance(node.slice, sequence) else (node.slice,)):
+                push((element, load))
+            continue
+        if kind is cst.Assign:
+            for target in node.targets:
+                push((target, store))
+            push((node.value, context))
+            continue
+        if kind is cst.AnnAssign:
+            push((node.target, store))
+            push((node.annotation, context))
+            if node.value:
+                push((node.value, context))
+            continue
+        if kind is cst.AugAssign or kind is cst.NamedExpr:
+            push((node.target, store))
+            push((node.value, context))
+            continue
+        if kind is cst.AsName:
+            push((node.name, store))
+            continue
+        if kind is cst.CompFor:
+            push((node.target, store))
+            push((node.iter, context))
+            for test in node.ifs:
+                push((test, context))
+            if node.inner_for_in:
+                push((node.inner_for_in, context))
+            continue
+        if kind is cst.For:
+            push((node.target, store))
+            push((node.iter, context))
+            push((node.body, context))
+            if node.orelse:
+                push((node.orelse, context))
+            continue
+        if kind is cst.Del:
+            push((node.target, delete))
+            continue
+        if kind is cst.ClassDef:
+            push((node.name, store))
+            for child in (node.body, *node.bases, *node.keywords, *node.decorators):
+                push((child, context))
+            continue
+        if kind is cst.FunctionDef:
+            push((node.name, store))
+            for child in (node.params, node.body, *node.decorators):
+                push((child, context))
+            if node.returns:
+                push((node.returns, context))
+            continue
+        if kind is cst.Param:
+            push((node.name, store))
+            if node.annotation:
+                push((node.annotation, context))
+            if node.default:
+                push((node.default, context))
+            continue
+        if kind is cst.Tuple or kind is cst.List or kind is cst.StarredElement:
+            out[node] = context
+        for name in _node_fields(kind):
+            value = getattr(node, name)
+            if isinstance(value, node_type):
+                push((value, context))
+            elif isinstance(value, sequence):
+                for item in value:
+                    if isinstance(item, node_type):
+                        push((item, context))
     return out
 
 

@@ -11,9 +11,16 @@ from pathlib import Path
 import libcst as cst
 import pytest
 from libcst._metadata_dependent import LazyValue
-from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider, QualifiedNameProvider, ScopeProvider
+from libcst.metadata import (
+    ExpressionContextProvider,
+    MetadataWrapper,
+    ParentNodeProvider,
+    PositionProvider,
+    QualifiedNameProvider,
+    ScopeProvider,
+)
 
-from estimator2keras._context import RewriteContext
+from estimator2keras._context import RewriteContext, expression_contexts
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 PROVIDERS = (PositionProvider, ScopeProvider, QualifiedNameProvider, ParentNodeProvider)
@@ -43,6 +50,19 @@ class C(tf.keras.Model):
         return f"{a!r:>{b}} {est.Estimator}"
 type Alias[T] = list[T]
 lambda: (yield)
+del x.a, y[0], (z, w)
+for i, (j, *k) in pairs: print(i)
+with a as (b, c[1]), d as e.f: pass
+(n := 10)
+[m for m in range(3) for q in m if (r := q)]
+class D(Base, metaclass=Meta, **extra): pass
+@deco.attr[0](arg)
+def h[U](p: int = default, *, q: "str" = ...) -> U: pass
+x.y += z[w:v, ::2]
+t: list[int]
+match command:
+    case Point(x=0, y=yy) as pt if yy: pass
+    case {**rest}: pass
 '''
 
 
@@ -70,6 +90,9 @@ class _SameScopes:
 
 def _check(source: str) -> None:
     module = cst.parse_module(source)
+    # What the scopes are computed from (given to libcst's ScopeProvider by the context).
+    contexts = MetadataWrapper(module, unsafe_skip_copy=True).resolve(ExpressionContextProvider)
+    assert expression_contexts(module) == dict(contexts)
     same_scope = _SameScopes()
     expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve_many(PROVIDERS)
     ctx = RewriteContext("m.py", rules=None)
@@ -115,6 +138,7 @@ def test_program_pass_metadata_as_libcst():
     ctx = RewriteContext("a.py", rules=None)
     trees = ctx.begin_program_pass(modules, "E2K001", parsed={p: True for p in modules}, suppressions={})
     assert set(ctx.resolved_modules()) == set()
+    assert ctx.get_metadata(ParentNodeProvider, trees["c.py"].body[0], "missing") is trees["c.py"]
     expected = {p: MetadataWrapper(m, unsafe_skip_copy=True).resolve_many(PROVIDERS) for p, m in modules.items()}
     same_scope = _SameScopes()
     for path in ("b.py", "a.py"):
