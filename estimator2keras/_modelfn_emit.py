@@ -785,7 +785,10 @@ def _is_compile(small) -> bool:
     return isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "compile"
 
 
-def _line(small: cst.BaseSmallStatement, line: cst.BaseStatement, original_small, comments: bool = True) -> cst.SimpleStatementLine:
+def _line(small: cst.BaseSmallStatement, line: cst.BaseStatement, original_small, comments: bool = True) -> cst.BaseStatement:
+    if isinstance(small, cst.BaseCompoundStatement):
+        # A step that is a whole block (`if NUM_WORKERS > 1: lr *= NUM_WORKERS`), kept as written.
+        return small if comments else small.with_changes(leading_lines=[])
     first = isinstance(line, cst.SimpleStatementLine) and line.body and line.body[0] is original_small
     leading = list(line.leading_lines) if (first and comments) else []
     trailing = line.trailing_whitespace if isinstance(line, cst.SimpleStatementLine) else cst.TrailingWhitespace()

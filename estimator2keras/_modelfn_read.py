@@ -293,6 +293,11 @@ class _ModelReader:
                     # `a, b = f(...)`: each name is bound by the whole call; readers of the
                     # gradient idioms look at which position a name takes (see _unpacked).
                     return [(n.value, small.value) for n in names if n.value != "_"]
+            if len(targets) == 1 and isinstance(targets[0], (cst.Attribute, cst.Subscript)):
+                # `optimizer.iterations = global_step`, `features["x"] = ...`: a change to an
+                # object, which the Keras model would not make where the model_fn did.
+                self.refuse(small, f"an assignment to `{_emit.code(targets[0])}` (an attribute or an item of an "
+                                   "object) in the model_fn is not converted")
             self.refuse(small, "an assignment to several names is not converted yet")
         self.refuse(small, f"a `{type(small).__name__}` statement in the model_fn is not converted")
 

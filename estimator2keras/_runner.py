@@ -20,7 +20,7 @@ from estimator2keras import __version__
 from estimator2keras._config import CommandLine, Resolver, RuleSettings
 from estimator2keras._context import Finding
 from estimator2keras._engine import ESTIMATOR_CODE_LEFT, RULE_FAILED, UNREADABLE, FileResult, keywords_of, rewrite_source
-from estimator2keras._files import SourceFile, atomic_write, discover
+from estimator2keras._files import InputError, SourceFile, atomic_write, discover
 from estimator2keras._notebook import notebook_diff, rewrite_notebook
 from estimator2keras._program import CALLS_ESTIMATOR_CODE, link
 from estimator2keras._registry import RuleSet
@@ -209,6 +209,15 @@ def run(
     as it is done (for progress)."""
     resolver = Resolver(CommandLine(options.extra_rules, options.select, options.ignore), options.isolated)
     found = discover(paths, options.excludes)
+    if options.out_dir is not None:
+        # Two inputs mirrored to the same place (`e2k rewrite pkg_a pkg_b --out DIR`, both with
+        # trainer/task.py): the second would overwrite the first. Refuse before writing anything.
+        written: dict[Path, SourceFile] = {}
+        for source in found:
+            other = written.setdefault(source.relative, source)
+            if other is not source:
+                raise InputError(f"--out {options.out_dir} would get {source.relative} from both {other.path} and "
+                                 f"{source.path}; convert them into separate --out directories")
     settings: dict[str, RuleSettings] = {}
     files = []
     for source in found:

@@ -1217,6 +1217,8 @@ class ConversionPlan:
         """Converted around, but this part needs a human: marked in the file and reported."""
         if self.ctx.is_suppressed(node, code):
             return  # `# e2k: ignore`: the human has looked
+        if any(n is node and c == code and m == message for n, c, m in self._leftovers):
+            return  # the same conversion read twice (the optimizer of two modes' paths): one finding
         self._leftovers.append((node, code, message))
 
     def leftover_marked_in_new_code(self, node: cst.CSTNode, code: str, message: str) -> None:
@@ -1566,6 +1568,10 @@ class ConversionPlan:
         for statement, text in tree_marks:
             ctx.edits.mark(statement, text)
         for node, code, message in [*self._leftovers, *self._reported]:
+            line, col = ctx.position(node)
+            if any(f.line == line and f.col == col and f.code == code and f.message == message
+                   and f.path == ctx.path_of(node) for f in ctx.findings):
+                continue  # the model_fn of two Estimators (each branch's) read alike: one finding
             ctx.report(node, message, code=code, kind="manual")
         replaced = set(statements)
         for node, new in self._subst.items():

@@ -70,6 +70,18 @@ def test_out_mirrors_the_tree_and_leaves_the_input_alone(tree, tmp_path_factory)
     assert (out / "pkg" / "util.py").read_bytes() == before["pkg/util.py"]
 
 
+def test_out_refuses_two_inputs_that_would_write_the_same_file(tree, tmp_path_factory, capsys):
+    """`e2k rewrite pkg_a pkg_b --out DIR` with trainer/train.py in both: the second would
+    overwrite the first in DIR, so nothing is written and the error names both."""
+    other = tmp_path_factory.mktemp("other")
+    (other / "pkg").mkdir()
+    (other / "pkg" / "train.py").write_bytes((tree / "pkg" / "train.py").read_bytes())
+    out = tmp_path_factory.mktemp("out")
+    assert main(["rewrite", str(tree), str(other), "--out", str(out)]) == 2
+    assert "would get pkg/train.py from both" in capsys.readouterr().err
+    assert not any(out.iterdir())
+
+
 def test_report_lists_every_file_and_finding(tree, tmp_path_factory):
     (tree / "pkg" / "broken.py").write_text("estimator = (\n")
     report = tmp_path_factory.mktemp("r") / "report.json"

@@ -817,3 +817,36 @@ def test_official_models_style_keras_layers_summaries_of_metrics_and_named_place
     result, new = convert(rules, _OFFICIAL_STYLE_PROGRAM.replace(
         'tf.summary.scalar("train_accuracy", accuracy[1])', 'tf.summary.histogram("logits", logits)'))
     assert any(f.code == "E2K404" and f.kind == "manual" for f in result.findings)
+
+
+def test_an_if_of_the_users_own_in_the_train_branch_stays_in_the_builder(rules):
+    """`if NUM_WORKERS > 1: lr *= NUM_WORKERS` inside the TRAIN branch (Horovod and TPU
+    programs): kept as written where the optimizer is made (it raised a TypeError)."""
+    result, new = convert(rules, """
+        import tensorflow as tf
+        NUM_WORKERS = 1
+
+
+        def model_fn(features, labels, mode):
+            logits = tf.compat.v1.layers.dense(features["x"], 1)
+            loss = tf.compat.v1.losses.mean_squared_error(labels, logits)
+            if mode == tf.estimator.ModeKeys.TRAIN:
+                lr = 0.01
+                if NUM_WORKERS > 1:
+                    lr *= NUM_WORKERS
+                optimizer = tf.compat.v1.train.MomentumOptimizer(learning_rate=lr, momentum=0.9)
+                train_op = optimizer.minimize(loss, tf.compat.v1.train.get_global_step())
+                return tf.estimator.EstimatorSpec(mode=mode, loss=loss, train_op=train_op)
+            return tf.estimator.EstimatorSpec(mode=mode, loss=loss)
+
+
+        def input_fn():
+            return tf.data.Dataset.from_tensor_slices(({"x": [[1.0, 2.0]] * 16}, [[1.0]] * 16)).repeat().batch(4)
+
+
+        est = tf.estimator.Estimator(model_fn)
+        est.train(input_fn, steps=3)
+    """)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert ("    lr = 0.01\n    if NUM_WORKERS > 1:\n        lr *= NUM_WORKERS\n"
+            "    optimizer = tf.keras.optimizers.SGD(learning_rate=lr, momentum=0.9)\n") in new, new
