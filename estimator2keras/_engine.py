@@ -279,10 +279,11 @@ def _finish(
     source, new = result.original, result.new
     references: list[_leftovers.Reference] = []
     lines = None
+    parsed_new = None  # CPython's tree of the new bytes, where parsed here
     if rules.enabled(ESTIMATOR_CODE_LEFT) and _leftovers.mentions_estimator(new):
         after = tree if new is source or new == source else None
         if after is None:
-            after = _leftovers.parse(new)
+            after = parsed_new = _leftovers.parse(new)
         if after is not None:
             references = _leftovers.find_references(after)
     if references:
@@ -303,15 +304,18 @@ def _finish(
                 held.update(lines(r.line)[0] for r in references)
             result.definitions = _leftovers.holding(_leftovers.top_level_definitions(tree), held)
     if new != source and _leftovers.mentions_estimator(source):
-        result.converted_definitions = _converted_definitions(result, tree)
+        result.converted_definitions = _converted_definitions(result, tree, parsed_new)
     return result
 
 
-def _converted_definitions(result: FileResult, tree: ast.Module | None) -> tuple[str, ...]:
+def _converted_definitions(result: FileResult, tree: ast.Module | None, after: ast.Module | None = None
+                           ) -> tuple[str, ...]:
     """The top-level definitions that referred to an Estimator API before the conversion and
-    do not after, under the same name."""
+    do not after, under the same name. ``tree``, ``after``: CPython's trees of the original
+    and new bytes, where the caller has them."""
     before = tree if tree is not None else _leftovers.parse(result.original)
-    after = _leftovers.parse(result.new)
+    if after is None:
+        after = _leftovers.parse(result.new)
     if before is None or after is None:
         return ()
     lines = {r.line for r in _leftovers.find_references(before)}
