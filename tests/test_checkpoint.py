@@ -181,3 +181,21 @@ def test_hashed_ids_are_traced_to_the_weights_whose_rows_they_select():
         "dnn/input_from_feature_columns/input_layer/job_embedding/embedding_weights [8, 2]",
     ]
     assert hashed_weights([], variables) == []
+
+
+def test_saturated_probabilities_are_judged_on_their_own_scale():
+    """Logits far below 0 that agree to float32 rounding give sigmoids whose largest value is
+    tiny: judged against 1, not against that value. Logits are still judged relatively, and a
+    probability off by more than rtol still fails."""
+    logits = np.array([[-41.25], [-12.5], [-8.25]], np.float32)
+    nudged = np.nextafter(logits, np.float32(0))  # one float32 ulp apart
+    sigmoid = 1 / (1 + np.exp(-logits.astype(np.float64)))
+    theirs = {"logits": logits, "logistic": sigmoid.astype(np.float32)}
+    mine = {"logits": nudged, "logistic": (1 / (1 + np.exp(-nudged.astype(np.float64)))).astype(np.float32)}
+    assert float(np.max(np.abs(mine["logistic"] - theirs["logistic"])) / np.max(theirs["logistic"])) > 1e-6
+    rows, problem = compare_predictions(theirs, mine, 1e-6)
+    assert problem is None and all(r.ok for r in rows), rows
+    rows, problem = compare_predictions(theirs, {**mine, "logistic": theirs["logistic"] + 2e-6}, 1e-6)
+    assert problem and "logistic" in problem and "logits" not in problem
+    rows, problem = compare_predictions(theirs, {**mine, "logits": logits * (1 + 1e-5)}, 1e-6)
+    assert problem and "logits" in problem
