@@ -77,11 +77,7 @@ class _ModuleMetadata:
     def __init__(self, wrapper: MetadataWrapper):
         self.wrapper = wrapper
         self.module = wrapper.module
-        known = getattr(wrapper, "_metadata", None)
-        if isinstance(known, dict) and ScopeProvider.METADATA_DEPENDENCIES == (ExpressionContextProvider,):
-            # What the scopes depend on, given to the wrapper as its provider would compute it.
-            known.setdefault(ExpressionContextProvider, MappingProxyType(expression_contexts(self.module)))
-        self.scopes = wrapper.resolve(ScopeProvider)
+        self.scopes = _scopes(wrapper)
         self.parents = parent_map(self.module)
         self._positions = None
 
@@ -92,6 +88,25 @@ class _ModuleMetadata:
             # batchable walks the whole tree once more after it, with an empty batch.
             self._positions = PositionProvider()._gen(self.wrapper)
         return self._positions
+
+
+def _scopes(wrapper: MetadataWrapper):
+    """``wrapper.resolve(ScopeProvider)``, without its two walks that compute nothing.
+
+    The wrapper resolves the expression contexts the scopes depend on with a visitor that
+    rebuilds every node (``expression_contexts`` computes the same map from the nodes'
+    fields), then runs the provider in a batch: its ``visit_Module`` walks the tree with
+    libcst's ``ScopeVisitor``, and the batch then walks the whole tree again, for no provider
+    has anything else to do there."""
+    if ScopeProvider.METADATA_DEPENDENCIES != (ExpressionContextProvider,):
+        return wrapper.resolve(ScopeProvider)  # another libcst: its own way
+    provider = ScopeProvider()
+    provider.metadata = {ExpressionContextProvider: MappingProxyType(expression_contexts(wrapper.module))}
+    try:
+        provider.visit_Module(wrapper.module)
+    finally:
+        provider.metadata = {}
+    return MappingProxyType(dict(provider._computed))
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
