@@ -1238,4 +1238,32 @@ def _place_definitions(plan, ctx, unit, removable: list[Binding], definitions: l
         else:
             plan.remove_statement(statement)
     if first is None:
-        plan.before_build.extend(definitions)
+        if not isinstance(ctx.scope(unit.statement), GlobalScope) and not _reads_locals(ctx, unit.statement, definitions):
+            # Built in a function, but the classes read none of its names: module-level
+            # classes, in the module whose code builds the model.
+            for definition in definitions:
+                plan.add_helper(definition.name.value, lambda _, d=definition: [d])
+            return
+        # Before the build; in a factory given its RunConfig by its caller, in the factory
+        # still (what the caller makes, its strategy, goes to the caller).
+        (plan.local_definitions if unit.factory is not None else plan.before_build).extend(definitions)
+
+
+def _reads_locals(ctx, statement, definitions: list[cst.BaseStatement]) -> bool:
+    """Do the classes read a name bound in the function that holds ``statement``?"""
+    scope = ctx.scope(statement)
+    if scope is None or isinstance(scope, GlobalScope):
+        return False
+    local = {a.name for a in scope.assignments}
+    read: set[str] = set()
+    for definition in definitions:
+        stack = [definition]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, cst.Name):
+                read.add(node.value)
+            elif isinstance(node, cst.Attribute):
+                stack.append(node.value)  # `self.linear`: the attribute is no name of the scope
+            else:
+                stack.extend(node.children)
+    return bool(read & local)

@@ -9,6 +9,8 @@ changes, and the reason is marked in the file and reported.
 """
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterator
 
@@ -1102,6 +1104,9 @@ class ConversionPlan:
         self.model_var: str = self._model_var_name()
         self.build: list[cst.BaseStatement] = []
         self.before_build: list[cst.BaseStatement] = []
+        #: Definitions the build reads (a canned model's classes) that stay where the model is
+        #: built, in a factory too (``before_build`` goes to the factory's caller there).
+        self.local_definitions: list[cst.BaseStatement] = []
         self.scope_strategy: cst.BaseExpression | None = None
         #: A name the input_fns can read to scale per-replica batches; None when not visible.
         self.strategy_name: str | None = None
@@ -1362,6 +1367,19 @@ class ConversionPlan:
         """Is ``node`` inside one of the group's Estimator constructions?"""
         return self.ctx.within(node, self.group_calls)
 
+    def _reader_of(self, name: str, statements: dict, ctx: RewriteContext) -> cst.CSTNode | None:
+        """An original node whose new code reads ``name``, in a pass over a program's modules
+        (outside one, every helper goes to this file: None)."""
+        if ctx._modules is None:
+            return None
+        for original, new in statements.items():
+            if any(_reads_name(_emit.code(s), name) for s in new):
+                return original
+        for original, new in self._subst.items():
+            if _reads_name(_emit.code(new), name):
+                return original
+        return None
+
     def remove_binding_if_only_here(self, binding: Binding | None, used_at: cst.CSTNode,
                                     replacement: list[cst.BaseStatement] = ()) -> None:
         """Drop ``name = value`` (for ``replacement``, if given) when ``used_at`` is the name's
@@ -1498,7 +1516,8 @@ class ConversionPlan:
             # besides (its checkpoints callback...) is made where it is called.
             ending = [_emit.statement(f"return {self.model_var}")] if unit.returned is None else []
             before = [] if scope_at_site else [self._substituted(s) for s in self.before_build]
-            statements[unit.statement] = [*before, *build, *ending]
+            local = [self._substituted(s) for s in self.local_definitions]
+            statements[unit.statement] = [*local, *before, *build, *ending]
             if unit.config_parameter is not None:
                 param, _ = unit.config_parameter
                 params = unit.factory.params
@@ -1585,23 +1604,41 @@ class ConversionPlan:
                      if n not in self._subst and (self._inside(n, replaced) or self._inside(ctx.parent(n), self._subst))]:
             del ctx.edits._nodes[node]  # written into the new statements above, or gone with them
         emitted = _emitted_helpers(ctx)
-        helpers = []
         near = unit.sites[0][0] if unit.factory is not None else unit.statement
-        target = ctx.resolved_modules().get(ctx.path_of(near), ctx.module)
-        for key, (given, definitions) in self._helpers:
-            if key not in emitted:
-                emitted[key] = given
-                definitions = _emit.reindent_docstrings(list(definitions), target.default_indent)
-                # Two blank lines before a class or function; the insertion adds one of its own.
-                blank = [_emit.blank_line()] * (2 if (self._after_imports or helpers) else 1)
-                definitions[0] = definitions[0].with_changes(leading_lines=[*blank, *definitions[0].leading_lines])
-                helpers.extend(definitions)
-        if self._after_imports or helpers:
-            ctx.insert_after_imports([*(self._substituted(s) for s in self._after_imports), *helpers], near=near)
+        # Each helper goes to the module whose new code reads it: a canned model class to the
+        # factory's module that builds it, the checkpoint callback to where fit is called.
+        placed: dict[str, tuple[cst.CSTNode, list[cst.BaseStatement]]] = {}
+        if self._after_imports:
+            placed[ctx.path_of(near)] = (near, [self._substituted(s) for s in self._after_imports])
+        wanted = [(key, given, definitions) for key, (given, definitions) in self._helpers if key not in emitted]
+        readers = {given: self._reader_of(given, statements, ctx) for _, given, _ in wanted}
+        for _ in wanted:  # a helper only another helper reads (a layer of a model class) goes with it
+            for _, given, _ in wanted:
+                if readers[given] is None:
+                    readers[given] = next((readers[other] for _, other, code in wanted if other != given
+                                           and readers[other] is not None
+                                           and any(_reads_name(_emit.code(d), given) for d in code)), None)
+        for key, given, definitions in wanted:
+            emitted[key] = given
+            where = readers[given] or near
+            at, helpers = placed.setdefault(ctx.path_of(where), (where, []))
+            target = ctx.resolved_modules().get(ctx.path_of(at), ctx.module)
+            definitions = _emit.reindent_docstrings(list(definitions), target.default_indent)
+            # Two blank lines before a class or function; the insertion adds one of its own.
+            blank = [_emit.blank_line()] * (2 if helpers else 1)
+            definitions[0] = definitions[0].with_changes(leading_lines=[*blank, *definitions[0].leading_lines])
+            helpers.extend(definitions)
+        for at, statements_here in placed.values():
+            if statements_here:
+                ctx.insert_after_imports(statements_here, near=at)
         for node, code, message in self._fixed:
             ctx.report(node, message, code=code, kind="fixed")
         for callback in self.on_commit:
             callback()
+
+
+def _reads_name(code: str, name: str) -> bool:
+    return re.search(rf"(?<![\w.]){re.escape(name)}\b", code) is not None
 
 
 def _module_names(ctx: RewriteContext) -> set[str]:

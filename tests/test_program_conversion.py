@@ -79,6 +79,43 @@ def test_a_model_fn_of_another_module_converts_in_both(tmp_path, style, imports,
     assert "tf.estimator" not in model + task
 
 
+def test_a_canned_factory_given_its_run_config_by_another_module(tmp_path):
+    """`def build_estimator(config): return tf.estimator.LinearClassifier(cols, config=config)`
+    in trainer/model.py, called by trainer/task.py with the RunConfig (Google's Cloud ML
+    samples): the model's classes are defined in model.py, whose factory builds the model,
+    at module level (they read nothing of the factory), and the caller makes the rest."""
+    write(tmp_path, {"trainer/__init__.py": "", "trainer/model.py": """
+        import tensorflow as tf
+
+
+        def build_estimator(config):
+            cols = [tf.feature_column.numeric_column("a")]
+            return tf.estimator.LinearClassifier(cols, config=config)
+    """, "trainer/task.py": """
+        import tensorflow as tf
+
+        from trainer import model
+
+
+        def input_fn():
+            return tf.data.Dataset.from_tensor_slices(({"a": [1.0] * 16}, [0, 1] * 8)).repeat().batch(4)
+
+
+        if __name__ == "__main__":
+            run_config = tf.estimator.RunConfig(model_dir="/tmp/m17")
+            estimator = model.build_estimator(run_config)
+            train_spec = tf.estimator.TrainSpec(input_fn, max_steps=3)
+            eval_spec = tf.estimator.EvalSpec(input_fn, steps=1)
+            tf.estimator.train_and_evaluate(estimator, train_spec, eval_spec)
+    """})
+    assert main(["rewrite", str(tmp_path)]) == 1  # files were converted
+    model = (tmp_path / "trainer" / "model.py").read_text()
+    task = (tmp_path / "trainer" / "task.py").read_text()
+    assert "\nclass LinearModel(" in model and "\nclass LinearClassifierModel(" in model, model
+    assert "def build_estimator():" in model and "LinearModel" not in task and "LinearClassifierModel" not in task
+    assert "tf.estimator." not in model + task
+
+
 def test_script_importing_its_sibling(tmp_path):
     write(tmp_path, {"mnist.py": MODEL, "main.py": TASK.format(imports="import mnist", model_fn="mnist.model_fn")})
     assert main(["rewrite", str(tmp_path)]) == 1
