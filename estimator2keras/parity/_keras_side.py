@@ -601,27 +601,76 @@ def _predict(model, x, steps, batch_size, source: str, max_batches: int) -> dict
     return {"source": source, "arrays": arrays}
 
 
-def patch_checkpoint_managers(tf, source: str, out_dir: str) -> None:
-    """`e2k parity --from-checkpoint`: the program's model_dir (each directory a
-    tf.train.CheckpointManager manages, e.g. e2k's ModelDirCheckpoints') is a fresh copy of the
-    converted checkpoint, so the program restores it and trains the steps left, as it would
-    from its model_dir; the user's own directories are never read or written."""
+#: What holds the migrated program's model_dir, or writes where the Estimator wrote into its
+#: model_dir: (class under tf.train / tf.keras.callbacks, its directory argument, default).
+#: ModelCheckpoint's argument is a file path: its directory is redirected, its name kept.
+MODEL_DIR_HOLDERS = (
+    ("train", "CheckpointManager", "directory", None),
+    ("keras", "BackupAndRestore", "backup_dir", None),
+    ("keras", "ModelCheckpoint", "filepath", None),
+    ("keras", "TensorBoard", "log_dir", "logs"),
+)
+
+
+def patch_model_dirs(tf, out_dir: str, notes: list, resume: str | None = None) -> None:
+    """The migrated program's model_dir, however it spells it, in fresh temporary directories,
+    as the Estimator's: each directory a tf.train.CheckpointManager manages (e2k's
+    ModelDirCheckpoints restores the latest checkpoint there and saves there), a Keras
+    BackupAndRestore's backup_dir, a ModelCheckpoint's directory and a TensorBoard's log_dir
+    become fresh directories under the run's out_dir (one per directory the program names, per
+    kind), so that nothing left by an earlier run is restored and nothing is written into the
+    user's directories. With ``resume`` (`e2k parity --from-checkpoint`) each CheckpointManager
+    directory starts as a copy of the converted checkpoint, so the program resumes from it as it
+    would from its model_dir. Directories already under out_dir (Keras's own, inside a redirected
+    one) are left as they are."""
     import shutil
     import tempfile
 
-    copies: dict = {}
-    cls = tf.train.CheckpointManager
-    original = cls.__init__
+    fresh: dict = {}
 
-    def __init__(self, checkpoint, directory, *args, **kwargs):
-        key = os.fspath(directory)
-        if key not in copies:
-            copies[key] = tempfile.mkdtemp(prefix="model_dir_", dir=out_dir)
-            for name in os.listdir(source):
-                shutil.copy2(os.path.join(source, name), os.path.join(copies[key], name))
-        original(self, checkpoint, copies[key], *args, **kwargs)
+    def redirect(kind: str, directory) -> str:
+        user = os.path.abspath(os.fspath(directory))
+        inside = os.path.abspath(out_dir).rstrip(os.sep) + os.sep
+        if (user + os.sep).startswith(inside):
+            return os.fspath(directory)
+        if (kind, user) not in fresh:
+            path = fresh[kind, user] = tempfile.mkdtemp(prefix=f"{kind}_", dir=out_dir)
+            copied = kind == "CheckpointManager" and resume
+            if copied:
+                for name in os.listdir(resume):
+                    shutil.copy2(os.path.join(resume, name), os.path.join(path, name))
+            notes.append(f"{kind} directory {user} ran in a fresh temporary directory"
+                         f"{' (a copy of the converted checkpoint)' if copied else ''}: "
+                         "nothing was read from it or written to it")
+        return fresh[kind, user]
 
-    cls.__init__ = __init__
+    for module, name, parameter, default in MODEL_DIR_HOLDERS:
+        cls = getattr(tf.train if module == "train" else tf.keras.callbacks, name, None)
+        if cls is None:
+            continue
+        original = cls.__init__
+        try:
+            signature = inspect.signature(original)
+        except (TypeError, ValueError):
+            continue
+
+        def __init__(self, *args, _original=original, _signature=signature, _kind=name, _parameter=parameter,
+                     _default=default, **kwargs):
+            try:
+                bound = _signature.bind(self, *args, **kwargs)
+            except TypeError:  # the program's own mistake: let the class say so
+                return _original(self, *args, **kwargs)
+            value = bound.arguments.get(_parameter, _default)
+            if value is not None and not (isinstance(value, str) and "://" in value):
+                value = os.fspath(value)
+                if _kind == "ModelCheckpoint":
+                    head, tail = os.path.split(value)
+                    bound.arguments[_parameter] = os.path.join(redirect(_kind, head or os.curdir), tail)
+                else:
+                    bound.arguments[_parameter] = redirect(_kind, value)
+            return _original(*bound.args, **bound.kwargs)
+
+        cls.__init__ = __init__
 
 
 def configure_devices(tf, devices: list[str], kind: str) -> None:
@@ -661,8 +710,8 @@ def main(request_path: str) -> int:
         if request["op_determinism"]:
             common.enable_op_determinism(tf, state.info)
         instrument(tf, state)
-        if (request.get("resume") or {}).get("model_dir"):
-            patch_checkpoint_managers(tf, request["resume"]["model_dir"], out_dir)
+        if state.checkpoint is None:  # `e2k checkpoint` writes where it is told, and trains nothing
+            patch_model_dirs(tf, out_dir, state.info["notes"], (request.get("resume") or {}).get("model_dir"))
 
         status, error = common.run_program(request["program"])
         if state.checkpoint is not None and status == "captured":

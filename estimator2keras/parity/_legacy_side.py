@@ -335,10 +335,14 @@ class _Nudge:
 
 def _fresh_model_dir(rec: Recorder, out_dir: str, user_dir) -> str:
     """A fresh model_dir per user model_dir: a checkpoint left by an earlier run must not
-    be restored, yet two Estimators sharing a model_dir keep sharing it."""
+    be restored, nor anything written into the user's directory, yet two Estimators sharing a
+    model_dir keep sharing it. A directory the harness made (model_to_estimator's, passed on to
+    the Estimator it builds) is kept."""
     if rec.checkpoint is not None:  # every Estimator of the program restores the copy of OLD_DIR
         return rec.checkpoint["model_dir"]
     key = os.fspath(user_dir) if user_dir else None
+    if key is not None and _inside(key, out_dir):
+        return key
     if key is None or key not in rec.model_dirs:
         path = tempfile.mkdtemp(prefix="model_dir_", dir=out_dir)
         if rec.resume_from:  # `e2k parity --from-checkpoint`: every model_dir starts from it
@@ -349,7 +353,44 @@ def _fresh_model_dir(rec: Recorder, out_dir: str, user_dir) -> str:
         if key is None:
             return path
         rec.model_dirs[key] = path
+        rec.info["notes"].append(
+            f"model_dir {key} ran in a fresh temporary directory{' (a copy of the checkpoint resumed from)' if rec.resume_from else ''}: "
+            "nothing was read from it or written to it")
     return rec.model_dirs[key]
+
+
+def _inside(path: str, directory: str) -> bool:
+    path, directory = os.path.abspath(path), os.path.abspath(directory)
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def _patch_model_to_estimator(rec: Recorder, out_dir: str) -> None:
+    """model_to_estimator writes the Keras model's first checkpoint into model_dir/keras, or
+    warm-starts from one already there, before it builds the Estimator: its model_dir is
+    redirected like an Estimator's."""
+    try:
+        from tensorflow_estimator.python.estimator import keras_lib
+    except ImportError:  # pragma: no cover - every tensorflow-estimator 2.x has it
+        return
+    original = keras_lib.model_to_estimator
+    signature = inspect.signature(original)
+
+    def model_to_estimator(*args, **kwargs):
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError:
+            return original(*args, **kwargs)
+        config = bound.arguments.get("config")
+        user_dir = bound.arguments.get("model_dir") or getattr(config, "model_dir", None)
+        if user_dir:
+            model_dir = _fresh_model_dir(rec, out_dir, user_dir)
+            if bound.arguments.get("model_dir"):
+                bound.arguments["model_dir"] = model_dir
+            if getattr(config, "model_dir", None):
+                bound.arguments["config"] = config.replace(model_dir=model_dir)
+        return original(*bound.args, **bound.kwargs)
+
+    keras_lib.model_to_estimator = model_to_estimator
 
 
 def instrument(tf, request: dict, rec: Recorder, devices: list[str], device_kind: str) -> None:
@@ -388,6 +429,7 @@ def instrument(tf, request: dict, rec: Recorder, devices: list[str], device_kind
             self._config = self._config.replace(session_config=session_config)
 
     Estimator.__init__ = __init__
+    _patch_model_to_estimator(rec, out_dir)
 
     original_train = Estimator.train
     train_signature = inspect.signature(original_train)
