@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
+from estimator2keras import _leftovers
 from estimator2keras._context import Finding
 from estimator2keras._engine import ESTIMATOR_CODE_LEFT, FileResult
 from estimator2keras._leftovers import _dotted, column, parse, top_level_definitions
@@ -166,8 +167,20 @@ def link(results: list[FileResult], enabled: Callable[[FileResult], bool]) -> in
     number of findings added. ``enabled(result)``: whether E2K905 is enabled for that file."""
     by_path: dict[str, FileResult] = {}
     for result in results:
-        if result.path.endswith(".py") and result.status != "error":
-            by_path[os.path.abspath(result.path)] = result
+        if not result.path.endswith(".py"):
+            continue
+        if result.status == "error":
+            if not result.original or result.definitions:
+                continue
+            # A file e2k could not convert stays as it was: its definitions that refer to an
+            # Estimator API still run Estimator code, and a caller reported unchanged must
+            # say so (fail closed: a crash in model.py never makes task.py look migrated).
+            tree = _leftovers.parse(result.original)
+            if tree is None:
+                continue
+            held = {r.line for r in _leftovers.find_references(tree)}
+            result.definitions = _leftovers.holding(_leftovers.top_level_definitions(tree), held)
+        by_path[os.path.abspath(result.path)] = result
     # (module file, name) -> its first line, for each definition that holds Estimator code.
     holding: dict[tuple[str, str], int] = {}
     queue: deque[tuple[str, str]] = deque()

@@ -328,3 +328,27 @@ def test_a_worker_that_dies_costs_one_file_and_the_run_goes_on(tmp_path, faulty_
     assert statuses == {**{f"train{i}.py": "converted" for i in range(3)}, "crash_here.py": "error"}
     assert "crash_here.py:1:1: E2K903 e2k's worker process died" in proc.stdout
     assert "Traceback" not in proc.stderr
+
+
+def test_a_module_e2k_cannot_convert_still_holds_estimator_code_for_its_callers(tmp_path, faulty_pack, monkeypatch, capsys):
+    """model.py fails (a rule raises): it stays as it was, so task.py, which calls its
+    train_and_evaluate and has no Estimator API of its own, is not "unchanged" but partial,
+    naming the call (it was reported unchanged: a silent miss)."""
+    from estimator2keras.cli import main
+
+    monkeypatch.syspath_prepend(str(tmp_path / "packs"))
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "raise_model.py").write_text(textwrap.dedent('''\
+        import tensorflow as tf
+
+
+        def train_and_evaluate(model_dir):
+            estimator = tf.estimator.LinearRegressor([tf.feature_column.numeric_column("x")], model_dir=model_dir)
+            estimator.train(lambda: tf.data.Dataset.from_tensor_slices(({"x": [1.0]}, [2.0])).batch(1))
+    '''))
+    (tree / "task.py").write_text("import raise_model\n\nraise_model.train_and_evaluate('/tmp/out')\n")
+    assert main(["rewrite", "--check", str(tree), "--rules", "faulty_rules"]) == 2
+    out = capsys.readouterr().out
+    assert "E2K903 E2K990 raised RuntimeError" in out
+    assert "task.py:3:1: E2K905 calls raise_model.train_and_evaluate" in out, out
