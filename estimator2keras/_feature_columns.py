@@ -20,6 +20,7 @@ the same for its weights to line up with the Estimator's.
 from __future__ import annotations
 
 import keyword
+import os
 import re
 from dataclasses import dataclass, field
 
@@ -72,6 +73,15 @@ INT_DTYPES = frozenset({"int8", "int16", "int32", "int64", "uint8", "uint16", "u
 
 
 @dataclass(eq=False)
+class Bound:
+    """A parameter of a function of the program, as a call of it binds it: the argument's
+    code (or the parameter's default) and the values of the names that code reads there."""
+
+    expr: cst.BaseExpression
+    env: dict
+
+
+@dataclass(eq=False)
 class Column:
     """One feature column as the source builds it."""
 
@@ -96,10 +106,21 @@ class Column:
     #: Arguments whose code reads names of the function that builds the Estimator
     #: (``dimension=embedding_size``): the model's constructor takes their values there.
     given: set = field(default_factory=set)
+    #: Each argument's value where the code that makes the column spells it through a name of
+    #: ``env`` (``vocabulary_list=vocab``, a parameter: the call's ``["male", "female"]``), and
+    #: the env that value is read in.
+    values: dict = field(default_factory=dict)
+    frames: dict = field(default_factory=dict)
 
     def value(self, name: str) -> cst.BaseExpression | None:
+        if name in self.values:
+            return self.values[name]
         arg = self.args.get(name)
         return arg.value if arg is not None else None
+
+    def frame(self, name: str) -> dict:
+        """The env that ``value(name)`` is read in."""
+        return self.frames.get(name, self.env)
 
     @property
     def is_categorical(self) -> bool:
@@ -125,131 +146,177 @@ class ColumnReader:
         self.unpacked_bindings: list[Binding] = []
         #: A read of the columns by other code: their statements then stay (``removable`` is empty).
         self.kept: cst.CSTNode | None = None
-        #: The parameters of the helper being read (``add_more_features(feats)``): name -> the
-        #: argument it was called with.
-        self.params: dict[str, cst.BaseExpression] = {}
+        #: A call of a function of the program, read: (returned expression, its parameters' values).
+        self._frames: dict[tuple[int, int], tuple[cst.BaseExpression, dict]] = {}
+        #: The columns of a list read for the names unpacked from it (``age, hours = [...]``).
+        self._lists: dict[tuple[int, int], list[Column]] = {}
+        self._envs: list[dict] = []  # the envs whose ids key the caches, kept alive
+        self._passes: dict[tuple[int, int, int], dict] = {}  # a loop's pass -> its env
         #: The scope the Estimator is built in: code reading its names is evaluated there.
         self.site_scope = None
 
     # -- lists of columns -----------------------------------------------------------------------
-    def read_list(self, expr: cst.BaseExpression) -> list[Column]:
+    def read_list(self, expr: cst.BaseExpression, env: dict | None = None) -> list[Column]:
+        """The columns ``expr`` builds. ``env``: the values of the names of the code being
+        read that are not its own (a function's parameters bound to a call's arguments, a
+        loop's variable and temporaries)."""
+        expr, env = self._deref(expr, env or {})
         if isinstance(expr, (cst.List, cst.Tuple)):
             out = []
             for element in expr.elements:
                 if isinstance(element, cst.StarredElement):
-                    out += self.read_list(element.value)
+                    out += self.read_list(element.value, env)
                 else:
-                    out.append(self.read_column(element.value))
+                    out.append(self.read_column(element.value, env))
             return out
         if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
-            return self.read_list(expr.left) + self.read_list(expr.right)
+            return self.read_list(expr.left, env) + self.read_list(expr.right, env)
         if isinstance(expr, cst.ListComp):
-            return self._comprehension(expr)
+            return self._comprehension(expr, env)
         if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("list", "tuple") \
-                and len(expr.args) == 1 and not expr.args[0].keyword:
-            return self.read_list(expr.args[0].value)
-        if isinstance(expr, cst.Name) and expr.value in self.params and self._is_param(expr):
-            return self._argument(expr, self.read_list)
-        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and (
-                expr.args or isinstance(resolve(self.ctx, expr.func), cst.FunctionDef)
-                and resolve(self.ctx, expr.func).params.params):
-            returned = self._helper_with_arguments(expr)
-            if returned is not None:
-                return returned
-        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and not expr.args:
-            # `feature_columns=build_columns()`: what the function of the file returns; the
-            # function goes with the Estimator when nothing else calls it.
-            helper = resolve(self.ctx, expr.func)
-            returned = _single_return(helper) if isinstance(helper, cst.FunctionDef) else None
-            if returned is not None and not helper.params.params and not helper.decorators:
-                self._use_binding(Binding(helper.name.value, helper, helper.name, expr), self.bindings)
-                return self.read_list(returned)
+                and len(expr.args) == 1 and not expr.args[0].keyword and not expr.args[0].star:
+            return self.read_list(expr.args[0].value, env)
+        if isinstance(expr, cst.Call):
+            # `feature_columns=build_columns()`, `cols.get_columns()`, `add_more_features(INPUT_COLUMNS)`:
+            # what the function of the program returns, its parameters bound to the call's arguments.
+            entered = self._enter(expr, env)
+            if entered is not None:
+                return self.read_list(*entered)
         if isinstance(expr, cst.Call) and (self.ctx.call_api_path(expr) or "").startswith(
                 ("feature_column.shared_embedding", "feature_column.sequence_")):
             raise Unsupported(f"`{_emit.code(expr.func)}` is not converted yet", expr, CODE)
         if isinstance(expr, cst.Name):
             bound = resolve(self.ctx, expr) or self._first_binding(expr)
             if isinstance(bound, Binding):
-                built = self._built_list(expr, bound)
+                inner = self._env_of(bound.target, env)
+                built = self._built_list(expr, bound, inner)
                 if built is not None:
                     return built
                 self._use_binding(bound, self.list_bindings)
-                return self.read_list(bound.value)
-            returned = self._returned_by_helper(expr)
-            if returned is not None:
-                return self.read_list(returned)
+                return self.read_list(bound.value, inner)
+            unpacked = self._unpacked(expr, env)
+            if unpacked is not None and not isinstance(unpacked, Column):
+                return self.read_list(*unpacked)
         raise Unsupported("these feature columns are not a list e2k can read (a list literal, names bound once, "
-                          "`+`, `+=`, append or extend of lists, a comprehension or loop over values the source spells)",
-                          expr, CODE)
+                          "`+`, `+=`, append or extend of lists, a comprehension or loop over values the source "
+                          "spells, what a function of the program returns)", expr, CODE)
 
-    def _helper_with_arguments(self, call: cst.Call) -> list[Column] | None:
-        """``feature_cols = add_more_features(INPUT_COLUMNS)`` (the taxifare trainer) or
-        ``get_deep_and_wide_columns()`` with ``embedding_size=8`` (census): a function of the
-        file returning the columns, read with the arguments it is called with (or its
-        defaults). Its parameters may only be read (not changed) in its body. It goes with the
-        Estimator when nothing else calls it."""
-        helper = resolve(self.ctx, call.func)
-        if not isinstance(helper, cst.FunctionDef) or helper.decorators or helper.asynchronous:
+    def _deref(self, expr: cst.BaseExpression, env: dict) -> tuple[cst.BaseExpression, dict]:
+        """A name of ``env`` (a parameter, a loop's variable or temporary) -> its value, with
+        the names that value reads; anything else as it is."""
+        for _ in range(64):
+            if not (isinstance(expr, cst.Name) and expr.value in env):
+                break
+            value = env[expr.value]
+            if isinstance(value, Bound):
+                expr, env = value.expr, value.env
+            elif isinstance(value, cst.Name) and value.value == expr.value:
+                break  # a loop over keys known at run time: the key itself
+            else:
+                expr = value  # a loop's temporary, read in the loop's pass
+        return expr, env
+
+    def _env_of(self, node: cst.CSTNode, env: dict) -> dict:
+        """The names a binding's value reads: a module-level one reads no function's parameters."""
+        return {} if isinstance(self.ctx.scope(node), GlobalScope) else env
+
+    def _made(self, node: cst.CSTNode, env: dict | None) -> tuple[int, int]:
+        """A column made by ``node`` in one call of its function (or one pass of its loop)."""
+        if env:
+            self._envs.append(env)  # kept alive: its id stands for the call
+        return id(node), id(env) if env else 0
+
+    def _function(self, call: cst.Call) -> cst.FunctionDef | None:
+        """The function of the program that ``call`` calls (``build_columns()``, ``cols.get_columns()``)."""
+        if not isinstance(call.func, (cst.Name, cst.Attribute)):
             return None
+        helper = resolve(self.ctx, call.func)
+        return helper if isinstance(helper, cst.FunctionDef) else None
+
+    def _enter(self, call: cst.Call, env: dict) -> tuple[cst.BaseExpression, dict] | None:
+        """A call of a function of the program (of any of its modules): the expression its one
+        ``return`` gives, and its parameters bound to the call's arguments (read where the call
+        is) or to their defaults. The function goes with the Estimator when nothing else calls
+        it. None when ``call`` calls no function of the program; refused when the function
+        cannot be read so."""
+        helper = self._function(call)
+        if helper is None:
+            return None
+        key = self._made(call, env)
+        if key in self._frames:  # the same call, read again (`wide, deep = build_columns()`)
+            return self._frames[key]
+        name = helper.name.value
+        if helper.decorators or helper.asynchronous:
+            raise Unsupported(f"`{name}` is decorated or async; e2k reads the columns a plain function returns",
+                              call, CODE)
         returned = _single_return(helper)
-        names = {p.name.value for p in helper.params.params}
-        changed = [n for n in _walk(helper.body) if isinstance(n, cst.Name) and n.value in names
-                   and not self.ctx.within(n, (returned,)) and not _pure_read(self.ctx, n)]
-        if returned is None or changed:
-            raise Unsupported(f"`{helper.name.value}` changes its parameters or returns more than once; e2k reads "
-                              "a helper that returns the columns, reading its parameters only", call, CODE)
         params = helper.params
+        names = {p.name.value for p in params.params}
+        changed = [n for n in _walk(helper.body) if isinstance(n, cst.Name) and n.value in names
+                   and not self.ctx.within(n, (returned,)) and not _pure_read(self.ctx, n)] if returned else []
+        if returned is None or changed:
+            raise Unsupported(f"`{name}` changes its parameters or returns more than once; e2k reads a helper that "
+                              "returns the columns, reading its parameters only", call, CODE)
         if params.star_arg is not cst.MaybeSentinel.DEFAULT and params.star_arg is not None or params.kwonly_params \
                 or params.star_kwarg is not None or params.posonly_params:
-            raise Unsupported(f"`{helper.name.value}` takes *args, **kwargs or keyword-only parameters", call, CODE)
-        bound = bind_arguments(call, tuple(p.name.value for p in params.params))
-        env = {}
+            raise Unsupported(f"`{name}` takes *args, **kwargs or keyword-only parameters", call, CODE)
+        try:
+            bound = bind_arguments(call, tuple(p.name.value for p in params.params))
+        except Unsupported as refusal:
+            raise Unsupported(f"the call of `{name}`: {refusal.reason}", call, CODE) from None
+        unknown = sorted(set(bound) - names)
+        if unknown:
+            raise Unsupported(f"`{name}` has no parameter `{unknown[0]}`", call, CODE)
+        frame: dict = {}
         for param in params.params:
             arg = bound.get(param.name.value)
             if arg is None and param.default is None:
-                raise Unsupported(f"`{helper.name.value}` is called without `{param.name.value}`", call, CODE)
-            env[param.name.value] = arg.value if arg is not None else param.default
-        self._use_binding(Binding(helper.name.value, helper, helper.name, call), self.bindings)
-        outer, self.params = self.params, env
-        try:
-            return self.read_list(returned)
-        finally:
-            self.params = outer
+                raise Unsupported(f"`{name}` is called without `{param.name.value}`", call, CODE)
+            # A default is evaluated where the function is defined: it reads no call's names.
+            value, value_env = self._deref(arg.value, env) if arg is not None else (param.default, {})
+            frame[param.name.value] = Bound(value, value_env)
+        self._use_binding(Binding(name, helper, helper.name, call), self.bindings)
+        self._envs.append(frame)
+        self._frames[key] = (returned, frame)
+        return returned, frame
 
-    def _is_param(self, name: cst.Name) -> bool:
-        scope = self.ctx.scope(name)
-        assignments = list(scope[name.value]) if scope is not None else []
-        return len(assignments) == 1 and isinstance(getattr(assignments[0], "node", None), cst.Param)
-
-    def _argument(self, name: cst.Name, read):
-        """A parameter of the helper being read: its argument, read where the call is."""
-        value = self.params[name.value]
-        outer, self.params = self.params, {}
-        try:
-            return read(value)
-        finally:
-            self.params = outer
-
-    def _returned_by_helper(self, name: cst.Name) -> cst.BaseExpression | None:
-        """``wide, deep = build_model_columns()`` (TensorFlow's official wide & deep): what the
-        function of the file returns there. The function goes with the Estimator when only
-        that statement calls it, and the statement when only the Estimators read its names."""
-        value = value_of(self.ctx, name)
-        assignment = _single_assignment(self.ctx, name)
-        target = getattr(assignment, "node", None)
-        statement = self.ctx.enclosing_statement(target) if target is not None else None
-        small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
-        if value is None or not (isinstance(small, cst.Assign) and isinstance(small.value, cst.Call)
-                                 and isinstance(small.value.func, cst.Name)):
+    def _unpacked(self, name: cst.Name, env: dict):
+        """``age, hours = [numeric_column(k) for k in ("age", "hours")]``, ``(gender, race) =
+        INPUT_COLUMNS``, ``wide, deep = build_model_columns(embedding_size)``: the value the
+        statement gives ``name``, as (expression, env) where the value spells its elements (a
+        tuple or list literal, or a function's returned one), else the Column. None when
+        ``name`` is not bound so."""
+        target = getattr(_single_assignment(self.ctx, name), "node", None)
+        element = self.ctx.parent(target) if isinstance(target, cst.Name) else None
+        tuple_ = self.ctx.parent(element) if isinstance(element, cst.Element) else None
+        assign_target = self.ctx.parent(tuple_) if isinstance(tuple_, (cst.Tuple, cst.List)) else None
+        assign = self.ctx.parent(assign_target) if isinstance(assign_target, cst.AssignTarget) else None
+        if not isinstance(assign, cst.Assign) or len(assign.targets) != 1 \
+                or any(not isinstance(e, cst.Element) or not isinstance(e.value, cst.Name) for e in tuple_.elements):
             return None
-        helper = resolve(self.ctx, small.value.func)
-        if not isinstance(helper, cst.FunctionDef) or small.value.args:
-            return None  # a helper taking arguments would need them bound
-        names = [e.value for e in small.targets[0].target.elements]
-        for element in names:
-            self._use_binding(Binding(element.value, statement, element, small.value), self.unpacked_bindings)
-        self._use_binding(Binding(helper.name.value, helper, helper.name, small.value), self.bindings)
-        return value
+        statement = self.ctx.enclosing_statement(assign)
+        index = next(i for i, e in enumerate(tuple_.elements) if e is element)
+        count = len(tuple_.elements)
+        for each in tuple_.elements:  # the statement goes when only the Estimators read its names
+            if accesses_of(self.ctx, each.value):
+                self._use_binding(Binding(each.value.value, statement, each.value, assign.value),
+                                  self.unpacked_bindings, by_target=True)
+        env = self._env_of(target, env)
+        value, env = self._deref(assign.value, env)
+        if isinstance(value, cst.Call):
+            entered = self._enter(value, env)
+            if entered is not None:
+                value, env = self._deref(*entered)
+        if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == count \
+                and all(isinstance(e, cst.Element) for e in value.elements):
+            return value.elements[index].value, env
+        key = self._made(value, env)
+        if key not in self._lists:
+            self._lists[key] = self.read_list(value, env)
+        columns = self._lists[key]
+        if len(columns) != count:
+            raise Unsupported(f"{count} names are bound to {len(columns)} feature columns", assign, CODE)
+        return columns[index]
 
     def _feeds_only(self, statement, consumers: list[cst.CSTNode], seen: set) -> bool:
         """``deep_columns = [indicator_column(gender), ...]`` read only by the Estimators
@@ -281,7 +348,7 @@ class ColumnReader:
                 return None
         return plain[0] if len(plain) == 1 else None
 
-    def _built_list(self, name: cst.Name, bound: Binding) -> list[Column] | None:
+    def _built_list(self, name: cst.Name, bound: Binding, env: dict) -> list[Column] | None:
         """``columns = []`` then ``columns.append(...)``, ``columns.extend([...])``, ``columns +=
         [...]`` or ``for key in KEYS: columns.append(numeric_column(key))`` in the same block
         (TensorFlow's premade-Estimator tutorial): the columns, in the order they were added.
@@ -309,19 +376,21 @@ class ColumnReader:
         if not parts:
             return None
         self._use_binding(bound, self.extended_bindings)
-        columns = self.read_list(bound.value)
+        columns = self.read_list(bound.value, env)
         for statement, (kind, value) in parts:
             self._use_binding(Binding(name.value, statement, bound.target, bound.value), self.extended_bindings)
             if kind == "list":
-                columns += self.read_list(value)
+                columns += self.read_list(value, env)
             elif kind == "column":
-                columns.append(self.read_column(value))
+                columns.append(self.read_column(value, env))
             else:
-                variable, values, iterable, call, temps = value
+                variable, _, iterable, call, temps = value
+                values, values_env = self._sequence(iterable, env)
                 if values is not None:
-                    columns += [self._column_call(call, None, env={**temps, variable: v}) for v in values]
+                    columns += [self.read_column(call, self._pass(statement, i, env, {
+                        **env, **temps, variable: Bound(v, values_env)})) for i, v in enumerate(values)]
                 else:
-                    columns.append(self._family(call, variable, iterable, temps))
+                    columns.append(self._family(call, variable, iterable, {**env, **temps}))
         return columns
 
     def _family(self, call: cst.Call, variable: str, iterable: cst.BaseExpression, temps: dict) -> Column:
@@ -396,7 +465,9 @@ class ColumnReader:
                 continue
             if node.value in env:
                 value = env[node.value]
-                if not (isinstance(value, cst.Name) and value.value == node.value):  # a family's own key
+                if isinstance(value, Bound):  # a parameter: its argument, where the call is
+                    self.runtime(value.expr, value.env, what, column, arg)
+                elif not (isinstance(value, cst.Name) and value.value == node.value):  # a family's own key
                     self.runtime(value, {k: v for k, v in env.items() if k != node.value}, what, column, arg)
                 continue
             parent = self.ctx.parent(node)
@@ -408,8 +479,14 @@ class ColumnReader:
                 continue
             scope = self.ctx.scope(node)
             assignments = list(scope[node.value]) if scope is not None else []
-            if assignments and (all(isinstance(a.scope, (BuiltinScope, ComprehensionScope)) for a in assignments)
-                                or (len(assignments) == 1 and isinstance(assignments[0].scope, GlobalScope))):
+            if assignments and all(isinstance(a.scope, (BuiltinScope, ComprehensionScope)) for a in assignments):
+                continue
+            if len(assignments) == 1 and isinstance(assignments[0].scope, GlobalScope):
+                if self.site_scope is not None and assignments[0].scope is not self.site_scope.globals:
+                    raise Unsupported(
+                        f"{what} reads `{node.value}` of {os.path.basename(self.ctx.path_of(node))}, a module other "
+                        "than the one "
+                        "building the model, where e2k evaluates it", node, CODE)
                 continue
             if (column is not None and self.site_scope is not None and scope is self.site_scope
                     and len(assignments) == 1 and assignments[0].scope is self.site_scope):
@@ -418,28 +495,44 @@ class ColumnReader:
             raise Unsupported(f"{what} reads `{node.value}`, which is not a module-level name bound once: e2k "
                               "evaluates it when the model is built", node, CODE)
 
-    def _comprehension(self, comp: cst.ListComp) -> list[Column]:
+    def _comprehension(self, comp: cst.ListComp, env: dict) -> list[Column]:
         loop = comp.for_in
         if loop.inner_for_in is not None or loop.ifs or not isinstance(loop.target, cst.Name) or loop.asynchronous:
             raise Unsupported("only a comprehension with one `for name in <literal list>` is read", comp, CODE)
-        values = self.literal_sequence(loop.iter)
+        values, values_env = self._sequence(loop.iter, env)
         if values is None:
             raise Unsupported("the comprehension does not loop over a literal list", loop.iter, CODE)
         name = loop.target.value
-        if not isinstance(comp.elt, cst.Call):
-            raise Unsupported("the comprehension does not build a feature column call", comp.elt, CODE)
-        for arg in comp.elt.args[1:]:
-            if any(isinstance(n, cst.Name) and n.value == name for n in _walk(arg)):
-                raise Unsupported(f"only the first argument of the column may read `{name}`", arg, CODE)
-        return [self._column_call(comp.elt, None, env={name: value}) for value in values]
+        # One column per pass, its code reading the pass's value (`numeric_column(k)`,
+        # `one_hot_cat_column(name, VOCABULARY[name])`).
+        return [self.read_column(comp.elt, self._pass(comp, i, env, {**env, name: Bound(value, values_env)}))
+                for i, value in enumerate(values)]
 
-    def literal_sequence(self, expr: cst.BaseExpression, _depth: int = 0) -> list[cst.BaseExpression] | None:
+    def _pass(self, loop: cst.CSTNode, index: int, env: dict, values: dict) -> dict:
+        """The env of a loop's pass ``index`` (its values ``values``), the same each time the
+        loop is read in ``env``: a list built once and read twice (by a wide & deep model's
+        two parts) holds the same columns."""
+        return self._passes.setdefault((*self._made(loop, env), index), values)
+
+    def _sequence(self, expr: cst.BaseExpression, env: dict) -> tuple[list[cst.BaseExpression] | None, dict]:
+        """``literal_sequence``, and the env its values are read in."""
+        expr, env = self._deref(expr, env)
+        if isinstance(expr, cst.Name):
+            bound = resolve(self.ctx, expr)
+            if isinstance(bound, Binding):
+                env = self._env_of(bound.target, env)
+        return self.literal_sequence(expr, env=env), env
+
+    def literal_sequence(self, expr: cst.BaseExpression, _depth: int = 0,
+                         env: dict | None = None) -> list[cst.BaseExpression] | None:
         """The values a loop over ``expr`` takes, when the source spells them: a list or tuple
         literal, the keys of a dict literal (``.keys()``, ``list(...)``, a ``pd.DataFrame({...})``
         of one), a slice or sum of such, through names bound once."""
         if _depth > 8:
             return None
-        again = lambda e: self.literal_sequence(e, _depth + 1)  # noqa: E731
+        if env:
+            expr, env = self._deref(expr, env)
+        again = lambda e: self.literal_sequence(e, _depth + 1, env)  # noqa: E731
         if isinstance(expr, cst.Name):
             value = value_of(self.ctx, expr)
             return again(value) if value is not None else None
@@ -459,6 +552,9 @@ class ColumnReader:
             if isinstance(func, (cst.Name, cst.Attribute)) and _emit.code(func).rsplit(".", 1)[-1] == "DataFrame" \
                     and len(expr.args) == 1 and isinstance(expr.args[0].value, (cst.Dict, cst.Name)):
                 return again(expr.args[0].value)
+        entry = self._dict_entry(expr, env)
+        if entry is not None:  # `VOCABULARIES[name]`, `name` a loop's or a call's string
+            return again(entry)
         if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Slice):
             values, part = again(expr.value), expr.slice[0].slice
             bounds = []
@@ -474,36 +570,47 @@ class ColumnReader:
 
     # -- one column -----------------------------------------------------------------------------
     def read_column(self, expr: cst.BaseExpression, env: dict | None = None) -> Column:
-        if env:
-            # A column inside a column of a loop's body (`indicator_column(
-            # categorical_column_with_vocabulary_list(name, vocabulary))`): the loop's variable and
-            # temporaries hold this pass's values, the inner column is made once per pass too.
-            if isinstance(expr, cst.Name) and expr.value in env:
-                expr = env[expr.value]
-            if isinstance(expr, cst.Call):
-                return self._column_call(expr, None, env=env)
-        if isinstance(expr, cst.Name) and expr.value in self.params and self._is_param(expr):
-            return self._argument(expr, self.read_column)
-        if isinstance(expr, cst.Name) and not isinstance(resolve(self.ctx, expr), Binding):
-            value = value_of(self.ctx, expr)  # `a, b = [numeric_column("a"), ...]`
-            if isinstance(value, cst.Call):
-                known = self.columns.get(id(value))
-                return known if known is not None else self._column_call(value, None)
+        """The column ``expr`` makes, read with ``env`` (see ``read_list``): a column inside a
+        column of a loop's body (``indicator_column(categorical_column_with_vocabulary_list(
+        name, vocabulary))``) is made once per pass, one in a function once per call."""
+        expr, env = self._deref(expr, env or {})
         if isinstance(expr, cst.Name):
             bound = resolve(self.ctx, expr)
             if isinstance(bound, Binding) and isinstance(bound.value, cst.Call):
-                known = self.columns.get(id(bound.value))
+                env = self._env_of(bound.target, env)
+                known = self.columns.get(self._made(bound.value, env))
                 if known is not None:
                     return known
                 self._use_binding(bound, self.bindings)
-                return self._column_call(bound.value, bound)
+                return self._read_call(bound.value, bound, env)
+            if not isinstance(bound, Binding):
+                unpacked = self._unpacked(expr, env)
+                if isinstance(unpacked, Column):
+                    return unpacked
+                if unpacked is not None:
+                    return self.read_column(*unpacked)
+                value = value_of(self.ctx, expr)  # a parameter of the function building the Estimator
+                if isinstance(value, cst.Call):
+                    known = self.columns.get(self._made(value, {}))
+                    return known if known is not None else self._read_call(value, None, {})
         if isinstance(expr, cst.Call):
-            known = self.columns.get(id(expr))
-            return known if known is not None else self._column_call(expr, None)
+            known = self.columns.get(self._made(expr, env))
+            return known if known is not None else self._read_call(expr, None, env)
         raise Unsupported("this feature column is not a feature_column call e2k can follow", expr, CODE)
 
-    def _use_binding(self, binding: Binding, into: list[Binding]) -> None:
-        if all(b.statement is not binding.statement for b in into):
+    def _read_call(self, call: cst.Call, binding: Binding | None, env: dict) -> Column:
+        """A feature column's call, or a call of a function of the program returning one
+        (``one_hot_cat_column("sex", ["male", "female"])``, TensorFlow's boosted-trees tutorial)."""
+        entered = self._enter(call, env)
+        if entered is None:
+            return self._column_call(call, binding, env)
+        column = self.read_column(*entered)
+        if column.binding is None and binding is not None and column.var == "":
+            column.binding = binding  # `sex = one_hot_cat_column(...)`: named as the source names it
+        return column
+
+    def _use_binding(self, binding: Binding, into: list[Binding], by_target: bool = False) -> None:
+        if all(b.target is not binding.target if by_target else b.statement is not binding.statement for b in into):
             into.append(binding)
 
     def _column_call(self, call: cst.BaseExpression, binding: Binding | None, env: dict | None = None,
@@ -517,13 +624,62 @@ class ColumnReader:
             raise Unsupported(f"`{what}` is not a feature column e2k converts", call, CODE)
         args = bind_arguments(call, SIGNATURES[function])
         kind = KINDS[function]
-        if self.params:  # inside a helper being read: its parameters hold the call's arguments
-            env = {**self.params, **(env or {})}
-        column = Column(kind, call, args, name="", binding=binding, env=env or {}, family=family)
-        if env is None:
-            self.columns[id(call)] = column
+        env = env or {}
+        column = Column(kind, call, args, name="", binding=binding, env=env, family=family)
+        # Arguments spelled through the names of `env` are read as their values, where those are.
+        merged = dict(env)
+        for name, arg in args.items():
+            value, frame = self._deref(arg.value, env)
+            entry = self._dict_entry(value, frame)  # `VOCABULARIES[name]`: the pass's own entry, as spelled
+            value = entry if entry is not None and _literal(entry) else self._foreign_constant(value, frame) or value
+            column.frames[name] = frame
+            if value is arg.value:
+                continue
+            column.values[name] = value
+            for key, entry in frame.items():
+                if key in merged and merged[key] is not entry and not self._same(key, merged, frame):
+                    raise Unsupported(f"`{_emit.code(arg.value)}` reads `{key}`, which the code making the column "
+                                      "reads as another value: e2k cannot write both", arg, CODE)
+                merged.setdefault(key, entry)
+        column.env = merged  # what the emitted code substitutes
+        self.columns[self._made(call, env)] = column
         getattr(self, f"_read_{kind}")(column)
         return column
+
+    def _dict_entry(self, expr: cst.BaseExpression, env: dict | None) -> cst.BaseExpression | None:
+        """``VOCABULARIES["sex"]`` (or ``[name]``, a name of ``env`` holding a string) of a dict
+        literal bound once to a name: the entry's value."""
+        if not (isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index)
+                and isinstance(expr.value, cst.Name)):
+            return None
+        key = self.string(expr.slice[0].slice.value, env)
+        bound = resolve(self.ctx, expr.value)
+        if key is None or not isinstance(bound, Binding) or not isinstance(bound.value, cst.Dict):
+            return None
+        for element in bound.value.elements:
+            if isinstance(element, cst.DictElement) and self.string(element.key) == key:
+                return element.value
+        return None
+
+    def _foreign_constant(self, expr: cst.BaseExpression, env: dict) -> cst.BaseExpression | None:
+        """``VOCABULARY`` or ``VOCABULARIES[name]``, a module-level constant of another module of
+        the program than the one building the model: its literal value, which the model's code
+        can hold."""
+        if self.site_scope is None:
+            return None
+        value = self._dict_entry(expr, env)
+        name = expr.value if value is not None else expr
+        bound = resolve(self.ctx, name) if isinstance(name, cst.Name) else None
+        if not isinstance(bound, Binding):
+            return None
+        value = bound.value if value is None else value
+        scope = self.ctx.scope(bound.target)
+        foreign = isinstance(scope, GlobalScope) and scope is not self.site_scope.globals
+        return value if foreign and _literal(value) else None
+
+    def _same(self, key: str, first: dict, second: dict) -> bool:
+        one, two = self._deref(cst.Name(key), first), self._deref(cst.Name(key), second)
+        return one[0] is two[0] or one[0].deep_equals(two[0]) and not one[1] and not two[1]
 
     def _aliased_path(self, call: cst.Call) -> str | None:
         """``fc.numeric_column(...)`` after ``fc = tf.feature_column`` (a module bound to a name)."""
@@ -537,14 +693,14 @@ class ColumnReader:
         return f"feature_column.{func.attr.value}"
 
     def _key(self, column: Column) -> str:
-        key = self.string(column.value("key"), column.env)
+        key = self.string(column.value("key"), column.frame("key"))
         if key is None:
             raise Unsupported("the feature column's key is not a string literal", column.call, CODE)
         return key
 
     def string(self, expr: cst.BaseExpression | None, env: dict | None = None) -> str | None:
-        if isinstance(expr, cst.Name) and env and expr.value in env:
-            expr = env[expr.value]
+        if isinstance(expr, cst.Name) and env:
+            expr, _ = self._deref(expr, env)
         if isinstance(expr, cst.Name):
             bound = resolve(self.ctx, expr)
             expr = bound.value if isinstance(bound, Binding) else expr
@@ -556,8 +712,8 @@ class ColumnReader:
     def integer(self, expr: cst.BaseExpression | None, default: int | None = None, env: dict | None = None) -> int | None:
         if expr is None:
             return default
-        if isinstance(expr, cst.Name) and env and expr.value in env:
-            expr = env[expr.value]
+        if isinstance(expr, cst.Name) and env:
+            expr, _ = self._deref(expr, env)
         if isinstance(expr, cst.Name):
             expr = value_of(self.ctx, expr) or expr  # a binding, or a parameter given at its one call
         if isinstance(expr, cst.Integer):
@@ -579,8 +735,8 @@ class ColumnReader:
         """A width the emitted model writes as code (``hash_bucket_size=int(1e4)``,
         ``dimension=EMBEDDING_SIZE``): an int literal, or code it can evaluate where it is."""
         value = column.value(name)
-        if value is not None and self.integer(value, env=column.env) is None:
-            self.runtime(value, column.env, what, column, name)
+        if value is not None and self.integer(value, env=column.frame(name)) is None:
+            self.runtime(value, column.frame(name), what, column, name)
 
     def _read_numeric(self, column: Column) -> None:
         if column.family is not None:
@@ -590,13 +746,13 @@ class ColumnReader:
         shape = column.value("shape")
         if shape is not None and _dimension(shape) is None:
             # `shape=mnist.train.images.shape[1:]`: read from the data when the model is built.
-            self.runtime(shape, column.env, "the column's shape", column, "shape")
+            self.runtime(shape, column.frame("shape"), "the column's shape", column, "shape")
             column.runtime_shape = True
         if self.dtype(column.value("dtype")) in STRING_DTYPES:
             raise Unsupported("a numeric column of strings", column.call, CODE)
 
     def _read_bucketized(self, column: Column) -> None:
-        source = self.read_column(column.value("source_column"), column.env)
+        source = self.read_column(column.value("source_column"), column.frame("source_column"))
         if source.kind != "numeric":
             raise Unsupported("bucketized_column of something other than a numeric_column", column.call, CODE)
         if self.numeric_width(source) != 1:
@@ -604,23 +760,23 @@ class ColumnReader:
         boundaries = column.value("boundaries")
         if boundaries is None:
             raise Unsupported("bucketized_column without boundaries", column.call, CODE)
-        if self.literal_sequence(boundaries) is None:
+        if self.literal_sequence(boundaries, env=column.frame("boundaries")) is None:
             # `np.arange(15, 45, 1).tolist()`: evaluated when the model is built, counted by the layer.
-            self.runtime(boundaries, column.env, "the bucket boundaries", column, "boundaries")
+            self.runtime(boundaries, column.frame("boundaries"), "the bucket boundaries", column, "boundaries")
         column.parent = source
         column.name = f"{source.name}_bucketized"
 
     def _read_vocabulary(self, column: Column) -> None:
         column.key = column.name = self._key(column)
         vocabulary = column.value("vocabulary_list")
-        literal = self.literal_sequence(vocabulary)
+        literal = self.literal_sequence(vocabulary, env=column.frame("vocabulary_list"))
         dtype = self.dtype(column.value("dtype"))
         if dtype is None and literal:
             dtype = "string" if all(isinstance(v, (cst.SimpleString, cst.ConcatenatedString)) for v in literal) else (
                 "int64" if all(isinstance(v, cst.Integer) for v in literal) else None)
         if literal is None:
             # `dftrain[name].unique()`: read from the data when the model is built.
-            self.runtime(vocabulary, column.env, "the vocabulary", column, "vocabulary_list")
+            self.runtime(vocabulary, column.frame("vocabulary_list"), "the vocabulary", column, "vocabulary_list")
         if dtype is None and literal is None:
             column.runtime_dtype = True
             if self.integer(column.value("num_oov_buckets"), 0):
@@ -634,8 +790,8 @@ class ColumnReader:
     def _read_vocabulary_file(self, column: Column) -> None:
         column.key = column.name = self._key(column)
         path = column.value("vocabulary_file")
-        if path is not None and self.string(path, column.env) is None:
-            self.runtime(path, column.env, "the vocabulary file", column, "vocabulary_file")
+        if path is not None and self.string(path, column.frame("vocabulary_file")) is None:
+            self.runtime(path, column.frame("vocabulary_file"), "the vocabulary file", column, "vocabulary_file")
         dtype = self.dtype(column.value("dtype")) or "string"
         if dtype not in STRING_DTYPES | INT_DTYPES:
             raise Unsupported("a vocabulary file of this dtype", column.call, CODE)
@@ -668,17 +824,17 @@ class ColumnReader:
         self._count(column, "hash_bucket_size", "the number of hash buckets")
         if column.value("hash_key") is not None and _emit.code(column.value("hash_key")) != "None":
             raise Unsupported("crossed_column(hash_key=...): Keras's HashedCrossing has no hash key", column.call, CODE)
-        keys = self.literal_sequence(column.value("keys"))
+        keys, keys_env = self._sequence(column.value("keys"), column.frame("keys"))
         if not keys or len(keys) < 2:
             raise Unsupported("the crossed keys are not a literal list of two or more", column.value("keys"), CODE)
         names = []
         for key in keys:
-            text = self.string(key, column.env)
+            text = self.string(key, keys_env)
             if text is not None:
                 column.keys.append(text)
                 names.append(text)
                 continue
-            inner = self.read_column(key, column.env)
+            inner = self.read_column(key, keys_env)
             if inner.kind == "hash":
                 raise Unsupported("a hashed column cannot be crossed (the Estimator refuses it too): cross the "
                                   "feature's name", key, CODE)
@@ -720,7 +876,7 @@ class ColumnReader:
         column.name = f"{column.parent.name}_weighted_by_{weight_key}"
 
     def _categorical(self, column: Column) -> Column:
-        inner = self.read_column(column.value("categorical_column"), column.env)
+        inner = self.read_column(column.value("categorical_column"), column.frame("categorical_column"))
         if not inner.is_categorical:
             raise Unsupported("this column wraps a column that is not categorical", column.call, CODE)
         return inner
@@ -783,6 +939,19 @@ class ColumnReader:
         return [b for b in going if not self.ctx.within(self.ctx.parent(b.statement), functions)]
 
 
+def _literal(node: cst.BaseExpression) -> bool:
+    """A constant the source spells: numbers, strings, True/False/None, lists and tuples of them."""
+    if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString)):
+        return True
+    if isinstance(node, cst.Name):
+        return node.value in ("True", "False", "None")
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        return isinstance(node.expression, (cst.Integer, cst.Float))
+    if isinstance(node, (cst.List, cst.Tuple)):
+        return all(isinstance(e, cst.Element) and _literal(e.value) for e in node.elements)
+    return False
+
+
 def _assigned_name(statement) -> cst.Name | None:
     small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
     if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
@@ -790,7 +959,7 @@ def _assigned_name(statement) -> cst.Name | None:
     return None
 
 
-def _pure_read(ctx: RewriteContext, name: cst.Name) -> bool:
+def _pure_read(ctx: RewriteContext, name: cst.Name, _depth: int = 0) -> bool:
     """``columns[7]``, ``len(columns)``, ``crossed_column(wide, ...)`` (another feature column
     reads it) or ``return wide, deep``: a read that cannot change the list."""
     parent = ctx.parent(name)
@@ -810,20 +979,35 @@ def _pure_read(ctx: RewriteContext, name: cst.Name) -> bool:
         return True  # `size + 1`, `feats + extra` (a new value)
     if isinstance(parent, (cst.CompFor, cst.For)) and parent.iter is name:
         return True  # iterated over (what the loop does with the columns is another mention)
-    arg = parent if isinstance(parent, cst.Arg) else None
+    if isinstance(parent, (cst.Index, cst.Element, cst.FormattedStringExpression)):
+        return True  # `VOCABULARIES[name]`, `[name, "city"]`, `f"{name}_x"`: read into a new value
+    arg = parent if isinstance(parent, cst.Arg) and parent.value is name and not parent.star else None
     call = ctx.parent(arg) if arg is not None else None
-    return isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == "len"
+    if not isinstance(call, cst.Call):
+        return False
+    if isinstance(call.func, cst.Name) and call.func.value in _PURE_BUILTINS:
+        return True
+    # Given to a function of the program that only reads its parameters in turn.
+    function = resolve(ctx, call.func)
+    return isinstance(function, cst.FunctionDef) and _depth < 4 and _reads_only(ctx, function, _depth + 1)
+
+
+def _reads_only(ctx: RewriteContext, function: cst.FunctionDef, _depth: int = 0) -> bool:
+    """Does ``function`` only read its parameters (``_pure_read``)?"""
+    names = {p.name.value for p in function.params.params}
+    return all(_pure_read(ctx, n, _depth) for n in _walk(function.body) if isinstance(n, cst.Name) and n.value in names)
+
+
+#: Builtins that read their argument into a new value.
+_PURE_BUILTINS = frozenset({"len", "list", "tuple", "sorted", "int", "float", "str", "bool", "range", "min", "max",
+                            "round", "abs"})
 
 
 def substituted(node: cst.BaseExpression, env: dict) -> cst.BaseExpression:
-    """``node`` with the loop's variable and temporaries replaced by their values (a
-    temporary's value may read the variable: replaced again)."""
-    for _ in range(4):
-        replaced = node.visit(_Substitute(env))
-        if replaced.deep_equals(node):
-            return replaced
-        node = replaced
-    return node
+    """``node`` with the names of ``env`` replaced by their values: a loop's variable and
+    temporaries (a temporary's value may read the variable: replaced too), a function's
+    parameters (their arguments, with the names those read where the call is)."""
+    return node.visit(_Substitute(env)).deep_clone()
 
 
 class _Substitute(cst.CSTTransformer):
@@ -846,7 +1030,11 @@ class _Substitute(cst.CSTTransformer):
 
     def leave_Name(self, original, updated):
         value = self.env.get(original.value)
-        return value.deep_clone() if isinstance(value, cst.BaseExpression) else updated
+        if isinstance(value, Bound):  # a parameter: its argument, with the names it reads there
+            return substituted(value.expr, value.env)
+        if not isinstance(value, cst.BaseExpression) or isinstance(value, cst.Name) and value.value == original.value:
+            return updated
+        return substituted(value, {k: v for k, v in self.env.items() if k != original.value})
 
 
 def _docstring(statement) -> bool:

@@ -61,15 +61,32 @@ class FeatureColumnsToPreprocessingLayers(UnitRule):
     numeric feature in a cross is crossed as integers, as the Estimator casts it. Columns
     that other code reads too (`feature_columns[7]`) stay as they were for that code.
 
+    A call of a function of the program (of any module of a package converted together) is
+    read as the expression its one `return` gives, its parameters bound to the call's
+    arguments, or to their defaults, and so on through the functions it calls: a function
+    returning one column called in the list (`one_hot_cat_column('sex', vocabulary)` in
+    TensorFlow's boosted-trees tutorial, one column per call), a function returning the lists
+    (`cols.get_columns()` of another module, `wide, deep = build_model_columns(embedding_size)`).
+    Names unpacked from a list (`age, hours = [numeric_column(k) for k in ...]`,
+    `(gender, race, ...) = INPUT_COLUMNS`) are its columns, and `VOCABULARIES[name]` of a dict
+    literal is the entry the name selects. An argument known only when the program runs (the
+    census trainer's `embedding_size`, a parameter of the function building the Estimator,
+    given a command-line flag) is kept as code: the model's constructor takes it
+    (`DNNLinearCombinedClassifierModel(occupation_embedding_dimension=embedding_size)`). A
+    function goes with the Estimator when only the converted Estimators' columns call it.
+
     ## Limitations
     Columns must be built where e2k can read them (calls bound to names once, list
     literals, `+` of lists, a comprehension or a loop of `append`s, after temporaries,
     over values the source spells or over keys known at run time, the appended column built
     of columns made in the same pass (`indicator_column(categorical_column_with_vocabulary_list(
-    name, vocabulary))`, one of each per name), a function of the file
-    that only returns them, from its arguments or not: `add_more_features(INPUT_COLUMNS)`)
-    and be read elsewhere only in ways that cannot change them (an index, `len`, a loop
-    over them, another column, a `return`). Keys known only at run time are converted for a
+    name, vocabulary))`, one of each per name), functions of the program that end in one
+    `return` and only read their parameters: `add_more_features(INPUT_COLUMNS)`; not a
+    decorated function, a method, or one taking `*args`, `**kwargs` or keyword-only
+    parameters) and be read elsewhere only in ways that cannot change them (an index, `len`,
+    a loop over them, another column, a `return`). Code kept to be evaluated when the model
+    is built must read names of the module that builds the model: another module's constant
+    is written as its value when the source spells it (a literal), else refused. Keys known only at run time are converted for a
     DNN whose only columns they are; a vocabulary read at run time with OOV buckets needs
     `dtype=`. Features must hold one value per example; sequence columns, shared
     embeddings, `crossed_column(hash_key=...)`, embedding initializers and checkpoints,

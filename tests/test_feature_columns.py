@@ -201,3 +201,301 @@ def test_columns_returned_by_a_function_go_with_it(rules, columns, use):
     assert result.status == "converted", [f.format() for f in result.findings]
     new = result.new.decode()
     assert "def build_columns" not in new and 'features["a"]' in new and 'features["b"]' in new
+
+
+# ---------------------------------------------------------------------------------------------
+# Columns that functions of the program return (issue 12): a call is the function's returned
+# expression, its parameters bound to the call's arguments (or their defaults), recursively.
+# ---------------------------------------------------------------------------------------------
+def _rewrite(rules, program: str, path: str = "program.py"):
+    result = rewrite_source(textwrap.dedent(program).encode(), path, rules)
+    return result, result.new.decode()
+
+
+ONE_HOT = '''\
+    import tensorflow as tf
+
+    VOCABULARIES = {{"sex": ["male", "female"], "class": ["First", "Second", "Third"]}}
+
+
+    def one_hot_cat_column(name, vocab):
+        return tf.feature_column.indicator_column(
+            tf.feature_column.categorical_column_with_vocabulary_list(name, vocab))
+
+
+    feature_columns = {columns}
+
+
+    def input_fn():
+        features = {{"sex": ["male", "female"], "class": ["First", "Third"], "age": [1.0, 2.0]}}
+        return tf.data.Dataset.from_tensor_slices((features, [0, 1])).batch(2)
+
+
+    est = tf.estimator.LinearClassifier(feature_columns)
+    est.train(input_fn, steps=1)
+'''
+
+
+@pytest.mark.parametrize("columns", [
+    # TensorFlow's boosted-trees tutorial: the helper called in the list, its arguments literals
+    "[one_hot_cat_column('sex', ['male', 'female']), one_hot_cat_column('class', ['First', 'Second', 'Third']),\n"
+    "                   tf.feature_column.numeric_column('age')]",
+    # ... and in a comprehension over the names, the vocabulary read from a module-level dict
+    "[one_hot_cat_column(name, VOCABULARIES[name]) for name in ['sex', 'class']] + "
+    "[tf.feature_column.numeric_column('age')]",
+])
+def test_a_column_a_function_returns_is_read_with_the_calls_arguments(rules, columns):
+    result, text = _rewrite(rules, ONE_HOT.format(columns=columns))
+    assert result.status == "converted", [f.format() for f in result.findings]
+    # Each call is its own column, with its own arguments: the function and its calls go.
+    assert "def one_hot_cat_column" not in text and "feature_column" not in text
+    assert 'features["sex"]' in text and 'features["class"]' in text and 'features["age"]' in text
+    assert "tf.one_hot(sex, 2)" in text and "tf.one_hot(f_class, 3)" in text
+    assert 'StringLookup(vocabulary=["male", "female"])' in text.replace("'", '"')
+
+
+def test_a_function_of_columns_called_elsewhere_too_stays(rules):
+    program = ONE_HOT.format(columns="[one_hot_cat_column('sex', ['male', 'female'])]") + \
+        "    other = one_hot_cat_column('class', ['First'])\n"
+    result, text = _rewrite(rules, program)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert "def one_hot_cat_column" in text and "other = one_hot_cat_column('class', ['First'])" in text
+    assert "feature_columns = [" not in text and "tf.one_hot(sex, 2)" in text
+
+
+def test_functions_calling_functions_bind_each_call(rules):
+    # A parameter passed on to another function, a default, a name of the caller's loop.
+    program = '''\
+        import tensorflow as tf
+
+        VOCABULARIES = {"sex": ["male", "female"], "class": ["First", "Second", "Third"]}
+
+
+        def categorical(key, buckets=0):
+            return tf.feature_column.categorical_column_with_vocabulary_list(
+                key, VOCABULARIES[key], num_oov_buckets=buckets)
+
+
+        def embedded(key, dimension, buckets=1):
+            return tf.feature_column.embedding_column(categorical(key, buckets), dimension=dimension)
+
+
+        def build_columns(dimension):
+            return [embedded(name, dimension) for name in VOCABULARIES] + [
+                tf.feature_column.indicator_column(categorical("sex"))]
+
+
+        def input_fn():
+            features = {"sex": ["male", "female"], "class": ["First", "Third"]}
+            return tf.data.Dataset.from_tensor_slices((features, [0.0, 1.0])).batch(2)
+
+
+        est = tf.estimator.DNNRegressor(hidden_units=[2], feature_columns=build_columns(3))
+        est.train(input_fn, steps=1)
+    '''
+    result, text = _rewrite(rules, program)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    for name in ("categorical", "embedded", "build_columns"):
+        assert f"def {name}" not in text
+    # sex with 1 OOV bucket (embedded) and without (the indicator): two columns, 3 and 2 ids.
+    assert "tf.one_hot(sex, 3)" in text and "tf.one_hot(sex_2, 2)" in text or \
+        "tf.one_hot(sex_2, 3)" in text and "tf.one_hot(sex, 2)" in text
+    assert "self.f_class_embedding = tf.keras.layers.Dense(\n            3," in text
+    assert "tf.one_hot(f_class, 4)" in text
+
+
+def test_columns_unpacked_from_a_comprehension_or_a_module_constant(rules):
+    program = '''\
+        import tensorflow as tf
+
+        INPUT_COLUMNS = [
+            tf.feature_column.categorical_column_with_vocabulary_list("gender", ["F", "M"]),
+            tf.feature_column.numeric_column("age"),
+        ]
+
+
+        def get_columns():
+            age, hours = [tf.feature_column.numeric_column(k) for k in ("age", "hours")]
+            (gender, _) = INPUT_COLUMNS
+            age_buckets = tf.feature_column.bucketized_column(age, boundaries=[18, 65])
+            return [age, hours, age_buckets, tf.feature_column.crossed_column([age_buckets, gender], 10)]
+
+
+        def input_fn():
+            features = {"age": [20.0, 70.0], "hours": [1.0, 2.0], "gender": ["F", "M"]}
+            return tf.data.Dataset.from_tensor_slices((features, [0, 1])).batch(2)
+
+
+        est = tf.estimator.LinearClassifier(feature_columns=get_columns())
+        est.train(input_fn, steps=1)
+    '''
+    result, text = _rewrite(rules, program)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert "def get_columns" not in text and "INPUT_COLUMNS" not in text
+    # Each unpacked name is one column, read once: one Discretization, crossed and used alone.
+    assert text.count("Discretization(") == 1 and "age_buckets_2" not in text and "age_2" not in text
+    assert 'features["hours"]' in text and "HashedCrossing(num_bins=10)" in text
+
+
+def test_unpacking_more_names_than_columns_is_refused(rules):
+    program = '''\
+        import tensorflow as tf
+
+
+        def get_columns():
+            age, hours, extra = [tf.feature_column.numeric_column(k) for k in ("age", "hours")]
+            return [age, hours]
+
+
+        est = tf.estimator.LinearClassifier(feature_columns=get_columns())
+        est.train(lambda: tf.data.Dataset.from_tensor_slices(({"age": [1.0], "hours": [1.0]}, [0])).batch(1))
+    '''
+    result, _ = _rewrite(rules, program)
+    assert result.status == "partial"
+    assert any(f.code == "E2K504" and "3 names are bound to 2 feature columns" in f.message for f in result.findings)
+
+
+def test_a_run_time_argument_of_the_factory_is_a_constructor_argument(rules):
+    # census's trainer: `featurizer.get_deep_and_wide_columns(embedding_size)` in
+    # `build_estimator(config, embedding_size=8)`, called with `embedding_size=args.embedding_size`.
+    program = '''\
+        import argparse
+
+        import tensorflow as tf
+
+        INPUT_COLUMNS = [
+            tf.feature_column.categorical_column_with_hash_bucket("occupation", hash_bucket_size=100),
+            tf.feature_column.numeric_column("age"),
+        ]
+
+
+        def get_deep_and_wide_columns(embedding_size=8):
+            (occupation, age) = INPUT_COLUMNS
+            deep_columns = [tf.feature_column.embedding_column(occupation, dimension=embedding_size), age]
+            wide_columns = [occupation, age]
+            return deep_columns, wide_columns
+
+
+        def build_estimator(config, embedding_size=8):
+            (deep_columns, wide_columns) = get_deep_and_wide_columns(embedding_size)
+            return tf.estimator.DNNLinearCombinedClassifier(
+                config=config, linear_feature_columns=wide_columns, dnn_feature_columns=deep_columns,
+                dnn_hidden_units=[4])
+
+
+        def input_fn():
+            features = {"occupation": ["a", "b"], "age": [1.0, 2.0]}
+            return tf.data.Dataset.from_tensor_slices((features, [0, 1])).batch(2)
+
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--embedding-size", type=int, default=8)
+        args = parser.parse_args()
+        estimator = build_estimator(tf.estimator.RunConfig(), embedding_size=args.embedding_size)
+        estimator.train(input_fn, steps=1)
+    '''
+    result, text = _rewrite(rules, program)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert "def get_deep_and_wide_columns" not in text and "INPUT_COLUMNS" not in text
+    # The dimension, known when the program runs, is the model's constructor argument.
+    assert "occupation_embedding_dimension=embedding_size" in text
+    assert "self.occupation_embedding_dimension = occupation_embedding_dimension" in text
+    assert text.count("tf.keras.layers.Hashing(num_bins=100)") == 1  # one column, read by both models
+
+
+def test_what_a_function_cannot_be_read_for_is_refused_precisely(rules):
+    base = ONE_HOT.format(columns="[one_hot_cat_column('sex')]")
+    result, _ = _rewrite(rules, base)
+    assert any(f.code == "E2K504" and "`one_hot_cat_column` is called without `vocab`" in f.message
+               for f in result.findings)
+    changed = base.replace("    def one_hot_cat_column(name, vocab):\n",
+                           "    def one_hot_cat_column(name, vocab):\n        vocab.append('x')\n")
+    changed = changed.replace("[one_hot_cat_column('sex')]", "[one_hot_cat_column('sex', ['male'])]")
+    result, _ = _rewrite(rules, changed)
+    assert any(f.code == "E2K504" and "`one_hot_cat_column` changes its parameters" in f.message
+               for f in result.findings)
+
+
+CROSS_MODULE = {
+    "cols.py": '''\
+        import numpy as np
+        import tensorflow as tf
+
+        COLUMNS = ["a", "b"]
+        VOCABULARY = {vocabulary}
+
+
+        def get_columns():
+            return [tf.feature_column.numeric_column(c) for c in COLUMNS] + [
+                tf.feature_column.indicator_column(
+                    tf.feature_column.categorical_column_with_vocabulary_list("c", VOCABULARY))]
+    ''',
+    "train.py": '''\
+        import tensorflow as tf
+
+        import cols
+
+
+        def input_fn():
+            features = {"a": [1.0, 2.0], "b": [2.0, 3.0], "c": ["x", "y"]}
+            return tf.data.Dataset.from_tensor_slices((features, [0, 1])).batch(2)
+
+
+        est = tf.estimator.DNNClassifier(hidden_units=[4], feature_columns=cols.get_columns())
+        est.train(input_fn, steps=3)
+    ''',
+}
+
+
+def _program_pass(tmp_path, rules, files: dict[str, str]):
+    from estimator2keras.analysis.federation import rewrite_group
+
+    paths = []
+    for name, text in files.items():
+        (tmp_path / name).write_text(textwrap.dedent(text))
+        paths.append(str(tmp_path / name))
+    results = rewrite_group(paths, lambda p: open(p, "rb").read(), lambda p: rules)
+    assert results is not None
+    return {r.path.rsplit("/", 1)[-1]: r for r in results}
+
+
+def test_a_function_of_another_module_returns_the_columns(tmp_path, rules):
+    files = dict(CROSS_MODULE, **{"cols.py": CROSS_MODULE["cols.py"].format(vocabulary='["x", "y"]')})
+    results = _program_pass(tmp_path, rules, files)
+    assert results["train.py"].status == "converted", [f.format() for f in results["train.py"].findings]
+    train, columns = results["train.py"].new.decode(), results["cols.py"].new.decode()
+    assert 'features["a"]' in train and 'features["b"]' in train
+    assert 'StringLookup(vocabulary=["x", "y"])' in train  # the other module's constant, as its value
+    assert "def get_columns" not in columns and "tf." not in columns
+
+
+def test_a_run_time_value_of_another_module_is_refused(tmp_path, rules):
+    files = dict(CROSS_MODULE, **{"cols.py": CROSS_MODULE["cols.py"].format(vocabulary='np.unique(["y", "x"])')})
+    results = _program_pass(tmp_path, rules, files)
+    assert results["train.py"].status == "partial"
+    message = " ".join(f.message for r in results.values() for f in r.findings if f.code == "E2K504")
+    assert "the vocabulary reads `VOCABULARY` of cols.py, a module other than the one building the model" in message
+
+
+def test_a_parameter_given_to_a_function_that_changes_it_is_refused(rules):
+    program = ONE_HOT.format(columns="[outer('sex', ['male', 'female'])]").replace(
+        "    feature_columns =",
+        "    def inner(name, vocab):\n        vocab.append('other')\n        return one_hot_cat_column(name, vocab)\n\n\n"
+        "    def outer(name, vocab):\n        return inner(name, vocab)\n\n\n    feature_columns =")
+    result, _ = _rewrite(rules, program)
+    assert result.status == "partial"
+    assert any(f.code == "E2K504" and "`inner` changes its parameters" in f.message for f in result.findings)
+
+
+def test_a_list_built_once_in_a_loop_of_calls_holds_the_same_columns_for_both_parts(rules):
+    # Read by a wide & deep model's linear and DNN parts: one lookup per feature, not two.
+    program = ONE_HOT.format(columns="[]").replace(
+        "    feature_columns = []\n",
+        "    feature_columns = []\n    for name in ['sex', 'class']:\n"
+        "        feature_columns.append(one_hot_cat_column(name, VOCABULARIES[name]))\n",
+    ).replace("tf.estimator.LinearClassifier(feature_columns)",
+              "tf.estimator.DNNLinearCombinedClassifier(\n"
+              "        linear_feature_columns=feature_columns, dnn_feature_columns=feature_columns, dnn_hidden_units=[2])")
+    result, text = _rewrite(rules, program)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert text.count("StringLookup(") == 2 and "sex_2" not in text
