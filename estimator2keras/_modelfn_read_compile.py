@@ -175,6 +175,13 @@ class _CompileReader:
                 self.refuse(variables, "the variables are not those compute_gradients returned")
             self.consumed.update({clipped.small, computed.small})
             inner = computed.value.args[0].value
+            if isinstance(inner, cst.Name):
+                # `grads_and_vars = opt.compute_gradients(loss)` then `zip(*grads_and_vars)`.
+                named = self.latest_def(inner.value, computed.index)
+                if named is None:
+                    self.refuse(inner, "the gradients are not computed in the model_fn")
+                self.consumed.add(named.small)
+                return "global_clipnorm", clipped.value.args[1].value, named
             return "global_clipnorm", clipped.value.args[1].value, _Def(computed.index, "", computed.small, inner, computed.line)
         # B: capped = [(tf.clip_by_norm(g, c), v) for g, v in opt.compute_gradients(loss)]
         if isinstance(grads_and_vars, cst.Name):

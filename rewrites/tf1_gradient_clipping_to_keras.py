@@ -12,7 +12,7 @@ class Tf1GradientClippingToKeras(ExpressionRule):
 
     | TF1 | Keras optimizer keyword |
     |---|---|
-    | `grads, variables = zip(*opt.compute_gradients(loss))`; `grads, _ = tf.clip_by_global_norm(grads, c)`; `opt.apply_gradients(zip(grads, variables), global_step)` | `global_clipnorm=c` |
+    | `grads, variables = zip(*opt.compute_gradients(loss))` (or of a name bound to it); `grads, _ = tf.clip_by_global_norm(grads, c)`; `opt.apply_gradients(zip(grads, variables), global_step)` | `global_clipnorm=c` |
     | `[(tf.clip_by_norm(g, c), v) for g, v in opt.compute_gradients(loss)]` then `apply_gradients` | `clipnorm=c` |
     | `[(tf.clip_by_value(g, -c, c), v) for g, v in ... if g is not None]` then `apply_gradients` | `clipvalue=c` |
 

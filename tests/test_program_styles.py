@@ -850,3 +850,39 @@ def test_an_if_of_the_users_own_in_the_train_branch_stays_in_the_builder(rules):
     assert result.status == "converted", [f.format() for f in result.findings]
     assert ("    lr = 0.01\n    if NUM_WORKERS > 1:\n        lr *= NUM_WORKERS\n"
             "    optimizer = tf.keras.optimizers.SGD(learning_rate=lr, momentum=0.9)\n") in new, new
+
+
+def test_gradients_clipped_through_a_name_for_compute_gradients(rules):
+    """`grads_and_vars = opt.compute_gradients(loss)` then `zip(*grads_and_vars)` and
+    `clip_by_global_norm` (the RNN idiom): the optimizer's global_clipnorm, as when the call
+    is written inside the zip."""
+    program = """
+        import tensorflow as tf
+
+
+        def model_fn(features, labels, mode):
+            pred = tf.compat.v1.layers.dense(features["x"], 1)
+            loss = tf.compat.v1.losses.mean_squared_error(labels, pred)
+            optimizer = tf.compat.v1.train.AdamOptimizer(0.01)
+            grads_and_vars = optimizer.compute_gradients(loss)
+            grads, variables = zip(*grads_and_vars)
+            grads, _ = tf.clip_by_global_norm(grads, 5.0)
+            train_op = optimizer.apply_gradients(zip(grads, variables), global_step=tf.compat.v1.train.get_global_step())
+            return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+        def input_fn():
+            return tf.data.Dataset.from_tensor_slices(({"x": [[1.0, 2.0]] * 16}, [[1.0]] * 16)).repeat().batch(4)
+
+
+        est = tf.estimator.Estimator(model_fn)
+        est.train(input_fn, steps=3)
+    """
+    result, new = convert(rules, program)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert "tf.keras.optimizers.Adam(0.01, epsilon=1e-08, global_clipnorm=5.0)" in new
+    assert "compute_gradients" not in new and "grads_and_vars" not in new
+    # A name bound to something else than compute_gradients is refused.
+    result, new = convert(rules, program.replace("grads_and_vars = optimizer.compute_gradients(loss)",
+                                                 "grads_and_vars = other_gradients(loss)"))
+    assert result.status == "partial"
