@@ -536,6 +536,9 @@ class ColumnReader:
         if isinstance(expr, cst.Name):
             value = value_of(self.ctx, expr)
             return again(value) if value is not None else None
+        if isinstance(expr, cst.Attribute):  # `data.COLUMNS`: another module's, in a program pass
+            bound = resolve(self.ctx, expr)
+            return again(bound.value) if isinstance(bound, Binding) else None
         if isinstance(expr, (cst.List, cst.Tuple)) and all(not isinstance(e, cst.StarredElement) for e in expr.elements):
             return [e.value for e in expr.elements]
         if isinstance(expr, cst.Dict) and all(isinstance(e, cst.DictElement) for e in expr.elements):
@@ -650,7 +653,7 @@ class ColumnReader:
         """``VOCABULARIES["sex"]`` (or ``[name]``, a name of ``env`` holding a string) of a dict
         literal bound once to a name: the entry's value."""
         if not (isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index)
-                and isinstance(expr.value, cst.Name)):
+                and isinstance(expr.value, (cst.Name, cst.Attribute))):
             return None
         key = self.string(expr.slice[0].slice.value, env)
         bound = resolve(self.ctx, expr.value)
@@ -669,13 +672,22 @@ class ColumnReader:
             return None
         value = self._dict_entry(expr, env)
         name = expr.value if value is not None else expr
-        bound = resolve(self.ctx, name) if isinstance(name, cst.Name) else None
+        bound = resolve(self.ctx, name) if isinstance(name, (cst.Name, cst.Attribute)) else None
         if not isinstance(bound, Binding):
             return None
         value = bound.value if value is None else value
         scope = self.ctx.scope(bound.target)
         foreign = isinstance(scope, GlobalScope) and scope is not self.site_scope.globals
-        return value if foreign and _literal(value) else None
+        for _ in range(8):  # `VOCABULARY = names.VOCABULARY`: the constant it names
+            again = resolve(self.ctx, value) if isinstance(value, (cst.Name, cst.Attribute)) else None
+            if not isinstance(again, Binding):
+                break
+            value = again.value
+        if foreign and not _literal(value):
+            raise Unsupported(f"`{_emit.code(expr)}` is a value of {os.path.basename(self.ctx.path_of(bound.target))}, "
+                              "a module other than the one building the model, and not a literal e2k can write "
+                              "there", expr, CODE)
+        return value if foreign else None
 
     def _same(self, key: str, first: dict, second: dict) -> bool:
         one, two = self._deref(cst.Name(key), first), self._deref(cst.Name(key), second)

@@ -459,8 +459,11 @@ def _program_pass(tmp_path, rules, files: dict[str, str]):
     return {r.path.rsplit("/", 1)[-1]: r for r in results}
 
 
-def test_a_function_of_another_module_returns_the_columns(tmp_path, rules):
-    files = dict(CROSS_MODULE, **{"cols.py": CROSS_MODULE["cols.py"].format(vocabulary='["x", "y"]')})
+@pytest.mark.parametrize("vocabulary", ['["x", "y"]', "names.VOCABULARY"])
+def test_a_function_of_another_module_returns_the_columns(tmp_path, rules, vocabulary):
+    # The vocabulary is a constant of cols.py, or of a third module (`names.VOCABULARY`).
+    files = dict(CROSS_MODULE, **{"cols.py": "        import names\n" + CROSS_MODULE["cols.py"].format(vocabulary=vocabulary),
+                                  "names.py": 'VOCABULARY = ["x", "y"]\n'})
     results = _program_pass(tmp_path, rules, files)
     assert results["train.py"].status == "converted", [f.format() for f in results["train.py"].findings]
     train, columns = results["train.py"].new.decode(), results["cols.py"].new.decode()
@@ -474,7 +477,8 @@ def test_a_run_time_value_of_another_module_is_refused(tmp_path, rules):
     results = _program_pass(tmp_path, rules, files)
     assert results["train.py"].status == "partial"
     message = " ".join(f.message for r in results.values() for f in r.findings if f.code == "E2K504")
-    assert "the vocabulary reads `VOCABULARY` of cols.py, a module other than the one building the model" in message
+    assert "`VOCABULARY` is a value of cols.py, a module other than the one building the model, and not a literal" \
+        in message
 
 
 def test_a_parameter_given_to_a_function_that_changes_it_is_refused(rules):
