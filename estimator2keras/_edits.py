@@ -83,6 +83,8 @@ class Edits:
 
     def mark(self, statement: cst.BaseStatement, comment: str) -> None:
         """Put ``comment`` (a full ``# ...`` line) right above ``statement``, once."""
+        # A message quoting code may span lines: a comment is one line (else libcst refuses it).
+        comment = " ".join(comment.split())
         comments = self._marks.setdefault(statement, [])
         if comment not in comments:
             comments.append(comment)

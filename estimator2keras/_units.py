@@ -1499,7 +1499,7 @@ class ConversionPlan:
         # A factory given its RunConfig by its caller: the strategy is the caller's, and the
         # factory's call is what runs under its scope (the model is built in that call).
         scope_at_site = unit.factory is not None and unit.config_parameter is not None
-        if self.scope_strategy is not None and not scope_at_site:
+        if self.scope_strategy is not None and not scope_at_site and build:  # (a model built before: nothing here)
             block = _emit.statement("with {s}.scope():\n    pass", s=self.scope_strategy)
             build = [block.with_changes(body=cst.IndentedBlock(body=build))]
         after = list(self.after_build)

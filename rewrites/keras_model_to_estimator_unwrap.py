@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from estimator2keras import _emit
 from estimator2keras._context import iter_calls
 from estimator2keras._rule import Case, Safety, UnitRule, Unsupported
 from estimator2keras._units import Binding, resolve
@@ -40,8 +41,10 @@ class KerasModelToEstimatorUnwrap(UnitRule):
     Not converted (the unit is left as it was, E2K902): `keras_model_path=` (load the model
     with `tf.keras.models.load_model`), `custom_objects`, `metric_names_map`,
     `export_outputs`, a model that is not a variable, and a RunConfig with a distribution
-    strategy: the model was built and compiled before the strategy existed, and Keras needs
-    both under `strategy.scope()` — move them there, then convert.
+    strategy under whose `scope()` the model was not built (Keras needs its variables made
+    there; `compile` enters the model's strategy itself). A model built under `with
+    strategy.scope():` of the strategy the RunConfig is given by that name converts: `fit`
+    trains it under that strategy, each replica's batch made the global one (E2K602).
 
     ## References
     - https://www.tensorflow.org/guide/migrate/migrating_estimator
@@ -107,12 +110,18 @@ model.evaluate(input_fn(), steps=2)
             raise Unsupported("the Keras model is not a variable e2k can use in the Estimator's place", unit.call, "E2K902")
         strategy = next((unit.config_value(k) for k in ("train_distribute", "eval_distribute", "experimental_distribute")
                          if unit.config_value(k) is not None), None)
-        if strategy is not None:
-            raise Unsupported(
-                "the Keras model is built and compiled before the strategy exists; Keras needs both under "
-                "strategy.scope(): move them there, then convert", strategy, "E2K902")
-        if not isinstance(resolve(ctx, model), Binding):
+        bound = resolve(ctx, model)
+        if not isinstance(bound, Binding):
             raise Unsupported(f"`{model.value}` is not one model e2k can follow here", model, "E2K902")
+        if strategy is not None and not _built_under(ctx, bound.statement, strategy):
+            if isinstance(strategy, cst.Name):
+                how = (f"write `with {strategy.value}.scope():` around `{model.value} = ...` (the model's "
+                       "construction), then convert")
+            else:
+                how = ("bind the strategy to a name (`strategy = ...`), build the model under `with "
+                       "strategy.scope():` and give the RunConfig that name, then convert")
+            raise Unsupported(f"the Keras model `{model.value}` is not built under the strategy's scope, where Keras "
+                              f"needs it: {how}", strategy, "E2K902")
         plan.model_var = model.value
         plan.prebuilt = True
         plan.predictions_kind = "output"  # predict yields the model's outputs, as Keras does
@@ -140,3 +149,17 @@ model.evaluate(input_fn(), steps=2)
                     continue
                 plan.replace(value, rule().convert(value, ctx, plan.tf))
                 plan.fixed(value, rule.code, f"`{path}` -> Keras")
+
+
+def _built_under(ctx, statement: cst.BaseStatement, strategy: cst.BaseExpression) -> bool:
+    """Is ``statement`` inside ``with <strategy>.scope():`` (the strategy the RunConfig got,
+    by the same name)?"""
+    node = ctx.parent(statement)
+    while node is not None:
+        if isinstance(node, cst.With) and any(
+                isinstance(item.item, cst.Call) and isinstance(item.item.func, cst.Attribute)
+                and item.item.func.attr.value == "scope" and item.item.func.value.deep_equals(strategy)
+                for item in node.items):
+            return True
+        node = ctx.parent(node)
+    return False

@@ -886,3 +886,39 @@ def test_gradients_clipped_through_a_name_for_compute_gradients(rules):
     result, new = convert(rules, program.replace("grads_and_vars = optimizer.compute_gradients(loss)",
                                                  "grads_and_vars = other_gradients(loss)"))
     assert result.status == "partial"
+
+
+_MODEL_TO_ESTIMATOR_STRATEGY = """
+    import tensorflow as tf
+
+
+    def build_keras_model():
+        model = tf.keras.Sequential([tf.keras.Input((2,), name="x"), tf.keras.layers.Dense(1)])
+        model.compile(optimizer="adam", loss="mse")
+        return model
+
+
+    def input_fn():
+        return tf.data.Dataset.from_tensor_slices(({"x": [[1.0, 2.0]] * 16}, [[1.0]] * 16)).repeat().batch(4)
+
+
+    strategy = tf.distribute.MirroredStrategy()
+    BUILD
+    config = tf.estimator.RunConfig(train_distribute=strategy)
+    est = tf.keras.estimator.model_to_estimator(keras_model=model, config=config)
+    est.train(input_fn, steps=3)
+"""
+
+
+def test_model_to_estimator_of_a_model_built_under_the_strategy(rules):
+    """A Keras model built under `with strategy.scope():` and given to model_to_estimator with
+    that strategy (TensorFlow's distribution guide): the model itself trains under it (the
+    advice of the refusal, followed, was refused too)."""
+    result, new = convert(rules, _MODEL_TO_ESTIMATOR_STRATEGY.replace(
+        "BUILD", "with strategy.scope():\n        model = build_keras_model()"))
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert "model.fit(input_fn(), steps_per_epoch=3)" in new and "pass" not in new
+    assert ".batch(4 * strategy.num_replicas_in_sync)" in new
+    result, new = convert(rules, _MODEL_TO_ESTIMATOR_STRATEGY.replace("BUILD", "model = build_keras_model()"))
+    assert result.status == "partial"
+    assert any("write `with strategy.scope():` around `model = ...`" in f.message for f in result.findings)
