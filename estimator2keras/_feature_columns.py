@@ -152,6 +152,7 @@ class ColumnReader:
         self._lists: dict[tuple[int, int], list[Column]] = {}
         self._envs: list[dict] = []  # the envs whose ids key the caches, kept alive
         self._passes: dict[tuple[int, int, int], dict] = {}  # a loop's pass -> its env
+        self._by_binding: dict[int, list[Column]] = {}  # a binding's target -> the columns it made
         #: The scope the Estimator is built in: code reading its names is evaluated there.
         self.site_scope = None
 
@@ -608,8 +609,8 @@ class ColumnReader:
         if entered is None:
             return self._column_call(call, binding, env)
         column = self.read_column(*entered)
-        if column.binding is None and binding is not None and column.var == "":
-            column.binding = binding  # `sex = one_hot_cat_column(...)`: named as the source names it
+        if binding is not None and column.var == "":
+            column.binding = binding  # `gender = one_hot_cat_column("sex", ...)`: named where it is called
         return column
 
     def _use_binding(self, binding: Binding, into: list[Binding], by_target: bool = False) -> None:
@@ -645,6 +646,14 @@ class ColumnReader:
                                       "reads as another value: e2k cannot write both", arg, CODE)
                 merged.setdefault(key, entry)
         column.env = merged  # what the emitted code substitutes
+        if binding is not None:
+            # A name bound in a function that several calls read makes a column per call: none is
+            # named after it (each is named after its call's name, or its own).
+            made = self._by_binding.setdefault(id(binding.target), [])
+            made.append(column)
+            for each in made if len(made) > 1 else ():
+                if each.binding is binding or each.binding is not None and each.binding.target is binding.target:
+                    each.binding = None
         self.columns[self._made(call, env)] = column
         getattr(self, f"_read_{kind}")(column)
         return column

@@ -503,3 +503,38 @@ def test_a_list_built_once_in_a_loop_of_calls_holds_the_same_columns_for_both_pa
     result, text = _rewrite(rules, program)
     assert result.status == "converted", [f.format() for f in result.findings]
     assert text.count("StringLookup(") == 2 and "sex_2" not in text
+
+
+def test_columns_a_function_makes_per_call_are_named_where_it_is_called(rules):
+    # `col`, bound in a function two calls read, names neither column: `town` (the call's
+    # name) and `sex` (the column's own) do.
+    program = '''\
+        import tensorflow as tf
+
+
+        def categorical(name, vocab):
+            col = tf.feature_column.categorical_column_with_vocabulary_list(name, vocab)
+            return col
+
+
+        def one_hot(name, vocab):
+            return tf.feature_column.indicator_column(categorical(name, vocab))
+
+
+        gender = one_hot("sex", ["male", "female"])
+        town = categorical("town", ["a", "b"])
+        town_embedded = tf.feature_column.embedding_column(town, dimension=2)
+
+
+        def input_fn():
+            return tf.data.Dataset.from_tensor_slices(({"sex": ["male", "x"], "town": ["a", "b"]}, [0, 1])).batch(2)
+
+
+        est = tf.estimator.DNNClassifier(
+            hidden_units=[2], feature_columns=[gender, town_embedded, tf.feature_column.indicator_column(town)])
+        est.train(input_fn, steps=1)
+    '''
+    result, text = _rewrite(rules, program)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert "inputs = (sex, town)" in text and "col" not in re.findall(r"self\.(\w+)_lookup", text)
+    assert "def categorical" not in text and "def one_hot" not in text and "gender =" not in text
