@@ -230,14 +230,20 @@ METRIC_RTOL = 1e-4
 
 def compare_metrics(legacy: Mapping[str, Any] | None, migrated: Mapping[str, Any] | None,
                     rtol: float, atol: float, nudged: Mapping[str, Any] | None = None,
-                    envelope_k: float = 0.0, known_difference: str | None = None) -> list[MetricRow]:
+                    envelope_k: float = 0.0, known_difference: str | None = None,
+                    example_weighted: Mapping[str, tuple[float, float | None]] | None = None) -> list[MetricRow]:
     """Metrics of the last evaluation, by name; names on one side only are listed, not compared.
 
     Without the nudged run's evaluation: within ``atol + rtol * |legacy|`` (the fixed schedule's
     tolerance of the last step). With it: within ``max(atol + METRIC_RTOL * |legacy|, envelope_k *
     |nudged - legacy|)``, the metric's own noise, unless ``known_difference`` names an evaluation
     difference the envelope cannot measure (BatchNorm statistics evaluated per replica): then
-    the fixed tolerance stays allowed too, and the row says why."""
+    the fixed tolerance stays allowed too, and the row says why.
+
+    ``example_weighted`` maps a metric (the eval ``loss`` of a custom model_fn) to the Estimator's
+    evaluation batches' values weighed by their examples, and the envelope run's: the number Keras
+    computes from the same batches. A migrated value that misses the Estimator's number but matches
+    that one, within the same tolerance, passes as ``explained``; one that matches neither fails."""
     if not legacy and not migrated:
         return []
     legacy = {k: v for k, v in (legacy or {}).items() if k not in _NOT_COMPARED_METRICS}
@@ -262,8 +268,60 @@ def compare_metrics(legacy: Mapping[str, Any] | None, migrated: Mapping[str, Any
                 note = known_difference
             allowed = max(allowed, envelope_k * envelope)
             passed = passed or (math.isfinite(diff) and diff <= allowed)
-        rows.append(MetricRow(name, a, b, diff, relative(diff, a), passed, envelope, allowed, note))
+        weighted, explained = (example_weighted or {}).get(name), False
+        if weighted is not None and not passed:
+            w, w_nudged = weighted
+            w_envelope = abs(w - w_nudged) if w_nudged is not None and math.isfinite(w - w_nudged) else envelope
+            explained = _within(w, b, rtol, atol, w_envelope, envelope_k, known_difference)
+        rows.append(MetricRow(name, a, b, diff, relative(diff, a), passed or explained, envelope, allowed, note,
+                              example_weighted=weighted[0] if weighted is not None else None, explained=explained))
     return rows
+
+
+def _within(a: float, b: float, rtol: float, atol: float, envelope: float | None, envelope_k: float,
+            known_difference: str | None) -> bool:
+    """compare_metrics' judgement of a migrated value ``b`` against a legacy value ``a``."""
+    passed = allclose(a, b, rtol, atol)
+    if envelope is None:
+        return passed
+    allowed = atol + rtol * abs(a)
+    if known_difference is None:
+        allowed = atol + METRIC_RTOL * abs(a) if math.isfinite(a) else 0.0
+        passed = allclose(a, b, METRIC_RTOL, atol)
+    diff = abs(a - b)
+    return passed or (math.isfinite(diff) and diff <= max(allowed, envelope_k * envelope))
+
+
+def example_weighted_eval_loss(side: Mapping[str, Any] | None) -> tuple[float, list[int]] | None:
+    """The last evaluation's batch losses weighed by their examples, and the batch sizes.
+
+    The Estimator's eval loss is ``tf.compat.v1.metrics.mean(loss)`` over the evaluation's batches:
+    each batch's loss counts the same, a smaller last batch as much as a full one. Keras weighs each
+    batch's loss by its examples. The legacy side records every evaluation batch's loss and size
+    (an evaluation without eval_distribute); None unless the mean of the recorded losses is the
+    loss the Estimator reported (then they are the batches that made it)."""
+    if not side:
+        return None
+    evaluations = side.get("evaluations") or []
+    batches = side.get("evaluation_batches") or []
+    if not evaluations or len(batches) != len(evaluations) or not batches[-1]:
+        return None
+    losses = [float(x) for x in batches[-1].get("losses") or []]
+    examples = [int(n) for n in batches[-1].get("examples") or []]
+    reported = _scalar(evaluations[-1].get("loss"))
+    if not losses or len(losses) != len(examples) or min(examples) < 1 or reported is None:
+        return None
+    if not math.isclose(sum(losses) / len(losses), reported, rel_tol=1e-5, abs_tol=1e-7):
+        return None
+    return sum(x * n for x, n in zip(losses, examples)) / sum(examples), examples
+
+
+def _batch_sizes(examples: list[int]) -> str:
+    if len(examples) <= 6:
+        return ", ".join(str(n) for n in examples)
+    if len(set(examples[:-1])) == 1:
+        return f"{len(examples) - 1} of {examples[0]} and the last of {examples[-1]}"
+    return f"{len(examples)} batches of {min(examples)} to {max(examples)} examples"
 
 
 def _same(a: Any, b: Any) -> bool | None:
@@ -571,14 +629,30 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
     if (legacy_info.replicas or 1) > 1 and any(not row.trainable for row in weights):
         known = (f"model state such as BatchNorm statistics: Keras evaluates each of the {legacy_info.replicas} "
                  "replicas with its own copy, the Estimator their mean, so the fixed tolerance is allowed too")
+    weighted = None
+    if scale_note is None and _scalar((legacy_evaluation or {}).get("loss")) is not None:
+        weighted = example_weighted_eval_loss(legacy)
+    by_examples = None
+    if weighted is not None and not math.isclose(weighted[0], float(legacy_evaluation["loss"]),
+                                                 rel_tol=1e-7, abs_tol=0.0):
+        nudged_weighted = example_weighted_eval_loss(nudged) if nudged_evaluation is not None else None
+        by_examples = {"loss": (weighted[0], nudged_weighted[0] if nudged_weighted else None)}
     metrics = compare_metrics(legacy_evaluation, final_evaluation(migrated), final_rtol, final_atol,
-                              nudged_evaluation, k, known)
+                              nudged_evaluation, k, known, by_examples)
 
     notes = [reduction_note] if reduction_note else []
     if known and any(row.note for row in metrics):
         notes.append(f"eval metrics: {known}")
     if scale_note and any(row.name == "loss" for row in metrics):
         notes.append(scale_note)
+    for row in metrics:
+        if row.explained and weighted is not None:
+            notes.append(
+                f"eval loss: the Estimator reports the mean of its {len(weighted[1])} evaluation batches' losses, "
+                f"each batch counting the same ({row.legacy:.8g}; the batches held {_batch_sizes(weighted[1])} "
+                f"examples); Keras weighs each batch by its examples. The Estimator's batch losses weighed so give "
+                f"{row.example_weighted:.8g}, which the migrated program's {row.migrated:.8g} matches: the two "
+                "numbers differ in how they average the same losses, not in the migration")
     asked = int(settings.get("replicas") or 1)
     for label, info in (("legacy", legacy_info), ("migrated", migrated_info)):
         if asked > 1 and (info.replicas or 1) == 1:
@@ -631,6 +705,9 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
         reason = (f"losses and weights agree, but eval metric {worst.name!r} differs: legacy "
                   f"{worst.legacy:.8g}, migrated {worst.migrated:.8g}"
                   f"{'' if worst.envelope is None else f' (envelope {worst.envelope:.3g})'}")
+        if worst.example_weighted is not None:
+            reason += (f"; nor does it match the Estimator's evaluation batch losses weighed by their examples, "
+                       f"as Keras weighs them ({worst.example_weighted:.8g})")
     else:
         verdict = "parity"
         counts = (f"{_count(len(steps), 'step')}, {_count(len(weights), 'final weight')} and "

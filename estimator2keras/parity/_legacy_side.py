@@ -57,6 +57,9 @@ class Recorder:
         self.strategy: str | None = None
         self.worker_devices: list[str] | None = None
         self.evaluations: list[dict] = []
+        # each evaluation's batches, {"losses": [...], "examples": [...]} (None when unread: an
+        # evaluation with eval_distribute, a loss or batch size the harness cannot fetch)
+        self.evaluation_batches: list[dict | None] = []
         self.info: dict = {"notes": []}
         self.model_dirs: dict = {}
         # The envelope run: the same program, its trainable values nudged by one ulp at every step.
@@ -492,6 +495,11 @@ def instrument(tf, request: dict, rec: Recorder, devices: list[str], device_kind
     original_call_model_fn = Estimator._call_model_fn
 
     def _call_model_fn(self, features, labels, mode, config):
+        if mode == "eval":
+            spec = original_call_model_fn(self, features, labels, mode, config)
+            if self._eval_distribution is None:
+                _note_eval_batch(tf, spec, features, labels)
+            return spec
         # under MirroredStrategy the model_fn runs once per replica, each in its own thread
         # and at the same time: record the first replica's call only, in its thread
         if mode != "train" or rec.dropout_recorded or rec.recording_thread is not None:
@@ -532,13 +540,68 @@ def instrument(tf, request: dict, rec: Recorder, devices: list[str], device_kind
             raise common.HarnessStop("captured", "the restored model's evaluation and predictions were read")
         eval_strategy = getattr(self, "_eval_distribution", None)
         rec.eval_replicas = int(eval_strategy.num_replicas_in_sync) if eval_strategy is not None else 1
-        metrics = original_evaluate(self, *args, **kwargs)
+        bound = evaluate_signature.bind(self, *args, **kwargs)
+        batches = _EvalBatches(tf)
+        bound.arguments["hooks"] = list(bound.arguments.get("hooks") or []) + [batches.hook]
+        metrics = original_evaluate(*bound.args, **bound.kwargs)
         rec.evaluations.append({str(k): common.to_float(v) for k, v in (metrics or {}).items()})
+        rec.evaluation_batches.append(batches.result())
         return metrics
 
     Estimator.evaluate = evaluate
 
     _patch_optimizers(tf, rec)
+
+
+def _note_eval_batch(tf, spec, features, labels) -> None:
+    """Keep, on the evaluation graph, the model_fn's loss and the number of examples in its batch
+    (the first dimension of the labels, else of the features), for _EvalBatches to fetch."""
+    loss = getattr(spec, "loss", None)
+    if loss is None or getattr(loss, "shape", None) is None or loss.shape.rank != 0:
+        return
+    examples = None
+    for tensor in tf.nest.flatten(labels) + tf.nest.flatten(features):
+        if isinstance(tensor, tf.SparseTensor):
+            examples = tensor.dense_shape[0]
+        elif isinstance(tensor, tf.Tensor) and tensor.shape.rank:
+            examples = tf.shape(tensor, out_type=tf.int64)[0]
+        else:
+            continue
+        break
+    if examples is not None:
+        loss.graph._e2k_eval_batch = (loss, examples)
+
+
+class _EvalBatches:
+    """Each evaluation batch's loss and number of examples, fetched by a hook with the batch's
+    metric updates: the Estimator's eval loss is their plain mean, Keras's the mean weighed by
+    the examples (see example_weighted_eval_loss in _compare.py)."""
+
+    def __init__(self, tf):
+        self.losses: list[float] = []
+        self.examples: list[int] = []
+        self.fetch = None
+        batches = self
+
+        class Hook(tf.compat.v1.train.SessionRunHook):
+            def begin(self):
+                batches.fetch = getattr(tf.compat.v1.get_default_graph(), "_e2k_eval_batch", None)
+
+            def before_run(self, run_context):
+                return tf.compat.v1.train.SessionRunArgs(batches.fetch) if batches.fetch is not None else None
+
+            def after_run(self, run_context, run_values):
+                if batches.fetch is not None and run_values.results is not None:
+                    loss, examples = run_values.results
+                    batches.losses.append(float(loss))
+                    batches.examples.append(int(examples))
+
+        self.hook = Hook()
+
+    def result(self) -> dict | None:
+        if self.fetch is None or not self.losses:
+            return None
+        return {"losses": self.losses, "examples": self.examples}
 
 
 def _restore_error(exc: BaseException) -> str:
@@ -758,6 +821,7 @@ def _save(rec: Recorder, result: dict, out_dir: str) -> None:
         skipped_training_calls=rec.skipped_training_calls,
         variables=rec.variables or [],
         evaluations=rec.evaluations,
+        evaluation_batches=rec.evaluation_batches,
         notes=rec.info.get("notes", []),
         user_strategy_devices=rec.info.get("user_strategy_devices", []),
         perturbation=rec.nudge.describe() if rec.nudge is not None else None,

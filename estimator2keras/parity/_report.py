@@ -176,6 +176,10 @@ def build_renderables(result: ParityResult, *, max_rows: int = 40) -> list[Any]:
             table.add_column(name, justify="left" if name in ("metric", "result") else "right")
         for row in result.metrics:
             status = "not compared (one side only)" if row.passed is None else ("ok" if row.passed else "FAIL")
+            if row.explained:
+                status += f" (as Keras weighs the Estimator's batches: {_num(row.example_weighted)}; see note)"
+            elif row.passed is False and row.example_weighted is not None:
+                status += f" (nor the Estimator's batches weighed by examples: {_num(row.example_weighted)})"
             cells = [row.name, _num(row.legacy), _num(row.migrated), _num(row.abs_diff, ".3g")]
             cells += [_num(row.envelope, ".3g")] if with_envelope else []
             table.add_row(*cells, status, style="red" if row.passed is False else None)

@@ -140,6 +140,11 @@ class MetricRow:
     envelope: float | None = None  # |nudged - legacy| of this metric
     allowed: float | None = None
     note: str | None = None  # why the fixed tolerance is allowed too (a known evaluation difference)
+    #: a custom model_fn's eval loss: the Estimator's evaluation batches' losses weighed by their
+    #: examples, as Keras weighs them (the Estimator's own number counts every batch the same)
+    example_weighted: float | None = None
+    #: passed because the migrated value matches ``example_weighted``, not the Estimator's number
+    explained: bool = False
 
 
 @dataclass(frozen=True)
