@@ -153,6 +153,9 @@ class ColumnReader:
         self._envs: list[dict] = []  # the envs whose ids key the caches, kept alive
         self._passes: dict[tuple[int, int, int], dict] = {}  # a loop's pass -> its env
         self._by_binding: dict[int, list[Column]] = {}  # a binding's target -> the columns it made
+        #: A call's frame -> the function it calls, and an env -> the env it was made in.
+        self._function_of: dict[int, cst.FunctionDef] = {}
+        self._outer: dict[int, dict] = {}
         #: The scope the Estimator is built in: code reading its names is evaluated there.
         self.site_scope = None
 
@@ -161,7 +164,7 @@ class ColumnReader:
         """The columns ``expr`` builds. ``env``: the values of the names of the code being
         read that are not its own (a function's parameters bound to a call's arguments, a
         loop's variable and temporaries)."""
-        expr, env = self._deref(expr, env or {})
+        expr, env = self._deref(expr, {} if env is None else env)
         if isinstance(expr, (cst.List, cst.Tuple)):
             out = []
             for element in expr.elements:
@@ -247,6 +250,11 @@ class ColumnReader:
         if key in self._frames:  # the same call, read again (`wide, deep = build_columns()`)
             return self._frames[key]
         name = helper.name.value
+        outer = env
+        while outer is not None:  # the calls being read: a function calling itself, directly or not, has no end
+            if self._function_of.get(id(outer)) is helper:
+                raise Unsupported(f"`{name}` calls itself; e2k reads the columns a function returns", call, CODE)
+            outer = self._outer.get(id(outer))
         if helper.decorators or helper.asynchronous:
             raise Unsupported(f"`{name}` is decorated or async; e2k reads the columns a plain function returns",
                               call, CODE)
@@ -278,6 +286,7 @@ class ColumnReader:
             frame[param.name.value] = Bound(value, value_env)
         self._use_binding(Binding(name, helper, helper.name, call), self.bindings)
         self._envs.append(frame)
+        self._function_of[id(frame)], self._outer[id(frame)] = helper, env
         self._frames[key] = (returned, frame)
         return returned, frame
 
@@ -513,7 +522,9 @@ class ColumnReader:
         """The env of a loop's pass ``index`` (its values ``values``), the same each time the
         loop is read in ``env``: a list built once and read twice (by a wide & deep model's
         two parts) holds the same columns."""
-        return self._passes.setdefault((*self._made(loop, env), index), values)
+        made = self._passes.setdefault((*self._made(loop, env), index), values)
+        self._outer[id(made)] = env
+        return made
 
     def _sequence(self, expr: cst.BaseExpression, env: dict) -> tuple[list[cst.BaseExpression] | None, dict]:
         """``literal_sequence``, and the env its values are read in."""
@@ -577,7 +588,7 @@ class ColumnReader:
         """The column ``expr`` makes, read with ``env`` (see ``read_list``): a column inside a
         column of a loop's body (``indicator_column(categorical_column_with_vocabulary_list(
         name, vocabulary))``) is made once per pass, one in a function once per call."""
-        expr, env = self._deref(expr, env or {})
+        expr, env = self._deref(expr, {} if env is None else env)
         if isinstance(expr, cst.Name):
             bound = resolve(self.ctx, expr)
             if isinstance(bound, Binding) and isinstance(bound.value, cst.Call):
@@ -628,7 +639,7 @@ class ColumnReader:
             raise Unsupported(f"`{what}` is not a feature column e2k converts", call, CODE)
         args = bind_arguments(call, SIGNATURES[function])
         kind = KINDS[function]
-        env = env or {}
+        env = {} if env is None else env
         column = Column(kind, call, args, name="", binding=binding, env=env, family=family)
         # Arguments spelled through the names of `env` are read as their values, where those are.
         merged = dict(env)

@@ -538,3 +538,24 @@ def test_columns_a_function_makes_per_call_are_named_where_it_is_called(rules):
     assert result.status == "converted", [f.format() for f in result.findings]
     assert "inputs = (sex, town)" in text and "col" not in re.findall(r"self\.(\w+)_lookup", text)
     assert "def categorical" not in text and "def one_hot" not in text and "gender =" not in text
+
+
+def test_a_function_calling_itself_is_refused(rules):
+    program = '''\
+        import tensorflow as tf
+
+
+        def wide():
+            return deep()
+
+
+        def deep():
+            return wide()
+
+
+        est = tf.estimator.LinearClassifier(wide())
+        est.train(lambda: tf.data.Dataset.from_tensor_slices(({"a": [1.0]}, [0])).batch(1), steps=1)
+    '''
+    result, _ = _rewrite(rules, program)
+    assert result.status == "partial"
+    assert any(f.code == "E2K504" and "`wide` calls itself" in f.message for f in result.findings)
