@@ -82,8 +82,8 @@ class FeatureColumnsToPreprocessingLayers(UnitRule):
     of columns made in the same pass (`indicator_column(categorical_column_with_vocabulary_list(
     name, vocabulary))`, one of each per name), functions of the program that end in one
     `return` and only read their parameters: `add_more_features(INPUT_COLUMNS)`; not a
-    decorated function, a method, or one taking `*args`, `**kwargs` or keyword-only
-    parameters) and be read elsewhere only in ways that cannot change them (an index, `len`,
+    decorated function, a method, one taking `*args`, `**kwargs` or keyword-only
+    parameters, or one calling itself) and be read elsewhere only in ways that cannot change them (an index, `len`,
     a loop over them, another column, a `return`). Code kept to be evaluated when the model
     is built must read names of the module that builds the model: another module's constant
     is written as its value when the source spells it (a literal), else refused. Keys known only at run time are converted for a
