@@ -33,28 +33,33 @@ _PRIVATE_PREFIX = "python.estimator."
 
 
 @lru_cache(maxsize=1)
-def _private_paths() -> dict[str, str]:
-    """The table written by ``tools/gen_estimator_private_paths.py``."""
+def _private_paths() -> dict[str, tuple[str, bool]]:
+    """The table written by ``tools/gen_estimator_private_paths.py``: private path ->
+    (public path, whether it is an Estimator class)."""
     table = {}
     for line in _PRIVATE_TABLE.read_text().splitlines():
         if line and not line.startswith("#"):
-            private, public = line.split("\t")
-            table[private] = public
+            cells = line.split("\t")
+            table[cells[0]] = (cells[1], cells[2:] == ["estimator"])
     return table
 
 
-def _public_path(path: str) -> str:
+def _public_path(path: str, library: bool) -> str:
     """The public spelling of a path into Estimator's implementation modules, else ``path``.
 
     A symbol the table knows maps to its public path, and so does anything under it
-    (``python.estimator.model_fn.ModeKeys.TRAIN`` -> ``estimator.ModeKeys.TRAIN``)."""
+    (``python.estimator.model_fn.ModeKeys.TRAIN`` -> ``estimator.ModeKeys.TRAIN``). Through
+    the library's own root (``library``: ``tensorflow_estimator.python.estimator``), an
+    Estimator class is left unresolved: that is how tensorflow_estimator builds its own
+    Estimators (canned classes, test utilities), which are no program to migrate."""
     if not path.startswith(_PRIVATE_PREFIX):
         return path
     table = _private_paths()
     head, rest = path, ""
     while head.startswith(_PRIVATE_PREFIX):
         if head in table:
-            return table[head] + rest
+            public, estimator = table[head]
+            return path if library and estimator else public + rest
         head, _, last = head.rpartition(".")
         rest = f".{last}{rest}"
     return path
@@ -71,7 +76,7 @@ def api_path_of_qualified(qualified: str) -> str | None:
             # official models): compat.v1 has a compat module of its own.
             while path.startswith(("compat.v1.", "compat.v2.")):
                 path = path[len("compat.v1."):]
-            return _public_path(path)
+            return _public_path(path, library=prefix.startswith("tensorflow_estimator."))
     if qualified.startswith(_KERAS_PREFIX):
         return qualified
     if qualified.startswith(_SLIM_PREFIXES):

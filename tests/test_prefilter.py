@@ -56,7 +56,9 @@ SPELLINGS = [
     pytest.param("import mylib\nest = mylib.Estimator(f)", False, id="other-library"),
     pytest.param("est = tf.keras.Estimator(f)", False, id="not-an-estimator-path"),
     pytest.param("from tensorflow_estimator.python.estimator import estimator as est_lib\nest = est_lib.Estimator(f)",
-                 True, id="private-module-path"),
+                 False, id="library-module-path"),
+    pytest.param("from tensorflow.python.estimator import estimator as est_lib\nest = est_lib.Estimator(f)",
+                 True, id="tf1-module-path"),
     pytest.param("from .estimator import Estimator\nest = Estimator(f)", False, id="relative-import"),
     pytest.param("est = tf.estimator.Estimator.__new__(tf.estimator.Estimator)", False, id="method-of-the-class"),
 ]

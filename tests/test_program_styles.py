@@ -642,7 +642,7 @@ def test_estimator_symbols_imported_from_their_implementation_modules(rules):
             "from tensorflow.python.estimator.model_fn import EstimatorSpec as spec_class\n"
             "from tensorflow.python.estimator import estimator as estimator_lib",
             "from tensorflow_estimator.python.estimator.model_fn import ModeKeys as Modes, EstimatorSpec as spec_class\n"
-            "import tensorflow_estimator.python.estimator.estimator as estimator_lib"):
+            "import tensorflow.python.estimator.estimator as estimator_lib"):
         result, new = convert(rules, program(imports))
         assert result.status == "converted", [f.format() for f in result.findings]
         body = lambda text: text[text.index("def model_fn") if "def model_fn" in text else text.index("class"):]
@@ -653,8 +653,12 @@ def test_estimator_symbols_imported_from_their_implementation_modules(rules):
 def test_a_private_estimator_path_the_table_does_not_know_stays_unresolved():
     from estimator2keras import _names
     assert _names.api_path_of_qualified("tensorflow.python.estimator.model_fn.ModeKeys.TRAIN") == "estimator.ModeKeys.TRAIN"
+    assert _names.api_path_of_qualified("tensorflow.python.estimator.canned.dnn.DNNClassifier") == "estimator.DNNClassifier"
+    # Through the library's own root, an Estimator class is the library building its own.
     assert _names.api_path_of_qualified("tensorflow_estimator.python.estimator.canned.dnn.DNNClassifier") \
-        == "estimator.DNNClassifier"
+        == "python.estimator.canned.dnn.DNNClassifier"
+    assert _names.api_path_of_qualified("tensorflow_estimator.python.estimator.model_fn.EstimatorSpec") \
+        == "estimator.EstimatorSpec"
     assert _names.api_path_of_qualified("tensorflow.python.estimator.util.fn_args") == "python.estimator.util.fn_args"
     assert _names.api_path_of_qualified("tensorflow.python.ops.math_ops.add") == "python.ops.math_ops.add"
 
