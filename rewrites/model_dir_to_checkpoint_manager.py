@@ -126,6 +126,11 @@ class ModelDirCheckpoints(tf.keras.callbacks.Callback):
         self.save_steps = save_steps
         self.save_secs = save_secs
         self.restored = not restore
+        latest = self.manager.latest_checkpoint
+        if restore and latest and "_CHECKPOINTABLE_OBJECT_GRAPH" not in dict(tf.train.list_variables(latest)):
+            # A TF1 checkpoint by variable names: the Keras model's variables have none of them.
+            raise ValueError(f"{latest} is an Estimator's checkpoint, which this Keras model cannot restore: "
+                             "convert the model_dir with `e2k checkpoint` (its docs: checkpoints.md)")
 
     def global_step(self):
         """The step training goes on from: the latest checkpoint's until it is restored."""
