@@ -1250,20 +1250,53 @@ def _place_definitions(plan, ctx, unit, removable: list[Binding], definitions: l
 
 
 def _reads_locals(ctx, statement, definitions: list[cst.BaseStatement]) -> bool:
-    """Do the classes read a name bound in the function that holds ``statement``?"""
+    """Do the classes read a name bound in the function that holds ``statement``? A name a
+    method binds itself (its ``hidden_units`` parameter, an assignment) is the method's."""
     scope = ctx.scope(statement)
     if scope is None or isinstance(scope, GlobalScope):
         return False
     local = {a.name for a in scope.assignments}
-    read: set[str] = set()
-    for definition in definitions:
-        stack = [definition]
-        while stack:
-            node = stack.pop()
-            if isinstance(node, cst.Name):
-                read.add(node.value)
-            elif isinstance(node, cst.Attribute):
-                stack.append(node.value)  # `self.linear`: the attribute is no name of the scope
-            else:
-                stack.extend(node.children)
-    return bool(read & local)
+    return any(_free_names(definition) & local for definition in definitions)
+
+
+def _free_names(node: cst.CSTNode, bound: frozenset[str] = frozenset()) -> set[str]:
+    """The names ``node`` reads that it does not bind itself, function by function."""
+    if isinstance(node, (cst.FunctionDef, cst.Lambda)):
+        params = node.params
+        own = {p.name.value for p in (*params.params, *params.kwonly_params, *params.posonly_params)}
+        for star in (params.star_arg, params.star_kwarg):
+            if isinstance(star, cst.Param):
+                own.add(star.name.value)
+        for inner in _walk_nodes(node.body):
+            if isinstance(inner, (cst.AssignTarget, cst.For, cst.CompFor, cst.AugAssign, cst.AnnAssign)):
+                own.update(n.value for n in _names_in(inner.target))
+        free = _free_names(node.body, bound | own)
+        for decorator in getattr(node, "decorators", ()):
+            free |= _free_names(decorator.decorator, bound)
+        return free
+    if isinstance(node, cst.Name):
+        return set() if node.value in bound else {node.value}
+    if isinstance(node, cst.Attribute):
+        return _free_names(node.value, bound)  # `self.linear`: the attribute is no name
+    if isinstance(node, cst.Arg):
+        return _free_names(node.value, bound)  # a keyword is no name
+    free: set[str] = set()
+    for child in node.children:
+        free |= _free_names(child, bound)
+    return free
+
+
+def _walk_nodes(node: cst.CSTNode):
+    """``node``'s nodes, not entering the functions and classes it defines."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        if current is node or not isinstance(current, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            stack.extend(current.children)
+
+
+def _names_in(node: cst.CSTNode) -> list[cst.Name]:
+    if isinstance(node, cst.Name):
+        return [node]
+    return [n for child in node.children for n in _names_in(child)] if not isinstance(node, cst.Attribute) else []

@@ -319,11 +319,13 @@ def _programs(todo: list[SourceFile], settings, others: Sequence[SourceFile] = (
         except OSError:
             continue
         candidates[os.path.normpath(str(source.path))] = data
-    if len(candidates) < 2:
+    imported = [os.path.normpath(str(s.path)) for s in others if s.path.suffix == ".py"]
+    # One file with a rule's word and a module it imports without one (train.py and its
+    # cols.py of feature columns) is a program too.
+    if not candidates or len(candidates) + len(imported) < 2:
         return todo, []
     by_norm = {os.path.normpath(str(s.path)): s for s in [*todo, *others]}
     names = last_names(settings[str(by_norm[next(iter(candidates))].path)].load().constructor_paths())
-    imported = [os.path.normpath(str(s.path)) for s in others if s.path.suffix == ".py"]
     found = [_Group(tuple(by_norm[p] for p in sorted(g)), True)
              for g in groups(candidates, lambda source: mentions_any(source, names), imported)]
     grouped = {os.path.normpath(p) for g in found for p in g.paths}

@@ -1250,12 +1250,16 @@ class ConversionPlan:
     def add_helper(self, name: str, make: Callable[[str], list[cst.BaseStatement]]) -> str:
         """A module-level definition (a callback class) placed after the imports once per
         file; returns the name it is defined under."""
-        emitted = _emitted_helpers(self.ctx)
-        if name in emitted:
-            return emitted[name]
         for key, (given, _) in self._helpers:
             if key == name:
                 return given
+        emitted = _emitted_helpers(self.ctx)
+        if name in emitted:
+            # Added by an earlier unit, to its module: this unit's module may need it too
+            # (commit adds it there, once per module).
+            given = emitted[name]
+            self._helpers.append((name, (given, make(given))))
+            return given
         given = _emit.unique_name(name, _module_names(self.ctx) | self._names)
         self._names.add(given)
         self._helpers.append((name, (given, make(given))))
@@ -1610,7 +1614,7 @@ class ConversionPlan:
         placed: dict[str, tuple[cst.CSTNode, list[cst.BaseStatement]]] = {}
         if self._after_imports:
             placed[ctx.path_of(near)] = (near, [self._substituted(s) for s in self._after_imports])
-        wanted = [(key, given, definitions) for key, (given, definitions) in self._helpers if key not in emitted]
+        wanted = [(key, given, definitions) for key, (given, definitions) in self._helpers]
         readers = {given: self._reader_of(given, statements, ctx) for _, given, _ in wanted}
         for _ in wanted:  # a helper only another helper reads (a layer of a model class) goes with it
             for _, given, _ in wanted:
@@ -1619,8 +1623,10 @@ class ConversionPlan:
                                            and readers[other] is not None
                                            and any(_reads_name(_emit.code(d), given) for d in code)), None)
         for key, given, definitions in wanted:
-            emitted[key] = given
             where = readers[given] or near
+            if (ctx.path_of(where), key) in emitted:
+                continue  # this module has it already
+            emitted[key] = emitted[(ctx.path_of(where), key)] = given
             at, helpers = placed.setdefault(ctx.path_of(where), (where, []))
             target = ctx.resolved_modules().get(ctx.path_of(at), ctx.module)
             definitions = _emit.reindent_docstrings(list(definitions), target.default_indent)
@@ -1652,8 +1658,9 @@ def _module_names(ctx: RewriteContext) -> set[str]:
     return names
 
 
-def _emitted_helpers(ctx: RewriteContext) -> dict[str, str]:
-    """Helpers already added to this file by an earlier unit: key -> name."""
+def _emitted_helpers(ctx: RewriteContext) -> dict:
+    """Helpers already added by an earlier unit: key -> name, and (module path, key) -> name
+    for each module that has it."""
     emitted = getattr(ctx, "_e2k_helpers", None)
     if emitted is None:
         emitted = {}

@@ -157,3 +157,31 @@ def test_package_fixture_trains_like_its_estimator(case):
     for result in results:
         assert result.passed, result.report()
         assert result.migrated.replicas == settings.get("replicas", 2)
+
+
+def test_one_estimator_file_and_a_columns_module_without_a_rules_word(tmp_path):
+    """train.py (the only file with a rule's word) and cols.py, which it imports for its
+    feature columns: the directory is one program (they were converted apart, and the columns
+    of another module refused)."""
+    write(tmp_path, {"cols.py": """
+        import tensorflow as tf
+
+
+        def get_columns():
+            return [tf.feature_column.numeric_column(c) for c in ["a", "b"]]
+    """, "train.py": """
+        import tensorflow as tf
+
+        import cols
+
+
+        def input_fn():
+            return tf.data.Dataset.from_tensor_slices(({"a": [1.0] * 8, "b": [2.0] * 8}, [0, 1] * 4)).repeat().batch(4)
+
+
+        estimator = tf.estimator.DNNClassifier(hidden_units=[4], feature_columns=cols.get_columns())
+        estimator.train(input_fn, steps=2)
+    """})
+    assert main(["rewrite", str(tmp_path)]) == 1
+    train = (tmp_path / "train.py").read_text()
+    assert "tf.estimator." not in train and "DNNClassifierModel" in train, train
