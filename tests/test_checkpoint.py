@@ -199,3 +199,13 @@ def test_saturated_probabilities_are_judged_on_their_own_scale():
     assert problem and "logistic" in problem and "logits" not in problem
     rows, problem = compare_predictions(theirs, {**mine, "logits": logits * (1 + 1e-5)}, 1e-6)
     assert problem and "logits" in problem
+
+
+def test_logits_near_zero_are_judged_on_a_scale_of_at_least_one():
+    """Logits of at most 0.41 that agree to float32 rounding of the sums that made them
+    (5.7e-7 apart: a DNNClassifier's, its probabilities 6e-8 apart) pass; 2e-6 apart fails."""
+    logits = np.array([[0.41, -0.2, 0.05], [0.1, 0.3, -0.4]], np.float32)
+    rows, problem = compare_predictions({"logits": logits}, {"logits": logits + np.float32(5.7e-7)}, 1e-6)
+    assert problem is None and all(r.ok for r in rows), rows
+    rows, problem = compare_predictions({"logits": logits}, {"logits": logits + np.float32(2e-6)}, 1e-6)
+    assert problem and "logits" in problem

@@ -366,7 +366,12 @@ def _beta_powers(extra: list[dict], step: int | None) -> list[str]:
 # A canned head's probabilities are judged on their own scale, 1, not on the batch's largest:
 # where every logit is far below 0, the sigmoid's float32 rounding alone differs by more than
 # 1e-6 of its largest value (logits -41 agreeing to 4.6e-8 gave logistic 1.07e-6 apart).
+# Logits are judged on a scale of at least 1 too: a logit is a sum of the last layer's
+# products, rounded relative to them, so logits all near 0 differ by more than 1e-6 of their
+# own largest (a DNNClassifier's logits of at most 0.41, 5.7e-7 apart, its probabilities
+# 6e-8 apart and its average_loss identical).
 PROBABILITY_OUTPUTS = frozenset({"probabilities", "logistic"})
+LOGIT_OUTPUTS = frozenset({"logits"})
 
 
 def compare_predictions(theirs: dict, mine: dict, rtol: float) -> tuple[list[PredictionRow], str | None]:
@@ -375,7 +380,7 @@ def compare_predictions(theirs: dict, mine: dict, rtol: float) -> tuple[list[Pre
     Dicts are paired by key (string outputs, e.g. a classifier's class names, are compared
     for equality); a single output on one side is paired with the other side's output of
     the same shape, preferring the keys "logits", "predictions", "probabilities". An output
-    differs when max |diff| > rtol * max |legacy| (for probabilities, rtol * max(1, max |legacy|)).
+    differs when max |diff| > rtol * max |legacy| (for probabilities and logits, rtol * max(1, max |legacy|)).
     """
     import numpy as np
 
@@ -411,7 +416,7 @@ def compare_predictions(theirs: dict, mine: dict, rtol: float) -> tuple[list[Pre
         x, y = x.astype(np.float64), y.astype(np.float64)
         diff = float(np.max(np.abs(x - y))) if n else 0.0
         scale = float(np.max(np.abs(x))) if n else 0.0
-        if a in PROBABILITY_OUTPUTS or b in PROBABILITY_OUTPUTS:
+        if {a, b} & (PROBABILITY_OUTPUTS | LOGIT_OUTPUTS):
             scale = max(scale, 1.0)
         relative = diff / scale if scale > 0 else diff
         rows.append(PredictionRow(a, b, n, diff, relative, relative <= rtol))
