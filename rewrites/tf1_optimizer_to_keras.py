@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import libcst as cst
+
+from estimator2keras import _emit
 from estimator2keras._rule import Case, ExpressionRule, Safety
 from estimator2keras._translate import CallSpec, translate
 
@@ -65,7 +68,7 @@ class Tf1OptimizerToKeras(ExpressionRule):
     | `AdamOptimizer(lr, beta1, beta2, epsilon)` | `Adam(lr, beta_1=..., beta_2=..., epsilon=1e-08)` |
     | `AdagradOptimizer(lr, initial_accumulator_value)` | `Adagrad(lr, initial_accumulator_value=...)` |
     | `AdadeltaOptimizer(lr, rho, epsilon)` | `Adadelta(lr, rho=..., epsilon=1e-08)` |
-    | `RMSPropOptimizer(lr, decay, momentum, epsilon, centered)` | `RMSprop(lr, rho=decay, ..., epsilon=1e-10)` |
+    | `RMSPropOptimizer(lr, decay, momentum, epsilon, centered)` | `TF1RMSprop(lr, rho=decay, ..., epsilon=1e-10)`: Keras `RMSprop`, its accumulators starting at 1.0 (a class of ten lines added to the file) |
     | `FtrlOptimizer(...)` | `Ftrl(...)` (same parameter names) |
 
     Where Keras and TF1 defaults differ, the TF1 value is written out: Adam and Adadelta
@@ -82,12 +85,17 @@ class Tf1OptimizerToKeras(ExpressionRule):
     (Keras's velocity is then the TF1 accumulator times `-lr`), Adam (both use the
     "epsilon hat" form), Adagrad (Keras adds `epsilon=1e-07` inside the square root of an
     accumulator that starts at 0.1: a relative change below 5e-7 per step), Adadelta.
-    RMSprop differs: TF1 starts its mean-square accumulator at 1.0, Keras at 0.0, so the
-    first steps of Keras are larger. Momentum with a decaying learning rate differs too: TF1
-    scales the whole accumulated step by the current rate, Keras SGD each new gradient, so
-    the steps after each change of rate differ (measured: identical until the first decay,
-    then a 6% loss difference on the next step). Both conversions are made and reported for
-    a human (`e2k parity` shows the difference).
+    RMSprop computes TF1's update (epsilon inside the square root, momentum on the scaled
+    gradient), but Keras starts its mean-square accumulators at 0.0 where TF1 started them at
+    1.0, so Keras's first steps would be larger: the emitted `TF1RMSprop` subclass sets them to
+    1.0 when it builds them, on every replica (Keras 2 builds in a replica's context), and the
+    steps are the same from the first (the fixture `rmsprop_momentum_mirrored` passes `e2k
+    parity` with 2 replicas on TF 2.15 and the newest TF). Outside a converted unit, where no
+    class can be added, the plain `RMSprop` is written and reported. Momentum with a decaying
+    learning rate differs: TF1 scales the whole accumulated step by the current rate, Keras
+    SGD each new gradient, so the steps after each change of rate differ (measured: identical
+    until the first decay, then a 6% loss difference on the next step). That conversion is
+    made and reported for a human (`e2k parity` shows the difference).
 
     ## Limitations
     `ProximalGradientDescentOptimizer`, `ProximalAdagradOptimizer`, `SyncReplicasOptimizer`
@@ -127,10 +135,34 @@ class Tf1OptimizerToKeras(ExpressionRule):
         path = ctx.call_api_path(call)
         new, _ = translate(call, OPTIMIZERS[path], tf)
         if path == "train.RMSPropOptimizer":
-            ctx.leftover(
-                call,
-                "TF1 RMSProp starts its mean-square accumulator at 1.0, Keras RMSprop at 0.0: "
-                "the first steps differ; check with e2k parity",
-                code=self.code,
-            )
+            plan = ctx.active_plan
+            if plan is None:
+                ctx.leftover(
+                    call,
+                    "TF1 RMSProp starts its mean-square accumulator at 1.0, Keras RMSprop at 0.0: "
+                    "the first steps differ; check with e2k parity",
+                    code=self.code,
+                )
+                return new
+            # Keras's RMSprop with TF1's accumulator start: the same steps from the first.
+            name = plan.add_helper("TF1RMSprop", lambda given: _emit.statements(TF1_RMSPROP, name=given, tf=tf))
+            new = new.with_changes(func=cst.Name(name))
         return new
+
+
+#: Keras RMSprop computes TF1's update (epsilon inside the square root, momentum on the
+#: scaled gradient) from an accumulator that starts at 0; TF1's starts at 1. On Keras 2
+#: (TF 2.15) and Keras 3 alike the accumulators are `_velocities`, made by `build`.
+TF1_RMSPROP = '''
+class {name}({tf}.keras.optimizers.RMSprop):
+    """Keras RMSprop whose mean-square accumulators start at 1.0, as TF1's RMSPropOptimizer's did."""
+
+    def build(self, var_list):
+        first = not (getattr(self, "built", False) or getattr(self, "_built", False))
+        super().build(var_list)
+        if first:
+            for velocity in self._velocities:
+                # Keras 2 builds in a replica's context: each replica's copy is set.
+                for copy in getattr(velocity, "values", (velocity,)):
+                    copy.assign({tf}.ones_like(copy))
+'''

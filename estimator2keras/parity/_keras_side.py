@@ -432,7 +432,7 @@ def _optimizer_slots(tf, optimizers, trainable, slots):
         kind = entries[0]["kind"]
         indices = sorted({e["variable"] for e in entries})
         candidates = [o for o in optimizers
-                      if type(getattr(o, "inner_optimizer", None) or o).__name__ == kind and all(o is not u for u in used)]
+                      if common.keras_kind(getattr(o, "inner_optimizer", None) or o) == kind and all(o is not u for u in used)]
         if not candidates:
             kinds = ", ".join(type(o).__name__ for o in optimizers) or "none"
             raise _Refused(f"the Estimator's {entries[0]['optimizer']} (slots {entries[0]['name']!r}, ...) has no "

@@ -342,7 +342,7 @@ def describe_optimizer(tf, optimizer) -> dict:
     """``{"kind", "class", "params"}``: the optimizer as the Keras one a migration writes, with
     its hyper-parameters as it holds them (a value None: a tensor or schedule, not static)."""
     optimizer = getattr(optimizer, "inner_optimizer", None) or optimizer  # mixed precision's wrapper
-    name = type(optimizer).__name__
+    name = keras_kind(optimizer)
     if name in _TF1_OPTIMIZERS:
         kind, attributes, fixed = _TF1_OPTIMIZERS[name]
         params = {key: _hyperparameter(tf, getattr(optimizer, attribute, None)) for key, attribute in attributes.items()}
@@ -354,6 +354,15 @@ def describe_optimizer(tf, optimizer) -> dict:
     keys = _KERAS_KEYS.get(name, ())
     return {"kind": name, "class": name, "params": {key: _hyperparameter(tf, config.get(key)) for key in keys
                                                     if key in config}}
+
+
+def keras_kind(optimizer) -> str:
+    """The optimizer's class, or the known class it subclasses (e2k's TF1RMSprop is a Keras
+    RMSprop whose accumulators start where TF1's did)."""
+    for klass in type(optimizer).__mro__:
+        if klass.__name__ in _KERAS_KEYS or klass.__name__ in _TF1_OPTIMIZERS:
+            return klass.__name__
+    return type(optimizer).__name__
 
 
 def tf1_learning_rate(optimizer):
