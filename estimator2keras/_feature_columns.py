@@ -32,7 +32,7 @@ from estimator2keras._context import RewriteContext
 from estimator2keras._rule import Unsupported
 from estimator2keras._symbols import tf2_respellings
 from estimator2keras._units import (
-    Binding, _in_estimator_call, _single_assignment, _single_return, accesses_of, bind_arguments, resolve, value_of,
+    Binding, _in_estimator_call, _single_return, accesses_of, bind_arguments, resolve, unpacking, value_of,
 )
 
 CODE = "E2K504"
@@ -296,16 +296,13 @@ class ColumnReader:
         statement gives ``name``, as (expression, env) where the value spells its elements (a
         tuple or list literal, or a function's returned one), else the Column. None when
         ``name`` is not bound so."""
-        target = getattr(_single_assignment(self.ctx, name), "node", None)
-        element = self.ctx.parent(target) if isinstance(target, cst.Name) else None
-        tuple_ = self.ctx.parent(element) if isinstance(element, cst.Element) else None
-        assign_target = self.ctx.parent(tuple_) if isinstance(tuple_, (cst.Tuple, cst.List)) else None
-        assign = self.ctx.parent(assign_target) if isinstance(assign_target, cst.AssignTarget) else None
-        if not isinstance(assign, cst.Assign) or len(assign.targets) != 1 \
-                or any(not isinstance(e, cst.Element) or not isinstance(e.value, cst.Name) for e in tuple_.elements):
+        found = unpacking(self.ctx, name)
+        if found is None:
+            return None
+        target, assign, tuple_, index = found
+        if any(not isinstance(e.value, cst.Name) for e in tuple_.elements):
             return None
         statement = self.ctx.enclosing_statement(assign)
-        index = next(i for i, e in enumerate(tuple_.elements) if e is element)
         count = len(tuple_.elements)
         for each in tuple_.elements:  # the statement goes when only the Estimators read its names
             if accesses_of(self.ctx, each.value):

@@ -43,7 +43,9 @@ SELF_CONTAINED = frozenset({"LoggingTensorHook", "NanTensorHook", "StepCounterHo
 def helper_hooks(site, call: cst.Call, ctx, node: cst.CSTNode):
     """Raise the refusal for hooks returned by ``call``, naming the helper and what it builds."""
     helper = _emit.code(call.func)
-    if _qualified(ctx, call.func) & OFFICIAL_LOGGING_HOOKS:
+    from estimator2keras._symbols import _roots
+
+    if _roots(ctx, call.func) & OFFICIAL_LOGGING_HOOKS:
         from estimator2keras._training import Hooks
 
         site.plan.fixed(call, "E2K406", LOGGING_HOOKS_NOTE)
@@ -62,15 +64,6 @@ def helper_hooks(site, call: cst.Call, ctx, node: cst.CSTNode):
         _refuse(helper, hctx, module, fn, where, node)
     finally:
         hctx.abandon_pass()
-
-
-def _qualified(ctx, func: cst.BaseExpression) -> set[str]:
-    from libcst.metadata import QualifiedNameProvider
-
-    try:
-        return {q.name for q in ctx.get_metadata(QualifiedNameProvider, func, set())}
-    except KeyError:
-        return set()
 
 
 def _convert_local(site, ctx, call: cst.Call, fn: cst.FunctionDef):

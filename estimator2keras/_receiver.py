@@ -32,7 +32,7 @@ from estimator2keras import _emit
 from estimator2keras._rule import Unsupported
 from estimator2keras._modelfn_read import _walk
 from estimator2keras._symbols import tf2_respellings
-from estimator2keras._units import _single_return, accesses_of, bind_arguments, resolve, Binding
+from estimator2keras._units import _single_return, accesses_of, bind_arguments, resolve, unpacking, Binding
 
 #: Receivers a serving_input_receiver_fn returns; the value says what the model_fn got as
 #: features: the dict as it is ("dict": a tensor is wrapped as {"feature": tensor}), or the tensor.
@@ -334,21 +334,8 @@ def _is_dict(ctx, function, node, params: set[str], dict_params: set[str], depth
 def _unpacked(ctx, name: cst.Name) -> tuple[cst.BaseExpression, int] | None:
     """``a, b = value`` (the one assignment reaching ``name``, a whole statement): (value, the
     position of ``name`` in the targets)."""
-    from estimator2keras._units import _single_assignment
-
-    assignment = _single_assignment(ctx, name)
-    target = getattr(assignment, "node", None)
-    tuple_ = ctx.parent(target) if isinstance(target, cst.Name) else None
-    tuple_ = ctx.parent(tuple_) if isinstance(tuple_, cst.Element) else None
-    assign_target = ctx.parent(tuple_) if isinstance(tuple_, (cst.Tuple, cst.List)) else None
-    assign = ctx.parent(assign_target) if isinstance(assign_target, cst.AssignTarget) else None
-    if not (isinstance(assign, cst.Assign) and len(assign.targets) == 1 and assign.targets[0].target is tuple_):
-        return None
-    elements = list(tuple_.elements)
-    if any(isinstance(e, cst.StarredElement) for e in elements):
-        return None
-    index = next((i for i, e in enumerate(elements) if e.value is target), None)
-    return None if index is None else (assign.value, index)
+    found = unpacking(ctx, name)
+    return None if found is None else (found[1].value, found[3])
 
 
 def _returned(ctx, call: cst.Call, depth: int = 0) -> cst.BaseExpression | None:

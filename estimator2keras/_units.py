@@ -9,7 +9,6 @@ changes, and the reason is marked in the file and reported.
 """
 from __future__ import annotations
 
-import re
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterator
@@ -63,6 +62,21 @@ def _single_assignment(ctx: RewriteContext, name: cst.Name):
     if len(referents) != 1:
         return None
     return next(iter(referents))
+
+
+def unpacking(ctx: RewriteContext, name: cst.Name):
+    """``a, b = value``, the one assignment reaching ``name`` (one target, a tuple or list
+    without ``*``): (the target ``name`` is there, the Assign, the tuple, its position in it);
+    None for any other binding."""
+    target = getattr(_single_assignment(ctx, name), "node", None)
+    element = ctx.parent(target) if isinstance(target, cst.Name) else None
+    tuple_ = ctx.parent(element) if isinstance(element, cst.Element) else None
+    assign_target = ctx.parent(tuple_) if isinstance(tuple_, (cst.Tuple, cst.List)) else None
+    assign = ctx.parent(assign_target) if isinstance(assign_target, cst.AssignTarget) else None
+    if not (isinstance(assign, cst.Assign) and len(assign.targets) == 1
+            and not any(isinstance(e, cst.StarredElement) for e in tuple_.elements)):
+        return None
+    return target, assign, tuple_, next(i for i, e in enumerate(tuple_.elements) if e is element)
 
 
 def resolve(ctx: RewriteContext, node: cst.BaseExpression) -> Binding | cst.FunctionDef | None:
@@ -1222,8 +1236,6 @@ class ConversionPlan:
         """Converted around, but this part needs a human: marked in the file and reported."""
         if self.ctx.is_suppressed(node, code):
             return  # `# e2k: ignore`: the human has looked
-        if any(n is node and c == code and m == message for n, c, m in self._leftovers):
-            return  # the same conversion read twice (the optimizer of two modes' paths): one finding
         self._leftovers.append((node, code, message))
 
     def leftover_marked_in_new_code(self, node: cst.CSTNode, code: str, message: str) -> None:
@@ -1377,10 +1389,10 @@ class ConversionPlan:
         if ctx._modules is None:
             return None
         for original, new in statements.items():
-            if any(_reads_name(_emit.code(s), name) for s in new):
+            if any(name in _names_read(s) for s in new):
                 return original
         for original, new in self._subst.items():
-            if _reads_name(_emit.code(new), name):
+            if name in _names_read(new):
                 return original
         return None
 
@@ -1621,7 +1633,7 @@ class ConversionPlan:
                 if readers[given] is None:
                     readers[given] = next((readers[other] for _, other, code in wanted if other != given
                                            and readers[other] is not None
-                                           and any(_reads_name(_emit.code(d), given) for d in code)), None)
+                                           and any(given in _names_read(d) for d in code)), None)
         for key, given, definitions in wanted:
             where = readers[given] or near
             if (ctx.path_of(where), key) in emitted:
@@ -1641,10 +1653,6 @@ class ConversionPlan:
             ctx.report(node, message, code=code, kind="fixed")
         for callback in self.on_commit:
             callback()
-
-
-def _reads_name(code: str, name: str) -> bool:
-    return re.search(rf"(?<![\w.]){re.escape(name)}\b", code) is not None
 
 
 def _module_names(ctx: RewriteContext) -> set[str]:
