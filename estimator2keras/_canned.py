@@ -1296,7 +1296,11 @@ def _walk_nodes(node: cst.CSTNode):
             stack.extend(current.children)
 
 
-def _names_in(node: cst.CSTNode) -> list[cst.Name]:
-    if isinstance(node, cst.Name):
-        return [node]
-    return [n for child in node.children for n in _names_in(child)] if not isinstance(node, cst.Attribute) else []
+def _names_in(target: cst.BaseExpression) -> list[cst.Name]:
+    """The names an assignment target binds: ``a``, ``a, (b, *c)``; not ``self.x`` or ``d[k]``,
+    which bind no name."""
+    if isinstance(target, cst.Name):
+        return [target]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for element in target.elements for n in _names_in(element.value)]
+    return []
