@@ -312,6 +312,9 @@ class InputFn:
     #: once the function returns it (E2K006).
     array_factory_call: cst.Call | None = None
     array_factory: cst.FunctionDef | None = None
+    #: The calls of the program's functions that make the input_fn (``array_factory``'s and
+    #: ``factory_call``'s), with the names bound to them on the way.
+    chain: "FactoryChain | None" = None
     #: The input_fns a name may be when the Estimator reads it (``if use_dataset: def
     #: train_input_fn(): ... else: train_input_fn = numpy_input_fn(...)``): each converts, and
     #: each must be called the same way.
@@ -332,6 +335,8 @@ class InputFn:
             return any(alternative.may_repeat(ctx, mode) for alternative in self.alternatives)
         if self.array_call is not None:
             epochs = _keyword_or_position(self.array_call, "num_epochs", 3)
+            if epochs is not None and self.chain is not None:
+                epochs = self.chain.value(ctx, epochs)  # `num_epochs=num_epochs`: the caller's
             return epochs is not None and not isinstance(epochs, cst.Integer)
         if self.function is not None:
             code = [(self.function.body, _Decider(ctx, self.function, None, mode), self.function, None)]
@@ -354,7 +359,10 @@ class InputFn:
     def _factory_value(self, ctx: RewriteContext, node) -> cst.BaseExpression | None:
         """``repeat(num_epochs)`` in the input_fn a factory returns (TensorFlow's linear-model
         tutorial, ``make_input_fn(df, y, num_epochs=10)``): the factory call's argument for that
-        parameter, or its default."""
+        parameter, or its default; through the calls of functions that return the factory's call
+        (``get_train_input_fn()`` returning ``make_input_fn(x, y, num_epochs=epochs)``)."""
+        if self.chain is not None:
+            return self.chain.value(ctx, node)
         call = self.factory_call
         if isinstance(call, cst.Name):  # `train_input_fn = make_input_fn(...)`, passed by name
             bound_name = resolve(ctx, call)
@@ -616,21 +624,13 @@ def resolve_input_fn(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn:
     array_call, binding = resolve_call(ctx, node, ARRAY_INPUT_FNS)
     if array_call is not None:
         return InputFn(node, array_call=array_call, array_binding=binding)
-    made = _array_factory_call(ctx, node)
+    made = _factory_input_fn(ctx, node)
     if made is not None:
         return made
     bound = resolve(ctx, node)
     if isinstance(bound, cst.FunctionDef):
         _check_input_fn_params(ctx, bound)
         return InputFn(node, function=bound)
-    if isinstance(bound, Binding) and isinstance(bound.value, cst.Call) and isinstance(bound.value.func, (cst.Name, cst.Attribute)):
-        # `train_input_fn = make_input_fn(x, y)` (TensorFlow's linear-model tutorial): the
-        # function the factory returns, called through the name.
-        factory = resolve(ctx, bound.value.func)
-        inner = _returned_function(factory) if isinstance(factory, cst.FunctionDef) else None
-        if inner is not None:
-            _check_input_fn_params(ctx, inner)
-            return InputFn(node, function=inner, factory_call=node)
     if isinstance(bound, Binding) and isinstance(bound.value, cst.Lambda):
         # `train_input_fn = lambda: model.input_fn(...)`, passed by its name.
         found = _lambda_input_fn(ctx, node, bound.value)
@@ -638,12 +638,6 @@ def resolve_input_fn(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn:
         return found
     if isinstance(node, cst.Lambda):
         return _lambda_input_fn(ctx, node, node)
-    if isinstance(node, cst.Call):
-        factory = resolve(ctx, node.func) if isinstance(node.func, (cst.Name, cst.Attribute)) else None
-        inner = _returned_function(factory) if isinstance(factory, cst.FunctionDef) else None
-        if inner is not None:
-            _check_input_fn_params(ctx, inner)
-            return InputFn(node, function=inner, factory_call=node)
     raise Unsupported("this input_fn is not a function, a lambda or an input_fn factory that e2k can follow", node)
 
 
@@ -693,19 +687,114 @@ def _alternative_input_fns(ctx: RewriteContext, node: cst.BaseExpression) -> Inp
     return InputFn(node, alternatives=alternatives)
 
 
-def _array_factory_call(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn | None:
+@dataclass
+class FactoryChain:
+    """An input_fn made by calling functions of the program, followed from the expression the
+    Estimator reads (``train_input_fn``, bound to ``read_mnist(x, y, num_epochs=None)``, whose
+    one ``return`` is ``numpy_input_fn(...)``; or ``get_train_input_fn()`` returning
+    ``make_input_fn(x, y)``, which returns its nested ``def input_fn``).
+
+    ``frames`` are (call, function called) from the outermost call in, each function's one
+    ``return`` being the next call (through names bound once: ``bindings``)."""
+
+    frames: list[tuple[cst.Call, cst.FunctionDef]]
+    bindings: list[Binding]
+    #: What the innermost function returns: a ``numpy_input_fn(...)`` / ``pandas_input_fn(...)``
+    #: call (its ``return`` statement's value), or the nested function it defines.
+    array_call: cst.Call | None = None
+    function: cst.FunctionDef | None = None
+
+    def value(self, ctx: RewriteContext, node: cst.BaseExpression | None) -> cst.BaseExpression | None:
+        """What ``node``, read in the innermost function (or a function nested in it), holds
+        when the chain's calls are made: a parameter's argument, followed outward through the
+        calls (each argument is read in its caller), or its default; ``node`` itself when it
+        is not a parameter. None when the arguments cannot be bound (``*args``)."""
+        for call, function in reversed(self.frames):
+            if not isinstance(node, cst.Name):
+                return node
+            param = getattr(_single_assignment(ctx, node), "node", None)
+            if not isinstance(param, cst.Param) or all(param is not p for p in function.params.params):
+                return node
+            try:
+                bound = bind_arguments(call, tuple(p.name.value for p in function.params.params))
+            except Unsupported:
+                return None
+            arg = bound.get(param.name.value)
+            if arg is None:
+                return param.default  # read where the function is defined, not in its caller
+            node = arg.value
+        return node
+
+
+#: How many calls and names deep an input_fn factory is followed.
+_CHAIN_DEPTH = 8
+
+
+def factory_chain(ctx: RewriteContext, node: cst.BaseExpression) -> FactoryChain | None:
+    """The chain of calls of the program's functions that makes the input_fn ``node`` is (a
+    name bound once, a call), ending in a function whose one ``return`` is ``numpy_input_fn(...)``
+    / ``pandas_input_fn(...)`` or a nested function it defines; None when ``node`` is not that.
+    The arguments of each call bind its function's parameters (``FactoryChain.value``)."""
+    frames: list[tuple[cst.Call, cst.FunctionDef]] = []
+    bindings: list[Binding] = []
+    current = node
+    for _ in range(_CHAIN_DEPTH):
+        if isinstance(current, (cst.Name, cst.Attribute)):
+            bound = resolve(ctx, current)
+            if not isinstance(bound, Binding) or not isinstance(bound.value, cst.Call):
+                return None
+            bindings.append(bound)
+            current = bound.value
+            continue
+        if not (isinstance(current, cst.Call) and isinstance(current.func, (cst.Name, cst.Attribute))):
+            return None
+        if ctx.call_api_path(current) in ARRAY_INPUT_FNS:
+            return None  # a numpy_input_fn(...) itself, not a function of the program's
+        function = resolve(ctx, current.func)
+        if not isinstance(function, cst.FunctionDef):
+            return None
+        frames.append((current, function))
+        inner = _returned_function(function)
+        if inner is not None:
+            return FactoryChain(frames, bindings, function=inner)
+        returned = _single_return(function)
+        if isinstance(returned, cst.Call) and ctx.call_api_path(returned) in ARRAY_INPUT_FNS:
+            # Converted, each function returns the dataset: a decorator may expect otherwise.
+            if any(f.decorators for _, f in frames):
+                return None
+            return FactoryChain(frames, bindings, array_call=returned)
+        if returned is None:
+            return None
+        current = returned
+    return None
+
+
+def chain_used_elsewhere(ctx: RewriteContext, plan: "ConversionPlan", chain: FactoryChain):
+    """Converted, each function of an array input_fn's chain returns the dataset, and each name
+    bound on the way holds it: every read of them must be one the converted program makes (the
+    unit's own calls, or a call of the chain of one of its input_fns). The first function or
+    binding read elsewhere, or None."""
+    made = [c for i in plan.input_fns if i.chain is not None and i.array_call is not None for c, _ in i.chain.frames]
+    for item in [*(f for _, f in chain.frames), *chain.bindings]:
+        reads = accesses_of(ctx, item.name if isinstance(item, cst.FunctionDef) else item.target)
+        if not reads or not all(plan.owns(read) or ctx.within(read, made) for read in reads):
+            return item
+    return None
+
+
+def _factory_input_fn(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn | None:
     """``input_fn=get_input_fn(df, num_epochs=None, shuffle=True)`` where the function's one
     ``return`` is a ``numpy_input_fn(...)`` / ``pandas_input_fn(...)`` (TensorFlow's 2017-2018
-    tutorials), passed directly."""
-    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Name)):
+    tutorials), or its nested ``def input_fn``; passed directly, through names bound once
+    (``train_input_fn = read_mnist(x, y)``) and through functions returning such a call."""
+    chain = factory_chain(ctx, node)
+    if chain is None:
         return None
-    factory = resolve(ctx, node.func)
-    if not isinstance(factory, cst.FunctionDef) or factory.decorators:
-        return None
-    returned = _single_return(factory)
-    if not (isinstance(returned, cst.Call) and ctx.call_api_path(returned) in ARRAY_INPUT_FNS):
-        return None
-    return InputFn(node, array_call=returned, array_factory_call=node, array_factory=factory)
+    if chain.array_call is not None:
+        return InputFn(node, array_call=chain.array_call, array_factory_call=node,
+                       array_factory=chain.frames[-1][1], chain=chain)
+    _check_input_fn_params(ctx, chain.function)
+    return InputFn(node, function=chain.function, factory_call=node, chain=chain)
 
 
 def _returned_function(factory: cst.FunctionDef) -> cst.FunctionDef | None:

@@ -4,7 +4,7 @@ import libcst as cst
 
 from estimator2keras import _emit
 from estimator2keras._rule import Case, Safety, UnitRule, Unsupported
-from estimator2keras._units import _names_in, accesses_of, bind_arguments
+from estimator2keras._units import _names_in, accesses_of, bind_arguments, chain_used_elsewhere
 
 SIGNATURE = ("x", "y", "batch_size", "num_epochs", "shuffle", "queue_capacity", "num_threads", "target_column")
 #: numpy_input_fn's and pandas_input_fn's defaults.
@@ -32,8 +32,15 @@ class NumpyInputFnToDataset(UnitRule):
     get_input_fn(test_set, num_epochs=1, shuffle=False)`) returns the dataset instead, and
     each call of it gives `fit` or `evaluate` its dataset. When `shuffle=` is the caller's
     (a name), the dataset is shuffled under `if shuffle:`; `num_epochs` goes to `repeat`,
-    which repeats forever for `None` as numpy_input_fn did. Every call of the function must
-    be one the converted program makes: a function also called elsewhere is refused.
+    which repeats forever for `None` as numpy_input_fn did. The call may be named first
+    (`train_input_fn = read_mnist(x, y, num_epochs=None, shuffle=True)` at module level, then
+    `TrainSpec(input_fn=train_input_fn)`: the name then holds the dataset) and may be made
+    through other functions of the program that return it (`def eval_inputs(batch_size):
+    return read_mnist(test_x, test_y, num_epochs=1, batch_size=batch_size)`). Each call binds
+    its function's parameters, so e2k reads the values the input_fn was made with: the
+    evaluation's `num_epochs=1` is one pass. Every call of these functions, and every read of
+    such a name, must be one the converted program makes: one also used elsewhere (called
+    for something else, printed) is refused, by name. A decorated function is not followed.
 
     ## Why
     These input_fns fed the Estimator from queues and threads (`tf.train.QueueRunner`), which
@@ -236,10 +243,13 @@ print(model.evaluate(eval_input_fn().map(model.preprocess), return_dict=True))
                 # `def get_input_fn(...): return pandas_input_fn(...)`: it returns the dataset,
                 # and every call of it is one the Keras program makes for this model.
                 function = input_fn.array_factory
-                reads = accesses_of(ctx, function.name) or []
-                if not reads or not all(plan.owns(read) for read in reads):
-                    raise Unsupported(f"`{function.name.value}` is called outside this Estimator's calls, which still "
-                                      "need the input_fn it returns", function)
+                outside = chain_used_elsewhere(ctx, plan, input_fn.chain)
+                if isinstance(outside, cst.FunctionDef):
+                    raise Unsupported(f"`{outside.name.value}` is called outside this Estimator's calls, which still "
+                                      "need the input_fn it returns", outside)
+                if outside is not None:
+                    raise Unsupported(f"`{outside.name}` is read outside this Estimator's calls, which still need the "
+                                      "input_fn it holds", outside.target)
                 if dataset is None:  # shuffled or not as the caller says: statements
                     statement = ctx.enclosing_statement(factory)
                     plan.replace_statement(statement, self._statements(factory, function, ctx, plan.tf, statement))

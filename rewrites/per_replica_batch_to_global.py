@@ -431,8 +431,6 @@ def _scale_factory_calls(code: cst.CSTNode, batches: list[cst.Call], plan, ctx, 
     for the input_fns training reads; the factory's other calls (a local evaluation) keep
     theirs. Only when every batch size is a parameter of the factory that nothing else reads
     or assigns, and every such call passes it. False: nothing was planned."""
-    from estimator2keras._units import resolve
-
     if plan.replicas_of_model:
         strategy = f"{plan.model_var}.distribute_strategy"
     elif plan.scope_strategy is not None:
@@ -443,8 +441,12 @@ def _scale_factory_calls(code: cst.CSTNode, batches: list[cst.Call], plan, ctx, 
     users = [i for i in reads.scaled_input_fns() if i.function is function and i.factory_call is not None]
     if function is None or not users:
         return False
-    factory = resolve(ctx, users[0].factory_call.func)
-    if not isinstance(factory, cst.FunctionDef) or any(resolve(ctx, u.factory_call.func) is not factory for u in users):
+    # The call of the factory itself (``train_input_fn = make_input_fn(...)`` when passed by
+    # name); not one made inside another function, whose other callers would be scaled too.
+    if any(u.chain is None or len(u.chain.frames) != 1 for u in users):
+        return False
+    factory = users[0].chain.frames[0][1]
+    if any(u.chain.frames[0][1] is not factory for u in users):
         return False
     inner_scope = ctx.scope(function.body)
     names = [p.name.value for p in factory.params.params]
@@ -460,7 +462,7 @@ def _scale_factory_calls(code: cst.CSTNode, batches: list[cst.Call], plan, ctx, 
                 return False  # assigned again, or read other than as a batch size
     scaled = []
     for user in users:
-        call = user.factory_call
+        call = user.chain.frames[0][0]
         if any(arg.star for arg in call.args):
             return False
         for param in params:
