@@ -9,9 +9,13 @@ does).
 """
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass, field
+
 import libcst as cst
 
 from estimator2keras import _emit
+from estimator2keras._context import iter_calls
 from estimator2keras._modelfn_read import BEYOND_CATALOGUE, REGULARIZATION_LOSS, LossConversion, _Def, _walk
 from estimator2keras._rule import Unsupported
 
@@ -41,7 +45,15 @@ _INTERNALS = BEYOND_CATALOGUE | {"losses.get_regularization_losses", "get_collec
 
 class _LossReader:
     def read_loss(self, loss: cst.BaseExpression, at: int):
-        """The Keras loss, the model output expression, and the statements that make up the loss."""
+        """The Keras loss, the model output expression, and the statements that make up the loss
+        (a weight penalty over the model's variables among them: ``self.penalty``)."""
+        self.penalty = None
+        conversion, at, used, regularized = self._read_loss(loss, at)
+        if self.penalty is not None:
+            used = used + [d for d in self.penalty.defs if d not in used]
+        return conversion, at, used, regularized
+
+    def _read_loss(self, loss: cst.BaseExpression, at: int):
         used: list[_Def] = []
         regularized = False
         expr = loss
@@ -52,6 +64,9 @@ class _LossReader:
                     self.refuse(expr, f"`{expr.value}` is not computed in the model_fn")
                 used.append(d)
                 if isinstance(d.small, cst.AugAssign):
+                    if isinstance(d.small.operator, cst.AddAssign) and self.weight_penalty(d.value, d.index):
+                        at = d.index  # `loss += l2_loss`
+                        continue
                     if not (isinstance(d.small.operator, cst.AddAssign) and self._is_regularization(d.value)):
                         self.refuse(d.small, "this change to the loss is not converted")
                     regularized = True
@@ -69,6 +84,22 @@ class _LossReader:
                     continue
                 if self._is_regularization(expr.left):
                     regularized, expr = True, expr.right
+                    continue
+                if self.weight_penalty(expr.right, at):
+                    expr = expr.left
+                    continue
+                if self.weight_penalty(expr.left, at):
+                    expr = expr.right
+                    continue
+            if isinstance(expr, cst.Call) and self.ctx.call_api_path(expr) in ("add", "math.add") \
+                    and len(expr.args) in (2, 3) and all(a.keyword is None for a in expr.args[:2]) \
+                    and all(a.keyword is not None and a.keyword.value == "name" for a in expr.args[2:]):
+                left, right = (a.value for a in expr.args[:2])  # `tf.add(cross_entropy, l2_loss)`
+                if self.weight_penalty(right, at):
+                    expr = left
+                    continue
+                if self.weight_penalty(left, at):
+                    expr = right
                     continue
             break
         if not isinstance(expr, cst.Call) or self.role(expr) != "loss":
@@ -576,3 +607,421 @@ class _LossReader:
         init = init.with_changes(leading_lines=[_emit.blank_line()])
         klass = _emit.statement(f"class {name}({self.tf}.keras.losses.Loss):\n    {doc}\n")
         return klass.with_changes(body=cst.IndentedBlock(body=[klass.body.body[0], init, call]))
+
+
+# -- weight decay over the graph's variables ------------------------------------------------------
+# `loss = cross_entropy + WEIGHT_DECAY * tf.add_n([tf.nn.l2_loss(v) for v in tf.trainable_variables()
+# if "batch_normalization" not in v.name])`: a penalty a Keras loss cannot compute (it sees the
+# labels and the output), so it becomes part of the model: `self.add_loss(...)` at the end of
+# `call`, over `self.trainable_variables`. Verified by running (e2k parity, 2 replicas, TF 2.15 and
+# the newest TF): the Estimator's optimizer divided the whole loss by the replicas and added up
+# their gradients, so the penalty, computed on every replica, acted once; Keras 2.15 and Keras 3
+# both divide a model's added losses by the replicas and add up the gradients alike.
+
+#: Where a model_fn gets its trainable variables (compat.v1 spellings resolve to these paths).
+_TRAINABLE = frozenset({"trainable_variables"})
+#: Calls a penalty may make besides TensorFlow's ops.
+_PENALTY_BUILTINS = frozenset({"sum", "len", "float", "int"})
+#: Layer APIs whose variables TF1 named as the Keras layer they become names them (`dense/kernel`,
+#: `batch_normalization/gamma`): what a test of the names must hold to mean the same in Keras.
+_KERAS_NAMED_LAYERS = ("layers.", "keras.layers.", "compat.v1.layers.", "compat.v1.keras.layers.")
+_NAME_TOKEN = re.compile(r"[A-Za-z_]*[A-Za-z][A-Za-z_]*")
+
+
+@dataclass
+class _Penalty:
+    """A weight penalty over the graph's variables, read from the model_fn."""
+
+    #: The penalty as the model_fn writes it (``WEIGHT_DECAY * tf.add_n([...])``).
+    value: cst.BaseExpression
+    #: ``l2_loss = <value>``: the statement kept in ``call`` under the user's name (else None).
+    named: _Def | None
+    #: Everything it takes from the model_fn (``tvars = tf.trainable_variables()``, constants).
+    defs: list[_Def]
+    #: Of those, what ``call`` computes before it (``weight_decay = params["weight_decay"]``).
+    prelude: list[_Def]
+    #: The variables -> ``self.trainable_variables``; ``v.name`` -> the name in either Keras.
+    replacements: dict = field(default_factory=dict)
+    #: The texts its filter looks for in the variables' names, with their tests.
+    tested: list = field(default_factory=list)
+
+    @property
+    def smalls(self) -> set:
+        return {d.small for d in self.defs}
+
+
+class _WeightPenaltyReader:
+    """Reading and writing a weight penalty over ``tf.trainable_variables()`` (a part of
+    ``_modelfn._Converter`` that comes first: it leaves the penalty's statements out of the checks
+    of what the forward pass holds, and forces a model class whose ``call`` adds it)."""
+
+    penalty: _Penalty | None = None
+
+    # -- reading -------------------------------------------------------------------------------
+    def weight_penalty(self, node: cst.BaseExpression, at: int) -> bool:
+        """``node`` (a term the loss adds) is a weight penalty over the graph's variables: read it
+        into ``self.penalty``. False when it reads no variables; refuses what e2k cannot carry."""
+        if not self._reads_trainable(node, at, set()) or not self._hand_written_enabled():
+            return False  # (with E2K204 off, the loss reader refuses it as before)
+        if self.penalty is not None:
+            self.refuse(node, "the loss adds a second weight penalty over the graph's variables; e2k converts one")
+        named, value, value_at = None, node, at
+        if isinstance(node, cst.Name):
+            d = self.latest_def(node.value, at)
+            if d is None or not _plain_assign(d):
+                self.refuse(node, f"`{node.value}`, a weight penalty over the graph's variables, is not one assignment")
+            named, value, value_at = d, d.value, d.index
+        self._check_penalty_reduction(node)
+        self.penalty = self._read_penalty(value, value_at, named)
+        if self.plan is not None:
+            self.plan.fixed(node, HAND_WRITTEN, "weight decay over tf.trainable_variables() -> self.add_loss(...) in "
+                                                "the Keras model, over its trainable_variables")
+        return True
+
+    def _trainable_source(self, call: cst.CSTNode) -> bool:
+        """``tf.trainable_variables()`` or ``tf.get_collection(tf.GraphKeys.TRAINABLE_VARIABLES)``."""
+        if not isinstance(call, cst.Call):
+            return False
+        path = self.ctx.call_api_path(call) or ""
+        if path in _TRAINABLE:
+            return True
+        return path == "get_collection" and bool(call.args) \
+            and self.ctx.api_path(call.args[0].value) == "GraphKeys.TRAINABLE_VARIABLES"
+
+    def _reads_trainable(self, node: cst.CSTNode, at: int, seen: set[int]) -> bool:
+        if any(self._trainable_source(call) for call in iter_calls(node)):
+            return True
+        for name in self.names_read(node):
+            d = self.latest_def(name.value, at)
+            if d is not None and d.index not in seen and d.value is not None:
+                seen.add(d.index)
+                if self._reads_trainable(d.value, d.index, seen):
+                    return True
+        return False
+
+    def _check_penalty_reduction(self, node: cst.CSTNode) -> None:
+        """With a TF1 loss reduced by SUM the Estimator did not divide the loss by the replicas:
+        the penalty, on every replica, acted once per replica."""
+        for call in iter_calls(self.fn.body):
+            for arg in call.args:
+                if arg.keyword is None or arg.keyword.value != "reduction":
+                    continue
+                path = self.ctx.api_path(arg.value) or ""
+                text = arg.value.evaluated_value if isinstance(arg.value, cst.SimpleString) else None
+                if path.endswith("Reduction.SUM") or text == "sum":
+                    self.refuse(node, "the loss adds a weight penalty and a loss reduced with SUM: the Estimator then "
+                                      "did not divide by the replicas and the penalty acted once per replica, "
+                                      "which Keras's added losses do not")
+
+    def _read_penalty(self, value: cst.BaseExpression, at: int, named: _Def | None) -> _Penalty:
+        penalty = _Penalty(value, named, [], [])
+        sources: dict[int, _Def] = {}  # `tvars = tf.trainable_variables()`
+        prelude: dict[int, _Def] = {}
+        pending = [(n, at, True) for n in self.names_read(value)]
+        while pending:
+            name, before, direct = pending.pop()
+            d = self.latest_def(name.value, before)
+            if d is None:
+                if name.value in self.arguments or name.value in ("tf", self.tf) or self._is_module_name(name):
+                    continue
+                self.refuse(name, f"the weight penalty reads `{name.value}`, which is not computed in the model_fn")
+            if not _plain_assign(d):
+                self.refuse(d.small, "the weight penalty reads this statement; e2k reads plain assignments")
+            if self._trainable_source(d.value):
+                if not direct:
+                    self.refuse(name, f"`{name.value}` (the graph's variables) is read where e2k does not carry it")
+                self._check_source(d.value)
+                sources[d.index] = d
+                continue
+            if self._reads_trainable(d.value, d.index, set()) or self._depends_on_labels(d, set()):
+                self.refuse(d.small, "the weight penalty reads this value, which e2k does not carry into the model")
+            for call in iter_calls(d.value):
+                if self.role(call) is not None or (self.ctx.call_api_path(call) is None
+                                                   and _emit.code(call.func) not in _PENALTY_BUILTINS):
+                    self.refuse(call, f"the weight penalty reads `{d.name}`, computed by `{_emit.code(call.func)}(...)`, "
+                                      "which e2k does not carry into the model")
+            for inner in self.names_read(d.value):
+                if inner.value in ("features", "labels", "mode") and self.latest_def(inner.value, d.index) is None:
+                    self.refuse(inner, f"the weight penalty reads `{d.name}`, computed from `{inner.value}`")
+            prelude[d.index] = d
+            pending.extend((n, d.index, False) for n in self.names_read(d.value))
+        source_names = {d.name for d in sources.values()}
+        iterated = self._penalty_comprehensions(value, source_names, penalty)
+        for node in _walk(value):  # the variables only as what a comprehension runs over
+            is_source = self._trainable_source(node) or (
+                isinstance(node, cst.Name) and node.value in source_names and self._is_read(node))
+            if is_source and id(node) not in iterated:
+                self.refuse(node, f"the weight penalty uses `{_emit.code(node)}` otherwise than as the variables a "
+                                  "comprehension runs over (`[tf.nn.l2_loss(v) for v in tf.trainable_variables()]`)")
+        filters = {id(call) for _, call in penalty.tested if isinstance(call, cst.Call)}
+        for call in iter_calls(value):
+            if self._trainable_source(call) or id(call) in filters:
+                continue
+            path = self.ctx.call_api_path(call)
+            if self.role(call) is not None or (path is None and _emit.code(call.func) not in _PENALTY_BUILTINS):
+                self.refuse(call, f"the weight penalty calls `{_emit.code(call.func)}(...)`, which e2k does not carry "
+                                  "into the model")
+        penalty.prelude = [prelude[i] for i in sorted(prelude)]
+        penalty.defs = [*(sources[i] for i in sorted(sources)), *penalty.prelude, *([named] if named else [])]
+        return penalty
+
+    def _check_source(self, call: cst.Call) -> None:
+        if self.ctx.call_api_path(call) in _TRAINABLE and call.args:
+            self.refuse(call, f"`{_emit.code(call)}` selects variables by scope, which Keras names otherwise; "
+                              "e2k carries the penalty over all of them, filtered by a test of their names")
+
+    def _penalty_comprehensions(self, value: cst.BaseExpression, source_names: set[str], penalty: _Penalty) -> set[int]:
+        """Each comprehension over the graph's variables: its element reads each variable as a
+        tensor, its filter tests names e2k can carry; its iterable becomes the model's variables.
+        The ids of those iterables."""
+        iterated = set()
+        for comp in _walk(value):
+            if not isinstance(comp, (cst.ListComp, cst.GeneratorExp)):
+                continue
+            source = comp.for_in.iter
+            if not (self._trainable_source(source) or isinstance(source, cst.Name) and source.value in source_names):
+                continue
+            if isinstance(source, cst.Call):
+                self._check_source(source)
+            loop = comp.for_in
+            if loop.inner_for_in is not None or not isinstance(loop.target, cst.Name):
+                self.refuse(comp, "this comprehension over the graph's variables is not one e2k reads "
+                                  "(`[tf.nn.l2_loss(v) for v in tf.trainable_variables() if ...]`)")
+            var = loop.target.value
+            for name in _walk(comp.elt):
+                if isinstance(name, cst.Name) and name.value == var and self._is_read(name):
+                    arg = self.ctx.parent(name)
+                    call = self.ctx.parent(arg) if isinstance(arg, cst.Arg) else None
+                    if call is None or self.ctx.call_api_path(call) is None or self.role(call) is not None:
+                        self.refuse(name, f"the weight penalty computes with `{var}` otherwise than as the argument of a "
+                                          f"TensorFlow op (`tf.nn.l2_loss({var})`)")
+            for condition in loop.ifs:
+                self._carry_filter(condition.test, cst.Attribute(cst.Name(var), cst.Name("name")), var, penalty, False)
+            penalty.replacements[source] = _emit.expr("self.trainable_variables")
+            iterated.add(id(source))
+        return iterated
+
+    def _carry_filter(self, test: cst.BaseExpression, name_of: cst.BaseExpression, var: str,
+                      penalty: _Penalty, in_helper: bool) -> None:
+        """A filter on each variable that means on the Keras model's variables what it meant on
+        TF1's: tests of a layer's or a variable's kind in the name (``"batch_normalization" not
+        in v.name``), and of the variable's rank (``len(v.shape) > 1``); refuses the rest."""
+        if isinstance(test, cst.BooleanOperation):
+            self._carry_filter(test.left, name_of, var, penalty, in_helper)
+            self._carry_filter(test.right, name_of, var, penalty, in_helper)
+            return
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            self._carry_filter(test.expression, name_of, var, penalty, in_helper)
+            return
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+            target = test.comparisons[0]
+            if isinstance(target.operator, (cst.In, cst.NotIn)) and isinstance(test.left, cst.SimpleString) \
+                    and target.comparator.deep_equals(name_of):
+                text = test.left.evaluated_value
+                if not isinstance(text, str) or not _NAME_TOKEN.fullmatch(text):
+                    self.refuse(test, f"the weight penalty's filter looks for `{test.left.value}` in the variables' names: "
+                                      "e2k carries a test of a layer's or a variable's kind (letters and `_`: "
+                                      "'batch_normalization', 'bias'), which the Keras names hold alike; digits, `/` or "
+                                      "`:` depend on TF1's scopes, counters and `:0`")
+                penalty.tested.append((text, test))
+                if not in_helper:
+                    penalty.replacements[target.comparator] = _emit.expr('getattr({v}, "path", {v}.name)', v=var)
+                return
+            if not in_helper and _is_rank_of(test.left, var) and isinstance(target.comparator, cst.Integer):
+                return
+        if isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and not in_helper and len(test.args) == 1 \
+                and test.args[0].keyword is None and test.args[0].value.deep_equals(name_of):
+            helper, param, returned = self._filter_helper(test)
+            self._carry_filter(returned, cst.Name(param), param, penalty, True)
+            penalty.tested.append((None, test))  # kept as a call: its tests are in `tested` too
+            penalty.replacements[test.args[0].value] = _emit.expr('getattr({v}, "path", {v}.name)', v=var)
+            return
+        self.refuse(test, f"the weight penalty's filter `{_emit.code(test)}` is not one e2k carries to Keras, whose "
+                          "variables are named otherwise (Keras 2 `model/dense/kernel:0`, Keras 3 `kernel` with "
+                          "`dense/kernel` in `v.path`): e2k carries `'text' in v.name` and `not in` (through `and`, "
+                          "`or`, `not`, a function of the module that returns such a test) and `len(v.shape)` comparisons")
+
+    def _filter_helper(self, call: cst.Call):
+        """``exclude_batch_norm(v.name)``: a function of the module that returns a test of the name
+        it is given; called as it is from ``call``, with the Keras name."""
+        from estimator2keras._units import resolve
+
+        helper = resolve(self.ctx, call.func)
+        what = f"`{_emit.code(call.func)}(...)`"
+        if not isinstance(helper, cst.FunctionDef) or not isinstance(self.ctx.parent(helper), cst.Module):
+            self.refuse(call, f"the weight penalty's filter calls {what}, which is not a function of the module "
+                              "(a function defined in the model_fn goes with it)")
+        params = helper.params
+        if helper.decorators or len(params.params) != 1 or params.star_arg not in (None, cst.MaybeSentinel.DEFAULT) \
+                or params.star_kwarg or params.kwonly_params or params.posonly_params:
+            self.refuse(call, f"the weight penalty's filter calls {what}, which does not take the one name")
+        body = [small for line in getattr(helper.body, "body", ()) for small in getattr(line, "body", [None])]
+        if body and isinstance(body[0], cst.Expr) and isinstance(body[0].value, (cst.SimpleString, cst.ConcatenatedString)):
+            body = body[1:]  # its docstring
+        if len(body) != 1 or not isinstance(body[0], cst.Return) or body[0].value is None:
+            self.refuse(call, f"the weight penalty's filter calls {what}, which is not one `return` of a test e2k reads")
+        return helper, params.params[0].name.value, body[0].value
+
+    # -- the checks of the forward pass leave the penalty to this part -------------------------------
+    def check_beyond_catalogue(self, defs: list[_Def], *args, **kwargs) -> None:
+        penalty = self.penalty
+        if penalty is None:
+            return super().check_beyond_catalogue(defs, *args, **kwargs)
+        inside = {id(n) for n in _walk(penalty.value)}
+        holders = [d for d in defs if d.value is not None and id(penalty.value) in {id(n) for n in _walk(d.value)}]
+        super().check_beyond_catalogue([d for d in defs if d.small not in penalty.smalls and d not in holders], *args, **kwargs)
+        for d in holders:  # `loss = cross_entropy + <penalty>`: the rest of it
+            for call in iter_calls(d.value):
+                path = self.ctx.call_api_path(call) if id(call) not in inside else None
+                if path in BEYOND_CATALOGUE:
+                    self.refuse(call, f"`{_emit.code(call.func)}` in the model_fn is beyond what e2k converts")
+
+    # -- writing: a model class whose `call` adds it ---------------------------------------------
+    def sequential(self, *args, **kwargs):
+        return None if self.penalty is not None else super().sequential(*args, **kwargs)
+
+    def direct_model(self, *args, **kwargs):
+        return None if self.penalty is not None else super().direct_model(*args, **kwargs)
+
+    def _call_arguments(self, defs, extra=(), *args, **kwargs):
+        penalty = self.penalty
+        if penalty is not None:  # `params["weight_decay"]`, read in `call` as `self.params`
+            extra = [*extra, penalty.value, *(d.value for d in penalty.prelude)]
+        return super()._call_arguments(defs, extra, *args, **kwargs)
+
+    def model_class(self, class_name, *args, **kwargs):
+        klass, arguments = super().model_class(class_name, *args, **kwargs)
+        if self.penalty is None:
+            return klass, arguments
+        self._check_penalty_names(class_name)
+        lines = self._penalty_lines()
+        body = list(klass.body.body)
+        for i, stmt in enumerate(body):
+            if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "call":
+                inner = list(stmt.body.body)
+                inner[-1:-1] = lines  # after the forward pass, before `return`
+                body[i] = stmt.with_changes(body=stmt.body.with_changes(body=inner))
+        return klass.with_changes(body=klass.body.with_changes(body=body)), arguments
+
+    def _penalty_lines(self) -> list[cst.BaseStatement]:
+        from estimator2keras._modelfn_emit import _ForwardRewriter, _line
+        from estimator2keras._symbols import tf2_respellings
+
+        penalty = self.penalty
+
+        def rewritten(node):
+            replacements = {**dict(tf2_respellings(self.ctx, node, self.tf)), **penalty.replacements}
+            return node.visit(_ForwardRewriter(self, replacements))
+
+        lines = [self.fit(_line(rewritten(d.small), d.line, d.small), 2) for d in penalty.prelude]
+        if penalty.named is not None:
+            d = penalty.named
+            lines.append(self._fit_penalty(_line(rewritten(d.small), d.line, d.small)))
+            lines.append(_emit.statement(f"self.add_loss({d.name})"))
+        else:
+            lines.append(self._fit_penalty(_emit.statement("self.add_loss({p})", p=rewritten(penalty.value))))
+        if any(text is not None for text, _ in penalty.tested):
+            note = _emit.comment_line("Keras 2 names a variable with its layers in v.name, Keras 3 in v.path")
+            lines[-2 if penalty.named is not None else -1] = _with_leading(lines[-2 if penalty.named is not None else -1], note)
+        return lines
+
+    def _fit_penalty(self, line: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
+        """A penalty too long for one line of ``call`` puts its comprehensions' parts on lines of
+        their own, as TensorFlow's official models write them::
+
+            l2_loss = WEIGHT_DECAY * tf.add_n([
+                tf.nn.l2_loss(v)
+                for v in self.trainable_variables
+                if "batch_normalization" not in getattr(v, "path", v.name)])
+        """
+        text = _emit.code(line).strip()
+        depth, node = 2, self.ctx.parent(self.fn)
+        while node is not None:  # the model_fn's own depth, as `fit` counts it
+            depth += isinstance(node, (cst.FunctionDef, cst.ClassDef))
+            node = self.ctx.parent(node)
+        if "\n" in text or len(self.ctx.module.default_indent) * depth + len(text) <= _emit.MAX_LINE:
+            return line  # it fits, or the model_fn wrote it on several lines already
+
+        def hanging():
+            return cst.ParenthesizedWhitespace(first_line=cst.TrailingWhitespace(), indent=True,
+                                               last_line=cst.SimpleWhitespace(self.ctx.module.default_indent))
+
+        replacements = {}
+        for comp in _walk(line):
+            if isinstance(comp, cst.ListComp) and not any(comp in _walk(done) for done in replacements):
+                ifs = [c.with_changes(whitespace_before=hanging()) for c in comp.for_in.ifs]
+                replacements[comp] = comp.with_changes(
+                    lbracket=cst.LeftSquareBracket(whitespace_after=hanging()),
+                    for_in=comp.for_in.with_changes(whitespace_before=hanging(), ifs=ifs))
+        return _emit.replace_in(line, replacements) if replacements else self.fit(line, 2)
+
+    def _check_penalty_names(self, class_name: str) -> None:
+        """A test of the variables' names means in Keras what it meant in TF1 where the names
+        differ only in what the text cannot be part of: the Keras model's own name in front (Keras
+        2 and 3), ``:0`` behind (Keras 2, TF1), TF1's variable scopes (not carried over), and the
+        layers named alike (TF1's layers are Keras layers, named by ``name=`` or their kind)."""
+        tested = [(text, node) for text, node in self.penalty.tested if text is not None]
+        if not tested:
+            return
+        model = _keras_snake(class_name)
+        scopes = self._scope_names()
+        for text, node in tested:
+            if text in model + "_":
+                self.refuse(node, f"the weight penalty's filter looks for '{text}' in the variables' names, and the Keras "
+                                  f"model `{class_name}` puts its own name, `{model}`, in front of every one")
+            for scope in scopes:
+                if scope is None or text in scope:
+                    what = f"`{scope}`, which holds it" if scope is not None else "one e2k cannot read"
+                    self.refuse(node, f"the weight penalty's filter looks for '{text}' in the variables' names, and TF1 "
+                                      f"named them under a variable scope, {what}, that the Keras names do not have")
+        if self.model_objects:
+            self.refuse(tested[0][1], "the weight penalty's filter tests the variables' names, and the model_fn applies a "
+                                      "whole Keras model, whose variables Keras 2 names otherwise than TF1")
+        for app in self.layer_apps.values():
+            paths = []
+            for made in (app.call, app.call.func, app.constructor):  # `dense(x)`, `Dense(3)(x)`, `layer = Dense(3)`
+                try:
+                    paths.append(self.ctx.call_api_path(made) if isinstance(made, cst.Call) else None)
+                except Exception:  # a constructor e2k wrote: not a node of the module
+                    pass
+            if not any((p or "").startswith(_KERAS_NAMED_LAYERS) for p in paths):
+                self.refuse(tested[0][1], f"the weight penalty's filter tests the variables' names, and "
+                                          f"`{_emit.code(app.call.func)}` named its variables otherwise than the Keras "
+                                          "layer it becomes")
+
+    def _scope_names(self) -> list[str | None]:
+        """The names of the variable and name scopes the model_fn's layers were made in (None: a
+        name e2k cannot read)."""
+        functions = [self.fn, *(h.fn for h in getattr(self, "helpers", {}).values())]
+        names = []
+        for fn in functions:
+            for node in _walk(fn):
+                if not isinstance(node, cst.With):
+                    continue
+                for item in node.items:
+                    call = item.item
+                    path = self.ctx.call_api_path(call) if isinstance(call, cst.Call) else None
+                    if not (path or "").endswith(("variable_scope", "name_scope")):
+                        continue
+                    first = call.args[0].value if call.args else None
+                    names.append(first.evaluated_value if isinstance(first, cst.SimpleString) else None)
+        return names
+
+
+def _plain_assign(d: _Def) -> bool:
+    return isinstance(d.small, cst.Assign) and len(d.small.targets) == 1 and isinstance(d.small.targets[0].target, cst.Name)
+
+
+def _is_rank_of(node: cst.BaseExpression, var: str) -> bool:
+    """``len(v.shape)``."""
+    return isinstance(node, cst.Call) and _emit.code(node).replace(" ", "") == f"len({var}.shape)"
+
+
+def _keras_snake(name: str) -> str:
+    """The name Keras (2 and 3) gives a model of class ``name``."""
+    name = re.sub(r"(.)([A-Z][a-z0-9]+)", r"\1_\2", name)
+    return re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()
+
+
+def _with_leading(line: cst.BaseStatement, comment: cst.EmptyLine) -> cst.BaseStatement:
+    return line.with_changes(leading_lines=[*line.leading_lines, comment])

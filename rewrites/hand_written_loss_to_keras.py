@@ -93,6 +93,28 @@ class HandWrittenLossToKeras(ExpressionRule):
     that computes from its arguments alone; it is read with the same rules as the model_fn's
     own statements (`fixtures/hand_written_loss_helper_regression`).
 
+    Weight decay over the graph's variables, added to the loss (`loss = cross_entropy + l2_loss`,
+    `tf.add(loss, l2_loss)`, `loss += ...`), becomes part of the Keras model, since a Keras
+    loss sees only the labels and the output: the statement moves to the end of the model's
+    `call`, over the model's own variables, and `self.add_loss(...)` adds it
+    (`fixtures/weight_decay_over_trainable_variables`):
+
+    | TF1 model_fn | Keras `call` |
+    |---|---|
+    | `l2_loss = WEIGHT_DECAY * tf.add_n([tf.nn.l2_loss(v) for v in tf.trainable_variables() if "batch_normalization" not in v.name])` | `l2_loss = WEIGHT_DECAY * tf.add_n([tf.nn.l2_loss(v) for v in self.trainable_variables if "batch_normalization" not in getattr(v, "path", v.name)])` |
+    | `loss = cross_entropy + l2_loss` | `self.add_loss(l2_loss)`; `compile(loss=<cross_entropy's Keras loss>)` |
+
+    The variables come from `tf.trainable_variables()` (any spelling), a name bound to it, or
+    `tf.get_collection(tf.GraphKeys.TRAINABLE_VARIABLES)`, as the iterable of a comprehension
+    whose element reads each variable as a TensorFlow op's argument. Its filter is carried when
+    it means the same on the Keras names: `"text" in v.name` / `not in` (through `and`, `or`,
+    `not`, or a function of the module returning such a test, such as official ResNet's
+    `exclude_batch_norm(name)`, called with the Keras name) and `len(v.shape)` comparisons.
+    Keras 2 names a variable `model/batch_normalization/gamma:0`, Keras 3 `gamma`, with
+    `model/batch_normalization/gamma` in `v.path`: the test reads `v.path` where there is one.
+    Both hold TF1's `batch_normalization/gamma` behind the model's own name, and TF1's layers
+    are the Keras layers they become, named alike (by `name=` or by their kind).
+
     ## Why
     Under `MirroredStrategy` the TF1 optimizer divided a hand-written loss by the number of
     replicas (it does unless the last TF1 loss in the graph was reduced with SUM) and added up
@@ -103,6 +125,12 @@ class HandWrittenLossToKeras(ExpressionRule):
     update on both, whatever the batch: a loss that divides by a constant `BATCH_SIZE` keeps
     doing so on a partial last batch, as the Estimator did (a per-example vector averaged by
     Keras would divide by the examples actually there).
+
+    The weight penalty: each replica computed it whole, the optimizer divided the whole loss by
+    the replicas and added up their gradients, so it acted once per step. Keras 2.15 and Keras
+    3 divide what `add_loss` adds by the replicas too and add up the gradients alike: the same
+    update, verified by `e2k parity` with 2 replicas on both (it fails when the filter is left
+    out: batch normalization's `gamma` then takes weight decay).
 
     ## Fix safety
     Safe: the same statements on the same values. `e2k parity` proves it on two replicas, on
@@ -123,8 +151,14 @@ class HandWrittenLossToKeras(ExpressionRule):
     ## Limitations
     Refused, the model_fn left as it was (E2K901, naming the construct): a loss that does not
     read the labels (computed from the model's internals, as a VAE's `-elbo`); a loss reading
-    other values of the model besides one output (activations), the model's variables
-    (`tf.trainable_variables()`, `model.losses`), the graph's loss collection
+    other values of the model besides one output (activations), the model's variables otherwise
+    than in a weight penalty added to it (`tf.trainable_variables()`, `model.losses`); a weight
+    penalty whose filter would not mean the same on Keras's names (`v.name.startswith(...)`,
+    texts with digits, `/` or `:`, which depend on TF1's counters, scopes and `:0`; a text in the
+    Keras model's own name or in a `tf.variable_scope` the layers were made in; layers TF1 named
+    otherwise than Keras, such as tf-slim's `fc1/weights`), that selects variables by scope
+    (`tf.trainable_variables(scope=...)`), or that comes with a loss reduced with SUM (the
+    Estimator then did not divide by the replicas); the graph's loss collection
     (`tf.losses.get_total_loss()`) or `features`; a function of the program
     with branches, several returns, TF1 spellings (it is left as it is) or that returns several
     values (`loss, rmse = compute_errors(...)`); statements other than plain assignments; and

@@ -110,8 +110,9 @@ def test_keras_loss_functions_take_reshaped_labels():
     ("loss = tf.reduce_sum(tf.reshape(labels, [-1, 1]) - predictions) + tf.reduce_sum(hidden)",
      "reads several values of the model (`hidden`, `predictions`)"),
     # the model's variables
+    # (a penalty added to the loss converts: test_weight_decay; one multiplied into it does not)
     ("penalty = tf.add_n([tf.nn.l2_loss(v) for v in tf.compat.v1.trainable_variables()])\n"
-     "loss = tf.reduce_sum(tf.reshape(labels, [-1, 1]) - predictions) + penalty",
+     "loss = tf.reduce_sum(tf.reshape(labels, [-1, 1]) - predictions) * penalty",
      "reads the model's variables or the graph (`tf.compat.v1.trainable_variables(...)`)"),
     # no labels at all: the model's internals (a VAE's -elbo)
     ("elbo = tf.reduce_mean(hidden)\nloss = -elbo", "does not read the labels: it is computed from the model's internals (`elbo`)"),
