@@ -23,12 +23,15 @@ class Edits:
         self._nodes: dict[cst.CSTNode, cst.CSTNode] = {}
         self._statements: dict[cst.BaseStatement, list[cst.BaseStatement]] = {}
         self._marks: dict[cst.BaseStatement, list[str]] = {}
+        #: Statements to insert right above a statement of a body, in the order given.
+        self._before: dict[cst.BaseStatement, list[cst.BaseStatement]] = {}
         self._after_imports: list[cst.BaseStatement] = []
         #: Program passes: statements for one module's imports (by the module's identity).
         self._after_imports_for: dict[int, list[cst.BaseStatement]] = {}
 
     def __bool__(self) -> bool:
-        return bool(self._nodes or self._statements or self._marks or self._after_imports or self._after_imports_for)
+        return bool(self._nodes or self._statements or self._marks or self._before or self._after_imports
+                    or self._after_imports_for)
 
     def replace(self, node: cst.CSTNode, new: cst.CSTNode) -> None:
         """Replace ``node`` (anything but a whole statement of a body) with ``new``."""
@@ -49,6 +52,12 @@ class Edits:
     def remove_statement(self, statement: cst.BaseStatement) -> None:
         self.replace_statement(statement, [])
 
+    def insert_before(self, statement: cst.BaseStatement, new: Sequence[cst.BaseStatement]) -> None:
+        """Insert ``new`` right above ``statement`` of a module or block (after what earlier
+        calls inserted there): the models of Estimators a dict literal holds, each built
+        above it. The comments and blank lines above ``statement`` move above the first."""
+        self._before.setdefault(statement, []).extend(new)
+
     def replaces(self, node: cst.CSTNode) -> bool:
         """Is there already a replacement queued for exactly this node?"""
         return node in self._nodes
@@ -62,11 +71,14 @@ class Edits:
         true (code marked ``# e2k: ignore``); returns how many were dropped."""
         nodes = [n for n in self._nodes if drop(n)]
         statements = [s for s in self._statements if drop(s)]
+        before = [s for s in self._before if drop(s)]
         for node in nodes:
             del self._nodes[node]
         for statement in statements:
             del self._statements[statement]
-        return len(nodes) + len(statements)
+        for statement in before:
+            del self._before[statement]
+        return len(nodes) + len(statements) + len(before)
 
     def covers(self, node: cst.CSTNode, parent_of) -> bool:
         """Is ``node`` inside code an edit replaces or removes (``parent_of``: the tree's
@@ -133,18 +145,26 @@ class _Applier(cst.CSTTransformer):
         new_body: list[cst.BaseStatement] = []
         pending: list[cst.EmptyLine] = []
         for orig, upd in zip(original.body, updated.body):
+            inserted = edits._before.get(orig)
+            own_lines = list(getattr(orig, "leading_lines", ()))
+            if inserted:
+                # The comments and blank lines above the statement go above what is inserted.
+                new_body.append(_with_leading(inserted[0], _merge(pending + own_lines, list(inserted[0].leading_lines))))
+                new_body.extend(inserted[1:])
+                pending, own_lines = [], []
+                upd = _with_leading(upd, [])
             if orig in edits._statements:
                 self._check_nothing_inside_applied(orig)
                 self.applied.add(orig)
                 replacement = edits._statements[orig]
-                carried = pending + list(getattr(orig, "leading_lines", ()))
+                carried = pending + own_lines
                 pending = []
                 if not replacement:
                     pending = carried
                     continue
                 first = replacement[0]
                 # A replacement made with `orig.with_changes(...)` already has orig's lines.
-                own = [] if first.leading_lines is orig.leading_lines else list(first.leading_lines)
+                own = [] if first.leading_lines is orig.leading_lines or inserted else list(first.leading_lines)
                 replacement = [_with_leading(first, _merge(carried, own)), *replacement[1:]]
                 new_body.extend(replacement)
                 continue

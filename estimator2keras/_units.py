@@ -861,6 +861,10 @@ class Use:
     kind: str  # "method" | "train_and_evaluate" | "other"
     call: cst.Call | None = None
     method: str | None = None
+    #: The read stays what it is in the Keras program (``est`` of ``for name, est in
+    #: estimators.items()``, ``estimators["dnn"]``): it holds the model now. ``name`` may then
+    #: be a Subscript.
+    receiver: bool = False
 
 
 @dataclass
@@ -892,10 +896,20 @@ class EstimatorUnit:
     sites: list[tuple[cst.SimpleStatementLine, cst.Call, cst.Name]] = field(default_factory=list)
     #: ``return m`` in the factory, when the Estimator was bound to ``m`` there first.
     returned: cst.Name | None = None
+    #: The Estimator is built inside an expression: an element of a dict, list or tuple
+    #: literal bound to one name (``estimators = {"dnn": DNNClassifier(...), ...}``: that
+    #: binding, ``target`` its name), or the receiver of its own method (``LinearClassifier(
+    #: ...).train(...)``). Its model is built above ``statement`` and the call replaced by
+    #: the model's variable; the uses keep their receivers (``Use.receiver``).
+    container: Binding | None = None
+    detached: bool = False
+    #: The name the model gets (from the element's key), and how messages name the Estimator.
+    preferred: str = "model"
+    label: str | None = None
 
     @property
     def var(self) -> str:
-        return self.target.value
+        return self.label or self.target.value
 
     def arg_value(self, name: str) -> cst.BaseExpression | None:
         arg = self.args.get(name)
@@ -1006,9 +1020,7 @@ def _build_unit(ctx: RewriteContext, call: cst.Call, path: str, owner: type[Unit
     ):
         target = small.targets[0].target
     else:
-        raise Unsupported(
-            "the Estimator is not assigned to a name (`estimator = ...`) nor returned, which e2k needs to follow its uses",
-            call)
+        return _build_detached_unit(ctx, call, path, owner, statement)
     reached = reads_reached(ctx, target) if factory is None else None
     if factory is None:
         if reached is None:
@@ -1036,6 +1048,12 @@ def _build_unit(ctx: RewriteContext, call: cst.Call, path: str, owner: type[Unit
     unit.factory, unit.sites, unit.returned = factory, sites, returned
     if returned is not None and returned_others:
         unit.shared[returned] = returned_others  # the Estimators of the other branches
+    return _configure_unit(ctx, unit)
+
+
+def _configure_unit(ctx: RewriteContext, unit: EstimatorUnit) -> EstimatorUnit:
+    """The unit's RunConfig, followed from ``config=``."""
+    factory = unit.factory
     config = unit.arg_value("config")
     if config is not None and factory is not None:
         config = _through_parameter(ctx, unit, config)
@@ -1065,6 +1083,174 @@ def _build_unit(ctx: RewriteContext, call: cst.Call, path: str, owner: type[Unit
                     raise Unsupported(f"the RunConfig `{binding.name}` is used elsewhere too", binding.target)
         unit.config_call, unit.config_binding = config_call, binding
     return unit
+
+
+#: Containers a program's Estimators are held in, literal and bound to one name.
+_CONTAINERS = (cst.Dict, cst.List, cst.Tuple)
+#: Reads of a container that do not touch its Estimators (``len(estimators)``, its keys).
+_HARMLESS_METHODS = frozenset({"keys"})
+
+
+def _build_detached_unit(ctx: RewriteContext, call: cst.Call, path: str, owner: type[UnitRule],
+                         statement: cst.CSTNode) -> EstimatorUnit:
+    """An Estimator built inside an expression: an element of a dict/list/tuple literal bound
+    to one name, whose uses are the loops over it and its subscripts, or the receiver of its
+    own method (``LinearClassifier(columns).train(input_fn)``). Anything else is refused,
+    saying which construct e2k cannot follow."""
+    parent = ctx.parent(call)
+    if isinstance(parent, cst.Attribute) and parent.value is call:
+        method = ctx.parent(parent)
+        if not (isinstance(method, cst.Call) and method.func is parent):
+            raise Unsupported(f"`.{parent.attr.value}` of an Estimator that is not bound to a name is read, which "
+                              "e2k does not follow", parent)
+        unit = EstimatorUnit(owner, path, statement, call, _leftmost_name(call.func), bind_arguments(call, owner.signature),
+                             [Use(call, "method", method, parent.attr.value)])
+        unit.detached, unit.label = True, f"{_emit.code(call.func)}(...)"
+        return _configure_unit(ctx, unit)
+    element = parent
+    literal = ctx.parent(element) if isinstance(element, (cst.Element, cst.DictElement)) else None
+    if not (isinstance(literal, _CONTAINERS) and element.value is call):
+        where = _emit.code(parent.func) if isinstance(parent, cst.Call) else None
+        if isinstance(parent, cst.Arg):
+            outer = ctx.parent(parent)
+            where = _emit.code(outer.func) if isinstance(outer, cst.Call) else None
+        raise Unsupported(
+            (f"the Estimator is passed straight to `{where}(...)`" if where else "the Estimator is built inside an "
+             "expression") + ": e2k follows an Estimator bound to a name (`estimator = ...`) or returned, one held "
+             "in a dict or list bound to a name (`estimators = {...}`), or one whose method is called on it", call)
+    binding = _container_binding(ctx, literal)
+    if binding is None:
+        raise Unsupported(f"the {_kind(literal)} holding this Estimator is not bound to one name (`estimators = "
+                          f"...`), which e2k needs to follow the Estimators it holds", call)
+    constructors = {p for rule in ctx.rules.unit_rules(include_disabled=True) for p in rule.constructors}
+    if any(not (isinstance(e, (cst.Element, cst.DictElement)) and isinstance(e.value, cst.Call)
+                and ctx.call_api_path(e.value) in constructors) for e in literal.elements):
+        raise Unsupported(f"`{binding.name}` holds other values than Estimators built in it, which e2k cannot "
+                          "convert together", binding.target)
+    key = _element_key(literal, element)
+    if key is None:
+        raise Unsupported(f"the keys of `{binding.name}` are not strings or numbers written out", element)
+    uses: list[Use] = []
+    shared: dict = {}
+    reads = reads_reached(ctx, binding.target)
+    if reads is None or any(others for _, others in reads):
+        raise Unsupported(f"`{binding.name}` may hold other values where it is read", binding.target)
+    for read, _ in reads:
+        for held, receiver in _container_read(ctx, binding, literal, read):
+            if held is not None and held != key:
+                continue  # another Estimator of the container
+            use = _classify(ctx, receiver)
+            use.receiver = True
+            uses.append(use)
+            if held is None:
+                shared[receiver] = frozenset()  # every Estimator of the container may be here
+    unit = EstimatorUnit(owner, path, statement, call, binding.target, bind_arguments(call, owner.signature), uses)
+    unit.shared, unit.container, unit.detached = shared, binding, True
+    unit.label = f"{binding.name}[{key!r}]"
+    # Distinct for each Estimator of the container (they convert together, each its own name).
+    position = next(i for i, e in enumerate(literal.elements) if e is element)
+    unit.preferred = f"{key}_model" if isinstance(key, str) and key.isidentifier() else f"model_{position}"
+    return _configure_unit(ctx, unit)
+
+
+def _leftmost_name(node: cst.BaseExpression) -> cst.Name:
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return node
+
+
+def _kind(literal: cst.CSTNode) -> str:
+    return {cst.Dict: "dict", cst.List: "list", cst.Tuple: "tuple"}[type(literal)]
+
+
+def _container_binding(ctx: RewriteContext, literal: cst.CSTNode) -> Binding | None:
+    """``estimators = {...}``: the binding whose whole value is ``literal``."""
+    statement = ctx.enclosing_statement(literal)
+    small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
+    if not (isinstance(small, cst.Assign) and small.value is literal and len(small.targets) == 1
+            and isinstance(small.targets[0].target, cst.Name)):
+        return None
+    return Binding(small.targets[0].target.value, statement, small.targets[0].target, literal)
+
+
+def _element_key(literal: cst.CSTNode, element: cst.CSTNode):
+    """The key a subscript reads ``element`` by: the dict key's value, or the position."""
+    if isinstance(literal, cst.Dict):
+        return _literal_key(element.key)
+    return next(i for i, e in enumerate(literal.elements) if e is element)
+
+
+def _literal_key(node: cst.BaseExpression | None):
+    if isinstance(node, cst.SimpleString) and isinstance(node.evaluated_value, str):
+        return node.evaluated_value
+    if isinstance(node, cst.Integer):
+        return int(node.value, 0)
+    return None
+
+
+def _container_read(ctx: RewriteContext, binding: Binding, literal: cst.CSTNode, read: cst.Name):
+    """What a read of the container gives of its Estimators: (key, receiver) pairs, the key
+    None when it may be any of them. ``estimators["dnn"]``: that one, read by the subscript;
+    ``for name, est in estimators.items()`` (``.values()``, a list iterated, ``enumerate``),
+    or a comprehension: each read of the loop's variable; ``estimators[name]``: any.
+    ``len(estimators)``, its keys: none. Anything else is refused."""
+    parent = ctx.parent(read)
+    name = binding.name
+    if isinstance(parent, cst.Subscript) and parent.value is read:
+        if isinstance(ctx.parent(parent), (cst.AssignTarget, cst.Del, cst.AugAssign)) or len(parent.slice) != 1 \
+                or not isinstance(parent.slice[0].slice, cst.Index):
+            raise Unsupported(f"`{name}` is changed or sliced here, which e2k does not follow", parent)
+        index = parent.slice[0].slice.value
+        key = _literal_key(index)
+        if key is None and isinstance(index, (cst.SimpleString, cst.Integer, cst.ConcatenatedString)):
+            raise Unsupported(f"`{name}[...]` with a key e2k cannot read", parent)
+        if key is not None and key not in [_element_key(literal, e) for e in literal.elements]:
+            raise Unsupported(f"`{name}` has no Estimator under {key!r}", parent)
+        return [(key, parent)]
+    iterated, position = read, None
+    if isinstance(parent, cst.Attribute) and parent.value is read:
+        method = ctx.parent(parent)
+        if not (isinstance(method, cst.Call) and method.func is parent and not method.args):
+            raise Unsupported(f"`{name}.{parent.attr.value}` is not something e2k follows the Estimators through", parent)
+        if parent.attr.value in _HARMLESS_METHODS:
+            return []
+        if parent.attr.value not in ("items", "values") or not isinstance(literal, cst.Dict):
+            raise Unsupported(f"`{name}.{parent.attr.value}()` is not something e2k follows the Estimators through",
+                              parent)
+        iterated, position = method, 1 if parent.attr.value == "items" else None
+    elif isinstance(parent, cst.Arg) and isinstance(ctx.parent(parent), cst.Call):
+        outer = ctx.parent(parent)
+        builtin = _emit.code(outer.func)
+        if builtin == "len" and len(outer.args) == 1:
+            return []
+        if builtin != "enumerate" or outer.args[0] is not parent or isinstance(literal, cst.Dict):
+            raise Unsupported(f"`{name}` is passed to `{builtin}(...)`, which e2k does not follow its Estimators "
+                              "into", read)
+        iterated, position = outer, 1
+    elif isinstance(literal, cst.Dict):
+        loop = ctx.parent(read)
+        if isinstance(loop, (cst.For, cst.CompFor)) and loop.iter is read:
+            return []  # its keys; `estimators[name]` in the loop reads the Estimators
+    loop = ctx.parent(iterated)
+    if not (isinstance(loop, (cst.For, cst.CompFor)) and loop.iter is iterated):
+        raise Unsupported(f"`{name}` is used here other than by a for loop over its Estimators or a subscript "
+                          f"(`{name}[...]`), which e2k needs to follow the Estimators it holds", read)
+    target = loop.target
+    if position is not None:
+        elements = target.elements if isinstance(target, (cst.Tuple, cst.List)) else None
+        if elements is None or len(elements) != 2 or any(isinstance(e, cst.StarredElement) for e in elements):
+            raise Unsupported(f"the loop over `{name}` does not unpack (key, Estimator) pairs", target)
+        target = elements[position].value
+    if not isinstance(target, cst.Name):
+        raise Unsupported(f"the loop over `{name}` does not bind each Estimator to a name", target)
+    reached = reads_reached(ctx, target)
+    if reached is None:
+        raise Unsupported(f"the uses of `{target.value}` cannot be followed", target)
+    for other_read, others in reached:
+        if others:
+            raise Unsupported(f"`{target.value}` here may also hold another value than an Estimator of `{name}`",
+                              other_read)
+    return [(None, r) for r, _ in reached]
 
 
 def _replaced_run_config(ctx: RewriteContext, node: cst.BaseExpression, _depth: int = 0):
@@ -1508,6 +1694,8 @@ class ConversionPlan:
 
     def _model_var_name(self) -> str:
         unit = self.unit
+        if unit.detached:  # named after its key in the container (`dnn_model`), or `model`
+            return _emit.unique_name(unit.preferred, self.names_taken())
         if unit.var == "model" and unit.factory is None:
             return "model"
         return _emit.unique_name("model", self.names_taken() - {unit.var})
@@ -1537,6 +1725,47 @@ class ConversionPlan:
             self.replace(attribute, value.deep_clone())
         if unit.factory is not None:
             self._prepare_factory_sites()
+        if unit.container is not None:
+            self._prepare_container()
+
+    def _prepare_container(self) -> None:
+        """An Estimator of a dict or list literal: its model is built above the literal and
+        held in its place; the code converted for each use keeps the use's receiver (``est``
+        of the loop, ``estimators["dnn"]``), which holds the model now."""
+        unit = self.unit
+        if self.after_build or self.fit_callbacks:
+            raise Unsupported(
+                f"the Estimators of `{unit.container.name}` would each need their own callbacks or checkpoints "
+                "(model_dir, RunConfig, hooks), which the calls made through the container cannot give each",
+                unit.call, UNSUPPORTED_USE)
+        self.replace(unit.call, cst.Name(self.model_var))
+        for original in [*self._subst, *self._statements]:
+            receivers = {_emit.code(r) for r in self._receivers_in(original)}
+            if len(receivers) > 1:
+                raise Unsupported(f"this code reads {' and '.join(sorted(receivers))}, one Estimator of "
+                                  f"`{unit.container.name}` two ways, which e2k does not convert", original,
+                                  UNSUPPORTED_USE)
+
+    def _receivers_in(self, original: cst.CSTNode) -> list[cst.CSTNode]:
+        """The receivers of the unit's uses that ``original`` holds and that stay as written."""
+        return [use.name for use in self.unit.uses if use.receiver and self._inside(use.name, {original})]
+
+    def _retargeted(self, original: cst.CSTNode, new: cst.CSTNode) -> cst.CSTNode:
+        """``new`` (the code written for ``original``) reading the model through the receiver
+        of the use it converts, where the model's variable stood."""
+        receivers = self._receivers_in(original) if self.unit.container is not None else []
+        if not receivers:
+            return new
+        receiver, found = receivers[0], {}
+        stack: list[tuple[cst.CSTNode, cst.CSTNode | None]] = [(new, None)]
+        while stack:
+            node, parent = stack.pop()
+            if isinstance(node, cst.Name) and node.value == self.model_var and not (
+                    isinstance(parent, cst.Attribute) and parent.attr is node) and not (
+                    isinstance(parent, cst.Arg) and parent.keyword is node):
+                found[node] = receiver.deep_clone()
+            stack.extend((child, node) for child in node.children)
+        return _emit.replace_in(new, found)
 
     def _prepare_factory_sites(self) -> None:
         """What is made after the model is built moves to where the factory is called: the
@@ -1613,7 +1842,12 @@ class ConversionPlan:
                 [cst.Element(self.fit_callbacks[0])])
             after.append(_emit.statement("{n} = {v}", n=self.callbacks_var, v=listed))
         statements = dict(self._statements)
-        if unit.factory is None:
+        inserted: list[cst.BaseStatement] = []
+        if unit.detached:
+            # Built inside an expression (a dict of Estimators): the model is built above it.
+            inserted = [*(self._substituted(s) for s in self.before_build), *build,
+                        *(self._substituted(s) for s in after)]
+        elif unit.factory is None:
             statements[unit.statement] = [
                 *(self._substituted(s) for s in self.before_build), *build, *(self._substituted(s) for s in after)]
         else:
@@ -1662,7 +1896,7 @@ class ConversionPlan:
         for earlier in unit.config_earlier:
             statements.setdefault(earlier.statement, [])
         for original, new in list(statements.items()):
-            statements[original] = [self._substituted(s) for s in new]
+            statements[original] = [self._retargeted(original, self._substituted(s)) for s in new]
 
         notes: list[tuple[cst.BaseStatement, str]] = list(self._comments)
         notes += [(ctx.enclosing_statement(node), f"# e2k: {code} {message}") for node, code, message in self._leftovers]
@@ -1671,13 +1905,18 @@ class ConversionPlan:
             owner = next((s for s in statements if self._inside(statement, {s})), None)
             if owner is not None and not statements[owner] and owner is not unit.statement:
                 owner = unit.statement  # a note on removed code (a RunConfig setting) goes where the model is built
-            if owner is None:
+            if inserted and (owner is unit.statement or (owner is None and statement is unit.statement)):
+                written = inserted  # where the model of an Estimator built in an expression is built
+            elif owner is None:
                 tree_marks.append((statement, text))
-            elif statements[owner]:
-                first = statements[owner][0]
+                continue
+            else:
+                written = statements[owner]
+            if written:
+                first = written[0]
                 if any(line.comment is not None and line.comment.value == text for line in first.leading_lines):
                     continue  # two notes of removed code that say the same: once
-                statements[owner][0] = first.with_changes(
+                written[0] = first.with_changes(
                     leading_lines=[*first.leading_lines, cst.EmptyLine(comment=cst.Comment(text))]
                 )
             else:
@@ -1702,9 +1941,11 @@ class ConversionPlan:
             # A node inside another replaced node only matters in that node's new code, where
             # `_substituted` already put it.
             if not self._inside(node, replaced) and not self._inside(ctx.parent(node), self._subst):
-                ctx.edits.replace(node, self._substituted(new))
+                ctx.edits.replace(node, self._retargeted(node, self._substituted(new)))
         for original, new in statements.items():
             ctx.edits.replace_statement(original, new)
+        if inserted:
+            ctx.edits.insert_before(unit.statement, inserted)
         for node in [n for n in ctx.edits._nodes
                      if n not in self._subst and (self._inside(n, replaced) or self._inside(ctx.parent(n), self._subst))]:
             del ctx.edits._nodes[node]  # written into the new statements above, or gone with them
@@ -1980,6 +2221,14 @@ def _groups(ctx: RewriteContext, found: list) -> Iterator[list[EstimatorUnit] | 
                     join(unit, readers[assignment])
                 else:
                     readers[assignment] = unit
+    # The Estimators of one dict or list literal share its loops: they convert together.
+    holders: dict[cst.CSTNode, EstimatorUnit] = {}
+    for unit in units:
+        if unit.container is not None:
+            if unit.container.statement in holders:
+                join(unit, holders[unit.container.statement])
+            else:
+                holders[unit.container.statement] = unit
     for unit in units:
         for read, others in unit.shared.items():
             for other in others:
@@ -2059,9 +2308,9 @@ def _check_shared_uses(plans: list[ConversionPlan], ctx: RewriteContext) -> None
 
 def _written(plan: ConversionPlan, node) -> str:
     if node in plan._statements:
-        return "".join(_emit.code(plan._substituted(s)) for s in plan._statements[node])
+        return "".join(_emit.code(plan._retargeted(node, plan._substituted(s))) for s in plan._statements[node])
     if node in plan._subst:
-        return _emit.code(plan._substituted(plan._subst[node]))
+        return _emit.code(plan._retargeted(node, plan._substituted(plan._subst[node])))
     return "<unchanged>"
 
 
@@ -2073,7 +2322,10 @@ def _check_pair(first: ConversionPlan, other: ConversionPlan, ctx: RewriteContex
             raise Unsupported(f"{lines} need different definitions named `{key}`", other.unit.call, UNSUPPORTED_USE)
     pair = (first, other)
     meeting = set(first._statements) & set(other._statements)
-    meeting |= {ctx.enclosing_statement(read) for plan in pair for read in plan.unit.shared}
+    # Reads of a container's loop are shared by its Estimators only (not by another Estimator
+    # converted with them because it reads the same feature columns).
+    meeting |= {ctx.enclosing_statement(read) for plan, partner in (pair, pair[::-1]) for read in plan.unit.shared
+                if plan.unit.container is None or read in partner.unit.shared}
     touched = set(first._statements) | set(other._statements) | set(first._subst) | set(other._subst)
     for node in touched:
         if ctx.within(node, meeting) and _written(first, node) != _written(other, node):

@@ -43,6 +43,18 @@ class EstimatorTrainEvaluateToFitEvaluate(UnitRule):
       bound to an input_fn in each branch of an `if` (`def train_input_fn(): ...` in one,
       `train_input_fn = numpy_input_fn(...)` in the other) converts in each branch, when each
       is called the same way.
+    - Estimators held in a dict, list or tuple literal bound to one name (`estimators =
+      {"linear": LinearClassifier(...), "dnn": DNNClassifier(...)}`) become their models, each
+      built above the literal under a name from its key (`linear_model`, `dnn_model`; in a
+      list `model_0`, `model_1`) and held in its place, so the container keeps its shape. Their
+      uses keep their receivers, which hold the models now: the variable of a loop over the
+      container (`for name, est in estimators.items()`, `.values()`, a list iterated or
+      `enumerate`d, comprehensions) and subscripts (`estimators["dnn"].predict(...)`;
+      `estimators[name]` with a key e2k cannot read may be any of them). The Estimators of a
+      container convert together, and the code their loop shares must convert alike for each.
+      `len()` and the keys are read as they were. An Estimator whose method is called on it
+      directly (`tf.estimator.LinearClassifier(columns).train(input_fn, steps=5)`) is built
+      above that statement.
 
     ## Why
     A Keras model trains, evaluates and predicts itself; the input_fn is called once to give
@@ -68,7 +80,14 @@ class EstimatorTrainEvaluateToFitEvaluate(UnitRule):
     ## Limitations
     Saving listeners, `predict(yield_single_examples=False)`, a `checkpoint_path=` other than
     the model_dir's latest checkpoint, and a `train()` without steps on an input that repeats
-    forever are reported (E2K902).
+    forever are reported (E2K902); so is the value of `train()` used (`est.train(...).evaluate(
+    ...)`: train returned the Estimator, `fit` returns a History). A container of Estimators is
+    refused, saying which construct, when it is passed to a function, printed, changed
+    (`estimators["x"] = ...`) or read by a key it does not hold, when it holds other values
+    than Estimators built in it, or when its Estimators need callbacks of their own (a
+    `model_dir`'s checkpoints, hooks): the calls the loop shares cannot give each its own. An
+    Estimator passed straight to a function, or held in a literal that is not bound to one
+    name, is refused too.
 
     ## References
     - https://www.tensorflow.org/guide/migrate/migrating_estimator
@@ -398,6 +417,11 @@ print("loss %.4f at step %d" % (metrics["loss"], int(model.optimizer.iterations.
             raise Unsupported(
                 "an early-stopping hook in train(): e2k converts it in train_and_evaluate, where Keras can "
                 "evaluate during fit", hooks.early_stops[0].node)
+        used = ctx.parent(use.call)
+        if not isinstance(used, cst.Expr):
+            # `est.train(...).evaluate(...)`: train returned the Estimator, fit returns a History.
+            raise Unsupported("the value of `.train(...)` (the Estimator itself) is used; Keras fit returns a "
+                              "History: call train as a statement, then use the Estimator", use.call)
         steps = min_of([v for v in [_value(args, "steps")] if v is not None] + hooks.num_steps, use.call, "steps")
         max_steps = min_of([v for v in [_value(args, "max_steps")] if v is not None] + hooks.last_step, use.call, "max_steps")
         if steps is not None and max_steps is not None:
