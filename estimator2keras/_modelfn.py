@@ -75,8 +75,18 @@ class _Converter(_WeightPenaltyReader, _ModelReader, _LossReader, _CompileReader
         #: metrics, PREDICT for predictions).
         self.mode = TRAIN
         self.mode_smalls: dict[str, set] = {}
-        #: Module-level definitions the Keras code needs (metric classes), in order.
+        #: Module-level definitions the Keras code needs (metric classes, layer classes of
+        #: blocks), in order.
         self.definitions: list[cst.BaseStatement] = []
+        #: The model_fn's converter holds what its blocks share (``_modelfn_blocks``): the
+        #: functions that became layer classes, the calls that apply them, names in use.
+        self.root = self
+        self.blocks: dict = {}
+        self.block_fns: set = set()
+        self.block_calls: set[int] = set()
+        self.taken_names: set[str] = set()
+        #: The names the forward pass starts from.
+        self.input_names: tuple[str, ...] = ("features",)
 
     # -- helpers ----------------------------------------------------------------------------
     def refuse(self, node: cst.CSTNode, reason: str):
@@ -143,6 +153,81 @@ class _Converter(_WeightPenaltyReader, _ModelReader, _LossReader, _CompileReader
         return True
 
 
+class _BlockConverter(_Converter):
+    """A function of the program that makes layers, read as a forward pass of its own and
+    written as a Keras layer class (``_modelfn_blocks``)."""
+
+    def __init__(self, block, ctx: RewriteContext, tf: str, plan, root: _Converter):
+        super().__init__(block.fn, ctx, tf, plan, ())
+        self.block = block
+        self.arguments = tuple(block.config)
+        self.input_names = (block.input,)
+        self.root = root
+        self.block_fns = root.block_fns
+
+    def check_signature(self) -> None:
+        pass  # read when the block was made (``block_of``)
+
+    def convert_block(self) -> cst.ClassDef:
+        block, fn = self.block, self.fn
+        name = fn.name.value
+        self.consumed: set[cst.BaseSmallStatement] = set()
+        self.kept: set[cst.BaseSmallStatement] = set()
+        self.read()
+        for node in _walk(fn.body):
+            if isinstance(node, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation, cst.Name)) \
+                    and self.modes.modes_where_true(node) is not None:
+                self.refuse(node, f"`{name}` tests the mode, which it is given by its callers; e2k converts functions "
+                                  "making layers that take a training flag (`training=mode == ModeKeys.TRAIN` where "
+                                  "they are called)")
+        if block.training is not None:
+            self.modes.flags[block.training] = frozenset({TRAIN})  # Keras's `training` in the layer
+        path = self.modes.paths[TRAIN]
+        if path.ret is None or path.ret.value is None:
+            self.refuse(fn, f"`{name}` makes layers but does not return their result")
+        for m, other in self.modes.paths.items():
+            if other.ret is not path.ret or other.statements != path.statements:
+                self.refuse(fn, f"`{name}` tests the mode; e2k converts functions making layers that take a training flag")
+        output = path.ret.value
+        forward = self.forward_slice(output, len(self.order))
+        in_forward = {d.small for d in forward}
+        for small in path.statements:
+            if small not in in_forward and not isinstance(small, cst.Expr):
+                self.refuse(small, f"this statement of `{name}` does not compute its result; e2k converts functions "
+                                   "making layers whose statements all do")
+            if isinstance(small, cst.Expr) and not isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString)):
+                self.refuse(small, f"this statement of `{name}` does not compute its result; e2k converts functions "
+                                   "making layers whose statements all do")
+        self.forward_smalls = in_forward
+        self.read_inference_passes(forward)
+        self.read_mode_variants(forward)
+        # The returned expression may apply layers too (`return tf.layers.dense(net, 10)`).
+        returned = _Def(len(self.order), "", path.ret, output, path.lines[-1])
+        self.check_beyond_catalogue([*forward, returned])
+        self.read_layers([*forward, returned])
+        self.check_nested_functions()
+        for attr in self.call_reads_of_config(forward, output):
+            if attr in _KERAS_LAYER_ATTRIBUTES:
+                self.refuse(fn, f"`{name}` reads its parameter `{attr}` beside its layers' settings; as an attribute "
+                                f"of a Keras layer `self.{attr}` is Keras's own: rename the parameter")
+        klass = self.layer_class(block, forward, output)
+        self.absorb_helpers()
+        return klass
+
+    def call_reads_of_config(self, forward, output) -> list[str]:
+        return self._call_arguments(forward, [output])
+
+
+#: Attributes of a Keras layer (Keras 2.15 and 3) that a block's parameter read in `call`
+#: (stored as ``self.<parameter>``) must not replace.
+_KERAS_LAYER_ATTRIBUTES = frozenset({
+    "name", "dtype", "trainable", "input", "output", "weights", "variables", "losses", "built", "input_spec",
+    "dtype_policy", "compute_dtype", "variable_dtype", "supports_masking", "stateful", "metrics", "path",
+    "trainable_weights", "non_trainable_weights", "trainable_variables", "non_trainable_variables", "updates",
+    "activity_regularizer", "inbound_nodes", "outbound_nodes", "submodules", "name_scope", "call", "build",
+})
+
+
 def class_name_for(model_fn_name: str) -> str:
     """``_model_fn`` -> ``Model``; ``cnn_model_fn`` -> ``CnnModel``.
 
@@ -171,6 +256,7 @@ def convert_model_fn(
     name = _emit.unique_name(_emit.builder_name(stem), taken)
     class_name = _emit.unique_name(class_name_for(stem), taken | {name})
     converter = _Converter(fn, ctx, tf, plan, extra)
+    converter.taken_names = set(taken) | {name, class_name, stem}
     conversion = converter.convert(name, class_name)
     return _freed_builder_name(conversion, converter, _emit.builder_name(stem), class_name)
 

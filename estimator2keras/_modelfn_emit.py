@@ -103,6 +103,13 @@ class _KerasWriter:
         calls = {id(call.func) for call in self.helper_calls}
         calls |= {id(d.value.func) for d in self.inference_passes.values()}  # `logits_test = conv_net(...)`
         calls |= {id(self.def_of_small[small].value.func) for small in self.mode_variants}  # EVAL's and PREDICT's calls
+        if self.root is self:
+            for fn, block in self.blocks.items():
+                reads = accesses_of(self.ctx, fn.name)
+                if reads and all(id(read) in self.block_calls for read in reads):
+                    self.absorbed.add(fn)
+                    self.plan.remove_statement(fn)
+                    self.plan.fixed(fn, "E2K302", f"`{fn.name.value}` -> layer class `{block.class_name}`")
         for helper in self.helpers.values():
             what = (f"written out at each of its {len(helper.calls)} calls, each with layers of its own" if helper.inline
                     else f"method `{helper.method}` of the Keras model")
@@ -282,7 +289,20 @@ class _KerasWriter:
         note = cst.EmptyLine(comment=cst.Comment(f"# {_emit.code(dropped[0])} left out: it never ran in the Estimator (no training=)"))
         return line.with_changes(leading_lines=[*line.leading_lines, note])
 
-    def model_class(self, class_name: str, forward: list[_Def], output, prediction):
+    def layer_class(self, block, forward: list[_Def], output) -> cst.ClassDef:
+        """A block (``_modelfn_blocks``) as a Keras layer class: its settings the constructor's
+        parameters (with their defaults), its input and training flag the call's."""
+        params = {p.name.value: p for p in block.fn.params.params}
+        init = [_emit.code(params[name]).strip().rstrip(",").strip() for name in block.config]
+        klass, _ = self.model_class(block.class_name, forward, output, None, base=f"{self.tf}.keras.layers.Layer",
+                                    inputs=block.input, init_params=init)
+        doc = _docstring(block.fn)
+        if doc is not None:
+            klass = klass.with_changes(body=klass.body.with_changes(body=[doc, *klass.body.body]))
+        return klass.with_changes(leading_lines=[])
+
+    def model_class(self, class_name: str, forward: list[_Def], output, prediction, base: str | None = None,
+                    inputs: str = "features", init_params: list[str] | None = None):
         self._output_node = output
         init_defs, forward = self.split_init(forward)
         self._init_defs = init_defs
@@ -345,9 +365,12 @@ class _KerasWriter:
                 )
             line = _emit.statement("self.{attr} = {ctor}", attr=app.attr, ctor=constructor)
             init.append(self.fit(line, 2))
+        if init_params is not None:
+            class_arguments = init_params
+        trains = base is None or any(isinstance(n, cst.Name) and n.value == "training" for stmt in body for n in _walk(stmt))
         methods = [
             _function("__init__", ", ".join(["self", *class_arguments]), init),
-            _function("call", "self, features, training=False", body, blank_before=True),
+            _function("call", f"self, {inputs}, training=False" if trains else f"self, {inputs}", body, blank_before=True),
         ]
         for helper in self.helpers.values():
             if not helper.inline:  # written out at each call instead
@@ -364,7 +387,7 @@ class _KerasWriter:
             lines += [_line(self.rewrite(d.small), d.line, d.small, comments=False) for d in post]
             lines.append(_emit.statement("return {v}", v=self.rewrite(value)))
             methods.append(_function("predict_step", "self, data", lines, blank_before=True))
-        klass = _emit.statement(f"class {class_name}({self.tf}.keras.Model):\n    pass")
+        klass = _emit.statement(f"class {class_name}({base or self.tf + '.keras.Model'}):\n    pass")
         return klass.with_changes(body=cst.IndentedBlock(body=methods)), class_arguments
 
     def helper_loop_layers(self, first: _LayerApp) -> cst.SimpleStatementLine:

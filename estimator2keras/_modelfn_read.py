@@ -17,6 +17,7 @@ import libcst as cst
 
 from estimator2keras import _emit
 from estimator2keras._context import iter_calls
+from estimator2keras._modelfn_blocks import BlockReading
 from estimator2keras._modes import EVAL, PREDICT, TRAIN, ModeAnalysis, ModePath
 
 MODEL_FN_PARAMS = ("features", "labels", "mode", "params", "config")
@@ -212,7 +213,7 @@ class _Helper:
     loop_attr: str | None = None
 
 
-class _ModelReader:
+class _ModelReader(BlockReading):
     """Reading the model_fn: its assignments and specs, the loss, the forward pass."""
 
     # -- the model_fn -----------------------------------------------------------------------
@@ -459,7 +460,8 @@ class _ModelReader:
         pending = [(name, at) for name in self.names_read(output)]
         while pending:
             name, before = pending.pop()
-            if name.value in ("features", "mode", "tf", self.tf) or name.value in self.arguments or name.value in self.modes.flags:
+            if name.value in ("mode", "tf", self.tf, *self.input_names) or name.value in self.arguments \
+                    or name.value in self.modes.flags:
                 continue  # a mode flag is not computed by the model: it becomes `training`
             if self._calls_nested_function(name):
                 continue  # a helper defined in the model_fn: read with its calls (read_helpers)
@@ -868,11 +870,15 @@ class _ModelReader:
 
     def read_helpers(self, forward: list[_Def]) -> None:
         """Find the helpers that make layers among the forward pass's calls, and read them."""
+        calls = list({id(call): call for d in forward for call in iter_calls(d.value)}.values())
+        self.mark_blocks(calls)
         for d in forward:
             for call in iter_calls(d.value):
                 fn = self._definition(call.func)
                 if not isinstance(fn, cst.FunctionDef) or self.makes_keras_model(call) or not self.makes_layers(fn):
                     continue
+                if fn in self.block_fns:
+                    continue  # a layer class: its calls are layers (read_layers)
                 if call in self.helper_calls:
                     continue  # a loop defines several names: its calls are read once
                 helper = self.helpers.get(fn)
@@ -1254,6 +1260,9 @@ class _ModelReader:
 
         if depth > 4 or not isinstance(call.func, cst.Name):
             return
+        if depth == 0 and not getattr(self, "_outside_forward", False) and self.block_candidate(call) is not None:
+            self.block_fns.add(self._definition(call.func))  # called where layers are made: a layer class
+            return
         helper = resolve(self.ctx, call.func)
         if not isinstance(helper, cst.FunctionDef):
             return
@@ -1329,6 +1338,8 @@ class _ModelReader:
         return isinstance(parent, cst.Call) and parent.func is call
 
     def layer_app(self, call: cst.Call) -> _LayerApp | None:
+        if self.is_block_call(call):
+            return self.block_app(call)
         role = self.role(call)
         if role == "layer_function":
             layer: LayerCall = self.translate("layer_function", call)
@@ -1408,7 +1419,7 @@ class _ModelReader:
         return (path or "").startswith("keras.")
 
     def used_update_ops_anywhere(self) -> bool:
-        for call in iter_calls(self.fn.body):
+        for call in iter_calls(self.root.fn.body):  # the model_fn's, for a block's layers too
             if self.ctx.call_api_path(call) == "control_dependencies":
                 return True
         return False

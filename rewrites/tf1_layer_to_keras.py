@@ -321,8 +321,27 @@ class Tf1LayerFunctionToKeras(ExpressionRule):
     (`for dense, dropout in zip(self.dense_layers, self.dropout_layers): net =
     dropout(dense(net), training=training)`), as a loop of layers in the model_fn itself is.
 
-    Refused (E2K901), naming the helper: a helper of several statements called again without
-    `reuse=True` (each call made new layers, which one method cannot hold), one whose layers
+    A function of the module that makes layers and serves as a building block becomes a
+    Keras layer class: one called more than once with new layers at each call (several
+    statements, no `reuse`), one called from another function that makes layers, or one whose
+    body a method cannot hold (a loop of layers, calls of other such functions).
+    `conv_block(inputs, filters, training)` becomes `class ConvBlock(tf.keras.layers.Layer)`:
+    its first parameter is the tensor `call` takes, the parameter it gives layers as
+    `training=` (or passes on as a training flag) is Keras's `training`, and its other
+    parameters are the constructor's, with their defaults; a parameter read besides the layers'
+    settings (`if norm:`) is kept as `self.norm`. Its body is converted as a model_fn's forward
+    pass is (loops of layers, `if`s, helpers of its own, other layer classes), and its
+    docstring stays. Each call is then one layer of the model: `net = conv_block(net, 16,
+    training)` makes `self.conv_block_1 = ConvBlock(16)` in `__init__` and applies
+    `self.conv_block_1(net, training=training)` in `call`, in a loop a list of them; a chain of
+    such layers becomes a `tf.keras.Sequential`. Its weights are made in the order TF1 made its
+    variables. Refused, naming the function: one that tests the mode itself (its callers pass a
+    training flag instead), calls itself, takes two training flags, has statements that do not
+    compute its result (a summary, a print), or whose settings are computed from the inputs.
+    When only converted code called it, the TF1 function goes.
+
+    Refused (E2K901), naming the helper: a helper of several statements called again with
+    `reuse` in its scope but not `reuse=True` (each call made new layers), one whose layers
     are configured with values it computes itself or with values that differ between calls,
     a `mode` argument other than the model_fn's, a helper called in a loop and elsewhere too,
     helpers with statements other than

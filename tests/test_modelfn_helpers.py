@@ -155,7 +155,8 @@ def test_a_helper_called_again_with_reuse_shares_its_layers(rules):
     assert "a = self.tower(features)" in new and "b = self.tower(features * 2.0)" in new
 
 
-def test_a_helper_called_again_without_reuse_is_refused(rules):
+def test_a_helper_called_again_without_reuse_becomes_a_layer_class(rules):
+    # Each call made new layers: each is one instance of the layer class (test_modelfn_blocks).
     result = convert(rules, '''\
     def tower(x, units):
         hidden = tf.layers.dense(x, units, activation=tf.nn.relu)
@@ -169,8 +170,10 @@ def test_a_helper_called_again_without_reuse_is_refused(rules):
         train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
         return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
     ''')
-    assert result.status == "partial"
-    assert any("`tower(...)` is called again and makes new layers at each call" in m for m in manual(result)), manual(result)
+    assert result.status == "converted", manual(result)
+    new = result.new.decode()
+    assert "class Tower(tf.keras.layers.Layer):" in new and "def tower(" not in new
+    assert "tf.keras.Sequential([Tower(4), Tower(1)])" in new  # one layer per call
 
 
 def test_a_helper_whose_layers_read_its_own_values_is_refused(rules):

@@ -191,10 +191,7 @@ def test_layers_a_converted_model_cannot_hold_are_refused_not_half_converted(rul
     for body, reason in [
         ('    if params["deep"]:\n            for units in params["hidden_units"]:\n'
          '                x = tf.layers.dense(x, units, activation=tf.nn.relu)', "`for` statement inside an `if`"),
-        # A helper called once becomes a method of the model (test_modelfn_helpers); called
-        # twice it made two sets of layers, which one method cannot hold (a helper of one
-        # `return` expression is written out at each call instead: test_modelfn_helpers).
-        ("    x = dense_block(x, 8)\n        x = dense_block(x, 4)", "`dense_block(...)` is called again and makes new layers"),
+        # (A helper called twice made two sets of layers: it is a layer class now, test_modelfn_blocks.)
     ]:
         result, new = convert(rules, MODEL_FN_WITH.format(body=body))
         assert result.status == "partial", new

@@ -1,0 +1,248 @@
+"""Functions of the program that make layers and that the forward pass uses as building
+blocks: each becomes a Keras layer class.
+
+TF1 programs build their networks from functions that make layers (``conv_block(net, 16,
+training)``), call them several times with different settings, call them from other such
+functions, and loop inside them. A TF1 function call made new variables at each call; a
+Keras layer object makes its weights once. So such a function becomes a
+``keras.layers.Layer`` subclass: its settings (the parameters that configure its layers)
+are the constructor's, its first parameter the tensor ``call`` takes, its training
+parameter Keras's ``training`` flag. Each call of the function in the forward pass is then
+one layer of the model (made in ``__init__``, applied in ``call``), exactly like a Keras
+layer, so everything the model's conversion does with layers (loops, `if`s, helpers that
+call them) it does with these.
+
+The body of the function is converted by the same reading as a model_fn's forward pass
+(``_BlockConverter``), recursively: a block that calls blocks holds them as its layers.
+The functions the fast paths handle stay as they were converted before: a helper called
+once becomes a method of the model, a helper that is one expression is written out at each
+call (``_modelfn_read.read_helpers``).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from estimator2keras import _emit
+from estimator2keras._context import iter_calls
+from estimator2keras._modes import TRAIN
+
+#: Keyword arguments a layer takes its training flag by.
+TRAINING_KEYWORDS = frozenset({"training", "is_training"})
+
+
+@dataclass
+class Block:
+    """A function of the program that became a Keras layer class."""
+
+    fn: cst.FunctionDef
+    class_name: str
+    #: The parameter whose argument is the tensor the layer is applied to.
+    input: str
+    #: The parameter that held the training flag, if any.
+    training: str | None
+    #: The constructor's parameters: the function's others, in order.
+    config: list[str] = field(default_factory=list)
+    statement: cst.ClassDef | None = None
+
+
+def class_name_for(function_name: str) -> str:
+    """``conv_block`` -> ``ConvBlock``; ``_dense`` -> ``Dense``... unless that is a Keras name."""
+    core = function_name.lstrip("_") or "block"
+    name = "".join(part[:1].upper() + part[1:] for part in core.split("_") if part)
+    return name if name.isidentifier() else "Block"
+
+
+def own_calls(node: cst.CSTNode):
+    """Calls in ``node``, not in functions or classes defined inside it."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) and current is not node:
+            continue
+        if isinstance(current, cst.Call):
+            yield current
+        stack.extend(reversed(current.children))
+
+
+class BlockReading:
+    """The model reader's side: which calls of the forward pass apply a block, and the layer
+    each becomes. Mixed into ``_modelfn_read._ModelReader``."""
+
+    # -- which functions make layers ---------------------------------------------------------
+    def makes_layers_deep(self, fn: cst.FunctionDef, depth: int = 0) -> bool:
+        """``fn`` makes layers, itself or through functions of the program it calls."""
+        if depth > 6:
+            return False
+        for inner in own_calls(fn.body):
+            if self.role(inner) in ("layer", "layer_function", "keras_layer"):
+                return True
+            target = self._definition(inner.func)
+            if isinstance(target, cst.FunctionDef) and target is not fn and self.makes_layers_deep(target, depth + 1):
+                return True
+        return False
+
+    def block_candidate(self, call: cst.Call) -> cst.FunctionDef | None:
+        """The function ``call`` calls when it is a module-level function making layers."""
+        fn = self._definition(call.func)
+        if not isinstance(fn, cst.FunctionDef) or self.ctx.parent(fn) is not self.ctx.module:
+            return None
+        if fn.decorators or self.makes_keras_model(call) or not self.makes_layers_deep(fn):
+            return None
+        return fn
+
+    def method_fits(self, fn: cst.FunctionDef) -> bool:
+        """Can ``fn`` be a method of the model (called once): its body of assignments, `if`s
+        of assignments and scopes, and layers of its own only (no other function making
+        layers)? Otherwise it is a block."""
+        for inner in own_calls(fn.body):
+            target = self._definition(inner.func)
+            if isinstance(target, cst.FunctionDef) and target is not fn and self.makes_layers_deep(target):
+                return False
+        stack = list(fn.body.body)
+        while stack:
+            stmt = stack.pop()
+            if isinstance(stmt, (cst.For, cst.While, cst.Try, cst.FunctionDef, cst.ClassDef)):
+                return False
+            if isinstance(stmt, cst.With):
+                stack.extend(stmt.body.body)
+        return True
+
+    def mark_blocks(self, calls: list[cst.Call]) -> None:
+        """Among the forward pass's calls, those whose function becomes a block: called more
+        than once with new layers each time (and more than one expression: one expression is
+        written out at each call), or with a body that a method of the model cannot hold."""
+        counts: dict[cst.FunctionDef, int] = {}
+        for call in calls:
+            fn = self.block_candidate(call)
+            if fn is not None:
+                counts[fn] = counts.get(fn, 0) + 1
+        for fn, count in counts.items():
+            if fn in self.block_fns:
+                continue
+            reused = any(
+                arg.keyword is not None and arg.keyword.value == "reuse"
+                for call in own_calls(fn.body) for arg in call.args
+            )
+            one_expression = _one_return(fn) is not None
+            if not self.method_fits(fn) or (count > 1 and not reused and not one_expression):
+                self.block_fns.add(fn)
+
+    def is_block_call(self, call: cst.Call) -> bool:
+        fn = self._definition(call.func)
+        return fn is not None and fn in self.block_fns
+
+    # -- the layer a block's call is ----------------------------------------------------------
+    def block_of(self, fn: cst.FunctionDef) -> Block:
+        root = self.root
+        block = root.blocks.get(fn)
+        if block is not None:
+            if block.statement is None:
+                self.refuse(fn, f"`{fn.name.value}` makes layers through itself (recursion), which e2k does not convert")
+            return block
+        name = fn.name.value
+        params = fn.params
+        if params.star_arg not in (cst.MaybeSentinel.DEFAULT, None) and isinstance(params.star_arg, (cst.Param, cst.ParamStar)) \
+                or params.kwonly_params or params.star_kwarg or params.posonly_params:
+            self.refuse(fn, f"`{name}` has *args, **kwargs or keyword-only parameters, which e2k does not convert")
+        names = [p.name.value for p in params.params]
+        if not names:
+            self.refuse(fn, f"`{name}` makes layers but takes no input")
+        training = self.training_parameters(fn)
+        if len(training) > 1:
+            self.refuse(fn, f"`{name}` takes two training flags ({', '.join(sorted(training))})")
+        inputs = [n for n in names if n not in training]
+        if not inputs:
+            self.refuse(fn, f"`{name}` makes layers but takes no input")
+        class_name = _emit.unique_name(class_name_for(name), root.taken_names)
+        root.taken_names.add(class_name)
+        block = Block(fn, class_name, inputs[0], next(iter(training), None), inputs[1:])
+        root.blocks[fn] = block
+        from estimator2keras._modelfn import _BlockConverter
+
+        converter = _BlockConverter(block, self.ctx, self.tf, self.plan, root)
+        block.statement = converter.convert_block()
+        root.definitions.append(block.statement)
+        return block
+
+    def training_parameters(self, fn: cst.FunctionDef, depth: int = 0) -> set[str]:
+        """Parameters of ``fn`` that hold the training flag: given as `training=` to a layer, or
+        passed where a function it calls takes its training flag."""
+        params = [p.name.value for p in fn.params.params]
+        found: set[str] = set()
+        for call in own_calls(fn.body):
+            for arg in call.args:
+                if arg.keyword is not None and arg.keyword.value in TRAINING_KEYWORDS \
+                        and isinstance(arg.value, cst.Name) and arg.value.value in params:
+                    found.add(arg.value.value)
+            target = self._definition(call.func)
+            if isinstance(target, cst.FunctionDef) and target is not fn and depth < 6 and self.makes_layers_deep(target):
+                inner = self.training_parameters(target, depth + 1)
+                if not inner:
+                    continue
+                from estimator2keras._units import bind_arguments
+
+                try:
+                    bound = bind_arguments(call, tuple(p.name.value for p in target.params.params))
+                except Exception:
+                    continue
+                for param in inner:
+                    arg = bound.get(param)
+                    if arg is not None and isinstance(arg.value, cst.Name) and arg.value.value in params:
+                        found.add(arg.value.value)
+        return found
+
+    def block_app(self, call: cst.Call):
+        """``net = conv_block(net, 16, training)`` -> the layer ``ConvBlock(16)`` applied to
+        ``net`` with the training flag."""
+        from estimator2keras._modelfn_read import LayerCall
+        from estimator2keras._units import bind_arguments
+
+        fn = self._definition(call.func)
+        block = self.block_of(fn)
+        signature = tuple(p.name.value for p in fn.params.params)
+        try:
+            bound = bind_arguments(call, signature)
+        except Exception:
+            self.refuse(call, f"the arguments of `{fn.name.value}(...)` cannot be matched to its parameters")
+        if block.input not in bound:
+            self.refuse(call, f"`{fn.name.value}(...)` is called without `{block.input}`, the tensor it makes layers for")
+        for p in fn.params.params:
+            if p.name.value not in bound and p.default is None:
+                self.refuse(call, f"`{fn.name.value}(...)` is called without `{p.name.value}`")
+        taken = {id(bound[block.input])}
+        kwargs = []
+        if block.training is not None:
+            if block.training in bound:
+                taken.add(id(bound[block.training]))
+                value = bound[block.training].value
+            else:
+                value = next(p.default for p in fn.params.params if p.name.value == block.training)
+            kwargs.append(cst.Arg(value, keyword=cst.Name("training")))
+        args = [arg for arg in call.args if id(arg) not in taken]
+        if args:
+            args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        constructor = cst.Call(func=cst.Name(block.class_name), args=args)
+        self.root.block_calls.add(id(call.func))
+        if self.plan is not None:
+            self.plan.fixed(call, "E2K302", f"`{fn.name.value}(...)` -> a `{block.class_name}` layer")
+        return self._app(call, LayerCall(constructor, bound[block.input].value, kwargs), self._name_hint(call, constructor))
+
+
+def _one_return(fn: cst.FunctionDef) -> cst.BaseExpression | None:
+    body = [s for s in fn.body.body if not (
+        isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1 and isinstance(s.body[0], cst.Expr)
+        and isinstance(s.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))]
+    if len(body) == 1 and isinstance(body[0], cst.SimpleStatementLine) and len(body[0].body) == 1 \
+            and isinstance(body[0].body[0], cst.Return):
+        return body[0].body[0].value
+    return None
+
+
+def snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+__all__ = ["Block", "BlockReading", "TRAIN", "class_name_for", "iter_calls"]
