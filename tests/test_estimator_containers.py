@@ -139,3 +139,24 @@ def test_estimators_of_a_container_needing_callbacks_each_are_refused(rules):
     assert result.status == "partial"
     assert any("would each need their own callbacks or checkpoints" in f.message for f in result.findings), \
         [f.format() for f in result.findings]
+
+
+@pytest.mark.slow
+def test_parity_compares_the_first_model_and_counts_them(tmp_path):
+    """The fixture trains three models (the dict's two through the loop, a baseline): parity
+    compares the first each side trains, and a migration that trains fewer is broken."""
+    from pathlib import Path
+
+    from estimator2keras.parity import run_parity
+
+    fixture = Path(__file__).parent.parent / "fixtures" / "estimators_in_a_dict_loop"
+    after = (fixture / "after.py").read_text()
+    result = run_parity(fixture / "before.py", fixture / "after.py", replicas=1)
+    assert result.verdict == "parity", result.report()
+    assert any("train 3 models each" in note for note in result.notes), result.notes
+    dropped = after.replace("    'linear': linear_model,\n", "")
+    assert dropped != after
+    (tmp_path / "after.py").write_text(dropped)
+    result = run_parity(fixture / "before.py", tmp_path / "after.py", replicas=1)
+    assert result.verdict == "broken", result.report()
+    assert result.reason == "the legacy program trains 3 Estimators, the migrated one 2 Keras models"

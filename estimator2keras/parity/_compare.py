@@ -671,6 +671,11 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
         notes.append(f"{len(legacy_table) - paired} non-trainable legacy variables were not paired "
                      "and are not compared")
 
+    legacy_models, migrated_models = int(legacy.get("models_trained") or 0), int(migrated.get("models_trained") or 0)
+    if legacy_models > 1 and legacy_models == migrated_models:
+        notes.append(f"the programs train {legacy_models} models each (Estimators held in a dict or list, say): "
+                     "the first each trains is compared; the others train as written, not compared")
+
     hints = step_count_hints(legacy_info, migrated_info, step_limit)
     failing_step = next((row.step for row in steps if not row.passed), None)
     failing_weights = [row for row in weights if not row.passed]
@@ -679,6 +684,10 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
 
     if not steps:
         verdict, reason = "error", "no training step to compare"
+    elif legacy_models != migrated_models and legacy_models and migrated_models:
+        verdict = "broken"
+        reason = (f"the legacy program trains {_count(legacy_models, 'Estimator')}, the migrated one "
+                  f"{_count(migrated_models, 'Keras model')}")
     elif failing_step is not None:
         verdict = "broken"
         row = steps[failing_step - 1]

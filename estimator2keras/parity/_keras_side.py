@@ -47,6 +47,9 @@ class State:
         self.legacy_variables: list[dict] = request.get("legacy_variables") or []
         self.initial_weights_path = request.get("initial_weights")
         self.model = None
+        # Other models the program trains (a dict of them in a loop): they train as written,
+        # unrecorded; ``model``, the first that trains, is the one compared.
+        self.other_models: list = []
         self.paired: list = []  # Keras weights in the legacy variable order
         self.losses: list[float] = []
         self.fit_calls = 0
@@ -305,8 +308,13 @@ def instrument(tf, state: State) -> None:
             if optimizer is not None:
                 state.optimizers = [common.describe_optimizer(tf, optimizer)]
         elif state.model is not self:
-            raise common.HarnessStop(
-                "unsupported", "the program trains more than one Keras model; the parity harness compares one")
+            if all(other is not self for other in state.other_models):
+                state.other_models.append(self)
+            state.in_fit = True
+            try:
+                return original_fit(*bound.args, **bound.kwargs)
+            finally:
+                state.in_fit = False
         if state.limit_reached:
             state.skipped_fit_calls += 1
             history = tf.keras.callbacks.History()
@@ -354,6 +362,8 @@ def instrument(tf, state: State) -> None:
             state.predictions = _predict(self, bound.arguments.get("x"), bound.arguments.get("steps"),
                                          bound.arguments.get("batch_size"), "eval", batches)
             raise common.HarnessStop("captured", "the restored model's evaluation and predictions were read")
+        if state.model is not None and self is not state.model:
+            return original_evaluate(self, *args, **kwargs)  # another model than the one compared
         bound.arguments["callbacks"] = list(bound.arguments.get("callbacks") or []) + [EvaluationRecorder()]
         state.in_evaluate = True
         try:
@@ -739,6 +749,7 @@ def _save(state: State, result: dict, out_dir: str) -> None:
         worker_devices=state.worker_devices,
         training_calls=state.fit_calls,
         skipped_training_calls=state.skipped_fit_calls,
+        models_trained=(state.model is not None) + len(state.other_models),
         variables=state.variables,
         evaluations=evaluations,
         fit_validation=state.fit_validation,

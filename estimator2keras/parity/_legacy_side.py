@@ -45,6 +45,10 @@ class Recorder:
         self.losses: list[float] = []
         self.training_calls = 0
         self.skipped_training_calls = 0
+        # The Estimator compared: the first one that trains. Others (a dict of Estimators
+        # trained in a loop) train as written, unrecorded.
+        self.compared = None
+        self.other_models: list = []
         self.variables: list[dict] | None = None  # trainable first, then model state
         self.initial = None
         self.final = None
@@ -440,6 +444,12 @@ def instrument(tf, request: dict, rec: Recorder, devices: list[str], device_kind
     def train(self, *args, **kwargs):
         if rec.checkpoint is not None:
             return _checkpoint_train(self, *args, **kwargs)
+        if rec.compared is None:
+            rec.compared = self
+        elif self is not rec.compared:
+            if all(other is not self for other in rec.other_models):
+                rec.other_models.append(self)
+            return original_train(self, *args, **kwargs)
         if rec.limit_reached:
             rec.skipped_training_calls += 1
             return self
@@ -478,6 +488,8 @@ def instrument(tf, request: dict, rec: Recorder, devices: list[str], device_kind
     original_with_spec = Estimator._train_with_estimator_spec
 
     def _train_with_estimator_spec(self, estimator_spec, worker_hooks, *args, **kwargs):
+        if rec.checkpoint is None and self is not rec.compared:  # another Estimator: not recorded
+            return original_with_spec(self, estimator_spec, worker_hooks, *args, **kwargs)
         strategy = self._train_distribution
         if strategy is not None:
             rec.replicas = int(strategy.num_replicas_in_sync)
@@ -538,6 +550,8 @@ def instrument(tf, request: dict, rec: Recorder, devices: list[str], device_kind
             rec.evaluations.append({str(k): common.to_float(v) for k, v in (metrics or {}).items()})
             rec.predictions = _predictions(self, bound.arguments["input_fn"], "eval", eval_batches, rec)
             raise common.HarnessStop("captured", "the restored model's evaluation and predictions were read")
+        if rec.compared is not None and self is not rec.compared:
+            return original_evaluate(self, *args, **kwargs)  # another Estimator than the one compared
         eval_strategy = getattr(self, "_eval_distribution", None)
         rec.eval_replicas = int(eval_strategy.num_replicas_in_sync) if eval_strategy is not None else 1
         bound = evaluate_signature.bind(self, *args, **kwargs)
@@ -819,6 +833,7 @@ def _save(rec: Recorder, result: dict, out_dir: str) -> None:
         worker_devices=rec.worker_devices,
         training_calls=rec.training_calls,
         skipped_training_calls=rec.skipped_training_calls,
+        models_trained=(rec.compared is not None) + len(rec.other_models),
         variables=rec.variables or [],
         evaluations=rec.evaluations,
         evaluation_batches=rec.evaluation_batches,
