@@ -208,6 +208,11 @@ class _LossReader:
             if name.value in self.arguments and d is None:
                 arguments.add(name.value)  # `params`: the Loss takes it as the model does
                 continue
+            if name.value == "mode" and d is None and "mode" in self.params and self._passed_to_function(name):
+                # `loss = model_loss(logits, labels, mode)`: the function's tests of the mode give
+                # TRAIN's and EVAL's loss alike (read with it), which the Loss computes with "train".
+                self.loss_mode_reads = [*getattr(self, "loss_mode_reads", []), name]
+                continue
             if d is None:
                 if name.value in ("tf", self.tf) or self._is_module_name(name):
                     continue
@@ -369,30 +374,6 @@ class _LossReader:
                 or params.star_kwarg or params.kwonly_params or params.posonly_params:
             self.refuse(call, f"the loss calls {what}, whose signature e2k does not read (decorators, *args, **kwargs)")
         body = list(helper.body.body) if isinstance(helper.body, cst.IndentedBlock) else []
-        smalls = []
-        for i, line in enumerate(body):
-            if not isinstance(line, cst.SimpleStatementLine):
-                keyword = {"If": "an `if`", "For": "a `for` loop", "While": "a `while` loop", "With": "a `with` block",
-                           "Try": "a `try`"}.get(type(line).__name__, f"a `{type(line).__name__}` statement")
-                self.refuse(line, f"{what} computes the loss with {keyword}; e2k reads loss functions "
-                                  "that are assignments ending in one return")
-            for small in line.body:
-                docstring = i == 0 and isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString))
-                if not (docstring or isinstance(small, (cst.Assign, cst.Return))):
-                    self.refuse(small, f"{what} has a statement e2k does not read in a loss function")
-                smalls.append(small)
-        if not smalls or not isinstance(smalls[-1], cst.Return) or smalls[-1].value is None \
-                or any(isinstance(x, cst.Return) for x in smalls[:-1]):
-            self.refuse(call, f"{what} does not end in the one `return` of its loss")
-        respelled = [(old, new) for old, new in tf2_respellings(self.ctx, helper, self.tf) if _emit.code(old) != _emit.code(new)]
-        if respelled:
-            old = respelled[0][0]
-            self.refuse(old, f"{what} uses `{_emit.code(old)}`, a TF1 spelling; e2k leaves functions of the program "
-                             "as they are, and the Keras loss would call it on TF2")
-        reading = getattr(self, "_helpers_read", set())
-        if helper not in reading:  # a helper calling itself is read once
-            self._helpers_read = reading | {helper}
-            self._check_internals(helper.body)
         names = [p.name.value for p in params.params]
         bound: dict[str, cst.Arg] = {}
         for index, arg in enumerate(call.args):
@@ -402,7 +383,204 @@ class _LossReader:
             if key not in names:
                 self.refuse(arg, f"{what} does not take this argument")
             bound[key] = arg
+        modes = {key for key, arg in bound.items() if self._is_mode_argument(arg.value)}
+        branches: dict[int, list] = {}
+        self._helper_block(body, helper, what, bound, modes, branches, top=True)
+        if not self._ends_in_return(body, branches):
+            self.refuse(call, f"{what} does not end in the one `return` of its loss")
+        self.helper_branches = {**getattr(self, "helper_branches", {}), id(helper): branches}
+        for key in modes:
+            for node in _walk(helper.body):
+                if isinstance(node, cst.Name) and node.value == key and self._is_read(node) \
+                        and not any(node in _walk(test) for test in self._mode_tests(helper, key)):
+                    self.refuse(node, f"{what} reads `{key}` (the mode) otherwise than in a test of the mode "
+                                      "that gives TRAIN's and EVAL's loss alike")
+        respelled = [(old, new) for old, new in tf2_respellings(self.ctx, helper, self.tf) if _emit.code(old) != _emit.code(new)]
+        if respelled:
+            old = respelled[0][0]
+            self.refuse(old, f"{what} uses `{_emit.code(old)}`, a TF1 spelling; e2k leaves functions of the program "
+                             "as they are, and the Keras loss would call it on TF2")
+        reading = getattr(self, "_helpers_read", set())
+        if helper not in reading:  # a helper calling itself is read once
+            self._helpers_read = reading | {helper}
+            for block in self._live_blocks(body, branches):
+                for line in block:
+                    if isinstance(line, cst.SimpleStatementLine):
+                        self._check_internals(line)
         return helper, bound
+
+    # A loss function of the program may branch on what is known before the loss runs: the
+    # mode (`if mode == TRAIN or mode == EVAL:`, a guard for PREDICT, which has no loss), read
+    # for TRAIN and EVAL, which must take the same branch, and static shapes of the model output
+    # (`if predictions.shape[1] == 1:`), which Keras's output has alike: the function is called
+    # as it is, and Python takes the branch when the Loss is traced, as when TF1 built its graph.
+    def _helper_block(self, block, helper, what, bound, modes, branches, top=False) -> None:
+        for i, line in enumerate(block):
+            if isinstance(line, cst.If):
+                taken = self._helper_if(line, helper, what, bound, modes)
+                branches[id(line)] = taken
+                for inner in taken:
+                    self._helper_block(inner, helper, what, bound, modes, branches)
+                continue
+            if not isinstance(line, cst.SimpleStatementLine):
+                keyword = {"For": "a `for` loop", "While": "a `while` loop", "With": "a `with` block",
+                           "Try": "a `try`"}.get(type(line).__name__, f"a `{type(line).__name__}` statement")
+                self.refuse(line, f"{what} computes the loss with {keyword}; e2k reads loss functions "
+                                  "of assignments, `if`s on the mode or on static shapes, ending in one return")
+            for small in line.body:
+                docstring = top and i == 0 and isinstance(small, cst.Expr) \
+                    and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString))
+                if not (docstring or isinstance(small, (cst.Assign, cst.Return))):
+                    self.refuse(small, f"{what} has a statement e2k does not read in a loss function")
+                if isinstance(small, cst.Return) and (small.value is None or i != len(block) - 1):
+                    self.refuse(small, f"{what} does not end in the one `return` of its loss")
+
+    def _helper_if(self, node: cst.If, helper, what, bound, modes) -> list[list]:
+        """The branches of an ``if`` of a loss function that the Keras loss may run."""
+        orelse = node.orelse
+        other = [] if orelse is None else ([orelse] if isinstance(orelse, cst.If) else list(orelse.body.body))
+        reads = {n.value for n in _walk(node.test) if isinstance(n, cst.Name) and self._is_read(n)}
+        mode = reads & modes
+        if mode:
+            (param,) = mode if len(mode) == 1 else (None,)
+            train, evaluation = (self._mode_test(node.test, param, m) for m in ("train", "eval"))
+            if param is None or train is None or evaluation is None:
+                self.refuse(node.test, f"{what} tests the mode in a way e2k does not read (`==`, `!=`, `in` "
+                                       "tf.estimator.ModeKeys, with `and`, `or`, `not`)")
+            if train != evaluation:
+                self.refuse(node.test, f"{what} computes another loss in TRAIN than in EVAL (`{_emit.code(node.test)}`), "
+                                       "which one Keras loss, for fit and evaluate, cannot")
+            return [list(node.body.body)] if train else [other]
+        self._check_static_test(node.test, helper, what, bound)
+        return [list(node.body.body), other]
+
+    def _mode_test(self, test: cst.BaseExpression, param: str, mode: str) -> bool | None:
+        """The value of ``test`` (a test of the mode parameter ``param``) in ``mode``, or None."""
+        if isinstance(test, cst.BooleanOperation):
+            left, right = self._mode_test(test.left, param, mode), self._mode_test(test.right, param, mode)
+            if left is None or right is None:
+                return None
+            return (left and right) if isinstance(test.operator, cst.And) else (left or right)
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            inner = self._mode_test(test.expression, param, mode)
+            return None if inner is None else not inner
+        if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
+            return None
+        target = test.comparisons[0]
+        left, right = test.left, target.comparator
+        if isinstance(right, cst.Name) and right.value == param:
+            left, right = right, left
+        if not (isinstance(left, cst.Name) and left.value == param):
+            return None
+        values = [e.value for e in right.elements] if isinstance(right, (cst.Tuple, cst.List, cst.Set)) else [right]
+        keys = [self._mode_key(v) for v in values]
+        if None in keys:
+            return None
+        if isinstance(target.operator, (cst.Equal, cst.Is)) and len(keys) == 1 and not isinstance(right, (cst.Tuple, cst.List, cst.Set)):
+            return mode == keys[0]
+        if isinstance(target.operator, (cst.NotEqual, cst.IsNot)) and not isinstance(right, (cst.Tuple, cst.List, cst.Set)):
+            return mode != keys[0]
+        if isinstance(target.operator, cst.In) and isinstance(right, (cst.Tuple, cst.List, cst.Set)):
+            return mode in keys
+        if isinstance(target.operator, cst.NotIn) and isinstance(right, (cst.Tuple, cst.List, cst.Set)):
+            return mode not in keys
+        return None
+
+    def _mode_key(self, node: cst.BaseExpression) -> str | None:
+        if isinstance(node, cst.SimpleString):
+            return node.evaluated_value if node.evaluated_value in ("train", "eval", "infer") else None
+        path = self.ctx.api_path(node) or ""
+        return {"TRAIN": "train", "EVAL": "eval", "PREDICT": "infer"}.get(path.rsplit(".", 1)[-1]) \
+            if path.rsplit(".", 1)[0].endswith("ModeKeys") else None
+
+    def _mode_tests(self, helper: cst.FunctionDef, param: str) -> list[cst.BaseExpression]:
+        return [n.test for n in _walk(helper.body) if isinstance(n, cst.If)
+                and any(isinstance(x, cst.Name) and x.value == param for x in _walk(n.test))]
+
+    def _check_static_test(self, test: cst.BaseExpression, helper, what, bound) -> None:
+        """A test of what the model output's static shape holds (its rank, a dimension but the
+        batch's), of module constants and literals: the same in TF1's graph and in Keras."""
+        params = {p.name.value for p in helper.params.params}
+        assigned = {n.value for n in _walk(helper.body) if isinstance(n, cst.Name) and isinstance(self.ctx.parent(n), cst.AssignTarget)}
+        for name in _walk(test):
+            if not (isinstance(name, cst.Name) and self._is_read(name)):
+                continue
+            if name.value not in params and name.value not in assigned:
+                continue  # a module constant, a builtin (`len`)
+            arg = bound.get(name.value)
+            if name.value in assigned or arg is None or self._reads_the_labels(arg.value) or not self._static_shape_read(name):
+                self.refuse(test, f"{what} computes the loss with an `if` on `{_emit.code(test)}`, which e2k cannot tell "
+                                  "known before the loss runs; e2k reads tests of the mode and of the model output's "
+                                  "static shape (`predictions.shape[1] == 1`, `len(predictions.shape)`)")
+
+    def _static_shape_read(self, name: cst.Name) -> bool:
+        """``x.shape[k]`` (k a literal other than the batch's 0), ``x.shape.ndims``/``.rank``,
+        ``len(x.shape)``, ``x.get_shape()`` alike, ``x.ndim``."""
+        parent = self.ctx.parent(name)
+        if not (isinstance(parent, cst.Attribute) and parent.value is name):
+            return False
+        if parent.attr.value == "ndim":
+            return True
+        shape: cst.CSTNode = parent
+        if parent.attr.value == "get_shape":
+            shape = self.ctx.parent(parent)
+            if not (isinstance(shape, cst.Call) and not shape.args):
+                return False
+        elif parent.attr.value != "shape":
+            return False
+        outer = self.ctx.parent(shape)
+        if isinstance(outer, cst.Attribute) and outer.value is shape:
+            return outer.attr.value in ("ndims", "rank")
+        if isinstance(outer, cst.Subscript) and len(outer.slice) == 1 and isinstance(outer.slice[0].slice, cst.Index):
+            index = outer.slice[0].slice.value
+            text = _emit.code(index).replace(" ", "")
+            return text.lstrip("-").isdigit() and text != "0"
+        if isinstance(outer, cst.Arg):
+            call = self.ctx.parent(outer)
+            return isinstance(call, cst.Call) and _emit.code(call.func) == "len" and len(call.args) == 1
+        return False
+
+    def _reads_the_labels(self, value: cst.BaseExpression) -> bool:
+        for n in self.names_read(value):
+            d = self.latest_def(n.value, len(self.order))
+            if (d is None and n.value == "labels") or (d is not None and self._depends_on_labels(d, set())):
+                return True
+        return False
+
+    def _is_mode_argument(self, value: cst.BaseExpression) -> bool:
+        return isinstance(value, cst.Name) and value.value == "mode" and "mode" in self.params \
+            and self.latest_def("mode", len(self.order)) is None
+
+    def _passed_to_function(self, name: cst.Name) -> bool:
+        arg = self.ctx.parent(name)
+        call = self.ctx.parent(arg) if isinstance(arg, cst.Arg) else None
+        return isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and self.ctx.call_api_path(call) is None
+
+    def _ends_in_return(self, block, branches) -> bool:
+        """Every way through ``block`` (the branches the Keras loss may run) ends in a return."""
+        if not block:
+            return False
+        last = block[-1]
+        if isinstance(last, cst.SimpleStatementLine):
+            return isinstance(last.body[-1], cst.Return) and last.body[-1].value is not None
+        if isinstance(last, cst.If):
+            taken = branches.get(id(last), [])
+            if all(self._ends_in_return(inner, branches) for inner in taken) and taken:
+                return True
+            # `if ...: loss = a` / `else: loss = b` / `return loss`: no branch returns
+            return False
+        return False
+
+    def _live_blocks(self, body, branches) -> list:
+        """``body`` and the branches under it that the Keras loss may run."""
+        blocks, pending = [], [body]
+        while pending:
+            block = pending.pop()
+            blocks.append(block)
+            for line in block:
+                if isinstance(line, cst.If):
+                    pending.extend(branches.get(id(line), []))
+        return blocks
 
     def _is_loss_object_call(self, call: cst.Call) -> bool:
         return isinstance(call.func, cst.Call) and (self.ctx.call_api_path(call.func) or "").startswith("keras.losses.")
@@ -480,9 +658,23 @@ class _LossReader:
 
     def _helper_labels(self, helper: cst.FunctionDef, param: str, flags: tuple[bool, bool]) -> None:
         """The labels passed as ``param`` of a loss function of the program, followed in it."""
-        known = {param: flags}
-        for line in helper.body.body:
-            for small in line.body:
+        branches = getattr(self, "helper_branches", {}).get(id(helper), {})
+        self._block_labels(list(helper.body.body), {param: flags}, helper, branches)
+
+    def _block_labels(self, block, known: dict, helper: cst.FunctionDef, branches: dict) -> dict:
+        """Follow the labels through ``block``: each branch an ``if`` may take from what is known
+        before it; after it, a name is the labels' where any branch made it so (with what all of
+        those branches fixed of their rank and dtype)."""
+        for line in block:
+            if isinstance(line, cst.If):
+                after = [self._block_labels(inner, dict(known), helper, branches) for inner in branches.get(id(line), [])]
+                merged: dict = {}
+                for outcome in after:
+                    for name, got in outcome.items():
+                        merged[name] = got if name not in merged else (merged[name][0] and got[0], merged[name][1] and got[1])
+                known = merged
+                continue
+            for small in getattr(line, "body", ()):
                 value = getattr(small, "value", None)
                 if value is None or not isinstance(small, (cst.Assign, cst.Return)):
                     continue
@@ -499,6 +691,7 @@ class _LossReader:
                                 known[target.target.value] = derived
                             else:
                                 known.pop(target.target.value, None)
+        return known
 
     def _refuse_label_use(self, name: cst.Name, where: str, op: cst.CSTNode, fix: str):
         self.refuse(name, f"the loss computes with `{name.value}` as they come (`{_emit.code(op)}`{where}); "
@@ -578,6 +771,8 @@ class _LossReader:
                     replacements[inner] = cst.SimpleString(f'"{path.rsplit(".", 1)[-1].lower()}"')
                 if isinstance(inner, cst.Name) and inner.value in arguments and self._is_read(inner):
                     replacements[inner] = _emit.expr(f"self.{inner.value}")
+                if any(inner is read for read in getattr(self, "loss_mode_reads", ())):
+                    replacements[inner] = cst.SimpleString('"train"')  # the mode's string, as input_fns get it
             return _emit.replace_in(node, replacements)
 
         indent = self.ctx.module.default_indent

@@ -91,7 +91,14 @@ class HandWrittenLossToKeras(ExpressionRule):
     module the loss calls (`loss = squared_error(labels, predictions, params["batch_size"])`)
     is called as it is from `call`, when it is TF2 code of assignments ending in one `return`
     that computes from its arguments alone; it is read with the same rules as the model_fn's
-    own statements (`fixtures/hand_written_loss_helper_regression`).
+    own statements (`fixtures/hand_written_loss_helper_regression`). Such a function may branch
+    on what is known before the loss runs (`fixtures/loss_helper_with_ifs`): on the mode it is
+    given (`if mode == tf.estimator.ModeKeys.TRAIN or mode == tf.estimator.ModeKeys.EVAL:`, or
+    `if mode == PREDICT: return None`), where TRAIN and EVAL take the same branch, and the Loss
+    calls it with the mode's string, `"train"`; and on the model output's static shape
+    (`if predictions.shape[1] == 1:`, `len(predictions.shape)`, a dimension but the batch's),
+    which Keras's output has alike: Python takes the branch when Keras traces the Loss, as it
+    did when TF1 built its graph. Every branch the Loss may take is read for the labels.
 
     Weight decay over the graph's variables, added to the loss (`loss = cross_entropy + l2_loss`,
     `tf.add(loss, l2_loss)`, `loss += ...`), becomes part of the Keras model, since a Keras
@@ -160,8 +167,11 @@ class HandWrittenLossToKeras(ExpressionRule):
     (`tf.trainable_variables(scope=...)`), or that comes with a loss reduced with SUM (the
     Estimator then did not divide by the replicas); the graph's loss collection
     (`tf.losses.get_total_loss()`) or `features`; a function of the program
-    with branches, several returns, TF1 spellings (it is left as it is) or that returns several
-    values (`loss, rmse = compute_errors(...)`); statements other than plain assignments; and
+    with loops, an `if` on anything else than the mode and the output's static shape (the
+    labels' shape, which Keras changes; the batch size; a tensor's value), a mode test that
+    differs between TRAIN and EVAL (one Keras loss serves fit and evaluate), returns before
+    its end, TF1 spellings (it is left as it is) or that returns several values
+    (`loss, rmse = compute_errors(...)`); statements other than plain assignments; and
     any `reduction=` other than NONE in the model_fn (which decides whether the Estimator
     divided by the replicas).
 
