@@ -85,6 +85,8 @@ class _Converter(_WeightPenaltyReader, _ModelReader, _LossReader, _CompileReader
         self.block_fns: set = set()
         self.block_calls: set[int] = set()
         self.taken_names: set[str] = set()
+        #: ``tf.feature_column.input_layer`` calls -> the emitted function computing them.
+        self.input_layers: dict = {}
         #: The names the forward pass starts from.
         self.input_names: tuple[str, ...] = ("features",)
 

@@ -674,6 +674,8 @@ class _ForwardRewriter(cst.CSTTransformer):
 
     def on_leave(self, original, updated):
         conv = self.conv
+        if isinstance(original, cst.Call) and original in conv.root.input_layers:
+            return updated.with_changes(func=cst.Name(conv.root.input_layers[original]))
         if isinstance(original, cst.Call) and original in conv.helper_calls and original in self.inputs:
             if conv.helper_calls[original].inline:
                 return conv.inline_call(original, self.inputs.pop(original))

@@ -49,6 +49,29 @@ DROPOUTS = {
     "layers.dropout": ("rate", 1, "training"),
     "compat.v1.layers.dropout": ("rate", 1, "training"),
 }
+#: The dense input of feature columns, which TensorFlow 2 no longer has (``read_input_layer``).
+INPUT_LAYERS = frozenset({"feature_column.input_layer", "compat.v1.feature_column.input_layer"})
+INPUT_LAYER_SIGNATURE = ("features", "feature_columns", "weight_collections", "trainable", "cols_to_vars",
+                         "cols_to_output_tensors")
+#: ``tf.feature_column.input_layer`` of numeric columns, as TF1 computed it (feature_column.py:
+#: each column's feature through its normalizer_fn, cast to float32, reshaped to one row of
+#: its shape's size per example, concatenated sorted by the columns' names).
+NUMERIC_INPUT_LAYER = '''
+def {name}(features, feature_columns):
+    """tf.feature_column.input_layer of numeric columns (TensorFlow 2 has none): each
+    column's feature, through its normalizer_fn, as float32 rows of the column's shape,
+    concatenated in the order of the columns' names, as TF1 did."""
+    values = []
+    for column in sorted(feature_columns, key=lambda column: column.name):
+        value = features[column.key]
+        if column.normalizer_fn is not None:
+            value = column.normalizer_fn(value)
+        size = 1
+        for dim in column.shape:
+            size *= dim
+        values.append({tf}.reshape({tf}.cast(value, {tf}.float32), [-1, size]))
+    return {tf}.concat(values, axis=1)
+'''
 #: Scopes a helper wraps its layers in: names only, which Keras layers do not need.
 SCOPES = frozenset({"variable_scope", "name_scope", "compat.v1.variable_scope", "compat.v1.name_scope"})
 #: Calls that make a whole Keras model, which a model_fn may then call on its inputs.
@@ -514,6 +537,14 @@ class _ModelReader(BlockReading):
             for call in iter_calls(d.value):
                 if call in self.helper_calls:
                     continue  # read with its helper
+                path = self.ctx.call_api_path(call) or ""
+                if path in INPUT_LAYERS:
+                    self.read_input_layer(call)
+                    continue
+                if path.startswith(("feature_column.", "compat.v1.feature_column.")) and self.role(call) is None \
+                        and not path.rsplit(".", 1)[-1].endswith("_column"):
+                    self.refuse(call, f"`{_emit.code(call.func)}` in the model_fn is not converted (TensorFlow 2 has no "
+                                      "such function; e2k converts `input_layer` of numeric columns)")
                 if self.makes_keras_model(call):
                     self.check_model_factory(call)
                     continue
@@ -522,6 +553,75 @@ class _ModelReader(BlockReading):
                 contrib_without_rule = (path or "").startswith("contrib.") and self.ctx.rules.expression_role(path) is None
                 if path in BEYOND_CATALOGUE or contrib_without_rule:
                     self.refuse(call, f"`{_emit.code(call.func)}` in the model_fn is beyond what e2k converts")
+
+    # -- feature columns' dense input -------------------------------------------------------
+    def read_input_layer(self, call: cst.Call) -> None:
+        """``net = tf.feature_column.input_layer(features, params['feature_columns'])``: TF2 has
+        no input_layer (left in the Keras model, it fails at the first step). Of numeric columns
+        it is a concatenation of the features, written by an emitted function; the columns must
+        be ones e2k reads (``_feature_columns``), all numeric."""
+        from estimator2keras._feature_columns import ColumnReader
+        from estimator2keras._units import bind_arguments
+
+        what = f"`{_emit.code(call.func)}(...)`"
+        if getattr(self, "_outside_forward", False):
+            self.refuse(call, f"{what} computes a value the TRAIN loss does not read (a second forward pass), which e2k "
+                              "does not convert")
+        if self.root is not self or self.plan is None:
+            self.refuse(call, f"{what} in a function making layers is not converted")
+        bound = bind_arguments(call, INPUT_LAYER_SIGNATURE)
+        if set(bound) - {"features", "feature_columns"} or "feature_columns" not in bound:
+            self.refuse(call, f"{what} with arguments other than the features and the columns is not converted")
+        features = bound.get("features")
+        if features is None or not (isinstance(features.value, cst.Name) and features.value.value in self.input_names):
+            self.refuse(call, f"{what} of other features than the model_fn's `features` is not converted")
+        kinds = self.input_column_kinds(bound["feature_columns"].value)
+        other = next((kind for kind in sorted(kinds) if kind != "numeric_column"), None)
+        if other is not None:
+            self.refuse(call, f"{what} of a column made by `{other}` is not converted: TensorFlow 2 has no "
+                              "input_layer, and e2k writes it for numeric columns only")
+        tf = self.tf
+        name = self.plan.add_helper("numeric_input_layer",
+                                    lambda given: _emit.statements(NUMERIC_INPUT_LAYER, name=given, tf=tf))
+        self.input_layers[call] = name
+        self.plan.fixed(call, "E2K302", f"{what} of numeric columns -> `{name}(...)`, which computes the same "
+                                        "(TensorFlow 2 has no input_layer)")
+
+    def input_column_kinds(self, expr: cst.BaseExpression) -> set[str]:
+        """The functions that make the columns an input_layer reads (``numeric_column``...):
+        ``params['feature_columns']`` read where the Estimator is given its params (a dict),
+        or an expression of the program; a list followed through its appends and extends
+        (TensorFlow's tutorial makes one column per key of its data, known at run time)."""
+        from estimator2keras._units import resolve
+
+        ctx = self.ctx
+        if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Name) and expr.value.value == "params" \
+                and "params" in self.params and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index) \
+                and isinstance(expr.slice[0].slice.value, cst.SimpleString):
+            key = expr.slice[0].slice.value.evaluated_value
+            unit = self.plan.unit
+            given = unit.arg_value("params") if unit is not None else None
+            ctx = self.plan.ctx
+            for _ in range(8):
+                if isinstance(given, cst.Name):
+                    binding = resolve(ctx, given)
+                    given = getattr(binding, "value", None)
+                    continue
+                break
+            entry = None
+            if isinstance(given, cst.Dict):
+                entry = next((e.value for e in given.elements if isinstance(e, cst.DictElement)
+                              and isinstance(e.key, cst.SimpleString) and e.key.evaluated_value == key), None)
+            elif isinstance(given, cst.Call) and isinstance(given.func, cst.Name) and given.func.value == "dict":
+                entry = next((a.value for a in given.args if a.keyword is not None and a.keyword.value == key), None)
+            if entry is None:
+                self.refuse(expr, f"e2k cannot read the Estimator's params[{key!r}], the columns of this input_layer")
+            expr = entry
+        kinds = _column_kinds(ctx, expr)
+        if kinds is None:
+            self.refuse(expr, "e2k cannot read the columns of this input_layer (a list of feature columns, names bound "
+                              "once, appends and extends of such a list)")
+        return kinds
 
     # -- Keras models the model_fn makes and calls -------------------------------------------
     def makes_keras_model(self, call: cst.Call, depth: int = 0) -> bool:
@@ -1457,6 +1557,60 @@ class _ModelReader(BlockReading):
             n += 1
         self.attrs_taken.add(name)
         return name
+
+
+def _column_kinds(ctx, expr: cst.BaseExpression, depth: int = 0) -> set[str] | None:
+    """The feature-column functions that make the columns of ``expr`` (``{"numeric_column"}``),
+    or None when some column is made otherwise than e2k can see."""
+    from estimator2keras._units import Binding, accesses_of, resolve
+
+    if depth > 12:
+        return None
+    if isinstance(expr, (cst.List, cst.Tuple)):
+        kinds: set[str] = set()
+        for element in expr.elements:
+            found = _column_kinds(ctx, element.value, depth + 1)
+            if found is None:
+                return None
+            kinds |= found
+        return kinds
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+        left, right = _column_kinds(ctx, expr.left, depth + 1), _column_kinds(ctx, expr.right, depth + 1)
+        return None if left is None or right is None else left | right
+    if isinstance(expr, cst.Call):
+        path = ctx.call_api_path(expr) or ""
+        if path.startswith(("feature_column.", "compat.v1.feature_column.")) and path.endswith("_column"):
+            return {path.rsplit(".", 1)[-1]}
+        if isinstance(expr.func, cst.Name) and expr.func.value in ("list", "tuple") and len(expr.args) == 1:
+            return _column_kinds(ctx, expr.args[0].value, depth + 1)
+        return None
+    if isinstance(expr, cst.Name):
+        bound = resolve(ctx, expr)
+        if not isinstance(bound, Binding):
+            return None
+        kinds = _column_kinds(ctx, bound.value, depth + 1)
+        reads = accesses_of(ctx, bound.target)
+        if kinds is None or reads is None:
+            return None
+        for read in reads:
+            parent = ctx.parent(read)
+            if not (isinstance(parent, cst.Attribute) and parent.value is read):
+                continue
+            method = parent.attr.value
+            call = ctx.parent(parent)
+            if method in ("append", "extend", "insert") and isinstance(call, cst.Call) and call.func is parent and call.args:
+                value = call.args[-1].value
+                found = _column_kinds(ctx, value, depth + 1) if method == "extend" else \
+                    _column_kinds(ctx, cst.List([cst.Element(value)]), depth + 1)
+                if found is None:
+                    return None
+                kinds |= found
+        for read in reads:  # `cols[0] = ...`, `cols += [...]`: changed otherwise
+            parent = ctx.parent(read)
+            if isinstance(parent, cst.Subscript) and isinstance(ctx.parent(parent), cst.AssignTarget):
+                return None
+        return kinds
+    return None
 
 
 def _docstring_stmt(stmt) -> bool:

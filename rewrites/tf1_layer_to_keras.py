@@ -340,6 +340,19 @@ class Tf1LayerFunctionToKeras(ExpressionRule):
     compute its result (a summary, a print), or whose settings are computed from the inputs.
     When only converted code called it, the TF1 function goes.
 
+    `tf.feature_column.input_layer(features, columns)` in the forward pass (TensorFlow's
+    custom Estimator tutorial: `net = tf.feature_column.input_layer(features,
+    params['feature_columns'])`) does not exist in TensorFlow 2: left in the model, it failed
+    at the first step. Of numeric columns it is written out as a small function of the
+    converted file, `numeric_input_layer(features, columns)`, which computes what TF1 did
+    (each column's feature through its `normalizer_fn`, cast to float32, one row of the
+    column's shape per example, concatenated in the order of the columns' names) from the
+    same column objects at run time. The columns are read where the program makes them
+    (`params['feature_columns']` in the Estimator's `params` dict, a list, a loop over the
+    data's keys); columns of other kinds (indicator, embedding: their weights would be made by
+    TF1 code the Keras model does not track), columns e2k cannot read, and the other
+    `tf.feature_column` functions in a model_fn (`linear_model`) are refused, naming them.
+
     Refused (E2K901), naming the helper: a helper of several statements called again with
     `reuse` in its scope but not `reuse=True` (each call made new layers), one whose layers
     are configured with values it computes itself or with values that differ between calls,
