@@ -912,6 +912,7 @@ class _WeightPenaltyReader:
         penalty = _Penalty(value, named, [], [])
         sources: dict[int, _Def] = {}  # `tvars = tf.trainable_variables()`
         prelude: dict[int, _Def] = {}
+        parts = [value]  # what computes with the variables
         pending = [(n, at, True) for n in self.names_read(value)]
         while pending:
             name, before, direct = pending.pop()
@@ -928,8 +929,16 @@ class _WeightPenaltyReader:
                 self._check_source(d.value)
                 sources[d.index] = d
                 continue
-            if self._reads_trainable(d.value, d.index, set()) or self._depends_on_labels(d, set()):
+            if self._depends_on_labels(d, set()):
                 self.refuse(d.small, "the weight penalty reads this value, which e2k does not carry into the model")
+            if self._reads_trainable(d.value, d.index, set()):
+                if not direct:
+                    self.refuse(d.small, "the weight penalty reads this value of the graph's variables where e2k does "
+                                         "not carry it")
+                parts.append(d.value)  # `l2 = tf.add_n([...])` then `loss = xent + WEIGHT_DECAY * l2`: a part of it
+                prelude[d.index] = d
+                pending.extend((n, d.index, True) for n in self.names_read(d.value))
+                continue
             for call in iter_calls(d.value):
                 if self.role(call) is not None or (self.ctx.call_api_path(call) is None
                                                    and _emit.code(call.func) not in _PENALTY_BUILTINS):
@@ -941,21 +950,22 @@ class _WeightPenaltyReader:
             prelude[d.index] = d
             pending.extend((n, d.index, False) for n in self.names_read(d.value))
         source_names = {d.name for d in sources.values()}
-        iterated = self._penalty_comprehensions(value, source_names, penalty)
-        for node in _walk(value):  # the variables only as what a comprehension runs over
-            is_source = self._trainable_source(node) or (
-                isinstance(node, cst.Name) and node.value in source_names and self._is_read(node))
-            if is_source and id(node) not in iterated:
-                self.refuse(node, f"the weight penalty uses `{_emit.code(node)}` otherwise than as the variables a "
-                                  "comprehension runs over (`[tf.nn.l2_loss(v) for v in tf.trainable_variables()]`)")
-        filters = {id(call) for _, call in penalty.tested if isinstance(call, cst.Call)}
-        for call in iter_calls(value):
-            if self._trainable_source(call) or id(call) in filters:
-                continue
-            path = self.ctx.call_api_path(call)
-            if self.role(call) is not None or (path is None and _emit.code(call.func) not in _PENALTY_BUILTINS):
-                self.refuse(call, f"the weight penalty calls `{_emit.code(call.func)}(...)`, which e2k does not carry "
-                                  "into the model")
+        for part in parts:
+            iterated = self._penalty_comprehensions(part, source_names, penalty)
+            for node in _walk(part):  # the variables only as what a comprehension runs over
+                is_source = self._trainable_source(node) or (
+                    isinstance(node, cst.Name) and node.value in source_names and self._is_read(node))
+                if is_source and id(node) not in iterated:
+                    self.refuse(node, f"the weight penalty uses `{_emit.code(node)}` otherwise than as the variables a "
+                                      "comprehension runs over (`[tf.nn.l2_loss(v) for v in tf.trainable_variables()]`)")
+            filters = {id(call) for _, call in penalty.tested if isinstance(call, cst.Call)}
+            for call in iter_calls(part):
+                if self._trainable_source(call) or id(call) in filters:
+                    continue
+                path = self.ctx.call_api_path(call)
+                if self.role(call) is not None or (path is None and _emit.code(call.func) not in _PENALTY_BUILTINS):
+                    self.refuse(call, f"the weight penalty calls `{_emit.code(call.func)}(...)`, which e2k does not carry "
+                                      "into the model")
         penalty.prelude = [prelude[i] for i in sorted(prelude)]
         penalty.defs = [*(sources[i] for i in sorted(sources)), *penalty.prelude, *([named] if named else [])]
         return penalty
@@ -1108,16 +1118,19 @@ class _WeightPenaltyReader:
             replacements = {**dict(tf2_respellings(self.ctx, node, self.tf)), **penalty.replacements}
             return node.visit(_ForwardRewriter(self, replacements))
 
-        lines = [self.fit(_line(rewritten(d.small), d.line, d.small), 2) for d in penalty.prelude]
+        renamed = {id(node) for node in penalty.replacements if isinstance(node, cst.Attribute)}  # `v.name`
+        note = _emit.comment_line("Keras 2 names a variable with its layers in v.name, Keras 3 in v.path")
+        lines, noted = [], False
+        for d, line in [*((d, _line(rewritten(d.small), d.line, d.small)) for d in penalty.prelude),
+                        ((penalty.named, _line(rewritten(penalty.named.small), penalty.named.line, penalty.named.small))
+                         if penalty.named is not None else
+                         (None, _emit.statement("self.add_loss({p})", p=rewritten(penalty.value))))]:
+            line = self._fit_penalty(line)
+            if not noted and any(id(n) in renamed for n in _walk(d.value if d is not None else penalty.value)):
+                line, noted = _with_leading(line, note), True
+            lines.append(line)
         if penalty.named is not None:
-            d = penalty.named
-            lines.append(self._fit_penalty(_line(rewritten(d.small), d.line, d.small)))
-            lines.append(_emit.statement(f"self.add_loss({d.name})"))
-        else:
-            lines.append(self._fit_penalty(_emit.statement("self.add_loss({p})", p=rewritten(penalty.value))))
-        if any(text is not None for text, _ in penalty.tested):
-            note = _emit.comment_line("Keras 2 names a variable with its layers in v.name, Keras 3 in v.path")
-            lines[-2 if penalty.named is not None else -1] = _with_leading(lines[-2 if penalty.named is not None else -1], note)
+            lines.append(_emit.statement(f"self.add_loss({penalty.named.name})"))
         return lines
 
     def _fit_penalty(self, line: cst.SimpleStatementLine) -> cst.SimpleStatementLine:

@@ -113,7 +113,9 @@ class HandWrittenLossToKeras(ExpressionRule):
 
     The variables come from `tf.trainable_variables()` (any spelling), a name bound to it, or
     `tf.get_collection(tf.GraphKeys.TRAINABLE_VARIABLES)`, as the iterable of a comprehension
-    whose element reads each variable as a TensorFlow op's argument. Its filter is carried when
+    whose element reads each variable as a TensorFlow op's argument; it may be named in steps
+    (`l2 = tf.add_n([...])`, then `loss = cross_entropy + WEIGHT_DECAY * l2`), each moving to
+    `call`. Its filter is carried when
     it means the same on the Keras names: `"text" in v.name` / `not in` (through `and`, `or`,
     `not`, or a function of the module returning such a test, such as official ResNet's
     `exclude_batch_norm(name)`, called with the Keras name) and `len(v.shape)` comparisons.

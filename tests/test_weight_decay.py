@@ -206,3 +206,19 @@ def test_name_filters_over_layers_named_otherwise_are_refused():
     assert "`slim.fully_connected` named its variables otherwise than the Keras layer it becomes" in refusal(result)
     result = rewrite(penalty.format(condition=""), program=slim)  # no names tested: all of them, in either
     assert result.status == "converted", [f.format() for f in result.findings]
+
+
+def test_a_named_sum_of_penalties_scaled_in_the_loss():
+    result = rewrite("""
+        l2 = tf.add_n([tf.nn.l2_loss(v) for v in tf.compat.v1.trainable_variables() if "bias" not in v.name])
+        loss = cross_entropy + params["weight_decay"] * l2
+    """)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert call_method(result).endswith(
+        "        # Keras 2 names a variable with its layers in v.name, Keras 3 in v.path\n"
+        "        l2 = tf.add_n([\n"
+        "            tf.nn.l2_loss(v)\n"
+        "            for v in self.trainable_variables\n"
+        '            if "bias" not in getattr(v, "path", v.name)])\n'
+        '        self.add_loss(self.params["weight_decay"] * l2)\n'
+        "        return logits")
