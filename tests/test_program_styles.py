@@ -920,6 +920,37 @@ def test_model_to_estimator_of_a_model_built_under_the_strategy(rules):
     assert result.status == "converted", [f.format() for f in result.findings]
     assert "model.fit(input_fn(), steps_per_epoch=3)" in new and "pass" not in new
     assert ".batch(4 * strategy.num_replicas_in_sync)" in new
+    # Built outside the scope, before or after the strategy is made: e2k builds it there.
     result, new = convert(rules, _MODEL_TO_ESTIMATOR_STRATEGY.replace("BUILD", "model = build_keras_model()"))
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert "strategy = tf.distribute.MirroredStrategy()\nwith strategy.scope():\n    model = build_keras_model()\n" in new
+    moved = _MODEL_TO_ESTIMATOR_STRATEGY.replace("    strategy = tf.distribute.MirroredStrategy()\n", "").replace(
+        "BUILD", "model = build_keras_model()\n    model.summary()\n    strategy = tf.distribute.MirroredStrategy()")
+    result, new = convert(rules, moved)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert "strategy = tf.distribute.MirroredStrategy()\nwith strategy.scope():\n    model = build_keras_model()\n" \
+        "model.summary()\n" in new
+    # A strategy made from what the statements in between compute cannot move above them.
+    computed = moved.replace("model.summary()", "devices = ['/cpu:0']").replace(
+        "MirroredStrategy()", "MirroredStrategy(devices)")
+    result, new = convert(rules, computed)
     assert result.status == "partial"
     assert any("write `with strategy.scope():` around `model = ...`" in f.message for f in result.findings)
+
+
+def test_model_to_estimator_compiled_with_a_tf1_optimizer(rules):
+    """The TF1 optimizer a wrapped Keras model was compiled with, bound to a name first,
+    becomes its Keras optimizer; under a strategy the Estimator trained it with gradients N
+    times smaller (verified by parity), which the report says."""
+    source = _MODEL_TO_ESTIMATOR_STRATEGY.replace(
+        'model.compile(optimizer="adam", loss="mse")',
+        'optimizer = tf.compat.v1.train.GradientDescentOptimizer(0.2)\n        model.compile(optimizer=optimizer, loss="mse")'
+    ).replace("BUILD", "with strategy.scope():\n        model = build_keras_model()")
+    result, new = convert(rules, source)
+    assert "optimizer = tf.keras.optimizers.SGD(0.2)" in new
+    assert result.status == "partial"
+    assert any(f.code == "E2K008" and "divide the learning rate" in f.message for f in result.findings)
+    # One e2k has no rule for: refused, not left to fail in Keras 3.
+    result, new = convert(rules, source.replace("GradientDescentOptimizer(0.2)", "ProximalGradientDescentOptimizer(0.2)"))
+    assert result.status == "partial"
+    assert any("ProximalGradientDescentOptimizer" in f.message for f in result.findings), [f.format() for f in result.findings]
