@@ -20,14 +20,11 @@ call (``_modelfn_read.read_helpers``).
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import libcst as cst
 
 from estimator2keras import _emit
-from estimator2keras._context import iter_calls
-from estimator2keras._modes import TRAIN
 
 #: Keyword arguments a layer takes its training flag by.
 TRAINING_KEYWORDS = frozenset({"training", "is_training"})
@@ -49,7 +46,7 @@ class Block:
 
 
 def class_name_for(function_name: str) -> str:
-    """``conv_block`` -> ``ConvBlock``; ``_dense`` -> ``Dense``... unless that is a Keras name."""
+    """``conv_block`` -> ``ConvBlock``; ``_dense_block`` -> ``DenseBlock``."""
     core = function_name.lstrip("_") or "block"
     name = "".join(part[:1].upper() + part[1:] for part in core.split("_") if part)
     return name if name.isidentifier() else "Block"
@@ -144,8 +141,8 @@ class BlockReading:
             return block
         name = fn.name.value
         params = fn.params
-        if params.star_arg not in (cst.MaybeSentinel.DEFAULT, None) and isinstance(params.star_arg, (cst.Param, cst.ParamStar)) \
-                or params.kwonly_params or params.star_kwarg or params.posonly_params:
+        if isinstance(params.star_arg, (cst.Param, cst.ParamStar)) or params.kwonly_params or params.star_kwarg \
+                or params.posonly_params:
             self.refuse(fn, f"`{name}` has *args, **kwargs or keyword-only parameters, which e2k does not convert")
         names = [p.name.value for p in params.params]
         if not names:
@@ -241,8 +238,4 @@ def _one_return(fn: cst.FunctionDef) -> cst.BaseExpression | None:
     return None
 
 
-def snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
-
-
-__all__ = ["Block", "BlockReading", "TRAIN", "class_name_for", "iter_calls"]
+__all__ = ["Block", "BlockReading", "class_name_for"]
