@@ -8,15 +8,47 @@ from estimator2keras._rule import Case, ExpressionRule, Safety, Unsupported
 from estimator2keras._translate import bind
 
 _TAIL = ("weights", "metrics_collections", "updates_collections", "name")
+_AT_K = ("labels", "predictions", "k", "class_id", *_TAIL)
+_AT_TOP_K = ("labels", "predictions_idx", "k", "class_id", *_TAIL)
+_AT_THRESHOLDS = ("labels", "predictions", "thresholds", *_TAIL)
+#: Every function of tf.compat.v1.metrics (TensorFlow 2.15), with its parameters in order.
 SIGNATURES = {
     "metrics.accuracy": ("labels", "predictions", *_TAIL),
-    "metrics.mean_squared_error": ("labels", "predictions", *_TAIL),
-    "metrics.root_mean_squared_error": ("labels", "predictions", *_TAIL),
-    "metrics.mean_absolute_error": ("labels", "predictions", *_TAIL),
     "metrics.auc": ("labels", "predictions", "weights", "num_thresholds", "metrics_collections",
                     "updates_collections", "curve", "name", "summation_method", "thresholds"),
+    "metrics.average_precision_at_k": ("labels", "predictions", "k", *_TAIL),
+    "metrics.sparse_average_precision_at_k": ("labels", "predictions", "k", *_TAIL),
+    "metrics.false_negatives": ("labels", "predictions", *_TAIL),
+    "metrics.false_positives": ("labels", "predictions", *_TAIL),
+    "metrics.true_negatives": ("labels", "predictions", *_TAIL),
+    "metrics.true_positives": ("labels", "predictions", *_TAIL),
+    "metrics.false_negatives_at_thresholds": _AT_THRESHOLDS,
+    "metrics.false_positives_at_thresholds": _AT_THRESHOLDS,
+    "metrics.true_negatives_at_thresholds": _AT_THRESHOLDS,
+    "metrics.true_positives_at_thresholds": _AT_THRESHOLDS,
+    "metrics.precision_at_thresholds": _AT_THRESHOLDS,
+    "metrics.recall_at_thresholds": _AT_THRESHOLDS,
+    "metrics.mean": ("values", *_TAIL),
+    "metrics.mean_tensor": ("values", *_TAIL),
+    "metrics.percentage_below": ("values", "threshold", *_TAIL),
+    "metrics.mean_absolute_error": ("labels", "predictions", *_TAIL),
+    "metrics.mean_squared_error": ("labels", "predictions", *_TAIL),
+    "metrics.root_mean_squared_error": ("labels", "predictions", *_TAIL),
+    "metrics.mean_cosine_distance": ("labels", "predictions", "dim", *_TAIL),
+    "metrics.mean_iou": ("labels", "predictions", "num_classes", *_TAIL),
+    "metrics.mean_per_class_accuracy": ("labels", "predictions", "num_classes", *_TAIL),
+    "metrics.mean_relative_error": ("labels", "predictions", "normalizer", *_TAIL),
     "metrics.precision": ("labels", "predictions", *_TAIL),
     "metrics.recall": ("labels", "predictions", *_TAIL),
+    "metrics.precision_at_k": _AT_K,
+    "metrics.sparse_precision_at_k": _AT_K,
+    "metrics.recall_at_k": _AT_K,
+    "metrics.precision_at_top_k": _AT_TOP_K,
+    "metrics.recall_at_top_k": _AT_TOP_K,
+    "metrics.sensitivity_at_specificity": ("labels", "predictions", "specificity", "weights", "num_thresholds",
+                                           "metrics_collections", "updates_collections", "name"),
+    "metrics.specificity_at_sensitivity": ("labels", "predictions", "sensitivity", "weights", "num_thresholds",
+                                           "metrics_collections", "updates_collections", "name"),
 }
 #: (TF1 metric, how its predictions derive from the model output) -> Keras metric and arguments.
 TABLE = {
@@ -53,21 +85,41 @@ class Tf1MetricToKeras(ExpressionRule):
     | `auc` | the output (probabilities) | `AUC(name=...)` |
     | `accuracy`, `precision`, `recall` | `tf.round(probabilities)`, `probabilities > 0.5` | `BinaryAccuracy`, `Precision(thresholds=0.5)`, `Recall(thresholds=0.5)` |
     | `precision`, `recall` | `tf.round(tf.sigmoid(logits))` | `PrecisionOfLogits`, `RecallOfLogits`: Keras's classes fed `sigmoid(y_pred)`, emitted once beside the model |
+    | `true_positives`, `false_positives`, `true_negatives`, `false_negatives` | `tf.round(probabilities)`; `tf.round(tf.sigmoid(logits))`, `logits > 0` | `TruePositives` & co.; `TruePositivesOfLogits` & co. (fed `sigmoid(y_pred)`) |
+    | `*_at_thresholds` of those four | the output (probabilities); `tf.sigmoid(logits)` | the same classes with `thresholds=` (TF1's `prediction > threshold`, as Keras) |
+    | `precision_at_thresholds`, `recall_at_thresholds` | the output; `tf.sigmoid(logits)` | emitted `PrecisionAtThresholds`, `RecallAtThresholds`: one value per threshold, TF1's `tp / (1e-7 + tp + fp)` |
+    | `sensitivity_at_specificity`, `specificity_at_sensitivity` | the output; `tf.sigmoid(logits)` | emitted classes with TF1's thresholds (`-1e-7`, `i/(n-1)`, `1 ± 1e-7`) and TF1's choice of the point on the curve; Keras's classes choose another point |
+    | `mean_per_class_accuracy` | `tf.argmax(logits, -1)` | emitted `MeanPerClassAccuracy`: per-class counts in variables, the mean over all `num_classes` (a class no example had counts 0) |
+    | `mean_iou` | `tf.argmax(logits, -1)` | `MeanIoU(num_classes=..., sparse_y_pred=False)` (the same confusion matrix and mean over classes seen) |
+    | `precision_at_k`, `sparse_precision_at_k`, `recall_at_k` | the output, its softmax or sigmoid | emitted `PrecisionAtK`, `RecallAtK` (`k`, `class_id`): TF1's set operations on the top k and the labels as class ids |
+    | `precision_at_top_k`, `recall_at_top_k` | `tf.nn.top_k(output, k).indices` (or `[1]`) in the call | the same classes |
+    | `average_precision_at_k`, `sparse_average_precision_at_k` | the output, its softmax or sigmoid | emitted `AveragePrecisionAtK` |
+    | `mean_cosine_distance` | the output | emitted `MeanCosineDistance(dim=...)`: `1 - mean(sum(labels * predictions, dim))`, unnormalised as in TF1 (Keras's `CosineSimilarity` normalises) |
+    | `mean_relative_error` with `normalizer=labels` | the output | emitted `MeanRelativeErrorOfLabels` (Keras's `MeanRelativeError` divides by a fixed tensor) |
+
+    Metrics of class ids also take `tf.cast(labels, tf.int64)`. Their settings (`k`, `num_classes`,
+    thresholds...) may be literals, `params[...]` or module-level names. The emitted classes keep
+    their state in metric variables (summed across replicas under MirroredStrategy) and run on
+    Keras 2 and Keras 3.
 
     ## Why
     `tf.metrics` is gone in TF2; dashboards and scripts read the Estimator's metric names,
     which the converted program keeps.
 
     ## Fix safety
-    Safe: each Keras metric computes the TF1 value over the whole evaluation. AUC uses the
+    Safe: each Keras metric computes the TF1 value over the whole evaluation (each conversion is
+    checked against TF1's own metric on the same batches). AUC uses the
     same thresholds in both, and for the ROC curve Keras's default summation
     (`interpolation`: the mean of adjacent heights) is TF1's default `trapezoidal`; on the
     PR curve, TF1's `careful_interpolation` is Keras's `interpolation`, while TF1's
     `trapezoidal` PR-AUC has no Keras equivalent and is left for a human.
 
     ## Limitations
-    `weights=`, `tf.metrics.mean` of arbitrary values, and metrics on transformed labels are
-    left for a human: the model converts, and the metric is marked (E2K202) with what to add.
+    Left for a human, marked E2K202 with the reason: `weights=` and the collections arguments;
+    `tf.metrics.mean`, `mean_tensor` and `percentage_below`, which average a tensor the
+    model_fn computes while a compile() metric sees only the labels and the model output;
+    metrics of transformed labels, of predictions not derived from the model output as above,
+    settings computed in the model_fn, and `mean_relative_error` with another normalizer.
 
     ## References
     - https://www.tensorflow.org/guide/migrate/metrics_optimizers
@@ -177,10 +229,20 @@ print(model.evaluate(input_fn(), return_dict=True)["accuracy"])
 
     def convert(self, call, ctx, tf, name: str, derive):
         path = ctx.call_api_path(call)
+        function = path.split(".", 1)[1]
         bound = bind(call, SIGNATURES[path])
-        for key in ("weights", "metrics_collections", "updates_collections", "thresholds"):
+        for key in ("weights", "metrics_collections", "updates_collections"):
             if key in bound and _emit.code(bound[key].value) != "None":
                 raise Unsupported(f"`{key}=` is not converted yet")
+        if path in VALUES_ONLY:
+            raise Unsupported(
+                f"tf.metrics.{function} averages a tensor the model_fn computes, while a metric in compile() "
+                "sees only the labels and the model output: compute that value from them in a Keras metric, "
+                "or report it from a custom test_step")
+        if path in OTHER_METRICS:
+            return OTHER_METRICS[path](self, call, ctx, tf, name, derive, bound)
+        if "thresholds" in bound and _emit.code(bound["thresholds"].value) != "None":
+            raise Unsupported("`thresholds=` is not converted yet")
         labels, predictions = bound.get("labels"), bound.get("predictions")
         if labels is None or predictions is None:
             raise Unsupported("the metric needs labels and predictions")
@@ -192,8 +254,7 @@ print(model.evaluate(input_fn(), return_dict=True)["accuracy"])
                 raise Unsupported("the metric compares the one-hot labels' classes with something other than "
                                   "the model output's")
             return _emit.expr('{tf}.keras.metrics.CategoricalAccuracy(name={name})', tf=tf, name=_quote(name))
-        if not (isinstance(labels.value, cst.Name) and labels.value.value == "labels"):
-            raise Unsupported("the metric's labels are not the model_fn's `labels`")
+        _check_labels(labels)
         derived: Derived | None = derive(predictions.value)
         kind = derived.kind if derived else None
         if path in ON_LOGITS and kind == "positive":
@@ -208,6 +269,484 @@ print(model.evaluate(input_fn(), return_dict=True)["accuracy"])
         if path == "metrics.auc":
             args += _auc_arguments(bound)
         return cst.Call(_emit.expr("{tf}.keras.metrics.{k}", tf=tf, k=keras), args=_emit.call_args(args))
+
+
+# -- the rest of the catalogue ---------------------------------------------------------------------
+#: tf.metrics functions of a tensor, not of labels and predictions.
+VALUES_ONLY = ("metrics.mean", "metrics.mean_tensor", "metrics.percentage_below")
+#: Labels cast to an integer type: the metrics that use them as class ids cast them too.
+INTEGER_CASTS = ("cast", "dtypes.cast", "to_int32", "to_int64", "math.to_int64", "math.to_int32")
+TOP_K = ("nn.top_k", "math.top_k")
+
+
+def _check_labels(labels: cst.Arg, class_ids: bool = False) -> None:
+    """The metric's labels must be the model_fn's ``labels`` (Keras metrics receive them as they
+    come); metrics of class ids also take ``tf.cast(labels, tf.int64)``, which they do themselves."""
+    value = labels.value
+    while class_ids and isinstance(value, cst.Call) and value.args and _emit.code(value.func).split(".")[-1] in (
+            "cast", "to_int32", "to_int64"):
+        target = value.args[1].value if len(value.args) > 1 else None
+        if target is not None and "int" not in _emit.code(target):
+            break
+        value = value.args[0].value
+    if not (isinstance(value, cst.Name) and value.value == "labels"):
+        raise Unsupported("the metric's labels are not the model_fn's `labels`")
+
+
+def _kind(derive, node: cst.BaseExpression) -> str | None:
+    derived = derive(node)
+    return derived.kind if derived else None
+
+
+def _carried(arg: cst.Arg | None, what: str, ctx, call) -> cst.BaseExpression | None:
+    """A setting of the metric (k, num_classes, thresholds...) that compile() can read where the
+    model is built: a literal, ``params[...]``, or a module-level name; not a model_fn local."""
+    if arg is None:
+        return None
+    function = call
+    while function is not None and not isinstance(function, cst.FunctionDef):
+        function = ctx.parent(function)
+    local = set()
+    if function is not None:
+        local = {p.name.value for p in function.params.params if p.name.value != "params"}
+        local |= {p.name.value for p in function.params.kwonly_params}
+        for node in _emit_walk(function.body):
+            if isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Name):
+                local.add(node.target.value)
+    for node in _emit_walk(arg.value):
+        if isinstance(node, cst.Name) and node.value in local:
+            raise Unsupported(f"`{what}=` is computed in the model_fn; e2k carries literals, params[...] and "
+                              "module-level names into compile()")
+    return arg.value
+
+
+def _emit_walk(node: cst.CSTNode):
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        if isinstance(current, cst.Attribute):
+            stack.append(current.value)  # `np.pi`: `pi` is no variable
+            continue
+        stack.extend(current.children)
+
+
+def _metric(tf: str, cls: str, name: str, settings: list[tuple[str, cst.BaseExpression | None]],
+            definitions: list[str] = (), keras: bool = False) -> cst.BaseExpression | MetricConversion:
+    args = [_emit.keyword_arg("name", cst.SimpleString(_quote(name)))]
+    args += [_emit.keyword_arg(k, v) for k, v in settings if v is not None]
+    func = _emit.expr("{tf}.keras.metrics.{k}", tf=tf, k=cls) if keras else cst.Name(cls)
+    metric = cst.Call(func, args=_emit.call_args(args))
+    if not definitions:
+        return metric
+    return MetricConversion(metric, [_emit.statement(d.format(tf=tf)) for d in definitions])
+
+
+def _activation(kind: str | None, what: str) -> cst.BaseExpression | None:
+    if kind == "output":
+        return None
+    if kind in ("softmax", "sigmoid"):
+        return cst.SimpleString(_quote(kind))
+    raise Unsupported(f"its {what} are not the model output (nor its softmax or sigmoid), which the top k are taken of")
+
+
+def _counts(self, call, ctx, tf, name, derive, bound):
+    """true_positives & co. count 0/1 predictions; the *_at_thresholds ones probabilities above each threshold."""
+    path = ctx.call_api_path(call)
+    keras = COUNTS[path]
+    if "labels" not in bound or "predictions" not in bound:
+        raise Unsupported("the metric needs labels and predictions")
+    _check_labels(bound["labels"])
+    kind = _kind(derive, bound["predictions"].value)
+    if path.endswith("_at_thresholds"):
+        thresholds = _carried(bound.get("thresholds"), "thresholds", ctx, call)
+        if thresholds is None:
+            raise Unsupported("the metric needs its thresholds")
+        if kind == "output":  # probabilities, as TF1 asserted
+            return _metric(tf, keras, name, [("thresholds", thresholds)], keras=True)
+        if kind == "sigmoid":
+            return _metric(tf, f"{keras}OfLogits", name, [("thresholds", thresholds)], [_of_logits(keras)])
+        raise Unsupported("its predictions are not the model output (probabilities) nor its sigmoid")
+    if kind == "rounded":
+        return _metric(tf, keras, name, [], keras=True)
+    if kind == "positive":
+        return _metric(tf, f"{keras}OfLogits", name, [], [_of_logits(keras)])
+    raise Unsupported("its predictions are not 0/1 classes thresholded from the model output "
+                      "(tf.round(tf.sigmoid(logits)), logits > 0, tf.round(probabilities)); TF1 counts any nonzero "
+                      "prediction as positive")
+
+
+def _at_thresholds(self, call, ctx, tf, name, derive, bound):
+    """precision_at_thresholds / recall_at_thresholds: one value per threshold, TF1's epsilon kept."""
+    path = ctx.call_api_path(call)
+    _check_labels(bound["labels"])
+    thresholds = _carried(bound.get("thresholds"), "thresholds", ctx, call)
+    if thresholds is None:
+        raise Unsupported("the metric needs its thresholds")
+    kind = _kind(derive, bound["predictions"].value)
+    if kind not in ("output", "sigmoid"):
+        raise Unsupported("its predictions are not the model output (probabilities) nor its sigmoid")
+    cls = "PrecisionAtThresholds" if path == "metrics.precision_at_thresholds" else "RecallAtThresholds"
+    settings = [("thresholds", thresholds), ("from_logits", cst.Name("True") if kind == "sigmoid" else None)]
+    return _metric(tf, cls, name, settings, [AT_THRESHOLDS[cls]])
+
+
+def _sensitivity(self, call, ctx, tf, name, derive, bound):
+    path = ctx.call_api_path(call)
+    _check_labels(bound["labels"])
+    kind = _kind(derive, bound["predictions"].value)
+    if kind not in ("output", "sigmoid"):
+        raise Unsupported("its predictions are not the model output (probabilities) nor its sigmoid")
+    target = "specificity" if path == "metrics.sensitivity_at_specificity" else "sensitivity"
+    value = _carried(bound.get(target), target, ctx, call)
+    if value is None:
+        raise Unsupported(f"the metric needs its {target}")
+    cls = "SensitivityAtSpecificity" if target == "specificity" else "SpecificityAtSensitivity"
+    settings = [(target, value), ("num_thresholds", _carried(bound.get("num_thresholds"), "num_thresholds", ctx, call)),
+                ("from_logits", cst.Name("True") if kind == "sigmoid" else None)]
+    return _metric(tf, cls, name, settings, [CONFUSION_AT_THRESHOLDS, SENSITIVITY[cls]])
+
+
+def _top_k(self, call, ctx, tf, name, derive, bound):
+    """precision/recall/average precision at k of sparse labels (class ids)."""
+    path = ctx.call_api_path(call)
+    _check_labels(bound["labels"], class_ids=True)
+    if "predictions_idx" in bound:  # precision_at_top_k(labels, tf.nn.top_k(logits, k).indices)
+        scores, k = _top_k_source(bound["predictions_idx"].value, ctx)
+    else:
+        scores, k = bound["predictions"].value, _carried(bound.get("k"), "k", ctx, call)
+    if k is None:
+        raise Unsupported("the metric needs its k")
+    activation = _activation(_kind(derive, scores), "predictions")
+    if "average_precision" in path:
+        return _metric(tf, "AveragePrecisionAtK", name, [("k", k), ("activation", activation)],
+                       [SPARSE_TOP_K, TOP_K_METRICS["AveragePrecisionAtK"]])
+    cls = "PrecisionAtK" if "precision" in path else "RecallAtK"
+    class_id = _carried(bound.get("class_id"), "class_id", ctx, call)
+    if class_id is not None and _emit.code(class_id) == "None":
+        class_id = None
+    settings = [("k", k), ("class_id", class_id), ("activation", activation)]
+    return _metric(tf, cls, name, settings, [SPARSE_TOP_K, TOP_K_METRICS[cls]])
+
+
+def _top_k_source(node: cst.BaseExpression, ctx):
+    """``tf.nn.top_k(scores, k).indices`` or ``...[1]``: (scores, k)."""
+    call = None
+    if isinstance(node, cst.Attribute) and node.attr.value == "indices":
+        call = node.value
+    elif isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index) \
+            and _emit.code(node.slice[0].slice.value) == "1":
+        call = node.value
+    if not (isinstance(call, cst.Call) and ctx.call_api_path(call) in TOP_K):
+        raise Unsupported("its predictions_idx are not `tf.nn.top_k(<model output>, k).indices` written in the call")
+    bound = bind(call, ("input", "k", "sorted", "name"))
+    if "input" not in bound or "k" not in bound:
+        raise Unsupported("tf.nn.top_k needs its input and k here")
+    return bound["input"].value, _carried(bound["k"], "k", ctx, call)
+
+
+def _classes(self, call, ctx, tf, name, derive, bound):
+    """mean_iou and mean_per_class_accuracy of the predicted classes (argmax of the output)."""
+    path = ctx.call_api_path(call)
+    _check_labels(bound["labels"], class_ids=True)
+    num_classes = _carried(bound.get("num_classes"), "num_classes", ctx, call)
+    if num_classes is None:
+        raise Unsupported("the metric needs num_classes")
+    if _kind(derive, bound["predictions"].value) != "argmax":
+        raise Unsupported("its predictions are not the class the model output scores highest (tf.argmax(logits, -1))")
+    if path == "metrics.mean_iou":
+        return _metric(tf, "MeanIoU", name, [("num_classes", num_classes), ("sparse_y_pred", cst.Name("False"))],
+                       keras=True)
+    return _metric(tf, "MeanPerClassAccuracy", name, [("num_classes", num_classes)], [MEAN_PER_CLASS_ACCURACY])
+
+
+def _regression(self, call, ctx, tf, name, derive, bound):
+    """mean_cosine_distance and mean_relative_error of the model output."""
+    path = ctx.call_api_path(call)
+    _check_labels(bound["labels"])
+    if _kind(derive, bound["predictions"].value) != "output":
+        raise Unsupported("its predictions are not the model output")
+    if path == "metrics.mean_cosine_distance":
+        dim = _carried(bound.get("dim"), "dim", ctx, call)
+        if dim is None:
+            raise Unsupported("the metric needs its dim")
+        return _metric(tf, "MeanCosineDistance", name, [("dim", dim)], [MEAN_COSINE_DISTANCE])
+    normalizer = bound.get("normalizer")
+    if normalizer is None or not (isinstance(normalizer.value, cst.Name) and normalizer.value.value == "labels"):
+        raise Unsupported("its normalizer is not the labels: Keras's MeanRelativeError divides by a fixed tensor, "
+                          "e2k converts `normalizer=labels`")
+    return _metric(tf, "MeanRelativeErrorOfLabels", name, [], [MEAN_RELATIVE_ERROR])
+
+
+COUNTS = {
+    "metrics.true_positives": "TruePositives", "metrics.false_positives": "FalsePositives",
+    "metrics.true_negatives": "TrueNegatives", "metrics.false_negatives": "FalseNegatives",
+    "metrics.true_positives_at_thresholds": "TruePositives",
+    "metrics.false_positives_at_thresholds": "FalsePositives",
+    "metrics.true_negatives_at_thresholds": "TrueNegatives",
+    "metrics.false_negatives_at_thresholds": "FalseNegatives",
+}
+OTHER_METRICS = {
+    **{path: _counts for path in COUNTS},
+    "metrics.precision_at_thresholds": _at_thresholds, "metrics.recall_at_thresholds": _at_thresholds,
+    "metrics.sensitivity_at_specificity": _sensitivity, "metrics.specificity_at_sensitivity": _sensitivity,
+    "metrics.precision_at_k": _top_k, "metrics.sparse_precision_at_k": _top_k, "metrics.recall_at_k": _top_k,
+    "metrics.precision_at_top_k": _top_k, "metrics.recall_at_top_k": _top_k,
+    "metrics.average_precision_at_k": _top_k, "metrics.sparse_average_precision_at_k": _top_k,
+    "metrics.mean_iou": _classes, "metrics.mean_per_class_accuracy": _classes,
+    "metrics.mean_cosine_distance": _regression, "metrics.mean_relative_error": _regression,
+}
+
+
+def _of_logits(keras: str) -> str:
+    return f"""
+class {keras}OfLogits({{tf}}.keras.metrics.{keras}):
+    \"\"\"{keras} of sigmoid(logits), as tf.metrics counted them of the probabilities.\"\"\"
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        return super().update_state(y_true, {{tf}}.sigmoid(y_pred), sample_weight)
+"""
+
+
+AT_THRESHOLDS = {
+    cls: f"""
+class {cls}({{tf}}.keras.metrics.{keras}):
+    \"\"\"tf.metrics.{function}: one value per threshold, {formula} as TF1 divided.\"\"\"
+
+    def __init__(self, thresholds, from_logits=False, name=None):
+        super().__init__(thresholds=list(thresholds), name=name)
+        self.from_logits = from_logits
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        if self.from_logits:
+            y_pred = {{tf}}.sigmoid(y_pred)
+        return super().update_state(y_true, y_pred, sample_weight)
+
+    def result(self):
+        return self.true_positives / (1e-7 + self.true_positives + self.{other})
+"""
+    for cls, keras, function, formula, other in (
+        ("PrecisionAtThresholds", "Precision", "precision_at_thresholds", "tp / (1e-7 + tp + fp)", "false_positives"),
+        ("RecallAtThresholds", "Recall", "recall_at_thresholds", "tp / (1e-7 + tp + fn)", "false_negatives"),
+    )
+}
+
+#: TF1's counts at thresholds (``_confusion_matrix_at_thresholds``), which Keras's
+#: SensitivityAtSpecificity and SpecificityAtSensitivity do not reproduce: Keras picks other
+#: thresholds and another point of the curve.
+CONFUSION_AT_THRESHOLDS = """
+class ConfusionMatrixAtThresholds({tf}.keras.metrics.Metric):
+    \"\"\"tf.metrics' counts at thresholds: a prediction is positive at each threshold it exceeds.\"\"\"
+
+    def __init__(self, thresholds, from_logits=False, name=None):
+        super().__init__(name=name)
+        self.thresholds, self.from_logits = list(thresholds), from_logits
+        shape = (len(self.thresholds),)
+        self.tp = self.add_weight(name="true_positives", shape=shape, initializer="zeros")
+        self.fp = self.add_weight(name="false_positives", shape=shape, initializer="zeros")
+        self.tn = self.add_weight(name="true_negatives", shape=shape, initializer="zeros")
+        self.fn = self.add_weight(name="false_negatives", shape=shape, initializer="zeros")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        if self.from_logits:
+            y_pred = {tf}.sigmoid(y_pred)
+        predictions = {tf}.reshape({tf}.cast(y_pred, {tf}.float32), [1, -1])
+        labels = {tf}.reshape({tf}.cast(y_true, {tf}.bool), [1, -1])
+        positive = predictions > {tf}.constant(self.thresholds, {tf}.float32)[:, None]
+        for count, condition in ((self.tp, labels & positive), (self.fp, ~labels & positive),
+                                 (self.tn, ~labels & ~positive), (self.fn, labels & ~positive)):
+            count.assign_add({tf}.reduce_sum({tf}.cast(condition, {tf}.float32), 1))
+
+    def reset_state(self):
+        for variable in self.variables:
+            variable.assign({tf}.zeros(variable.shape, variable.dtype))
+
+    def counts(self):
+        return [{tf}.convert_to_tensor(v) for v in (self.tp, self.fp, self.tn, self.fn)]
+"""
+SENSITIVITY = {
+    "SensitivityAtSpecificity": """
+class SensitivityAtSpecificity(ConfusionMatrixAtThresholds):
+    \"\"\"tf.metrics.sensitivity_at_specificity: the sensitivity at the threshold whose specificity is nearest.\"\"\"
+
+    def __init__(self, specificity, num_thresholds=200, from_logits=False, name=None):
+        thresholds = [(i + 1) * 1.0 / (num_thresholds - 1) for i in range(num_thresholds - 2)]
+        super().__init__([0.0 - 1e-7] + thresholds + [1.0 + 1e-7], from_logits, name)
+        self.specificity = specificity
+
+    def result(self):
+        tp, fp, tn, fn = self.counts()
+        specificities = tn / (tn + fp + 1e-7)
+        index = {tf}.cast({tf}.argmin({tf}.abs(specificities - self.specificity), 0), {tf}.int32)
+        return tp[index] / (tp[index] + fn[index] + 1e-7)
+""",
+    "SpecificityAtSensitivity": """
+class SpecificityAtSensitivity(ConfusionMatrixAtThresholds):
+    \"\"\"tf.metrics.specificity_at_sensitivity: the specificity at the last threshold whose sensitivity is nearest.\"\"\"
+
+    def __init__(self, sensitivity, num_thresholds=200, from_logits=False, name=None):
+        thresholds = [(i + 1) * 1.0 / (num_thresholds - 1) for i in range(num_thresholds - 2)]
+        super().__init__([0.0 - 1e-7] + thresholds + [1.0 - 1e-7], from_logits, name)
+        self.sensitivity = sensitivity
+
+    def result(self):
+        tp, fp, tn, fn = self.counts()
+        distance = {tf}.abs(tp / (tp + fn + 1e-7) - self.sensitivity)
+        nearest = {tf}.cumsum({tf}.cast({tf}.equal(distance, {tf}.reduce_min(distance)), {tf}.int64))
+        index = {tf}.cast({tf}.argmax(nearest, 0), {tf}.int32)
+        return tn[index] / (tn[index] + fp[index] + 1e-7)
+""",
+}
+
+#: What TF1's top-k metrics share: the k classes scored highest and the labels as sets of class ids.
+SPARSE_TOP_K = """
+class SparseTopKMetric({tf}.keras.metrics.Metric):
+    \"\"\"The k classes scored highest and the labels (class ids), as sets, as tf.metrics' top-k metrics took them.\"\"\"
+
+    def __init__(self, k, class_id=None, activation=None, name=None):
+        super().__init__(name=name)
+        self.k, self.class_id, self.activation = k, class_id, activation
+
+    def top_k_and_labels(self, y_true, y_pred):
+        if self.activation is not None:
+            y_pred = getattr({tf}.nn, self.activation)(y_pred)
+        top_k = {tf}.cast({tf}.math.top_k(y_pred, self.k).indices, {tf}.int64)
+        labels = {tf}.cast(y_true, {tf}.int64)
+        if labels.shape.rank == top_k.shape.rank - 1:
+            labels = {tf}.expand_dims(labels, -1)
+        if self.class_id is None:
+            return top_k, labels
+        return self.select(top_k), self.select(labels)
+
+    def select(self, ids):
+        shape = {tf}.shape(ids, out_type={tf}.int64)
+        filled = {tf}.fill({tf}.concat([shape[:-1], {tf}.constant([1], {tf}.int64)], 0),
+                           {tf}.constant(self.class_id, {tf}.int64))
+        kept = {tf}.sets.intersection(filled, ids)
+        return {tf}.SparseTensor(kept.indices, kept.values, shape)
+
+    def reset_state(self):
+        for variable in self.variables:
+            variable.assign({tf}.zeros(variable.shape, variable.dtype))
+"""
+TOP_K_METRICS = {
+    "PrecisionAtK": """
+class PrecisionAtK(SparseTopKMetric):
+    \"\"\"tf.metrics.precision_at_k: of the k classes scored highest, the share among the example's labels.\"\"\"
+
+    def __init__(self, k, class_id=None, activation=None, name=None):
+        super().__init__(k, class_id, activation, name)
+        self.true_positives = self.add_weight(name="true_positives", initializer="zeros", dtype="float64")
+        self.false_positives = self.add_weight(name="false_positives", initializer="zeros", dtype="float64")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        top_k, labels = self.top_k_and_labels(y_true, y_pred)
+        hits = {tf}.sets.size({tf}.sets.intersection(top_k, labels))
+        misses = {tf}.sets.size({tf}.sets.difference(top_k, labels))
+        self.true_positives.assign_add({tf}.cast({tf}.reduce_sum(hits), {tf}.float64))
+        self.false_positives.assign_add({tf}.cast({tf}.reduce_sum(misses), {tf}.float64))
+
+    def result(self):
+        return self.true_positives / (self.true_positives + self.false_positives)
+""",
+    "RecallAtK": """
+class RecallAtK(SparseTopKMetric):
+    \"\"\"tf.metrics.recall_at_k: of the example's labels, the share among the k classes scored highest.\"\"\"
+
+    def __init__(self, k, class_id=None, activation=None, name=None):
+        super().__init__(k, class_id, activation, name)
+        self.true_positives = self.add_weight(name="true_positives", initializer="zeros", dtype="float64")
+        self.false_negatives = self.add_weight(name="false_negatives", initializer="zeros", dtype="float64")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        top_k, labels = self.top_k_and_labels(y_true, y_pred)
+        hits = {tf}.sets.size({tf}.sets.intersection(top_k, labels))
+        missed = {tf}.sets.size({tf}.sets.difference(top_k, labels, aminusb=False))
+        self.true_positives.assign_add({tf}.cast({tf}.reduce_sum(hits), {tf}.float64))
+        self.false_negatives.assign_add({tf}.cast({tf}.reduce_sum(missed), {tf}.float64))
+
+    def result(self):
+        return self.true_positives / (self.true_positives + self.false_negatives)
+""",
+    "AveragePrecisionAtK": """
+class AveragePrecisionAtK(SparseTopKMetric):
+    \"\"\"tf.metrics.average_precision_at_k: per example, sum of precision@i at ranks i holding a label / min(labels, k).\"\"\"
+
+    def __init__(self, k, activation=None, name=None):
+        super().__init__(k, None, activation, name)
+        self.total = self.add_weight(name="total", initializer="zeros", dtype="float64")
+        self.count = self.add_weight(name="count", initializer="zeros", dtype="float64")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        top_k, labels = self.top_k_and_labels(y_true, y_pred)
+        num_classes = {tf}.cast({tf}.shape(y_pred)[-1], {tf}.int64)
+        labels = {tf}.where(labels >= num_classes, -{tf}.ones_like(labels), labels)
+        labels_per_k = {tf}.tile({tf}.expand_dims(labels, -2), [1] * (labels.shape.rank - 1) + [self.k, 1])
+        relevant = {tf}.sets.size({tf}.sets.intersection({tf}.expand_dims(top_k, -1), labels_per_k))
+        relevant = {tf}.cast(relevant, {tf}.float64)
+        retrieved = {tf}.cumsum({tf}.ones_like(relevant), axis=-1)
+        precision_sum = {tf}.reduce_sum({tf}.cumsum(relevant, axis=-1) / retrieved * relevant, axis=-1)
+        num_relevant = {tf}.minimum({tf}.reduce_sum({tf}.cast(labels >= 0, {tf}.int64), axis=-1), self.k)
+        average_precision = precision_sum / {tf}.cast(num_relevant, {tf}.float64)
+        self.total.assign_add({tf}.reduce_sum(average_precision))
+        self.count.assign_add({tf}.cast({tf}.size(average_precision), {tf}.float64))
+
+    def result(self):
+        return {tf}.math.divide_no_nan(self.total, self.count)
+""",
+}
+
+MEAN_PER_CLASS_ACCURACY = """
+class MeanPerClassAccuracy({tf}.keras.metrics.Metric):
+    \"\"\"tf.metrics.mean_per_class_accuracy: each class's accuracy averaged over all num_classes classes.\"\"\"
+
+    def __init__(self, num_classes, name=None):
+        super().__init__(name=name)
+        self.num_classes = num_classes
+        self.total = self.add_weight(name="total", shape=(num_classes,), initializer="zeros")
+        self.count = self.add_weight(name="count", shape=(num_classes,), initializer="zeros")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        labels = {tf}.reshape({tf}.cast(y_true, {tf}.int64), [-1])
+        predicted = {tf}.reshape({tf}.argmax(y_pred, axis=-1), [-1])
+        correct = {tf}.cast({tf}.equal(predicted, labels), {tf}.float32)
+        self.total.assign_add({tf}.math.unsorted_segment_sum({tf}.ones_like(correct), labels, self.num_classes))
+        self.count.assign_add({tf}.math.unsorted_segment_sum(correct, labels, self.num_classes))
+
+    def reset_state(self):
+        for variable in self.variables:
+            variable.assign({tf}.zeros(variable.shape, variable.dtype))
+
+    def result(self):
+        total, count = {tf}.convert_to_tensor(self.total), {tf}.convert_to_tensor(self.count)
+        return {tf}.reduce_mean({tf}.math.divide_no_nan(count, {tf}.maximum(total, 0.0)))
+"""
+
+MEAN_COSINE_DISTANCE = """
+class MeanCosineDistance({tf}.keras.metrics.Mean):
+    \"\"\"tf.metrics.mean_cosine_distance: 1 - mean of sum(labels * predictions) along dim, not normalised.\"\"\"
+
+    def __init__(self, dim, name=None):
+        super().__init__(name=name)
+        self.dim = dim
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        y_true = {tf}.reshape({tf}.cast(y_true, y_pred.dtype), {tf}.shape(y_pred))
+        return super().update_state({tf}.reduce_sum(y_pred * y_true, axis=[self.dim], keepdims=True))
+
+    def result(self):
+        return 1.0 - super().result()
+"""
+
+MEAN_RELATIVE_ERROR = """
+class MeanRelativeErrorOfLabels({tf}.keras.metrics.Mean):
+    \"\"\"tf.metrics.mean_relative_error with normalizer=labels: mean |labels - predictions| / labels, 0 at 0.\"\"\"
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        y_true = {tf}.reshape({tf}.cast(y_true, y_pred.dtype), {tf}.shape(y_pred))
+        errors = {tf}.where({tf}.equal(y_true, 0.0), {tf}.zeros_like(y_true), {tf}.abs(y_true - y_pred) / y_true)
+        return super().update_state(errors)
+"""
 
 
 def _class_of_one_hot(node: cst.BaseExpression, ctx) -> bool:
