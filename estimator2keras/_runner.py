@@ -60,7 +60,11 @@ class RunSummary:
     def coverage(self) -> dict:
         """The figures a team lead reads after a run over a tree: how many files hold
         Estimator code (converted or partial), how many converted fully, and what blocks the
-        rest, each blocker (code and message) counted once per file, most frequent first."""
+        rest, each blocker (code and message) counted once per file, most frequent first;
+        what blocked a conversion before the Estimator code that is left because of it (E2K905,
+        code left in a file whose unit did not convert, or a call into such a module; an
+        Estimator that converts only together with one that did not), which says where code
+        stayed, not why."""
         blockers: Counter = Counter()
         for result in self.results:
             if result.status == "partial":
@@ -72,8 +76,9 @@ class RunSummary:
             "partial": partial,
             "error": self.count("error"),
             "blockers": [
-                {"code": code, "message": message, "files": files}
-                for (code, message), files in sorted(blockers.items(), key=lambda item: (-item[1], item[0]))
+                {"code": code, "message": message, "files": files, "kind": "left" if _consequence(code, message) else "cause"}
+                for (code, message), files in sorted(blockers.items(),
+                                                     key=lambda item: (_consequence(*item[0]), -item[1], item[0]))
             ],
         }
 
@@ -94,6 +99,17 @@ class RunSummary:
             "coverage": self.coverage(),
             "files": [r.to_dict() for r in sorted(self.results, key=lambda r: r.path)],
         }
+
+
+#: Estimator code left because another construct did not convert (``_leftovers``).
+LEFT = "E2K905"
+#: An Estimator left because one it shares code with did not convert (``_units._together``).
+TOGETHER = "converts only together with "
+
+
+def _consequence(code: str, message: str) -> bool:
+    """Does the finding say where Estimator code stayed because of another, not why?"""
+    return code == LEFT or message.startswith(TOGETHER)
 
 
 def _blocker(finding: Finding) -> str:

@@ -205,8 +205,14 @@ def test_coverage_in_the_json_report(tmp_path):
     _, files = check(tmp_path)
     coverage = files["coverage"]
     assert (coverage["estimator_files"], coverage["converted"], coverage["partial"], coverage["error"]) == (2, 0, 2, 0)
-    assert {"code": "E2K905", "message": "calls a function of another module that still runs Estimator code", "files": 1} in coverage["blockers"]
-    assert [b["files"] for b in coverage["blockers"]] == sorted((b["files"] for b in coverage["blockers"]), reverse=True)
+    assert {"code": "E2K905", "message": "calls a function of another module that still runs Estimator code", "files": 1,
+            "kind": "left"} in coverage["blockers"]
+    # What blocked a conversion comes first, most frequent first; then the code left because of it.
+    kinds = [b["kind"] for b in coverage["blockers"]]
+    assert kinds == sorted(kinds, key=lambda kind: kind == "left") and "cause" in kinds
+    for kind in ("cause", "left"):
+        files = [b["files"] for b in coverage["blockers"] if b["kind"] == kind]
+        assert files == sorted(files, reverse=True)
 
 
 def test_many_module_names_are_indexed_instead_of_searched(tmp_path, monkeypatch):
