@@ -28,7 +28,7 @@ import re
 import libcst as cst
 
 from estimator2keras import _emit
-from estimator2keras._context import RewriteContext
+from estimator2keras._context import RewriteContext, iter_calls
 from estimator2keras._modelfn_emit import _KerasWriter
 from estimator2keras._modelfn_read import (
     MODEL_FN_PARAMS, Derived, LayerCall, LossConversion, MetricConversion, ModelConversion, ScheduleConversion,
@@ -228,6 +228,66 @@ _KERAS_LAYER_ATTRIBUTES = frozenset({
     "trainable_weights", "non_trainable_weights", "trainable_variables", "non_trainable_variables", "updates",
     "activity_regularizer", "inbound_nodes", "outbound_nodes", "submodules", "name_scope", "call", "build",
 })
+
+
+#: Graph-era constructs e2k converts nowhere in a model_fn (others of ``BEYOND_CATALOGUE``,
+#: such as ``get_collection(UPDATE_OPS)`` or the trainable variables of a weight decay, it
+#: converts in some places).
+_NEVER_CONVERTED = frozenset({
+    "get_variable", "Variable", "VariableV1", "get_local_variable", "make_template", "py_func", "placeholder",
+    "placeholder_with_default", "assign", "assign_add", "assign_sub", "add_to_collection", "Session",
+})
+#: tf.contrib names the conversion reads without an expression rule (TPU specs and optimizer
+#: wrappers, the global step).
+_HANDLED_CONTRIB = ("contrib.tpu.", "contrib.framework.get_or_create_global_step", "contrib.framework.get_global_step")
+
+
+def other_blockers(fn: cst.FunctionDef, ctx: RewriteContext, first: cst.CSTNode | None) -> list[tuple[cst.CSTNode, str]]:
+    """When the model_fn's conversion stopped at its first refusal (``first``): the other
+    constructs in it that e2k never converts, so that one run reports every blocker a human
+    will meet, not one at a time. The constructs are those with no rule whatever the code
+    around them: tf.contrib functions, graph-era ones (``BEYOND_CATALOGUE``), tf.metrics and
+    TF1 optimizers without a rule; in the model_fn and in the functions of the program it
+    calls. A construct e2k converts in some places and not in others is not listed: this
+    survey must never name something that is not a blocker."""
+    from estimator2keras._units import resolve
+
+    first_line = ctx.position(first)[0] if first is not None else None
+    found: list[tuple[cst.CSTNode, str]] = []
+    seen: set[tuple[str, int]] = set()
+    pending, visited = [fn], set()
+    while pending:
+        current = pending.pop(0)
+        if id(current) in visited or len(visited) > 20:
+            continue
+        visited.add(id(current))
+        for call in iter_calls(current.body):
+            if isinstance(call.func, cst.Name):
+                target = resolve(ctx, call.func)
+                if isinstance(target, cst.FunctionDef):
+                    pending.append(target)
+            path = ctx.call_api_path(call)
+            if not path:
+                continue
+            bare = path[len("compat.v1."):] if path.startswith("compat.v1.") else path
+            role = ctx.rules.expression_role(path)
+            what = f"`{_emit.code(call.func)}`"
+            if bare.startswith("contrib.") and role is None and not bare.startswith(_HANDLED_CONTRIB):
+                reason = f"{what} (tf.contrib) has no rule in e2k: TensorFlow 2 has no tf.contrib"
+            elif bare in _NEVER_CONVERTED:
+                reason = f"{what} is graph-era code a Keras model cannot hold as it is"
+            elif bare.startswith("metrics.") and role is None:
+                reason = f"{what} is not a tf.metrics call e2k converts"
+            elif bare.startswith("train.") and bare.endswith("Optimizer") and role is None:
+                reason = f"{what} is a TF1 optimizer e2k has no Keras rule for"
+            else:
+                continue
+            line = ctx.position(call)[0]
+            if line == first_line or (bare, line) in seen:
+                continue
+            seen.add((bare, line))
+            found.append((call, f"also in this model_fn: {reason}"))
+    return found
 
 
 def class_name_for(model_fn_name: str) -> str:

@@ -2082,6 +2082,8 @@ def convert_units(ctx: RewriteContext) -> None:
         except Unsupported as exc:
             del ctx.findings[reported:]
             ctx.mark(exc.node or group[0].call, exc.reason, exc.code or UNSUPPORTED_USE)
+            for node, reason, code in getattr(exc, "also", ()):  # the unit's other blockers
+                ctx.mark(node, reason, code)
             if len(group) > 1:
                 for unit in group:
                     if exc.node is None or not ctx.within(exc.node, (unit.statement,)):

@@ -361,9 +361,15 @@ def main():
             raise Unsupported(f"`{replaced.name.value}` is used elsewhere too; e2k replaces it", replaced.name)
         scope = ctx.scope(replaced)
         taken = {a.name for a in scope.assignments} | {a.node.value for a in scope.accesses}
-        conversion = convert_model_fn(
-            fn, ctx, plan.tf, taken, plan, tuple(source.bound), stem=replaced.name.value
-        )
+        try:
+            conversion = convert_model_fn(
+                fn, ctx, plan.tf, taken, plan, tuple(source.bound), stem=replaced.name.value
+            )
+        except Unsupported as exc:
+            from estimator2keras._modelfn import other_blockers
+
+            exc.also = [(node, reason, "E2K901") for node, reason in other_blockers(fn, ctx, exc.node)]
+            raise
         plan.predictions_kind = conversion.predictions_kind
         plan.owned.append(fn)
         statements = list(conversion.statements)
