@@ -73,7 +73,12 @@ class EstimatorToKerasModel(UnitRule):
     `minimize`, EstimatorSpec hooks and `export_outputs`, an `if` that does not test the
     mode but returns from the model_fn or computes what a layer's constructor reads, a
     model output that depends on the labels. `model_dir` and
-    `warm_start_from` are reported as E2K400.
+    `warm_start_from` are reported as E2K400. The conversion stops at the first construct
+    it refuses; the others in the model_fn (and in the functions of the program it calls)
+    that e2k converts nowhere are reported with it, each marked where it stands ("also in
+    this model_fn: ..."): tf.contrib functions without a rule, `tf.get_variable` and other
+    graph-era state, placeholders, tf.metrics and TF1 optimizers without a rule. So one run
+    shows every blocker a human will meet in the model_fn, not one at a time.
 
     ## References
     - https://www.tensorflow.org/guide/migrate/migrating_estimator
