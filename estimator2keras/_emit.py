@@ -137,7 +137,8 @@ def builder_name(model_fn_name: str) -> str:
 
 
 def replace_in(node: cst.CSTNode, replacements: dict[cst.CSTNode, cst.CSTNode]) -> cst.CSTNode:
-    """``node`` with the given descendants (matched by identity) replaced."""
+    """``node`` with the given descendants (matched by identity) replaced: by a node, or by
+    what a function makes of the descendant once its own descendants are replaced."""
     if not replacements:
         return node
     return node.visit(_Replacer(replacements))
@@ -149,7 +150,12 @@ class _Replacer(cst.CSTTransformer):
         self.replacements = replacements
 
     def on_leave(self, original_node, updated_node):
-        return self.replacements.get(original_node, updated_node)
+        new = self.replacements.get(original_node, updated_node)
+        if callable(new):
+            # A node that wraps the original, the edits inside it kept (``ConversionPlan.wrap``);
+            # never the original itself, which a second pass would wrap again.
+            return new(updated_node.deep_clone() if updated_node is original_node else updated_node)
+        return new
 
 
 #: Emitted lines longer than this are wrapped, one argument per line.

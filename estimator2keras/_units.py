@@ -304,6 +304,9 @@ class InputFn:
     #: The calls of ``function`` the Keras program makes (``call_expression``), for rules
     #: that pass it more (E2K602 passes the global batch size).
     calls_made: list[cst.Call] = field(default_factory=list)
+    #: The expressions giving the dataset that the Keras program reads (``call_expression``
+    #: before ``dataset_map``): a call made, or the lambda's body (E2K602 joins their batches).
+    datasets_made: list[cst.BaseExpression] = field(default_factory=list)
     #: ``numpy_input_fn(...)`` / ``pandas_input_fn(...)``, and the binding when it is named.
     array_call: cst.Call | None = None
     array_binding: Binding | None = None
@@ -383,6 +386,7 @@ class InputFn:
             self.calls_made.extend(c for alternative in self.alternatives for c in alternative.calls_made)
             return made[0]
         dataset = self._dataset_expression(params, mode)
+        self.datasets_made.append(dataset)
         if self.dataset_map is None:
             return dataset
         if not isinstance(dataset, (cst.Call, cst.Name, cst.Attribute, cst.Subscript)):
@@ -1424,6 +1428,8 @@ class ConversionPlan:
         #: Mapped over every dataset the Keras program feeds the model (``model.preprocess``).
         self.dataset_map: str | None = None
         self._subst: dict[cst.CSTNode, cst.CSTNode] = {}
+        #: Nodes of code that moves into new code, each with what makes its wrapper (``wrap``).
+        self._wraps: dict[cst.CSTNode, Callable[[cst.CSTNode], cst.CSTNode]] = {}
         self._statements: dict[cst.BaseStatement, list[cst.BaseStatement]] = {}
         self._comments: list[tuple[cst.BaseStatement, str]] = []
         self._after_imports: list[cst.BaseStatement] = []
@@ -1485,9 +1491,17 @@ class ConversionPlan:
         """Replace an original node, wherever it ends up. ``new`` must not contain ``node``
         itself (use ``node.deep_clone()``)."""
         known = self._subst.get(node)
-        if known is not None and not known.deep_equals(new):
+        if node in self._wraps or known is not None and not known.deep_equals(new):
             raise Unsupported("two rules rewrite the same code differently", node, UNSUPPORTED_USE)
         self._subst[node] = new
+
+    def wrap(self, node: cst.CSTNode, make: Callable[[cst.CSTNode], cst.CSTNode]) -> None:
+        """Wrap a node of code that moves into new code (the dataset a lambda input_fn gives,
+        a call the Keras program makes) in ``make(node)``, where it ends up; the other rules'
+        edits inside it are kept."""
+        if node in self._subst or node in self._wraps:
+            raise Unsupported("two rules rewrite the same code differently", node, UNSUPPORTED_USE)
+        self._wraps[node] = make
 
     def replace_statement(self, statement: cst.BaseStatement, new: list[cst.BaseStatement]) -> None:
         if statement in self._statements:
@@ -1825,7 +1839,9 @@ class ConversionPlan:
         # The pass's queued node edits too (a module rule sharing the unit pass, E2K009's
         # ModeKeys -> strings): code this unit moves into new statements carries them.
         queued = self.ctx.edits._nodes if self.ctx.edits is not None else {}
-        return _emit.replace_in(node, {**queued, **self._subst} if queued else self._subst)
+        if not queued and not self._wraps:
+            return _emit.replace_in(node, self._subst)
+        return _emit.replace_in(node, {**queued, **self._subst, **self._wraps})
 
     def commit(self) -> None:
         ctx, unit = self.ctx, self.unit
@@ -2072,9 +2088,10 @@ def convert_units(ctx: RewriteContext) -> None:
             for unit in group:
                 plans.append(_plan(unit, rules, ctx, group))
             strategies = {_emit.code(p.scope_strategy) if p.scope_strategy is not None else None for p in plans}
-            if len(plans) > 1 and len(strategies) > 1:
+            if len(plans) > 1 and len(strategies) > 1 and any(p.has_strategy for p in plans):
                 # A branch with a strategy and one without (or another) share the calls after
-                # them: the replica count is the model's own strategy's, right for each.
+                # them: the replica count is the model's own strategy's, right for each. (Not
+                # for a TPUEstimator's TPUStrategy alone: its input_fns were given the global batch.)
                 plans = [_plan(unit, rules, ctx, group, replicas_of_model=True) for unit in group]
             _check_shared_uses(plans, ctx)
             for plan in plans:

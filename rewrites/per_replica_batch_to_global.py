@@ -44,6 +44,21 @@ class PerReplicaBatchToGlobalBatch(UnitRule):
     Keras program passes the global size: `input_fn(batch_size=BATCH_SIZE *
     strategy.num_replicas_in_sync)`.
 
+    When the input_fn computes the size itself (`batch_size // NUM_TOWERS`,
+    `params["batch_size"] // 8`) or reads it again (a `set_shape`, a `shuffle` buffer),
+    scaling the argument would not give `replicas` times its batch (`(10 * 2) // 4` is not
+    `(10 // 4) * 2`). The batches are then joined where the Keras program reads the dataset:
+    `model.fit(global_batches(train_input_fn(FLAGS.batch_size), strategy.num_replicas_in_sync))`,
+    with `global_batches` emitted once per module. It joins each `num_replicas` consecutive
+    batches, in order, into one global batch, which `fit` splits back across the replicas
+    as the Estimator had given them (each replica took the input_fn's next batch in turn),
+    and drops an incomplete last round as the Estimator did. The input_fn itself is left as
+    it was. This is exact only when every batch is full, so it is done only when each
+    `.batch()` has `drop_remainder=True` or reads an endless dataset (`repeat()` earlier in
+    its chain, or in the value the function last assigned to the name it batches, not under
+    an `if`). Fixture `main_strategy_computed_batch` trains to bit-identical weights on 2
+    replicas on TF 2.15 and the newest TF; scaling its argument instead differs at step 1.
+
     Only what the Estimator read under the strategy grows. `train()` and a `TrainSpec` read
     under `train_distribute`; `evaluate()` and an `EvalSpec` only under `eval_distribute`:
     without it the Estimator evaluates on one device, one batch of the input_fn's size per
@@ -55,9 +70,17 @@ class PerReplicaBatchToGlobalBatch(UnitRule):
     `input_fn()`), or is marked E2K602 when that cannot be done: `steps=N` global batches would
     be N x replicas of the Estimator's batches.
 
+    A TPUEstimator's input_fns already batched globally (TPUStrategy splits their batch as
+    the TPUEstimator did): in a program whose other branch builds an Estimator with no
+    strategy, neither batch changes.
+
     ## Limitations
-    Otherwise (batches of different sizes in one input_fn, a size the input_fn computes
-    itself), and when no `.batch()` is found, the input_fn is marked E2K602 for a human.
+    Otherwise the input_fn is marked E2K602 for a human, with the reason: a computed size
+    where a pass over finite data may end with a smaller batch (no `drop_remainder=True`, no
+    `repeat()` before the batch: the Estimator gave that batch to one replica alone, which
+    no global batch reproduces), `padded_batch` with a computed size (padded shapes differ
+    between batches), a lambda that does more with the input_fn's dataset than return it,
+    and when no `.batch()` is found.
 
     ## References
     - https://www.tensorflow.org/guide/migrate/mirrored_strategy
@@ -219,6 +242,72 @@ def main():
 ''',
         ),
         Case(
+            id="computed-batch-joined-where-fit-reads-it",
+            before='''\
+import tensorflow as tf
+
+NUM_TOWERS = 4
+
+
+def train_input_fn(batch_size):
+    dataset = tf.data.Dataset.from_tensor_slices(([[1.0]] * 64, [[2.0]] * 64))
+    return dataset.batch(batch_size // NUM_TOWERS, drop_remainder=True)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def main(flags):
+    strategy = tf.distribute.MirroredStrategy()
+    estimator = tf.estimator.Estimator(model_fn, config=tf.estimator.RunConfig(train_distribute=strategy))
+    estimator.train(lambda: train_input_fn(flags.batch_size), steps=10)
+''',
+            after='''\
+import tensorflow as tf
+
+
+def global_batches(dataset, num_replicas):
+    """The batches an Estimator gave its replicas in one step, as one global batch.
+
+    Under a distribution strategy the Estimator gave each replica the input_fn's next batch
+    in turn; Keras splits one global batch across the replicas, in order. Each num_replicas
+    consecutive batches are joined, and an incomplete last round is dropped, as the
+    Estimator dropped it."""
+
+    def join(*batches):
+        joined = tf.nest.map_structure(lambda t: tf.concat(tf.unstack(t, num_replicas), 0), batches)
+        return joined if len(joined) > 1 else joined[0]
+
+    return dataset.batch(num_replicas, drop_remainder=True).map(join)
+
+
+NUM_TOWERS = 4
+
+
+def train_input_fn(batch_size):
+    dataset = tf.data.Dataset.from_tensor_slices(([[1.0]] * 64, [[2.0]] * 64))
+    return dataset.batch(batch_size // NUM_TOWERS, drop_remainder=True)
+
+
+def build_model():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+def main(flags):
+    strategy = tf.distribute.MirroredStrategy()
+    with strategy.scope():
+        model = build_model()
+    # The Estimator gave each replica the next batch in turn: Keras reads them as one global batch.
+    model.fit(global_batches(train_input_fn(flags.batch_size), strategy.num_replicas_in_sync), steps_per_epoch=10)
+''',
+        ),
+        Case(
             id="local-evaluation-keeps-its-batch",
             before='''\
 import tensorflow as tf
@@ -330,6 +419,13 @@ print(model.evaluate(input_fn(), steps=2, return_dict=True))
     def plan(self, unit, plan, ctx) -> None:
         if not (plan.has_strategy or plan.replicas_of_model):
             return
+        if unit.owner.code == "E2K604":
+            # A TPUEstimator gave its input_fns the global batch (per host): TPUStrategy splits it
+            # alike. Sharing the calls with an Estimator whose batches were per replica, the
+            # replica count is right for one of them only.
+            plan.leftover(unit.call, self.code, "this TPUEstimator's input_fns batch globally, while those of the "
+                                                "Estimator it shares calls with batched per replica")
+            return
         reads = _Reads(unit, plan, ctx)
         for code in plan.input_code():
             if not reads.distributed(code):
@@ -353,20 +449,24 @@ print(model.evaluate(input_fn(), steps=2, return_dict=True))
                 if not _scale_at_call_sites(code, batches, plan, ctx, reads) and \
                         not _scale_factory_calls(code, batches, plan, ctx, reads) and \
                         not _batch_parameter(code, batches, plan, ctx, reads):
-                    plan.leftover(code, self.code, "training and a local evaluate(steps=N) share this input_fn: the "
-                                                   "Estimator evaluated N batches of this size on one device, so only "
-                                                   "the training batch may grow; give evaluation its own input_fn")
-                    continue
+                    why = _join_batches(code, batches, plan, ctx, reads)
+                    if why is not None:
+                        plan.leftover(code, self.code, "training and a local evaluate(steps=N) share this input_fn: "
+                                                       "the Estimator evaluated N batches of this size on one device, "
+                                                       f"so only the training batch may grow, and {why}; give "
+                                                       "evaluation its own input_fn")
+                        continue
                 plan.fixed(code, self.code, "per-replica batch -> global batch, for training only")
                 continue
             if plan.strategy_name is None or plan.replicas_of_model:
                 if not _scale_at_call_sites(code, batches, plan, ctx, reads) and \
                         not _scale_factory_calls(code, batches, plan, ctx, reads) and \
                         not _batch_parameter(code, batches, plan, ctx, reads):
-                    plan.leftover(
-                        batches[0], self.code, "the strategy is not visible here; multiply the batch by its num_replicas_in_sync"
-                    )
-                    continue
+                    why = _join_batches(code, batches, plan, ctx, reads)
+                    if why is not None:
+                        plan.leftover(batches[0], self.code, f"the strategy is not visible here, and {why}; multiply "
+                                                             "the batch by its num_replicas_in_sync")
+                        continue
                 plan.fixed(code, self.code, "per-replica batch -> global batch, where the input_fn is called")
                 continue
             for call in batches:
@@ -541,6 +641,114 @@ def _batch_parameter(code: cst.CSTNode, batches: list[cst.Call], plan, ctx, read
 
 
 WHY_PARAMETER = "The Estimator batched per replica: the Keras program passes the global batch size."
+WHY_JOINED = "The Estimator gave each replica the next batch in turn: Keras reads them as one global batch."
+JOINED = '''
+def {name}(dataset, num_replicas):
+    """The batches an Estimator gave its replicas in one step, as one global batch.
+
+    Under a distribution strategy the Estimator gave each replica the input_fn's next batch
+    in turn; Keras splits one global batch across the replicas, in order. Each num_replicas
+    consecutive batches are joined, and an incomplete last round is dropped, as the
+    Estimator dropped it."""
+
+    def join(*batches):
+        joined = {tf}.nest.map_structure(lambda t: {tf}.concat({tf}.unstack(t, num_replicas), 0), batches)
+        return joined if len(joined) > 1 else joined[0]
+
+    return dataset.batch(num_replicas, drop_remainder=True).map(join)
+'''
+#: Dataset methods that keep an endless dataset endless (between its repeat() and its batch()).
+ENDLESS = ("map", "shuffle", "prefetch", "cache", "filter", "with_options")
+
+
+def _join_batches(code: cst.CSTNode, batches: list[cst.Call], plan, ctx, reads: "_Reads") -> str | None:
+    """The batch size is the input_fn's own business (computed: ``params["batch_size"] // 8``,
+    read elsewhere in it: a ``set_shape``, a ``shuffle`` buffer) and the strategy is not
+    visible there: where the Keras program reads the dataset, each ``num_replicas`` consecutive
+    batches become one global batch (an emitted helper), which Keras splits across the
+    replicas as the Estimator had given them. Exact when every batch is full: each
+    ``.batch()`` drops its remainder, or reads an endless dataset (``repeat()`` before it).
+    None: planned; else why it cannot be done."""
+    if plan.replicas_of_model:
+        strategy = f"{plan.model_var}.distribute_strategy"
+    elif plan.scope_strategy is not None:
+        strategy = _emit.code(plan.scope_strategy)
+    else:
+        return "the strategy is not known"
+    function = next((d for d in plan.input_definitions() if d.body is code), None)
+    if function is None:
+        return "the input_fn is not a function of this program"
+    for call in batches:
+        if call.func.attr.value != "batch":
+            return "padded batches may differ in shape from one to the next"
+        if not _drops_remainder(call) and not _endless_before(call, function, ctx):
+            return ("a pass over the data may end with a smaller batch (no drop_remainder=True, no repeat() "
+                    "before the batch), which the Estimator gave one replica alone")
+    users = [i for i in reads.scaled_input_fns() if function in i.definitions()]
+    if not users:
+        return "e2k does not see where its dataset is read"
+    for user in users:
+        if user.alternatives or len(user.definitions()) != 1 or not user.datasets_made:
+            return "its dataset is read with others'"
+        if user.lambda_ is not None and not (
+                len(user.helper_calls) == 1 and user.helper_calls[0][0] is user.lambda_.body):
+            return "the lambda does more with its dataset than return it"
+    helper = plan.add_helper("global_batches", lambda name: _emit.statements(JOINED, name=name, tf=plan.tf))
+    for user in users:
+        here = strategy
+        scope = ctx.scope(user.expr)
+        if not plan.replicas_of_model and (scope is None or strategy not in scope):
+            here = f"{plan.model_var}.distribute_strategy"  # made in a function the model comes from
+        for made in {id(d): d for d in user.datasets_made}.values():
+            plan.wrap(made, lambda node, s=here: _emit.expr(
+                "{h}({d}, {s}.num_replicas_in_sync)", h=helper, d=node, s=s))
+    for statement in {id(s): s for s in (ctx.enclosing_statement(u.expr) for u in users)}.values():
+        plan.comment(statement, WHY_JOINED)
+    return None
+
+
+def _drops_remainder(call: cst.Call) -> bool:
+    arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == "drop_remainder"), None)
+    if arg is None and len(call.args) > 1 and call.args[1].keyword is None:
+        arg = call.args[1]
+    return arg is not None and isinstance(arg.value, cst.Name) and arg.value.value == "True"
+
+
+def _endless_before(call: cst.Call, function: cst.FunctionDef, ctx) -> bool:
+    """Does ``call`` (a ``.batch()``) read a dataset repeated without end: ``repeat()`` earlier in
+    its chain of methods, or in the value last assigned to the name the chain starts from, by
+    a statement of the function's own body (not under an ``if`` or a loop) before the batch's?"""
+    node = call.func.value
+    statement = ctx.enclosing_statement(call)
+    body = list(function.body.body) if isinstance(function.body, cst.IndentedBlock) else []
+    while True:
+        while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            method = node.func.attr.value
+            if method == "repeat":
+                count = node.args[0].value if node.args else None
+                return count is None or (isinstance(count, cst.Name) and count.value == "None")
+            if method not in ENDLESS:
+                return False
+            node = node.func.value
+        if not isinstance(node, cst.Name) or statement not in body:
+            return False
+        index = body.index(statement)
+        value = None
+        for earlier in reversed(body[:index]):
+            if not isinstance(earlier, cst.SimpleStatementLine):
+                if any(isinstance(n, cst.Name) and n.value == node.value for n in _walk_names(earlier)):
+                    return False  # bound or read under an if, a loop, a with
+                continue
+            for small in earlier.body:
+                if isinstance(small, cst.Assign) and len(small.targets) == 1 \
+                        and isinstance(small.targets[0].target, cst.Name) and small.targets[0].target.value == node.value:
+                    value = small.value
+            if value is not None:
+                statement = earlier
+                break
+        if value is None:
+            return False
+        node = value
 
 
 def _defaulted_parameter(size: cst.BaseExpression, sizes: list[cst.Arg], function: cst.FunctionDef,
