@@ -620,9 +620,8 @@ class SparseTopKMetric({tf}.keras.metrics.Metric):
 
     def select(self, ids):
         shape = {tf}.shape(ids, out_type={tf}.int64)
-        filled = {tf}.fill({tf}.concat([shape[:-1], {tf}.constant([1], {tf}.int64)], 0),
-                           {tf}.constant(self.class_id, {tf}.int64))
-        kept = {tf}.sets.intersection(filled, ids)
+        one_per_row = {tf}.concat([shape[:-1], {tf}.constant([1], {tf}.int64)], 0)
+        kept = {tf}.sets.intersection({tf}.fill(one_per_row, {tf}.constant(self.class_id, {tf}.int64)), ids)
         return {tf}.SparseTensor(kept.indices, kept.values, shape)
 
     def reset_state(self):
