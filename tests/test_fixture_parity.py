@@ -13,6 +13,7 @@ import pytest
 
 from conftest import FIXTURES
 from estimator2keras.parity import run_parity_many
+from estimator2keras.parity._runner import WHEN_NEEDED
 
 #: Covered by tests/test_parity_fixture.py (with its wrong migrations),
 #: tests/test_surface_fixtures.py (export_reload with its exports; multi_gpu_model is a Keras
@@ -60,6 +61,10 @@ def check_fixture(case: str) -> None:
         rtol=settings.get("rtol"),
         atol=settings.get("atol"),
         workers=settings.get("workers", 1),
+        # The nudged legacy run only when the verdict may depend on it: the same verdicts as
+        # envelope=True (tests/test_parity_lazy_envelope.py), one program run fewer when the
+        # migration agrees within the tolerances the envelope only widens.
+        envelope=WHEN_NEEDED,
     )
     for result in results:
         assert result.passed, result.report()

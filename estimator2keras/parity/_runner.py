@@ -21,6 +21,8 @@ LEGACY_BOOTSTRAP = _HERE / "_legacy_side.py"
 KERAS_BOOTSTRAP = _HERE / "_keras_side.py"
 STDERR_TAIL_LINES = 25
 DEFAULT_TIMEOUT = 600.0
+#: ``envelope=WHEN_NEEDED``: run the nudged legacy program only when the verdict may depend on it.
+WHEN_NEEDED = "when-needed"
 
 
 class ParityUsageError(ValueError):
@@ -289,7 +291,7 @@ def run_parity(
     timeout: float = DEFAULT_TIMEOUT,
     workdir: str | os.PathLike[str] | None = None,
     workers: int = 1,
-    envelope: bool = True,
+    envelope: bool | str = True,
     from_checkpoint: str | os.PathLike[str] | None = None,
 ) -> ParityResult:
     """Run an Estimator program and its Keras migration and compare how they train.
@@ -306,6 +308,10 @@ def run_parity(
     trainable weights nudged by ``tolerance.envelope_ulps`` ulps at every step: how far that
     run drifts from the legacy one, step by step, is the program's own numerical noise, and
     the migrated run is judged against it (see :class:`Tolerance` and docs/parity.md).
+    ``envelope="when-needed"`` gives the same verdicts for less: the nudged run happens only
+    when the comparison without it does not already settle the verdict (see
+    :func:`envelope_cannot_change_verdict`), after the migrated runs; when it happens, the
+    results are those ``envelope=True`` gives.
     Without it, losses are compared with the fixed schedule of ``tolerance`` (TF's advice);
     ``rtol``/``atol`` fix one of its values for every step. Final weights and eval metrics
     are compared with the tolerance of the last step (widened by their own envelope).
@@ -348,7 +354,7 @@ def run_parity_many(
     timeout: float = DEFAULT_TIMEOUT,
     workdir: str | os.PathLike[str] | None = None,
     workers: int = 1,
-    envelope: bool = True,
+    envelope: bool | str = True,
     from_checkpoint: str | os.PathLike[str] | None = None,
 ) -> list[ParityResult]:
     """:func:`run_parity` for several migrations of one program: the legacy program runs
@@ -359,6 +365,9 @@ def run_parity_many(
 
     if replicas < 1:
         raise ParityUsageError(f"--replicas must be at least 1, got {replicas}")
+    if envelope not in (True, False, WHEN_NEEDED):
+        raise ParityUsageError(f"envelope must be True, False or {WHEN_NEEDED!r}, got {envelope!r}")
+    lazy = envelope == WHEN_NEEDED
     if workers < 1:
         raise ParityUsageError(f"--workers must be at least 1, got {workers}")
     if steps is not None and steps < 1:
@@ -383,7 +392,7 @@ def run_parity_many(
         "shuffle": "kept" if keep_shuffle else "neutralised (Dataset.shuffle is the identity, fit(shuffle=False))",
         "dropout": "kept" if keep_dropout else "neutralised (dropout and noise layers act as at inference)",
         "op_determinism": op_determinism,
-        "tolerance": tolerance.describe(envelope=envelope),
+        "tolerance": tolerance.describe(envelope=bool(envelope)),
         "tolerance_values": dataclasses.asdict(tolerance),
         "envelope": (f"the legacy program run again, its trainable weights nudged by {tolerance.envelope_ulps} ulps "
                      f"at every step (seed {seed})") if envelope else "off",
@@ -431,10 +440,10 @@ def run_parity_many(
 
             _copy_checkpoint(latest_checkpoint(from_checkpoint), root / "resume_legacy")
             request["resume"] = {"model_dir": str(root / "resume_legacy")}
-        if envelope:  # needs nothing from the legacy run: runs alongside it
-            background = Background(
-                SideRun("legacy", legacy_path, legacy_python, root / "envelope"),
-                {**request, "perturb": {"seed": seed, "ulps": tolerance.envelope_ulps}}, timeout, env, workers)
+        envelope_run = SideRun("legacy", legacy_path, legacy_python, root / "envelope")
+        envelope_request = {**request, "perturb": {"seed": seed, "ulps": tolerance.envelope_ulps}}
+        if envelope and not lazy:  # needs nothing from the legacy run: runs alongside it
+            background = Background(envelope_run, envelope_request, timeout, env, workers)
         legacy_run = run_workers(SideRun("legacy", legacy_path, legacy_python, root / "legacy"),
                                  request, timeout, env, workers)
         legacy_info = side_info(legacy_run.result, str(legacy_path), legacy_python, legacy_run.seconds)
@@ -490,21 +499,37 @@ def run_parity_many(
             results.append(None)
             finished.append((len(results) - 1, migrated_run, migrated_info))
 
-        nudged = nudged_weights = missing = None
-        if background is not None and finished:
-            nudged_run = background.result()
-            background = None
-            if nudged_run.ok:
-                nudged, nudged_weights = nudged_run.result, nudged_run.weights()
-            else:
-                missing = _envelope_failure(nudged_run, timeout)
-        if missing:
-            settings["tolerance"] = tolerance.describe()
-        for index, migrated_run, migrated_info in finished:
-            result = compare(
-                legacy_run.result, migrated_run.result, legacy_weights, migrated_run.weights(), tolerance,
-                legacy_info=legacy_info, migrated_info=migrated_info, settings=settings, step_limit=steps,
-                nudged=nudged, nudged_weights=nudged_weights, envelope_missing=missing)
+        migrated_weights = {index: migrated_run.weights() for index, migrated_run, _ in finished}
+
+        def judge(nudged: dict | None, nudged_weights: dict | None, missing: str | None,
+                  how: dict[str, Any]) -> list[tuple[int, ParityResult]]:
+            return [(index, compare(
+                legacy_run.result, migrated_run.result, legacy_weights, migrated_weights[index], tolerance,
+                legacy_info=legacy_info, migrated_info=migrated_info, settings=how, step_limit=steps,
+                nudged=nudged, nudged_weights=nudged_weights, envelope_missing=missing))
+                for index, migrated_run, migrated_info in finished]
+
+        judged = None
+        if lazy and finished:
+            fixed = judge(None, None, None, settings)
+            floor = judge(legacy_run.result, legacy_weights, None, settings)
+            if all(envelope_cannot_change_verdict(a, b) for (_, a), (_, b) in zip(fixed, floor)):
+                judged = [(index, _envelope_not_needed(result, settings, tolerance)) for index, result in fixed]
+            else:  # as envelope=True would have: the nudged run, then the same comparison
+                background = Background(envelope_run, envelope_request, timeout, env, workers)
+        if judged is None:
+            nudged = nudged_weights = missing = None
+            if background is not None and finished:
+                nudged_run = background.result()
+                background = None
+                if nudged_run.ok:
+                    nudged, nudged_weights = nudged_run.result, nudged_run.weights()
+                else:
+                    missing = _envelope_failure(nudged_run, timeout)
+            if missing:
+                settings["tolerance"] = tolerance.describe()
+            judged = judge(nudged, nudged_weights, missing, settings)
+        for index, result in judged:
             result.workdir = kept
             results[index] = result
         return results  # type: ignore[return-value]
@@ -513,6 +538,34 @@ def run_parity_many(
             background.cancel()
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def envelope_cannot_change_verdict(fixed: ParityResult, floor: ParityResult) -> bool:
+    """Whether the envelope run could change a verdict, from two comparisons without it.
+
+    ``fixed`` is the comparison by the fixed schedule (what ``compare`` gives when the nudged
+    run fails or takes another number of steps); ``floor`` the comparison with an envelope of
+    zero everywhere (the legacy run given as its own nudged run: every step by the tight
+    tolerance, metrics by ``METRIC_RTOL`` unless a known difference allows the fixed
+    tolerance, weights by the fixed tolerance). A measured envelope is >= 0 wherever it exists
+    (a non-finite legacy value makes both infinite), and every allowance ``compare`` takes
+    from it, for steps, weights and metrics alike, is a ``max`` with the floor's, or the fixed
+    tolerance's where the nudged run lacks a quantity. So when both pass, the comparison with
+    any nudged run passes too: the verdict is "parity" with the envelope or without it. A
+    verdict other than parity may depend on the envelope (a step past the strict ones within
+    k x envelope, say): then the envelope must be measured."""
+    return fixed.passed and floor.passed
+
+
+def _envelope_not_needed(result: ParityResult, settings: dict[str, Any], tolerance: Tolerance) -> ParityResult:
+    """A parity verdict reached without the envelope run (envelope="when-needed"), said so."""
+    reason = (f"not needed (envelope='when-needed'): every step agreed within |diff| <= {tolerance.tight_atol:g} + "
+              f"{tolerance.tight_rtol:g}*|legacy|, every final weight and eval metric within the tolerance an "
+              "envelope can only widen, so the nudged legacy run could not change the verdict")
+    result.settings = {**settings, "envelope": f"not run: {reason}"}
+    result.envelope = {"measured": False, "reason": reason}
+    result.notes.append(f"no noise envelope: {reason}")
+    return result
 
 
 def _envelope_failure(run: SideRun, timeout: float) -> str:
