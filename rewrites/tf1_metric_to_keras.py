@@ -83,9 +83,11 @@ class Tf1MetricToKeras(ExpressionRule):
     | `mean_squared_error`, `root_mean_squared_error`, `mean_absolute_error` | the output | `MeanSquaredError`, `RootMeanSquaredError`, `MeanAbsoluteError` |
     | `auc` | `tf.sigmoid(logits)` | `AUC(name=..., from_logits=True)` |
     | `auc` | the output (probabilities) | `AUC(name=...)` |
+    | `auc(..., thresholds=[...])` | as above | `AUC(name=..., thresholds=[...])`: both add `-1e-7` and `1 + 1e-7` and ignore `num_thresholds` |
     | `accuracy`, `precision`, `recall` | `tf.round(probabilities)`, `probabilities > 0.5` | `BinaryAccuracy`, `Precision(thresholds=0.5)`, `Recall(thresholds=0.5)` |
     | `precision`, `recall` | `tf.round(tf.sigmoid(logits))` | `PrecisionOfLogits`, `RecallOfLogits`: Keras's classes fed `sigmoid(y_pred)`, emitted once beside the model |
-    | `true_positives`, `false_positives`, `true_negatives`, `false_negatives` | `tf.round(probabilities)`; `tf.round(tf.sigmoid(logits))`, `logits > 0` | `TruePositives` & co.; `TruePositivesOfLogits` & co. (fed `sigmoid(y_pred)`) |
+    | `precision`, `recall` | `tf.argmax(logits, -1)` (class 0 negative, any other positive, as TF1 cast it) | `PrecisionOfArgmax`, `RecallOfArgmax`: Keras's classes fed `argmax(y_pred) != 0` |
+    | `true_positives`, `false_positives`, `true_negatives`, `false_negatives` | `tf.round(probabilities)`; `tf.round(tf.sigmoid(logits))`, `logits > 0`; `tf.argmax(logits, -1)` | `TruePositives` & co.; `TruePositivesOfLogits` & co. (fed `sigmoid(y_pred)`); `TruePositivesOfArgmax` & co. |
     | `*_at_thresholds` of those four | the output (probabilities); `tf.sigmoid(logits)` | the same classes with `thresholds=` (TF1's `prediction > threshold`, as Keras) |
     | `precision_at_thresholds`, `recall_at_thresholds` | the output; `tf.sigmoid(logits)` | emitted `PrecisionAtThresholds`, `RecallAtThresholds`: one value per threshold, TF1's `tp / (1e-7 + tp + fp)` |
     | `sensitivity_at_specificity`, `specificity_at_sensitivity` | the output; `tf.sigmoid(logits)` | emitted classes with TF1's thresholds (`-1e-7`, `i/(n-1)`, `1 ± 1e-7`) and TF1's choice of the point on the curve; Keras's classes choose another point |
@@ -241,8 +243,6 @@ print(model.evaluate(input_fn(), return_dict=True)["accuracy"])
                 "or report it from a custom test_step")
         if path in OTHER_METRICS:
             return OTHER_METRICS[path](self, call, ctx, tf, name, derive, bound)
-        if "thresholds" in bound and _emit.code(bound["thresholds"].value) != "None":
-            raise Unsupported("`thresholds=` is not converted yet")
         labels, predictions = bound.get("labels"), bound.get("predictions")
         if labels is None or predictions is None:
             raise Unsupported("the metric needs labels and predictions")
@@ -257,6 +257,9 @@ print(model.evaluate(input_fn(), return_dict=True)["accuracy"])
         _check_labels(labels)
         derived: Derived | None = derive(predictions.value)
         kind = derived.kind if derived else None
+        if path in ("metrics.precision", "metrics.recall") and kind == "argmax":
+            keras_class = "Precision" if path == "metrics.precision" else "Recall"
+            return _metric(tf, f"{keras_class}OfArgmax", name, [], [_of_argmax(keras_class)])
         if path in ON_LOGITS and kind == "positive":
             keras_class, definition = ON_LOGITS[path]
             metric = _emit.expr('{cls}(name={name}, thresholds=0.5)', cls=keras_class, name=_quote(name))
@@ -268,6 +271,10 @@ print(model.evaluate(input_fn(), return_dict=True)["accuracy"])
         args += [_emit.keyword_arg(k, cst.parse_expression(v)) for k, v in extra.items()]
         if path == "metrics.auc":
             args += _auc_arguments(bound)
+            thresholds = _carried(bound.get("thresholds"), "thresholds", ctx, call)
+            if thresholds is not None and _emit.code(thresholds) != "None":
+                # TF1 and Keras both add -1e-7 and 1 + 1e-7 to them and ignore num_thresholds.
+                args.append(_emit.keyword_arg("thresholds", thresholds))
         return cst.Call(_emit.expr("{tf}.keras.metrics.{k}", tf=tf, k=keras), args=_emit.call_args(args))
 
 
@@ -371,9 +378,11 @@ def _counts(self, call, ctx, tf, name, derive, bound):
         return _metric(tf, keras, name, [], keras=True)
     if kind == "positive":
         return _metric(tf, f"{keras}OfLogits", name, [], [_of_logits(keras)])
-    raise Unsupported("its predictions are not 0/1 classes thresholded from the model output "
-                      "(tf.round(tf.sigmoid(logits)), logits > 0, tf.round(probabilities)); TF1 counts any nonzero "
-                      "prediction as positive")
+    if kind == "argmax":
+        return _metric(tf, f"{keras}OfArgmax", name, [], [_of_argmax(keras)])
+    raise Unsupported("its predictions are not classes computed from the model output (tf.round(tf.sigmoid(logits)), "
+                      "logits > 0, tf.round(probabilities), tf.argmax(logits, -1)); TF1 counts any nonzero prediction "
+                      "as positive")
 
 
 def _at_thresholds(self, call, ctx, tf, name, derive, bound):
@@ -505,6 +514,17 @@ class {keras}OfLogits({{tf}}.keras.metrics.{keras}):
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         return super().update_state(y_true, {{tf}}.sigmoid(y_pred), sample_weight)
+"""
+
+
+def _of_argmax(keras: str) -> str:
+    return f"""
+class {keras}OfArgmax({{tf}}.keras.metrics.{keras}):
+    \"\"\"{keras} of the predicted class, positive when not 0, as tf.metrics counted tf.argmax(logits, -1).\"\"\"
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        positive = {{tf}}.cast({{tf}}.not_equal({{tf}}.argmax(y_pred, axis=-1), 0), {{tf}}.float32)
+        return super().update_state(y_true, positive, sample_weight)
 """
 
 
