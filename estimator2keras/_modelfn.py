@@ -179,9 +179,11 @@ class _BlockConverter(_Converter):
         for node in _walk(fn.body):
             if isinstance(node, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation, cst.Name)) \
                     and self.modes.modes_where_true(node) is not None:
+                if block.mode is not None and self.modes.is_training_test(node):
+                    continue  # the model_fn's mode, given as `mode`: Keras's `training` in the layer
                 self.refuse(node, f"`{name}` tests the mode, which it is given by its callers; e2k converts functions "
                                   "making layers that take a training flag (`training=mode == ModeKeys.TRAIN` where "
-                                  "they are called)")
+                                  "they are called), or the model_fn's `mode` tested for training")
         if block.training is not None:
             self.modes.flags[block.training] = frozenset({TRAIN})  # Keras's `training` in the layer
         path = self.modes.paths[TRAIN]

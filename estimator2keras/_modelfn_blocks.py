@@ -43,6 +43,22 @@ class Block:
     #: The constructor's parameters: the function's others, in order.
     config: list[str] = field(default_factory=list)
     statement: cst.ClassDef | None = None
+    #: The parameter its callers give the model_fn's `mode` (``rnn_model(features, mode,
+    #: params)``): its tests of the mode are Keras's `training` flag.
+    mode: str | None = None
+
+
+@dataclass
+class Dispatch:
+    """``model_functions = {"rnn": rnn_model, "dnn": dnn_model}``, then ``model_function =
+    model_functions[params["model"]]`` and ``model_function(features, mode, params)``: one
+    of several functions making layers, chosen by a setting."""
+
+    table: cst.Dict
+    key: cst.BaseExpression
+    functions: list[cst.FunctionDef]
+    #: The model_fn's statements that pick the function: made in __init__ now.
+    smalls: list[cst.BaseSmallStatement]
 
 
 def class_name_for(function_name: str) -> str:
@@ -150,12 +166,13 @@ class BlockReading:
         training = self.training_parameters(fn)
         if len(training) > 1:
             self.refuse(fn, f"`{name}` takes two training flags ({', '.join(sorted(training))})")
-        inputs = [n for n in names if n not in training]
+        mode = "mode" if "mode" in names and "mode" not in training else None
+        inputs = [n for n in names if n not in training and n != mode]
         if not inputs:
             self.refuse(fn, f"`{name}` makes layers but takes no input")
         class_name = _emit.unique_name(class_name_for(name), root.taken_names)
         root.taken_names.add(class_name)
-        block = Block(fn, class_name, inputs[0], next(iter(training), None), inputs[1:])
+        block = Block(fn, class_name, inputs[0], next(iter(training), None), inputs[1:], mode=mode)
         root.blocks[fn] = block
         from estimator2keras._modelfn import _BlockConverter
 
@@ -191,13 +208,81 @@ class BlockReading:
                         found.add(arg.value.value)
         return found
 
-    def block_app(self, call: cst.Call):
+    def dispatch_of(self, call: cst.Call) -> Dispatch | None:
+        """``model_function(features, mode, params)`` where ``model_function`` is picked from
+        a dict of functions of the program that make layers, by a setting the model has."""
+        if not isinstance(call.func, cst.Name) or not hasattr(self, "order"):
+            return None
+        cache = self.root.__dict__.setdefault("dispatches", {})
+        if id(call) in cache:
+            return cache[id(call)]
+        small = call
+        while small is not None and small not in self.order:
+            small = self.ctx.parent(small)
+        picked = self.latest_def(call.func.value, self.order[small]) if small is not None else None
+        if picked is None or not isinstance(picked.small, cst.Assign) or not isinstance(picked.value, cst.Subscript):
+            return None
+        subscript = picked.value
+        if not isinstance(subscript.value, cst.Name) or len(subscript.slice) != 1 \
+                or not isinstance(subscript.slice[0].slice, cst.Index):
+            return None
+        smalls = [picked.small]
+        held = self.latest_def(subscript.value.value, picked.index)
+        if held is not None and isinstance(held.small, cst.Assign) and isinstance(held.value, cst.Dict):
+            table = held.value
+            smalls.append(held.small)
+        else:
+            from estimator2keras._units import Binding, resolve
+
+            bound = resolve(self.ctx, subscript.value) if held is None else None
+            if not (isinstance(bound, Binding) and isinstance(bound.value, cst.Dict)):
+                return None
+            table = bound.value
+        functions = []
+        for element in table.elements:
+            fn = self._definition(element.value) if isinstance(element, cst.DictElement) else None
+            if not isinstance(element, cst.DictElement) or not isinstance(element.key, cst.SimpleString) \
+                    or not isinstance(fn, cst.FunctionDef) or self.ctx.parent(fn) is not self.ctx.module:
+                return None
+            functions.append(fn)
+        if not functions or not all(self.makes_layers_deep(fn) for fn in functions):
+            return None
+        key = subscript.slice[0].slice.value
+        what = f"`{call.func.value}(...)`, picked from `{subscript.value.value}`,"
+        for name in self.names_read(key):
+            if name.value not in self.arguments and not self._is_module_name(name):
+                self.refuse(key, f"{what} is picked by `{name.value}`, computed in the model_fn; e2k picks it in __init__")
+        signature = [p.name.value for p in functions[0].params.params]
+        for fn in functions[1:]:
+            if [p.name.value for p in fn.params.params] != signature:
+                self.refuse(fn, f"{what} is one of functions with different parameters ({fn.name.value})")
+        dispatch = cache[id(call)] = Dispatch(table, key, functions, smalls)
+        for fn in functions:
+            self.block_fns.add(fn)
+        return dispatch
+
+    def dispatch_app(self, call: cst.Call, dispatch: Dispatch):
+        """The layer class of each function, chosen by the same setting in __init__:
+        ``{"rnn": RnnModel, "dnn": DnnModel}[params["model"]](params)``."""
+        blocks = [self.block_of(fn) for fn in dispatch.functions]
+        if len({(b.input, b.training, b.mode, tuple(b.config)) for b in blocks}) != 1:
+            self.refuse(call, f"the functions `{call.func.value}` may be ({', '.join(fn.name.value for fn in dispatch.functions)}) "
+                              "take their input, settings or training flag by different parameters")
+        table = dispatch.table.with_changes(elements=[
+            element.with_changes(value=cst.Name(block.class_name)) for element, block in zip(dispatch.table.elements, blocks)])
+        picked = cst.Subscript(value=table, slice=[cst.SubscriptElement(cst.Index(dispatch.key))])
+        self.root.__dict__.setdefault("dispatch_smalls", set()).update(dispatch.smalls)
+        if len(dispatch.smalls) == 2:  # the dict was the model_fn's: its functions' reads go with it
+            self.root.block_calls.update(id(element.value) for element in dispatch.table.elements)
+        return self.block_app(call, dispatch.functions[0], picked)
+
+    def block_app(self, call: cst.Call, fn: cst.FunctionDef | None = None, made: cst.BaseExpression | None = None):
         """``net = conv_block(net, 16, training)`` -> the layer ``ConvBlock(16)`` applied to
         ``net`` with the training flag."""
         from estimator2keras._modelfn_read import LayerCall
         from estimator2keras._units import bind_arguments
 
-        fn = self._definition(call.func)
+        fn = fn or self._definition(call.func)
         block = self.block_of(fn)
         signature = tuple(p.name.value for p in fn.params.params)
         try:
@@ -210,6 +295,12 @@ class BlockReading:
             if p.name.value not in bound and p.default is None:
                 self.refuse(call, f"`{fn.name.value}(...)` is called without `{p.name.value}`")
         taken = {id(bound[block.input])}
+        if block.mode is not None:
+            given = bound.get(block.mode)
+            if given is None or not (isinstance(given.value, cst.Name) and given.value.value == "mode"
+                                     and (self.root is self or self.block.mode == "mode")):
+                self.refuse(call, f"`{fn.name.value}(...)` is given another `mode` than the model_fn's")
+            taken.add(id(given))
         kwargs = []
         if block.training is not None:
             if block.training in bound:
@@ -221,11 +312,17 @@ class BlockReading:
         args = [arg for arg in call.args if id(arg) not in taken]
         if args:
             args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        constructor = cst.Call(func=cst.Name(block.class_name), args=args)
+        constructor = cst.Call(func=made if made is not None else cst.Name(block.class_name), args=args)
         self.root.block_calls.add(id(call.func))
         if self.plan is not None:
-            self.plan.fixed(call, "E2K302", f"`{fn.name.value}(...)` -> a `{block.class_name}` layer")
-        return self._app(call, LayerCall(constructor, bound[block.input].value, kwargs), self._name_hint(call, constructor))
+            self.plan.fixed(call, "E2K302", f"`{_emit.code(call.func)}(...)` -> a `{block.class_name}` layer"
+                            if made is None else f"`{_emit.code(call.func)}(...)` -> the layer class its setting picks")
+        hint = call.func.value if made is not None and isinstance(call.func, cst.Name) else None
+        app = self._app(call, LayerCall(constructor, bound[block.input].value, kwargs),
+                        self._name_hint(call, constructor) if hint is None else hint, attr_given=False)
+        if block.mode is not None and app.training is None:
+            app.training = "training"  # the model_fn's mode: Keras's flag
+        return app
 
 
 def _one_return(fn: cst.FunctionDef) -> cst.BaseExpression | None:

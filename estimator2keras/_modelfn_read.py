@@ -1440,6 +1440,9 @@ class _ModelReader(BlockReading):
     def layer_app(self, call: cst.Call) -> _LayerApp | None:
         if self.is_block_call(call):
             return self.block_app(call)
+        dispatch = self.dispatch_of(call)
+        if dispatch is not None:
+            return self.dispatch_app(call, dispatch)
         role = self.role(call)
         if role == "layer_function":
             layer: LayerCall = self.translate("layer_function", call)

@@ -340,6 +340,17 @@ class Tf1LayerFunctionToKeras(ExpressionRule):
     compute its result (a summary, a print), or whose settings are computed from the inputs.
     When only converted code called it, the TF1 function goes.
 
+    Several such functions of one signature in a dict, one picked by a setting
+    (`model_functions = {'linear': linear_model, 'dnn': dnn_model}`, `model_function =
+    model_functions[params['model']]`, then `predictions = model_function(features, mode,
+    params)`, Google Cloud's ML courses) become their layer classes, the same setting picking
+    one in `__init__`: `{'linear': LinearModel, 'dnn': DnnModel}[params['model']](params)`. A
+    function's `mode` parameter, given the model_fn's `mode`, is Keras's `training` flag: its
+    `training=(mode == tf.estimator.ModeKeys.TRAIN)` becomes `training=training`. Refused: a
+    setting computed in the model_fn, functions with different parameters, another `mode` than
+    the model_fn's, tests of the mode other than for training
+    (`fixtures/model_functions_by_setting`).
+
     `tf.feature_column.input_layer(features, columns)` in the forward pass (TensorFlow's
     custom Estimator tutorial: `net = tf.feature_column.input_layer(features,
     params['feature_columns'])`) does not exist in TensorFlow 2: left in the model, it failed

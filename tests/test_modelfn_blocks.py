@@ -176,3 +176,48 @@ def test_what_a_layer_class_cannot_hold_is_refused(rules, helpers, reason):
     assert result.status == "partial", result.new.decode()
     assert any(reason in m for m in manual(result)), manual(result)
     assert "tf.estimator.Estimator(model_fn" in result.new.decode()  # the unit is left as it was
+
+
+DISPATCH = '''\
+def linear(features, mode, params):
+    return tf.layers.dense(tf.reshape(features["image"], [-1, 16]), 3)
+
+
+def deep(features, mode, params):
+    net = tf.layers.dense(tf.reshape(features["image"], [-1, 16]), params["hidden"][0], activation=tf.nn.relu)
+    net = tf.layers.dropout(net, 0.5, training=mode == tf.estimator.ModeKeys.TRAIN)
+    return tf.layers.dense(net, 3)
+'''
+DISPATCH_MODEL_FN = MODEL_FN.replace(
+    '    training = mode == tf.estimator.ModeKeys.TRAIN\n    logits = network(features["image"], params, training)\n',
+    '    model_functions = {"linear": linear, "deep": deep}\n    model_function = model_functions[params["model"]]\n'
+    '    logits = model_function(features, mode, params)\n').replace('"norm": True', '"norm": True, "model": "deep"')
+
+
+def test_model_functions_picked_by_a_setting_become_layer_classes_picked_alike(rules):
+    result = convert(rules, DISPATCH, DISPATCH_MODEL_FN)
+    assert result.status == "converted", manual(result)
+    new = result.new.decode()
+    assert "class Linear(tf.keras.layers.Layer):" in new and "class Deep(tf.keras.layers.Layer):" in new
+    assert "def linear(" not in new and "def deep(" not in new and "model_functions = " not in new
+    # One layer, of the class the same setting picks (here the whole model: a Sequential).
+    assert '{"linear": Linear, "deep": Deep}[params["model"]](params)' in new
+    # The model_fn's mode, given to the function, is Keras's training flag there.
+    assert "self.dropout(net, training=training)" in new
+    model, out = run_model(new, {"hidden": [8], "norm": True, "model": "deep"},
+                           {"image": __import__("numpy").ones((2, 16), "float32")})
+    assert out.shape == (2, 3) and len(model.trainable_weights) == 4
+
+
+@pytest.mark.parametrize("change, reason", [
+    # The setting must be one __init__ has.
+    (('    model_function = model_functions[params["model"]]',
+      '    name = "deep" if params["hidden"] else "linear"\n    model_function = model_functions[name]'),
+     "computed in the model_fn"),
+    # One function takes its arguments otherwise.
+    (("def linear(features, mode, params):", "def linear(features, params, mode):"), "different parameters"),
+])
+def test_model_functions_e2k_cannot_pick_in_init_are_refused(rules, change, reason):
+    result = convert(rules, DISPATCH.replace(*change), DISPATCH_MODEL_FN.replace(*change))
+    assert result.status == "partial", result.new.decode()
+    assert any(reason in m for m in manual(result)), manual(result)
