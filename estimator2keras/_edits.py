@@ -28,6 +28,9 @@ class Edits:
         self._after_imports: list[cst.BaseStatement] = []
         #: Program passes: statements for one module's imports (by the module's identity).
         self._after_imports_for: dict[int, list[cst.BaseStatement]] = {}
+        #: Node edits a unit wrote into its new statements (``absorb``): a unit converted with
+        #: it that writes the same shared code must write them too.
+        self._absorbed: dict[cst.CSTNode, cst.CSTNode] = {}
 
     def __bool__(self) -> bool:
         return bool(self._nodes or self._statements or self._marks or self._before or self._after_imports
@@ -57,6 +60,15 @@ class Edits:
         calls inserted there): the models of Estimators a dict literal holds, each built
         above it. The comments and blank lines above ``statement`` move above the first."""
         self._before.setdefault(statement, []).extend(new)
+
+    def absorb(self, node: cst.CSTNode) -> None:
+        """``node``'s queued replacement was written into a unit's new statements: it is no
+        edit of the tree any more, but what ``substitutions`` gives the next unit."""
+        self._absorbed[node] = self._nodes.pop(node)
+
+    def substitutions(self) -> dict[cst.CSTNode, cst.CSTNode]:
+        """Every replacement of an original node queued so far, absorbed ones included."""
+        return {**self._absorbed, **self._nodes} if self._absorbed else self._nodes
 
     def replaces(self, node: cst.CSTNode) -> bool:
         """Is there already a replacement queued for exactly this node?"""

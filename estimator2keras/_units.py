@@ -1838,7 +1838,7 @@ class ConversionPlan:
     def _substituted(self, node: cst.CSTNode) -> cst.CSTNode:
         # The pass's queued node edits too (a module rule sharing the unit pass, E2K009's
         # ModeKeys -> strings): code this unit moves into new statements carries them.
-        queued = self.ctx.edits._nodes if self.ctx.edits is not None else {}
+        queued = self.ctx.edits.substitutions() if self.ctx.edits is not None else {}
         if not queued and not self._wraps:
             return _emit.replace_in(node, self._subst)
         return _emit.replace_in(node, {**queued, **self._subst, **self._wraps})
@@ -1964,7 +1964,7 @@ class ConversionPlan:
             ctx.edits.insert_before(unit.statement, inserted)
         for node in [n for n in ctx.edits._nodes
                      if n not in self._subst and (self._inside(n, replaced) or self._inside(ctx.parent(n), self._subst))]:
-            del ctx.edits._nodes[node]  # written into the new statements above, or gone with them
+            ctx.edits.absorb(node)  # written into the new statements above, or gone with them
         emitted = _emitted_helpers(ctx)
         near = unit.sites[0][0] if unit.factory is not None else unit.statement
         # Each helper goes to the module whose new code reads it: a canned model class to the
