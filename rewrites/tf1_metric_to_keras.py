@@ -98,6 +98,8 @@ class Tf1MetricToKeras(ExpressionRule):
     | `average_precision_at_k`, `sparse_average_precision_at_k` | the output, its softmax or sigmoid | emitted `AveragePrecisionAtK` |
     | `mean_cosine_distance` | the output | emitted `MeanCosineDistance(dim=...)`: `1 - mean(sum(labels * predictions, dim))`, unnormalised as in TF1 (Keras's `CosineSimilarity` normalises) |
     | `mean_relative_error` with `normalizer=labels` | the output | emitted `MeanRelativeErrorOfLabels` (Keras's `MeanRelativeError` divides by a fixed tensor) |
+    | `mean` of the labels; of the output, its sigmoid or softmax (a canned head's `label/mean`, `prediction/mean`) | | emitted `MeanOfLabels`, `MeanOfPredictions`: the mean of all their values |
+    | `percentage_below` of the same | | emitted `PercentageBelow(threshold=...)` |
 
     Metrics of class ids also take `tf.cast(labels, tf.int64)`. Their settings (`k`, `num_classes`,
     thresholds...) may be literals, `params[...]` or module-level names. The emitted classes keep
@@ -118,8 +120,10 @@ class Tf1MetricToKeras(ExpressionRule):
 
     ## Limitations
     Left for a human, marked E2K202 with the reason: `weights=` and the collections arguments;
-    `tf.metrics.mean`, `mean_tensor` and `percentage_below`, which average a tensor the
-    model_fn computes while a compile() metric sees only the labels and the model output;
+    `mean` and `percentage_below` of any other tensor the model_fn computes (a compile()
+    metric sees only the labels and the model output; Keras 2 may give it the labels with an
+    extra dimension, so an expression of both cannot be recomputed with the shapes TF1 had),
+    `mean_tensor` (one value per element);
     metrics of transformed labels, of predictions not derived from the model output as above,
     settings computed in the model_fn, and `mean_relative_error` with another normalizer.
 
@@ -233,14 +237,15 @@ print(model.evaluate(input_fn(), return_dict=True)["accuracy"])
         path = ctx.call_api_path(call)
         function = path.split(".", 1)[1]
         bound = bind(call, SIGNATURES[path])
-        for key in ("weights", "metrics_collections", "updates_collections"):
+        if "weights" in bound and _emit.code(bound["weights"].value) != "None":
+            raise Unsupported("`weights=` is not converted: a metric in compile() is weighted only by the sample "
+                              "weights the dataset yields, not by a tensor the model_fn computes")
+        for key in ("metrics_collections", "updates_collections"):
             if key in bound and _emit.code(bound[key].value) != "None":
-                raise Unsupported(f"`{key}=` is not converted yet")
+                raise Unsupported(f"`{key}=` puts the metric in a graph collection, which Keras has not; "
+                                  "whatever reads that collection needs a human")
         if path in VALUES_ONLY:
-            raise Unsupported(
-                f"tf.metrics.{function} averages a tensor the model_fn computes, while a metric in compile() "
-                "sees only the labels and the model output: compute that value from them in a Keras metric, "
-                "or report it from a custom test_step")
+            return _mean_of_values(call, ctx, tf, name, derive, bound, function)
         if path in OTHER_METRICS:
             return OTHER_METRICS[path](self, call, ctx, tf, name, derive, bound)
         labels, predictions = bound.get("labels"), bound.get("predictions")
@@ -355,6 +360,69 @@ def _activation(kind: str | None, what: str) -> cst.BaseExpression | None:
     if kind in ("softmax", "sigmoid"):
         return cst.SimpleString(_quote(kind))
     raise Unsupported(f"its {what} are not the model output (nor its softmax or sigmoid), which the top k are taken of")
+
+
+def _mean_of_values(call, ctx, tf, name, derive, bound, function):
+    """mean and percentage_below of the labels or of the model output (its sigmoid, its softmax),
+    as canned heads reported label/mean and prediction/mean; of anything else, refused."""
+    values = bound.get("values")
+    of_labels = values is not None and isinstance(values.value, cst.Name) and values.value.value == "labels"
+    kind = None if values is None or of_labels else _kind(derive, values.value)
+    if function == "mean_tensor" or not (of_labels or kind in ("output", "sigmoid", "softmax")):
+        what = "one value per element, which compile() metrics do not return" if function == "mean_tensor" else \
+            "a tensor the model_fn computes"
+        raise Unsupported(
+            f"tf.metrics.{function} averages {what}, while a metric in compile() sees only the labels and the "
+            "model output (e2k converts the mean and percentage_below of those): compute the value from them "
+            "in a Keras metric, or report it from a custom test_step")
+    activation = cst.SimpleString(_quote(kind)) if kind in ("sigmoid", "softmax") else None
+    if function == "mean":
+        if of_labels:
+            return _metric(tf, "MeanOfLabels", name, [], [MEAN_OF_LABELS])
+        return _metric(tf, "MeanOfPredictions", name, [("activation", activation)], [MEAN_OF_PREDICTIONS])
+    threshold = _carried(bound.get("threshold"), "threshold", ctx, call)
+    if threshold is None:
+        raise Unsupported("the metric needs its threshold")
+    settings = [("threshold", threshold), ("of_labels", cst.Name("True") if of_labels else None),
+                ("activation", activation)]
+    return _metric(tf, "PercentageBelow", name, settings, [PERCENTAGE_BELOW])
+
+
+MEAN_OF_LABELS = """
+class MeanOfLabels({tf}.keras.metrics.Mean):
+    \"\"\"tf.metrics.mean(labels): the mean of all the labels' values.\"\"\"
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        return super().update_state({tf}.reshape({tf}.cast(y_true, {tf}.float32), [-1]))
+"""
+MEAN_OF_PREDICTIONS = """
+class MeanOfPredictions({tf}.keras.metrics.Mean):
+    \"\"\"tf.metrics.mean of the model output (or of its sigmoid or softmax): the mean of all its values.\"\"\"
+
+    def __init__(self, activation=None, name=None):
+        super().__init__(name=name)
+        self.activation = activation
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        if self.activation is not None:
+            y_pred = getattr({tf}.nn, self.activation)(y_pred)
+        return super().update_state({tf}.reshape({tf}.cast(y_pred, {tf}.float32), [-1]))
+"""
+PERCENTAGE_BELOW = """
+class PercentageBelow({tf}.keras.metrics.Mean):
+    \"\"\"tf.metrics.percentage_below: the share of the values (model output or labels) below the threshold.\"\"\"
+
+    def __init__(self, threshold, of_labels=False, activation=None, name=None):
+        super().__init__(name=name)
+        self.threshold, self.of_labels, self.activation = threshold, of_labels, activation
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        values = y_true if self.of_labels else y_pred
+        if self.activation is not None:
+            values = getattr({tf}.nn, self.activation)(values)
+        below = {tf}.cast({tf}.less({tf}.cast(values, {tf}.float32), self.threshold), {tf}.float32)
+        return super().update_state({tf}.reshape(below, [-1]))
+"""
 
 
 def _counts(self, call, ctx, tf, name, derive, bound):

@@ -120,12 +120,20 @@ CONVERTED = [
     ("vector", M + "mean_cosine_distance(labels, output, dim=1)", "MeanCosineDistance"),
     ("vector", M + "mean_relative_error(labels, output, labels)", "MeanRelativeErrorOfLabels"),
     ("vector", M + "root_mean_squared_error(labels, output)", "RootMeanSquaredError"),
+    ("vector", M + "mean(output)", "MeanOfPredictions"),
+    ("logit", M + "mean(tf.sigmoid(output))", "MeanOfPredictions"),
+    ("vector", M + "mean(labels)", "MeanOfLabels"),
+    ("classes", M + "mean(values=labels)", "MeanOfLabels"),
+    ("vector", M + "percentage_below(output, 0.5)", "PercentageBelow"),
+    ("classes", M + "percentage_below(tf.nn.softmax(output), threshold=0.3)", "PercentageBelow"),
+    ("vector", M + "percentage_below(labels, -0.2)", "PercentageBelow"),
 ]
 
 REFUSED = [
-    ("vector", M + "mean(output)", "averages a tensor the model_fn computes"),
-    ("vector", M + "mean_tensor(output)", "averages a tensor the model_fn computes"),
-    ("vector", M + "percentage_below(output, 0.5)", "averages a tensor the model_fn computes"),
+    ("vector", M + "mean(output * 2.0)", "averages a tensor the model_fn computes"),
+    ("vector", M + "mean(loss)", "averages a tensor the model_fn computes"),
+    ("vector", M + "mean_tensor(output)", "averages one value per element"),
+    ("vector", M + "percentage_below(tf.abs(output), 0.5)", "averages a tensor the model_fn computes"),
     ("vector", M + "mean_relative_error(labels, output, tf.ones_like(labels))", "normalizer is not the labels"),
     ("classes", M + "mean_per_class_accuracy(labels, output, 4)", "not the class the model output scores highest"),
     ("classes", M + "precision_at_top_k(labels, top)", "predictions_idx are not `tf.nn.top_k"),
