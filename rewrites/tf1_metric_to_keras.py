@@ -101,7 +101,8 @@ class Tf1MetricToKeras(ExpressionRule):
     | `mean` of the labels; of the output, its sigmoid or softmax (a canned head's `label/mean`, `prediction/mean`) | | emitted `MeanOfLabels`, `MeanOfPredictions`: the mean of all their values |
     | `percentage_below` of the same | | emitted `PercentageBelow(threshold=...)` |
 
-    Metrics of class ids also take `tf.cast(labels, tf.int64)`. Their settings (`k`, `num_classes`,
+    The labels may be cast to a float type (their values kept), and for metrics of class ids to an
+    integer type (`tf.cast(labels, tf.int64)`, as TF1's set operations needed). Their settings (`k`, `num_classes`,
     thresholds...) may be literals, `params[...]` or module-level names. The emitted classes keep
     their state in metric variables (summed across replicas under MirroredStrategy) and run on
     Keras 2 and Keras 3.
@@ -286,23 +287,28 @@ print(model.evaluate(input_fn(), return_dict=True)["accuracy"])
 # -- the rest of the catalogue ---------------------------------------------------------------------
 #: tf.metrics functions of a tensor, not of labels and predictions.
 VALUES_ONLY = ("metrics.mean", "metrics.mean_tensor", "metrics.percentage_below")
-#: Labels cast to an integer type: the metrics that use them as class ids cast them too.
-INTEGER_CASTS = ("cast", "dtypes.cast", "to_int32", "to_int64", "math.to_int64", "math.to_int32")
+#: Casts of the labels that keep their values for the metric (see _check_labels).
+LABEL_CASTS = ("cast", "to_float", "to_double", "to_int32", "to_int64")
 TOP_K = ("nn.top_k", "math.top_k")
 
 
 def _check_labels(labels: cst.Arg, class_ids: bool = False) -> None:
     """The metric's labels must be the model_fn's ``labels`` (Keras metrics receive them as they
-    come); metrics of class ids also take ``tf.cast(labels, tf.int64)``, which they do themselves."""
+    come), or them cast to a float type, which keeps their values (Keras casts them too); metrics
+    of class ids also take them cast to an integer type (``tf.cast(labels, tf.int64)``)."""
     value = labels.value
-    while class_ids and isinstance(value, cst.Call) and value.args and _emit.code(value.func).split(".")[-1] in (
-            "cast", "to_int32", "to_int64"):
-        target = value.args[1].value if len(value.args) > 1 else None
-        if target is not None and "int" not in _emit.code(target):
+    while isinstance(value, cst.Call) and value.args and _emit.code(value.func).split(".")[-1] in LABEL_CASTS:
+        function = _emit.code(value.func).split(".")[-1]
+        bound = bind(value, ("x", "dtype", "name")) if function == "cast" else {"dtype": None}
+        if "x" not in bound and function == "cast" or "dtype" not in bound:
             break
-        value = value.args[0].value
+        target = _emit.code(bound["dtype"].value) if function == "cast" else function
+        if not ("float" in target or "double" in target or class_ids and "int" in target):
+            break
+        value = (bound["x"] if function == "cast" else value.args[0]).value
     if not (isinstance(value, cst.Name) and value.value == "labels"):
-        raise Unsupported("the metric's labels are not the model_fn's `labels`")
+        raise Unsupported("the metric's labels are not the model_fn's `labels` (nor them cast to a float type, or "
+                          "for class ids an integer type)")
 
 
 def _kind(derive, node: cst.BaseExpression) -> str | None:

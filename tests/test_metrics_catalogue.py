@@ -117,6 +117,9 @@ CONVERTED = [
     ("probability", M + "specificity_at_sensitivity(labels, output, 0.0)", "SpecificityAtSensitivity"),
     ("probability", M + "sensitivity_at_specificity(labels, output, 1.0)", "SensitivityAtSpecificity"),
     ("probability", M + "auc(labels, output, num_thresholds=50)", "AUC"),
+    ("probability", M + "auc(tf.cast(labels, dtype=tf.float64), output)", "AUC"),
+    ("classes", M + "accuracy(tf.compat.v1.to_float(labels), tf.argmax(output, 1))", "SparseCategoricalAccuracy"),
+    ("classes", M + "mean_iou(tf.compat.v1.to_int32(labels), tf.argmax(output, 1), 4)", "MeanIoU"),
     ("vector", M + "mean_cosine_distance(labels, output, dim=1)", "MeanCosineDistance"),
     ("vector", M + "mean_relative_error(labels, output, labels)", "MeanRelativeErrorOfLabels"),
     ("vector", M + "root_mean_squared_error(labels, output)", "RootMeanSquaredError"),
@@ -140,6 +143,7 @@ REFUSED = [
     ("logit", M + "true_positives(labels, tf.sigmoid(output))", "TF1 counts any nonzero prediction"),
     ("classes", M + "precision_at_k(labels, tf.argmax(output, 1), 1)", "top k are taken of"),
     ("classes", M + "mean_iou(labels + 1, tf.argmax(output, 1), 4)", "labels are not the model_fn's"),
+    ("probability", M + "true_positives(tf.cast(labels, tf.int32), tf.round(output))", "labels are not the model_fn's"),
     ("probability", M + "true_positives(labels, tf.round(output), weights=labels)", "`weights=`"),
 ]
 
