@@ -72,6 +72,10 @@ def {name}(features, feature_columns):
         values.append({tf}.reshape({tf}.cast(value, {tf}.float32), [-1, size]))
     return {tf}.concat(values, axis=1)
 '''
+#: Names programs give whatever tensor flows through (``net = tf.layers.conv2d(net, ...)``):
+#: a layer is named after its kind rather than after such an output (``self.conv2d``, not
+#: ``self.net``).
+TENSOR_NAMES = frozenset({"net", "x", "y", "h", "inputs", "outputs", "tensor", "layer", "result"})
 #: Scopes a helper wraps its layers in: names only, which Keras layers do not need.
 SCOPES = frozenset({"variable_scope", "name_scope", "compat.v1.variable_scope", "compat.v1.name_scope"})
 #: Calls that make a whole Keras model, which a model_fn may then call on its inputs.
@@ -1539,7 +1543,7 @@ class _ModelReader(BlockReading):
     def _name_hint(self, call: cst.Call, constructor: cst.BaseExpression, fallback: str | None = None) -> str:
         outer = self.ctx.parent(call) if isinstance(call.func, (cst.Name, cst.Attribute)) and self.role(call) in ("layer", "keras_layer") else call
         preferred = getattr(self, "preferred_attr", {}).get(outer if isinstance(outer, cst.Call) else call)
-        if preferred and preferred.isidentifier() and preferred not in self.attrs_taken:
+        if preferred and preferred.isidentifier() and preferred not in self.attrs_taken and preferred not in TENSOR_NAMES:
             return preferred
         for arg in call.args:
             if arg.keyword is not None and arg.keyword.value == "name" and isinstance(arg.value, cst.SimpleString):
