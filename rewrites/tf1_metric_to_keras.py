@@ -58,9 +58,7 @@ TABLE = {
     ("metrics.accuracy", "rounded"): ("BinaryAccuracy", {}),
     ("metrics.precision", "rounded"): ("Precision", {"thresholds": "0.5"}),
     ("metrics.recall", "rounded"): ("Recall", {"thresholds": "0.5"}),
-    ("metrics.mean_squared_error", "output"): ("MeanSquaredError", {}),
     ("metrics.root_mean_squared_error", "output"): ("RootMeanSquaredError", {}),
-    ("metrics.mean_absolute_error", "output"): ("MeanAbsoluteError", {}),
     ("metrics.auc", "sigmoid"): ("AUC", {"from_logits": "True"}),
     ("metrics.auc", "output"): ("AUC", {}),
 }
@@ -80,7 +78,8 @@ class Tf1MetricToKeras(ExpressionRule):
     | `accuracy` | `tf.argmax(logits, 1)` | `SparseCategoricalAccuracy(name=...)` |
     | `accuracy` of `tf.argmax(labels, 1)` (one-hot labels) | `tf.argmax(logits, 1)` | `CategoricalAccuracy(name=...)` (either argument order: equality is symmetric) |
     | `accuracy` | `tf.round(tf.sigmoid(logits))`, `logits > 0` | `BinaryAccuracy(name=..., threshold=0.0)` |
-    | `mean_squared_error`, `root_mean_squared_error`, `mean_absolute_error` | the output | `MeanSquaredError`, `RootMeanSquaredError`, `MeanAbsoluteError` |
+    | `mean_squared_error`, `mean_absolute_error` | the output | `MeanSquaredErrorOfElements`, `MeanAbsoluteErrorOfElements`: Keras's classes fed one element per row, so that every element counts once whatever the rank of the labels and the output (Keras's own average each example's last axis first: rank-1 batches would count as one value each) |
+    | `root_mean_squared_error` | the output | `RootMeanSquaredError` (it averages every element already) |
     | `auc` | `tf.sigmoid(logits)` | `AUC(name=..., from_logits=True)` |
     | `auc` | the output (probabilities) | `AUC(name=...)` |
     | `auc(..., thresholds=[...])` | as above | `AUC(name=..., thresholds=[...])`: both add `-1e-7` and `1 + 1e-7` and ignore `num_thresholds` |
@@ -266,6 +265,8 @@ print(model.evaluate(input_fn(), return_dict=True)["accuracy"])
         if path in ("metrics.precision", "metrics.recall") and kind == "argmax":
             keras_class = "Precision" if path == "metrics.precision" else "Recall"
             return _metric(tf, f"{keras_class}OfArgmax", name, [], [_of_argmax(keras_class)])
+        if kind == "output" and path in OF_ELEMENTS:
+            return _metric(tf, f"{OF_ELEMENTS[path]}OfElements", name, [], [_of_elements(OF_ELEMENTS[path])])
         if path in ON_LOGITS and kind == "positive":
             keras_class, definition = ON_LOGITS[path]
             metric = _emit.expr('{cls}(name={name}, thresholds=0.5)', cls=keras_class, name=_quote(name))
@@ -579,6 +580,26 @@ OTHER_METRICS = {
     "metrics.mean_iou": _classes, "metrics.mean_per_class_accuracy": _classes,
     "metrics.mean_cosine_distance": _regression, "metrics.mean_relative_error": _regression,
 }
+
+
+#: TF1's streaming means over every element, whose Keras classes average each example's values
+#: along the last axis: with rank-1 labels and predictions that reduces a whole batch to one value,
+#: and evaluate() then averages the batches' means (a partial last batch weighs as a full one).
+#: Fed one element per row, the Keras class counts every element once, whatever the rank.
+OF_ELEMENTS = {
+    "metrics.mean_squared_error": "MeanSquaredError",
+    "metrics.mean_absolute_error": "MeanAbsoluteError",
+}
+
+
+def _of_elements(keras: str) -> str:
+    return f"""
+class {keras}OfElements({{tf}}.keras.metrics.{keras}):
+    \"\"\"{keras} over every element, as tf.metrics averaged it whatever the rank and the batch size.\"\"\"
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        return super().update_state({{tf}}.reshape(y_true, [-1, 1]), {{tf}}.reshape(y_pred, [-1, 1]))
+"""
 
 
 def _of_logits(keras: str) -> str:
