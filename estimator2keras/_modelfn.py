@@ -252,6 +252,7 @@ def other_blockers(fn: cst.FunctionDef, ctx: RewriteContext, first: cst.CSTNode 
     TF1 optimizers without a rule; in the model_fn and in the functions of the program it
     calls. A construct e2k converts in some places and not in others is not listed: this
     survey must never name something that is not a blocker."""
+    from estimator2keras._modelfn_read import VARIABLE_MAKERS
     from estimator2keras._units import resolve
 
     first_line = ctx.position(first)[0] if first is not None else None
@@ -276,6 +277,8 @@ def other_blockers(fn: cst.FunctionDef, ctx: RewriteContext, first: cst.CSTNode 
             what = f"`{_emit.code(call.func)}`"
             if bare.startswith("contrib.") and role is None and not bare.startswith(_HANDLED_CONTRIB):
                 reason = f"{what} (tf.contrib) has no rule in e2k: TensorFlow 2 has no tf.contrib"
+            elif path.startswith(VARIABLE_MAKERS) and role is None:
+                reason = f"{what} makes variables and e2k has no rule for it"
             elif bare in _NEVER_CONVERTED:
                 reason = f"{what} is graph-era code a Keras model cannot hold as it is"
             elif bare.startswith("metrics.") and role is None:

@@ -244,9 +244,37 @@ class _KerasWriter:
             current = self.ctx.parent(current)
         return False
 
+    def scope_initializer(self, app: _LayerApp) -> cst.BaseExpression | None:
+        """``with tf.variable_scope("body", initializer=...)`` around a TF1 layer: the
+        initializer of its variables made without one (a Dense's or a convolution's kernel).
+        The scope's other settings that reach variables (regularizer, partitioner, dtype...)
+        are refused; the innermost scope that sets an initializer wins, as in TF1."""
+        node = self.ctx.parent(app.call)
+        while node is not None and not isinstance(node, (cst.FunctionDef, cst.Module)):
+            if isinstance(node, cst.With):
+                for item in node.items:
+                    call = item.item
+                    if not (isinstance(call, cst.Call) and (self.ctx.call_api_path(call) or "").endswith("variable_scope")):
+                        continue
+                    for arg in call.args:
+                        key = arg.keyword.value if arg.keyword is not None else None
+                        if key in SCOPE_SETTINGS:
+                            self.refuse(arg, f"`variable_scope({key}=...)` sets the {key} of the variables made inside "
+                                             "it, which e2k does not carry over to Keras layers")
+                    given = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "initializer"), None)
+                    if given is not None and not _is_none(given):
+                        return given
+            node = self.ctx.parent(node)
+        return None
+
     def constructor(self, app: _LayerApp) -> cst.BaseExpression:
         """The layer's Keras constructor: TF2 names, and TF1 initializers/regularizers in its
         arguments translated by their rules."""
+        made = app.call.func if isinstance(app.call.func, cst.Call) else app.call
+        if isinstance(app.constructor, cst.Call) and (self.ctx.call_api_path(made) or "").startswith(TF1_LAYERS):
+            initializer = self.scope_initializer(app)
+            if initializer is not None:
+                app.constructor = self.scoped_initializer(app, initializer)
         replacements = dict(tf2_respellings(self.ctx, app.call, self.tf))
         if isinstance(app.constructor, cst.Call):
             for arg in app.constructor.args:
@@ -257,6 +285,27 @@ class _KerasWriter:
                 if arg.keyword is not None and arg.keyword.value.endswith("_regularizer") and not _is_none(value):
                     self.regularizer_under_strategy(arg)
         return _emit.replace_in(app.constructor, replacements)
+
+    def scoped_initializer(self, app: _LayerApp, initializer: cst.BaseExpression) -> cst.Call:
+        """The layer given its scope's initializer where TF1 gave it (a kernel made without
+        one); a layer of another kind, whose variables e2k cannot tell apart, is refused."""
+        kind = _emit.code(app.constructor.func).rsplit(".", 1)[-1]
+        if kind not in KERNEL_LAYERS:
+            if kind in SCOPE_UNAFFECTED:
+                return app.constructor
+            self.refuse(app.call, f"a `{kind}` inside `variable_scope(initializer=...)`: e2k carries the scope's "
+                                  "initializer to Dense and convolution kernels only")
+        given = next((a for a in app.constructor.args if a.keyword is not None and a.keyword.value == "kernel_initializer"), None)
+        if given is not None and not _is_none(given.value):
+            return app.constructor
+        role = self.role(initializer) if isinstance(initializer, cst.Call) else None
+        value = self.translate(role, initializer) if role == "initializer" else initializer
+        args = [a for a in app.constructor.args if a is not given]
+        if args:
+            args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        if self.plan is not None:
+            self.plan.fixed(app.call, "E2K302", "the initializer of its `variable_scope` -> kernel_initializer")
+        return app.constructor.with_changes(args=[*args, _emit.keyword_arg("kernel_initializer", value)])
 
     def regularizer_under_strategy(self, arg: cst.Arg) -> None:
         """TF1 builds a layer's penalty once, in replica 0: under MirroredStrategy only that
@@ -632,6 +681,22 @@ class _KerasWriter:
             return d.small.with_changes(value=schedule.keras_schedule)
         respelled = dict(tf2_respellings(self.ctx, d.small, self.tf))
         return _emit.replace_in(d.small, respelled)
+
+
+#: Keras layers whose kernel TF1 made without an initializer of its own (tf.layers' default
+#: kernel_initializer=None): a variable_scope's initializer reached it.
+KERNEL_LAYERS = frozenset({"Dense", "Conv1D", "Conv2D", "Conv3D", "Conv2DTranspose", "Conv3DTranspose"})
+#: Layers a scope's initializer does not reach: no variables, or (tf.layers' batch
+#: normalization) an initializer of their own for each.
+SCOPE_UNAFFECTED = frozenset({
+    "BatchNormalization", "Dropout", "Flatten", "MaxPooling1D", "MaxPooling2D", "MaxPooling3D", "AveragePooling1D", "AveragePooling2D",
+    "AveragePooling3D", "Activation", "Reshape",
+})
+#: TF1's layers, whose kernels default to no initializer (the scope's): Keras layers and
+#: tf.contrib's (xavier by default) set their own.
+TF1_LAYERS = ("layers.", "compat.v1.layers.")
+#: variable_scope settings that change the variables made inside it, besides the initializer.
+SCOPE_SETTINGS = frozenset({"regularizer", "partitioner", "custom_getter", "dtype", "constraint"})
 
 
 class _ForwardRewriter(cst.CSTTransformer):

@@ -49,6 +49,13 @@ DROPOUTS = {
     "layers.dropout": ("rate", 1, "training"),
     "compat.v1.layers.dropout": ("rate", 1, "training"),
 }
+#: TF1 APIs whose calls make variables (layers, RNN cells and the RNN functions that run
+#: them): one without a rule is refused, never left in the Keras model's `call`.
+VARIABLE_MAKERS = (
+    "layers.", "compat.v1.layers.", "nn.rnn_cell.", "compat.v1.nn.rnn_cell.", "nn.dynamic_rnn",
+    "compat.v1.nn.dynamic_rnn", "nn.static_rnn", "compat.v1.nn.static_rnn", "nn.bidirectional_dynamic_rnn",
+    "compat.v1.nn.bidirectional_dynamic_rnn", "nn.raw_rnn", "compat.v1.nn.raw_rnn",
+)
 #: The dense input of feature columns, which TensorFlow 2 no longer has (``read_input_layer``).
 INPUT_LAYERS = frozenset({"feature_column.input_layer", "compat.v1.feature_column.input_layer"})
 INPUT_LAYER_SIGNATURE = ("features", "feature_columns", "weight_collections", "trainable", "cols_to_vars",
@@ -545,6 +552,10 @@ class _ModelReader(BlockReading):
                 if path in INPUT_LAYERS:
                     self.read_input_layer(call)
                     continue
+                if path.startswith(VARIABLE_MAKERS) and self.role(call) is None:
+                    # A TF1 layer (or RNN cell) e2k has no rule for: left in `call` it would make
+                    # new variables at every step, or not run at all in TensorFlow 2.
+                    self.refuse(call, f"`{_emit.code(call.func)}` makes variables and e2k has no rule for it")
                 if path.startswith(("feature_column.", "compat.v1.feature_column.")) and self.role(call) is None \
                         and not path.rsplit(".", 1)[-1].endswith("_column"):
                     self.refuse(call, f"`{_emit.code(call.func)}` in the model_fn is not converted (TensorFlow 2 has no "

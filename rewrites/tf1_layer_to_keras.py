@@ -351,6 +351,15 @@ class Tf1LayerFunctionToKeras(ExpressionRule):
     the model_fn's, tests of the mode other than for training
     (`fixtures/model_functions_by_setting`).
 
+    `with tf.variable_scope(..., initializer=...)` around TF1 layers gave their kernels made
+    without an initializer (tf.layers' default) the scope's: the Keras layer gets it as
+    `kernel_initializer` (Dense and convolutions; the innermost scope that sets one wins;
+    Keras and tf.contrib layers, which set their own, and batch normalization are left as
+    they are). A scope's `regularizer`, `partitioner`, `custom_getter`, `dtype` or
+    `constraint`, and its initializer around another kind of TF1 layer, are refused. A TF1
+    layer, RNN cell or RNN function with no rule is refused, never left in `call`, where it
+    would make new variables at every step.
+
     `tf.feature_column.input_layer(features, columns)` in the forward pass (TensorFlow's
     custom Estimator tutorial: `net = tf.feature_column.input_layer(features,
     params['feature_columns'])`) does not exist in TensorFlow 2: left in the model, it failed

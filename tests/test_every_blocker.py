@@ -49,3 +49,16 @@ def test_a_model_fn_that_converts_reports_no_blockers(rules):
         "tf.contrib.opt.LazyAdamOptimizer", "tf.train.AdamOptimizer")
     result = rewrite_source(source.encode(), "program.py", rules)
     assert result.status == "converted", [f.format() for f in result.findings]
+
+
+def test_a_tf1_layer_without_a_rule_is_refused_not_left_in_the_keras_model(rules):
+    # It was left in `call` as TF1 code (making new variables at every step, and reading an
+    # alias the conversion removed) while the file was reported converted.
+    source = SOURCE.replace("    net = normalize(net)\n", "").replace(
+        '    seen = tf.get_variable("seen", [], initializer=tf.zeros_initializer())\n',
+        "    net = tf.layers.separable_conv1d(tf.reshape(net, [-1, 4, 1]), 2, 1)\n"
+        "    net = tf.layers.flatten(net)\n").replace("tf.contrib.opt.LazyAdamOptimizer", "tf.train.AdamOptimizer")
+    result = rewrite_source(source.encode(), "program.py", rules)
+    assert result.status == "partial", result.new.decode()
+    assert any("`tf.layers.separable_conv1d` makes variables and e2k has no rule for it" in f.message
+               for f in result.findings), [f.format() for f in result.findings]
