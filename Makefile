@@ -24,9 +24,10 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/e2k rewrite --diff fixtures/seed_mirrored_linear/before.py || true
 	$(VENV)/bin/e2k parity fixtures/seed_mirrored_linear/before.py fixtures/seed_mirrored_linear/after.py
 
-# The whole suite, parity tests included (about 10 minutes on 2 cores).
+# The whole suite, parity tests included (CI's budget: 25 minutes on 2 cores). --durations: the
+# slowest tests, in CI's log, to see what the budget goes to.
 test: $(VENV)/.installed $(NEWEST)/.installed
-	E2K_TARGET_PYTHON=$(abspath $(NEWEST))/bin/python $(VENV)/bin/python -m pytest -n 2 --dist loadfile
+	E2K_TARGET_PYTHON=$(abspath $(NEWEST))/bin/python $(VENV)/bin/python -m pytest -n 2 --dist loadfile --durations=30
 
 docs: $(VENV)/.installed
 	$(VENV)/bin/python -m estimator2keras.docs docs/rules
