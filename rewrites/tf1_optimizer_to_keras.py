@@ -68,7 +68,7 @@ class Tf1OptimizerToKeras(ExpressionRule):
     | `AdamOptimizer(lr, beta1, beta2, epsilon)` | `Adam(lr, beta_1=..., beta_2=..., epsilon=1e-08)` |
     | `AdagradOptimizer(lr, initial_accumulator_value)` | `Adagrad(lr, initial_accumulator_value=...)` |
     | `AdadeltaOptimizer(lr, rho, epsilon)` | `Adadelta(lr, rho=..., epsilon=1e-08)` |
-    | `RMSPropOptimizer(lr, decay, momentum, epsilon, centered)` | `TF1RMSprop(lr, rho=decay, ..., epsilon=1e-10)`: Keras `RMSprop`, its accumulators starting at 1.0 (a class of ten lines added to the file) |
+    | `RMSPropOptimizer(lr, decay, momentum, epsilon, centered)` | `TF1RMSprop(lr, rho=decay, ..., epsilon=1e-10)`: Keras `RMSprop`, its accumulators starting at 1.0 (a small class added to the file) |
     | `FtrlOptimizer(...)` | `Ftrl(...)` (same parameter names) |
 
     Where Keras and TF1 defaults differ, the TF1 value is written out: Adam and Adadelta
@@ -87,10 +87,12 @@ class Tf1OptimizerToKeras(ExpressionRule):
     accumulator that starts at 0.1: a relative change below 5e-7 per step), Adadelta.
     RMSprop computes TF1's update (epsilon inside the square root, momentum on the scaled
     gradient), but Keras starts its mean-square accumulators at 0.0 where TF1 started them at
-    1.0, so Keras's first steps would be larger: the emitted `TF1RMSprop` subclass sets them to
-    1.0 when it builds them, on every replica (Keras 2 builds in a replica's context), and the
-    steps are the same from the first (the fixture `rmsprop_momentum_mirrored` passes `e2k
-    parity` with 2 replicas on TF 2.15 and the newest TF). Outside a converted unit, where no
+    1.0, so Keras's first steps would be larger: the emitted `TF1RMSprop` subclass creates them
+    with the initial value 1.0, so they hold it on every replica and wherever Keras builds the
+    optimizer (Keras 3 without a strategy builds it while tracing the train function, where
+    setting them after `build` would become an op of every step), and the steps are the same
+    from the first (the fixture `rmsprop_momentum_mirrored`, and a model trained without a
+    strategy, pass `e2k parity` with 2 replicas on TF 2.15 and the newest TF). Outside a converted unit, where no
     class can be added, the plain `RMSprop` is written and reported. Momentum with a decaying
     learning rate differs: TF1 scales the whole accumulated step by the current rate, Keras
     SGD each new gradient, so the steps after each change of rate differ (measured: identical
@@ -151,18 +153,25 @@ class Tf1OptimizerToKeras(ExpressionRule):
 
 
 #: Keras RMSprop computes TF1's update (epsilon inside the square root, momentum on the
-#: scaled gradient) from an accumulator that starts at 0; TF1's starts at 1. On Keras 2
-#: (TF 2.15) and Keras 3 alike the accumulators are `_velocities`, made by `build`.
+#: scaled gradient) from an accumulator that starts at 0; TF1's starts at 1. The accumulators
+#: are made at 1.0 rather than set to it after `build`: Keras 3 without a strategy builds the
+#: optimizer while tracing the train function, where an assign becomes a graph op that runs on
+#: every step, unordered with the update that reads the accumulator (parity broke at step 2).
+#: An initial value holds wherever, whenever and on however many replicas Keras builds it.
+#: Keras 2 (TF 2.15) names the second argument `variable_name` and takes `initial_value`;
+#: Keras 3 names it `name` and takes `initializer` (and may wrap the method: hence the test
+#: for Keras 2's parameter, whose signature no longer changes).
 TF1_RMSPROP = '''
 class {name}({tf}.keras.optimizers.RMSprop):
     """Keras RMSprop whose mean-square accumulators start at 1.0, as TF1's RMSPropOptimizer's did."""
 
-    def build(self, var_list):
-        first = not (getattr(self, "built", False) or getattr(self, "_built", False))
-        super().build(var_list)
-        if first:
-            for velocity in self._velocities:
-                # Keras 2 builds in a replica's context: each replica's copy is set.
-                for copy in getattr(velocity, "values", (velocity,)):
-                    copy.assign({tf}.ones_like(copy))
+    def add_variable_from_reference(self, variable, *args, **kwargs):
+        # RMSprop.build makes each mean-square accumulator here, as "velocity".
+        name = kwargs.get("name", kwargs.get("variable_name", args[0] if args else None))
+        make = super().add_variable_from_reference
+        if name != "velocity":
+            return make(variable, *args, **kwargs)
+        if "initial_value" in make.__code__.co_varnames:  # Keras 2 (TF 2.15, tf_keras)
+            return make(variable, name, initial_value={tf}.ones(variable.shape, variable.dtype))
+        return make(variable, name, initializer="ones")  # Keras 3
 '''
