@@ -5,6 +5,7 @@ import libcst as cst
 from estimator2keras import _emit
 from estimator2keras._rule import Case, ExpressionRule, Safety, Unsupported
 from estimator2keras._hook_values import keras_value
+from estimator2keras._tensorboard import tensorboard_callback
 from estimator2keras._training import HookConversion, HookSite, model_dir_checkpoints
 from estimator2keras._units import bind_arguments
 
@@ -94,7 +95,9 @@ class SessionRunHookToCallback(ExpressionRule):
     ## Fix safety
     Review. `NanTensorHook` raised `NanLossDuringTrainingError`; `TerminateOnNaN` stops
     training and the program goes on. `SummarySaverHook` wrote the graph's summary ops;
-    `TensorBoard` writes the loss and compiled metrics. A `LoggingTensorHook` of tensors with
+    `TensorBoard` writes the loss and compiled metrics; TensorFlow 2.20 and later need `pip
+    install tensorboard` for it (it stops `fit` after the first batch without), and the
+    report's finding for the hook says so, as E2K409's does. A `LoggingTensorHook` of tensors with
     no Keras counterpart, and hooks timed in seconds (`every_n_secs` of a `LoggingTensorHook`,
     `save_secs` of a `SummarySaverHook`, `ProfilerHook`), are not carried over and are reported.
 
@@ -512,9 +515,8 @@ model.fit(input_fn(), steps_per_epoch=100)
                                           "callback writes every N steps (update_freq=N) or every epoch")
         if "output_dir" not in args or "save_steps" not in args:
             raise Unsupported("SummarySaverHook without output_dir and save_steps is not converted", call)
-        callback = _emit.expr("{tf}.keras.callbacks.TensorBoard({d}, update_freq={n})",
-                              tf=tf, d=args["output_dir"], n=args["save_steps"])
-        return HookConversion(callback=callback, note="SummarySaverHook -> tf.keras.callbacks.TensorBoard")
+        callback, note = tensorboard_callback(tf, args["output_dir"], args["save_steps"], "SummarySaverHook")
+        return HookConversion(callback=callback, note=note)
 
     def _StepCounterHook(self, call, args, tf, site):
         return HookConversion(note="StepCounterHook -> fit's progress logging (steps per second)")

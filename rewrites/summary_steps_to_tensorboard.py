@@ -2,10 +2,11 @@ from __future__ import annotations
 
 from estimator2keras import _emit
 from estimator2keras._rule import Case, Safety, UnitRule
+from estimator2keras._tensorboard import needs_tensorboard, tensorboard_callback
 
-DEFAULT_NOT_WRITTEN = (
+DEFAULT_NOT_WRITTEN = needs_tensorboard(
     "RunConfig's default summaries (every 100 steps, to model_dir) are not written: pass "
-    "tf.keras.callbacks.TensorBoard(model_dir) to fit to keep them (TensorFlow 2.20+ needs `pip install tensorboard`)"
+    "tf.keras.callbacks.TensorBoard(model_dir) to fit to keep them"
 )
 
 
@@ -28,10 +29,13 @@ class SummaryStepsToTensorBoard(UnitRule):
     `model_dir/eval`. Keras logs the loss and compiled metrics; `tf.summary` calls in the
     model_fn are not carried over (they are reported as E2K404 where they are).
 
+    TensorFlow 2.20 and later no longer install TensorBoard: there the callback stops `fit`
+    after its first batch with `TBNotInstalledError` until `pip install tensorboard`, and the
+    report's finding for the callback says so.
+
     ## Limitations
     When `save_summary_steps` is not given, RunConfig's default (every 100 steps) is not
-    carried over, and the report says so: TensorFlow 2.20 and later no longer install
-    TensorBoard, and a `TensorBoard` callback fails without it (`pip install tensorboard`).
+    carried over, and the report says so (with the same note about TensorBoard).
     Without `model_dir` the Estimator wrote its summaries to a temporary directory; nothing
     is emitted.
 
@@ -175,7 +179,6 @@ model.fit(input_fn(), steps_per_epoch=50, callbacks=callbacks)
             return
         if _emit.code(arg.value) in ("None", "0"):
             return
-        callback = _emit.expr("{tf}.keras.callbacks.TensorBoard({d}, update_freq={n})",
-                              tf=plan.tf, d=plan.model_dir.deep_clone(), n=arg.value)
+        callback, note = tensorboard_callback(plan.tf, plan.model_dir.deep_clone(), arg.value, "summaries to model_dir")
         plan.add_fit_callback(callback)
-        plan.fixed(arg.value, self.code, "summaries to model_dir -> tf.keras.callbacks.TensorBoard")
+        plan.fixed(arg.value, self.code, note)
