@@ -835,15 +835,53 @@ class ModelWriter:
             return f"{tf}.keras.losses.SparseCategoricalCrossentropy(from_logits=True{suffix})"
         return f"{tf}.keras.losses.MeanSquaredError({suffix[2:]})"
 
-    def metrics(self) -> list[str]:
+    def head_metrics(self) -> list[tuple[str, str, str]]:
+        """The head's evaluation metrics that Keras computes exactly: (key, attribute, metric code).
+        TF1's binary heads also gave `auc_precision_recall` by trapezoidal summation, which no
+        Keras AUC does: it is left out (a read of it is reported, see ``eval_keys``)."""
         tf = self.tf
         if self.c.head == "binary":
-            return [f'{tf}.keras.metrics.BinaryAccuracy(name="accuracy", threshold=0.0)',
-                    f'{tf}.keras.metrics.BinaryCrossentropy(name="average_loss", from_logits=True)']
+            out = [("accuracy", "accuracy", f'{tf}.keras.metrics.BinaryAccuracy(name="accuracy", threshold=0.0)'),
+                   ("average_loss", "average_loss",
+                    f'{tf}.keras.metrics.BinaryCrossentropy(name="average_loss", from_logits=True)'),
+                   ("precision", "precision", 'PrecisionOfClassIds(name="precision")'),
+                   ("recall", "recall", 'RecallOfClassIds(name="recall")'),
+                   ("auc", "auc", f'{tf}.keras.metrics.AUC(name="auc", from_logits=True)')]
+            if not self.c.v1:
+                out.append(("auc_precision_recall", "auc_precision_recall",
+                            f'{tf}.keras.metrics.AUC(name="auc_precision_recall", curve="PR", from_logits=True)'))
+            return out + [("label/mean", "label_mean", 'LabelMean(name="label/mean")'),
+                          ("prediction/mean", "prediction_mean", 'PredictionMean(name="prediction/mean", '
+                                                                 'activation="sigmoid")'),
+                          ("accuracy_baseline", "accuracy_baseline", 'AccuracyBaseline(name="accuracy_baseline")')]
         if self.c.head == "multi":
-            return [f'{tf}.keras.metrics.SparseCategoricalAccuracy(name="accuracy")',
-                    f'{tf}.keras.metrics.SparseCategoricalCrossentropy(name="average_loss", from_logits=True)']
-        return [f'{tf}.keras.metrics.MeanSquaredError(name="average_loss")']
+            return [("accuracy", "accuracy", f'{tf}.keras.metrics.SparseCategoricalAccuracy(name="accuracy")'),
+                    ("average_loss", "average_loss",
+                     f'{tf}.keras.metrics.SparseCategoricalCrossentropy(name="average_loss", from_logits=True)')]
+        return [("average_loss", "average_loss", f'{tf}.keras.metrics.MeanSquaredError(name="average_loss")'),
+                ("label/mean", "label_mean", 'LabelMean(name="label/mean")'),
+                ("prediction/mean", "prediction_mean", 'PredictionMean(name="prediction/mean")')]
+
+    def metrics(self) -> list[str]:
+        return [code for _, _, code in self.head_metrics()]
+
+    def metric_definitions(self) -> list[str]:
+        """The emitted metric classes the head's metrics use."""
+        used = " ".join(self.metrics())
+        return [HEAD_METRICS[name].format(tf=self.tf) for name in HEAD_METRICS if f"{name}(" in used]
+
+    def eval_keys(self) -> tuple[set[str], set[str]]:
+        """(the keys the Estimator's evaluate() gave, those the Keras model's evaluate() gives)."""
+        keras = {"loss", *(key for key, _, _ in self.head_metrics())}
+        estimator = {"loss", "global_step", "average_loss"}
+        if self.c.head == "binary":
+            estimator |= {"accuracy", "precision", "recall", "auc", "auc_precision_recall", "label/mean",
+                          "prediction/mean", "accuracy_baseline"}
+        elif self.c.head == "multi":
+            estimator |= {"accuracy"}
+        else:
+            estimator |= {"label/mean", "prediction/mean"}
+        return estimator, keras
 
     # -- wide & deep: a linear model trained by its own optimizer --------------------------------
     def two_optimizers(self) -> bool:
@@ -899,14 +937,13 @@ class ModelWriter:
 
     def head_lines(self) -> list[str]:
         tf = self.tf
-        names = ["accuracy", "average_loss"] if self.c.head != "regression" else ["average_loss"]
         lines = [f"self.head_loss = {self.loss('sum')}", f'self.loss_tracker = {tf}.keras.metrics.Mean(name="loss")']
-        lines += [f"self.{name} = {metric}" for name, metric in zip(names, self.metrics())]
+        lines += [f"self.{name} = {metric}" for _, name, metric in self.head_metrics()]
         return lines
 
     def wide_deep_methods(self) -> list[str]:
         tf = self.tf
-        names = ["accuracy", "average_loss"] if self.c.head != "regression" else ["average_loss"]
+        names = [name for _, name, _ in self.head_metrics()]
         weighted = self.c.weight_key is not None
         unpack = "inputs, labels, weights = data" if weighted else "inputs, labels = data"
         weights = "weights" if weighted else "None"
@@ -1083,6 +1120,52 @@ def _power(dimension: str) -> str:
     return f"{dimension} ** -0.5" if simple else f"({dimension}) ** -0.5"
 
 
+#: Metric classes of the canned heads' metrics that Keras's own classes do not compute from logits.
+HEAD_METRICS = {
+    "PrecisionOfClassIds": """
+class PrecisionOfClassIds({tf}.keras.metrics.Precision):
+    \"\"\"The head's precision, of the predicted class (positive when the logit is above 0).\"\"\"
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        return super().update_state(y_true, {tf}.cast(y_pred > 0, {tf}.float32), sample_weight)
+""",
+    "RecallOfClassIds": """
+class RecallOfClassIds({tf}.keras.metrics.Recall):
+    \"\"\"The head's recall, of the predicted class (positive when the logit is above 0).\"\"\"
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        return super().update_state(y_true, {tf}.cast(y_pred > 0, {tf}.float32), sample_weight)
+""",
+    "LabelMean": """
+class LabelMean({tf}.keras.metrics.Mean):
+    \"\"\"The head's label/mean: the mean of the labels, weighted as the examples.\"\"\"
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        return super().update_state({tf}.cast(y_true, {tf}.float32), sample_weight)
+""",
+    "PredictionMean": """
+class PredictionMean({tf}.keras.metrics.Mean):
+    \"\"\"The head's prediction/mean: the mean of the predictions (the logits' sigmoid for a binary head).\"\"\"
+
+    def __init__(self, activation=None, name=None):
+        super().__init__(name=name)
+        self.activation = activation
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        if self.activation is not None:
+            y_pred = getattr({tf}.nn, self.activation)(y_pred)
+        return super().update_state({tf}.cast(y_pred, {tf}.float32), sample_weight)
+""",
+    "AccuracyBaseline": """
+class AccuracyBaseline(LabelMean):
+    \"\"\"The head's accuracy_baseline: max(label mean, 1 - label mean), always predicting one class.\"\"\"
+
+    def result(self):
+        mean = super().result()
+        return {tf}.maximum(mean, 1.0 - mean)
+""",
+}
+
 LINEAR_MODEL = '''\
 class {name}({tf}.keras.layers.Layer):
     """A canned Estimator's linear model: a weight matrix per feature column, created in the
@@ -1141,7 +1224,9 @@ def convert(unit, plan, ctx, code: str) -> None:
         plan.fixed(column.call, "E2K504", f"feature column `{column.name}` -> Keras preprocessing")
 
     indent = ctx.module.default_indent
-    definitions = [_fit_lines(cst.parse_statement(writer.model_class(indent)), indent)]
+    definitions = [cst.parse_statement(_reindent(d.lstrip("\n"), indent)) for d in writer.metric_definitions()]
+    definitions.append(_fit_lines(cst.parse_statement(writer.model_class(indent)), indent))
+    plan.eval_keys = writer.eval_keys()  # read where evaluate()'s result is (E2K003, E2K002)
     if canned.linear is not None:
         definitions.insert(0, cst.parse_statement(_reindent(LINEAR_MODEL.format(name=linear_class, tf=plan.tf), indent)))
 

@@ -379,8 +379,17 @@ class _CompileReader:
         return False
 
     def read_metrics(self, ops: cst.BaseExpression | None) -> list[cst.BaseExpression]:
+        metrics, keys = self._read_metrics(ops)
+        if self.plan is not None:
+            # The Estimator's evaluate() gave the loss, the global step and every key of
+            # eval_metric_ops; the Keras model's gives the loss and the converted metrics. Their
+            # reads are checked where evaluate()'s result is read (_eval_result).
+            self.plan.eval_keys = ({"loss", "global_step", *keys}, {"loss", *(k for k, _ in metrics)})
+        return [metric for _, metric in metrics]
+
+    def _read_metrics(self, ops: cst.BaseExpression | None):
         if ops is None:
-            return []
+            return [], []
         at = len(self.order)
         if isinstance(ops, cst.Name):
             d = self.latest_def(ops.value, at)
@@ -390,11 +399,12 @@ class _CompileReader:
             ops, at = d.value, d.index
         if not isinstance(ops, cst.Dict):
             self.refuse(ops, "eval_metric_ops is not a dict e2k can read")
-        metrics = []
+        metrics, keys = [], []
         for element in ops.elements:
             if not isinstance(element, cst.DictElement) or not isinstance(element.key, cst.SimpleString):
                 self.refuse(element, "eval_metric_ops keys must be strings")
             key = element.key.evaluated_value
+            keys.append(key)
             value, value_at = element.value, at
             if isinstance(value, cst.Tuple) and len(value.elements) == 2 and all(
                     isinstance(e.value, cst.Name) for e in value.elements):
@@ -422,10 +432,10 @@ class _CompileReader:
                         if not any(definition.deep_equals(known) for known in self.definitions):
                             self.definitions.append(definition)
                     metric = metric.metric
-                metrics.append(metric)
+                metrics.append((key, metric))
             except Unsupported as exc:
                 self.leftover(element, f"eval metric {key!r} is not converted: {exc.reason}", exc.code or "E2K202")
-        return metrics
+        return metrics, keys
 
     def read_predictions(self, predictions: cst.BaseExpression | None):
         """(post-model assignments, predictions expression) for predict_step, or None."""

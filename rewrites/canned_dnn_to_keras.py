@@ -91,6 +91,26 @@ regressor.train(input_fn)
 import tensorflow as tf
 
 
+class LabelMean(tf.keras.metrics.Mean):
+    """The head's label/mean: the mean of the labels, weighted as the examples."""
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        return super().update_state(tf.cast(y_true, tf.float32), sample_weight)
+
+
+class PredictionMean(tf.keras.metrics.Mean):
+    """The head's prediction/mean: the mean of the predictions (the logits' sigmoid for a binary head)."""
+
+    def __init__(self, activation=None, name=None):
+        super().__init__(name=name)
+        self.activation = activation
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        if self.activation is not None:
+            y_pred = getattr(tf.nn, self.activation)(y_pred)
+        return super().update_state(tf.cast(y_pred, tf.float32), sample_weight)
+
+
 class DNNRegressorModel(tf.keras.Model):
     """The canned DNNRegressor (tf.compat.v1.estimator) as a Keras model.
 
@@ -146,7 +166,11 @@ model = DNNRegressorModel()
 model.compile(
     optimizer=tf.keras.optimizers.Adagrad(0.05),
     loss=tf.keras.losses.MeanSquaredError(reduction="sum"),
-    metrics=[tf.keras.metrics.MeanSquaredError(name="average_loss")])
+    metrics=[
+        tf.keras.metrics.MeanSquaredError(name="average_loss"),
+        LabelMean(name="label/mean"),
+        PredictionMean(name="prediction/mean"),
+    ])
 model.fit(input_fn().map(model.preprocess))
 ''',
         ),

@@ -94,6 +94,26 @@ class LinearModel(tf.keras.layers.Layer):
         return tf.nn.bias_add(tf.add_n(weighted_sums), self.bias)
 
 
+class LabelMean(tf.keras.metrics.Mean):
+    """The head's label/mean: the mean of the labels, weighted as the examples."""
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        return super().update_state(tf.cast(y_true, tf.float32), sample_weight)
+
+
+class PredictionMean(tf.keras.metrics.Mean):
+    """The head's prediction/mean: the mean of the predictions (the logits' sigmoid for a binary head)."""
+
+    def __init__(self, activation=None, name=None):
+        super().__init__(name=name)
+        self.activation = activation
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        if self.activation is not None:
+            y_pred = getattr(tf.nn, self.activation)(y_pred)
+        return super().update_state(tf.cast(y_pred, tf.float32), sample_weight)
+
+
 class DNNLinearCombinedRegressorModel(tf.keras.Model):
     """The canned DNNLinearCombinedRegressor (tf.compat.v1.estimator) as a Keras model.
 
@@ -114,6 +134,8 @@ class DNNLinearCombinedRegressorModel(tf.keras.Model):
         self.head_loss = tf.keras.losses.MeanSquaredError(reduction="sum")
         self.loss_tracker = tf.keras.metrics.Mean(name="loss")
         self.average_loss = tf.keras.metrics.MeanSquaredError(name="average_loss")
+        self.label_mean = LabelMean(name="label/mean")
+        self.prediction_mean = PredictionMean(name="prediction/mean")
         # Built here, in the Estimator's order (the DNN, then the linear model), so that the
         # linear model's own optimizer can be built before training.
         self.city_embedding.build((None, 2))
@@ -159,7 +181,7 @@ class DNNLinearCombinedRegressorModel(tf.keras.Model):
 
     @property
     def metrics(self):
-        return [self.loss_tracker, self.average_loss]
+        return [self.loss_tracker, self.average_loss, self.label_mean, self.prediction_mean]
 
     def train_step(self, data):
         inputs, labels = data
@@ -185,6 +207,8 @@ class DNNLinearCombinedRegressorModel(tf.keras.Model):
         # Like Keras's own: the loss over the global batch (a mean tracker counts each replica).
         self.loss_tracker.update_state(loss, sample_weight=tf.shape(logits)[0])
         self.average_loss.update_state(labels, logits, sample_weight=weights)
+        self.label_mean.update_state(labels, logits, sample_weight=weights)
+        self.prediction_mean.update_state(labels, logits, sample_weight=weights)
         return {m.name: m.result() for m in self.metrics}
 
 

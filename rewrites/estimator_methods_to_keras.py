@@ -3,6 +3,7 @@ from __future__ import annotations
 import libcst as cst
 
 from estimator2keras import _emit
+from estimator2keras import _eval_result as eval_result
 from estimator2keras._rule import Case, Safety, UnitRule, Unsupported
 from estimator2keras._training import (
     call_hooks, callbacks_arg, guarded_fit, method_call, min_of, module_resolver,
@@ -63,9 +64,11 @@ class EstimatorTrainEvaluateToFitEvaluate(UnitRule):
     ## Fix safety
     Safe: the step counts mean what they meant (`steps` more steps, `max_steps` up to a global
     step). The Estimator's evaluation dict also held `global_step`; the Keras one does not:
-    where the result is assigned, each `metrics["global_step"]` becomes
-    `int(model.optimizer.iterations.numpy())`, the step the model was trained to (read
-    elsewhere, the key is missing: a loud KeyError, never a silent difference).
+    where the result is assigned, each `metrics["global_step"]` (or `.get("global_step")`) becomes
+    `int(model.optimizer.iterations.numpy())`, the step the model was trained to. A read of
+    another key the Estimator gave and the Keras dict has not (a metric left for a human, one Keras
+    cannot compute exactly) is left marked at the read; the whole dict printed or iterated is
+    reported with what it lacks.
     `predict` runs the whole input before the first example is seen, so a predict input that
     repeats forever is not converted. What repeats is read from the code that runs in that
     call: e2k decides the `if`s on a parameter the call passes a literal `True` / `False` (or
@@ -462,7 +465,12 @@ print("loss %.4f at step %d" % (metrics["loss"], int(model.optimizer.iterations.
         if not isinstance(ctx.parent(use.call), cst.Expr):
             new_args.append(_emit.keyword_arg("return_dict", cst.Name("True")))
         plan.replace(use.call, method_call(plan.model_var, "evaluate", new_args))
-        _global_step_reads(use.call, plan, ctx)
+        parent = ctx.parent(use.call)
+        if isinstance(parent, cst.Assign) and parent.value is use.call:
+            if len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
+                eval_result.check_reads(parent.targets[0].target, plan, ctx, self.code)
+        elif not isinstance(parent, cst.Expr):
+            eval_result.check_reads(use.call, plan, ctx, self.code)
         self._checkpoint_path(use, args, plan, ctx)
         plan.claim_use(use)
         plan.fixed(use.call, self.code, "estimator.evaluate -> model.evaluate")
@@ -515,23 +523,6 @@ print("loss %.4f at step %d" % (metrics["loss"], int(model.optimizer.iterations.
                 "checkpoint_path= other than the model_dir's latest checkpoint is not converted: restore it with "
                 "checkpoints.checkpoint.restore(path) before the call", path)
         plan.fixed(path, self.code, "checkpoint_path=latest_checkpoint(model_dir): the model_dir's latest, as by default")
-
-
-def _global_step_reads(call: cst.Call, plan, ctx) -> None:
-    """The Estimator's evaluate() result also held the checkpoint's "global_step", which Keras's
-    has not: each ``metrics["global_step"]`` of the assigned result reads the model's step count."""
-    parent = ctx.parent(call)
-    if not (isinstance(parent, cst.Assign) and parent.value is call and len(parent.targets) == 1
-            and isinstance(parent.targets[0].target, cst.Name)):
-        return
-    for read in accesses_of(ctx, parent.targets[0].target) or []:
-        subscript = ctx.parent(read)
-        if not (isinstance(subscript, cst.Subscript) and subscript.value is read and len(subscript.slice) == 1):
-            continue
-        key = subscript.slice[0].slice
-        if isinstance(key, cst.Index) and isinstance(key.value, cst.SimpleString) \
-                and key.value.evaluated_value == "global_step" and not isinstance(ctx.parent(subscript), cst.AssignTarget):
-            plan.replace(subscript, _emit.expr("int({m}.optimizer.iterations.numpy())", m=plan.model_var))
 
 
 def _value(args, name):

@@ -131,6 +131,48 @@ classifier.train(input_fn)
 import tensorflow as tf
 
 
+class PrecisionOfClassIds(tf.keras.metrics.Precision):
+    """The head's precision, of the predicted class (positive when the logit is above 0)."""
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        return super().update_state(y_true, tf.cast(y_pred > 0, tf.float32), sample_weight)
+
+
+class RecallOfClassIds(tf.keras.metrics.Recall):
+    """The head's recall, of the predicted class (positive when the logit is above 0)."""
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        return super().update_state(y_true, tf.cast(y_pred > 0, tf.float32), sample_weight)
+
+
+class LabelMean(tf.keras.metrics.Mean):
+    """The head's label/mean: the mean of the labels, weighted as the examples."""
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        return super().update_state(tf.cast(y_true, tf.float32), sample_weight)
+
+
+class PredictionMean(tf.keras.metrics.Mean):
+    """The head's prediction/mean: the mean of the predictions (the logits' sigmoid for a binary head)."""
+
+    def __init__(self, activation=None, name=None):
+        super().__init__(name=name)
+        self.activation = activation
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        if self.activation is not None:
+            y_pred = getattr(tf.nn, self.activation)(y_pred)
+        return super().update_state(tf.cast(y_pred, tf.float32), sample_weight)
+
+
+class AccuracyBaseline(LabelMean):
+    """The head's accuracy_baseline: max(label mean, 1 - label mean), always predicting one class."""
+
+    def result(self):
+        mean = super().result()
+        return tf.maximum(mean, 1.0 - mean)
+
+
 class DNNClassifierModel(tf.keras.Model):
     """The canned DNNClassifier (tf.estimator) as a Keras model.
 
@@ -215,6 +257,13 @@ model.compile(
     metrics=[
         tf.keras.metrics.BinaryAccuracy(name="accuracy", threshold=0.0),
         tf.keras.metrics.BinaryCrossentropy(name="average_loss", from_logits=True),
+        PrecisionOfClassIds(name="precision"),
+        RecallOfClassIds(name="recall"),
+        tf.keras.metrics.AUC(name="auc", from_logits=True),
+        tf.keras.metrics.AUC(name="auc_precision_recall", curve="PR", from_logits=True),
+        LabelMean(name="label/mean"),
+        PredictionMean(name="prediction/mean", activation="sigmoid"),
+        AccuracyBaseline(name="accuracy_baseline"),
     ])
 model.fit(input_fn().map(model.preprocess))
 ''',

@@ -181,6 +181,26 @@ class LinearModel(tf.keras.layers.Layer):
         return tf.nn.bias_add(tf.add_n(weighted_sums), self.bias)
 
 
+class LabelMean(tf.keras.metrics.Mean):
+    """The head's label/mean: the mean of the labels, weighted as the examples."""
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        return super().update_state(tf.cast(y_true, tf.float32), sample_weight)
+
+
+class PredictionMean(tf.keras.metrics.Mean):
+    """The head's prediction/mean: the mean of the predictions (the logits' sigmoid for a binary head)."""
+
+    def __init__(self, activation=None, name=None):
+        super().__init__(name=name)
+        self.activation = activation
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        if self.activation is not None:
+            y_pred = getattr(tf.nn, self.activation)(y_pred)
+        return super().update_state(tf.cast(y_pred, tf.float32), sample_weight)
+
+
 class LinearRegressorModel(tf.keras.Model):
     """The canned LinearRegressor (tf.estimator) as a Keras model.
 
@@ -219,7 +239,11 @@ model = LinearRegressorModel()
 model.compile(
     optimizer=tf.keras.optimizers.Ftrl(learning_rate=0.2),
     loss=tf.keras.losses.MeanSquaredError(),
-    metrics=[tf.keras.metrics.MeanSquaredError(name="average_loss")])
+    metrics=[
+        tf.keras.metrics.MeanSquaredError(name="average_loss"),
+        LabelMean(name="label/mean"),
+        PredictionMean(name="prediction/mean"),
+    ])
 model.fit(train_input_fn().map(model.preprocess))
 print(model.evaluate(eval_input_fn().map(model.preprocess), return_dict=True))
 ''',

@@ -4,6 +4,7 @@ import libcst as cst
 from libcst.metadata import QualifiedNameProvider
 
 from estimator2keras import _emit
+from estimator2keras import _eval_result as eval_result
 from estimator2keras._export import (
     best_export, export_path, save_statement, serving_function, signature_names, signatures_dict,
 )
@@ -64,7 +65,9 @@ class TrainAndEvaluateToFit(UnitRule):
     default, against checkpoints every `save_checkpoints_secs`) cannot be placed at a step;
     the Keras program evaluates once, at the end. `start_delay_secs` only delayed a separate
     evaluator job. An assignment of the result becomes the `evaluate(..., return_dict=True)`
-    dict and an empty list of exports. When `max_steps` was already reached (a restored
+    dict and an empty list of exports; its reads are checked as E2K003 checks `evaluate()`'s
+    (`metrics["global_step"]` reads `model.optimizer.iterations`, a key the Keras dict lacks is
+    marked at the read). When `max_steps` was already reached (a restored
     model), the Estimator skipped training and returned no metrics; the Keras program still
     evaluates.
 
@@ -558,6 +561,10 @@ model.evaluate(input_fn(), steps=1, callbacks=[checkpoints])
                 eval_args.append(_emit.keyword_arg("return_dict", cst.Name("True")))
                 evaluate = method_call(model, "evaluate", eval_args)
                 assigned = self._assign_result(small.targets[0].target, evaluate, paths)
+                result = small.targets[0].target  # (eval_result, export_results) unpacked
+                if isinstance(result, (cst.Tuple, cst.List)) and len(result.elements) == 2 \
+                        and isinstance(result.elements[0].value, cst.Name):
+                    eval_result.check_reads(result.elements[0].value, plan, ctx, self.code)
                 new = [*fit_statements, assigned[0], *exports, *assigned[1:]]  # exported after the last evaluation
             else:
                 raise Unsupported("train_and_evaluate(...) is used inside an expression e2k does not rewrite", call)

@@ -228,7 +228,7 @@ def test_a_class_no_example_had_counts_in_mean_per_class_accuracy(rules):
 def test_metric_keras_cannot_compute_is_refused_by_name(rules, kind, metric, reason):
     result = convert(rules, kind, metric)
     assert result.status == "partial"
-    messages = [m for m in manual(result) if "'m'" in m]
+    messages = [m for m in manual(result) if "'m'" in m and not m.startswith("E2K003")]  # E2K003: its read
     assert messages and all(m.startswith("E2K202") for m in messages), manual(result)
     assert reason in messages[0], messages
 

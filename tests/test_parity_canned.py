@@ -21,13 +21,17 @@ CASES = ["canned_dnn_classifier", "canned_dnn_regressor", "canned_linear_classif
 #: counts (two epochs of 96 examples in batches of 8; steps=10).
 STEPS = {"canned_linear_tutorial_data_vocabularies": 12, "canned_premade_tutorial_data_keys": 10}
 #: Eval metrics each fixture must have compared (the Estimator's names; `loss` on Keras's scale).
+#: The binary head's metrics besides (tf.compat.v1 heads: without auc_precision_recall, whose
+#: trapezoidal PR summation Keras has not), and the regression head's.
+BINARY = {"precision", "recall", "auc", "label/mean", "prediction/mean", "accuracy_baseline"}
+MEANS = {"label/mean", "prediction/mean"}
 METRICS = {
     "canned_dnn_classifier": {"accuracy", "average_loss", "loss"},
-    "canned_dnn_regressor": {"average_loss", "loss"},
-    "canned_linear_classifier": {"accuracy", "average_loss", "loss"},
-    "canned_linear_regressor": {"average_loss", "loss"},
-    "canned_wide_deep": {"accuracy", "average_loss", "loss"},
-    "canned_linear_tutorial_data_vocabularies": {"accuracy", "average_loss", "loss"},
+    "canned_dnn_regressor": {"average_loss", "loss", *MEANS},
+    "canned_linear_classifier": {"accuracy", "average_loss", "loss", *BINARY},
+    "canned_linear_regressor": {"average_loss", "loss", *MEANS},
+    "canned_wide_deep": {"accuracy", "average_loss", "loss", *BINARY},
+    "canned_linear_tutorial_data_vocabularies": {"accuracy", "average_loss", "loss", "auc_precision_recall", *BINARY},
     "canned_premade_tutorial_data_keys": {"accuracy", "average_loss", "loss"},
 }
 WRONG = support.Program.load(FIXTURES / "canned_dnn_classifier" / "wrong" / "expected.toml")
