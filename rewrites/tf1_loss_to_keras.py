@@ -83,6 +83,14 @@ class Tf1LossToKeras(ExpressionRule):
     the batch). Under a strategy both average over the global batch.
 
     ## Limitations
+    A rank-1 model output (`tf.squeeze(logits, axis=1)`, `tf.reshape(x, [-1])`) with a loss
+    that averages over the last axis (mean squared error, sigmoid cross-entropy...), trained
+    under a distribution strategy, is reported: Keras 3 does not divide such a loss by the
+    replicas (only per-example losses), so on the newest TensorFlow it trains with N times
+    the Estimator's gradient (measured with e2k parity on 2 replicas; TensorFlow 2.15 trains
+    as the Estimator did). Keep the output's last axis, or check with `e2k parity
+    --target-python`.
+
     `weights=` other than 1 (TF1 divides by the number of non-zero weights, Keras by the
     batch size), another `reduction`, and `log_loss` / `hinge_loss` are not converted yet
     (the model_fn is left as it was, E2K901). A TF1 loss inside a loss written by hand
