@@ -69,15 +69,10 @@ def class_name_for(function_name: str) -> str:
 
 
 def own_calls(node: cst.CSTNode):
-    """Calls in ``node``, not in functions or classes defined inside it."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) and current is not node:
-            continue
-        if isinstance(current, cst.Call):
-            yield current
-        stack.extend(reversed(current.children))
+    """Calls in ``node``, not in functions, classes or lambdas defined inside it."""
+    from estimator2keras._modelfn_read import _walk_own
+
+    return (n for n in _walk_own(node) if isinstance(n, cst.Call))
 
 
 class BlockReading:
@@ -326,9 +321,10 @@ class BlockReading:
 
 
 def _one_return(fn: cst.FunctionDef) -> cst.BaseExpression | None:
-    body = [s for s in fn.body.body if not (
-        isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1 and isinstance(s.body[0], cst.Expr)
-        and isinstance(s.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))]
+    """The expression of a function that is one `return` statement (after a docstring)."""
+    from estimator2keras._modelfn_read import _docstring_stmt
+
+    body = [s for s in fn.body.body if not _docstring_stmt(s)]
     if len(body) == 1 and isinstance(body[0], cst.SimpleStatementLine) and len(body[0].body) == 1 \
             and isinstance(body[0].body[0], cst.Return):
         return body[0].body[0].value

@@ -4,6 +4,7 @@ import libcst as cst
 
 from estimator2keras import _emit
 from estimator2keras._context import iter_calls
+from estimator2keras._modelfn_read import _walk
 from estimator2keras._rule import Case, Safety, UnitRule, Unsupported
 from estimator2keras._units import Binding, resolve
 
@@ -240,14 +241,6 @@ def _build_under_scope(ctx, plan, model: cst.Name, bound: Binding, strategy: cst
     plan.fixed(bound.statement, "E2K008", f"the Keras model `{model.value}` is built under the strategy's scope, where "
                                           "Keras needs its variables" + (" (the strategy is made first)" if moved else ""))
     return True
-
-
-def _walk(node: cst.CSTNode):
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(current.children)
 
 
 def _built_under(ctx, statement: cst.BaseStatement, strategy: cst.BaseExpression) -> bool:
