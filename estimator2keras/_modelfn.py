@@ -85,6 +85,10 @@ class _Converter(_WeightPenaltyReader, _ModelReader, _LossReader, _CompileReader
         self.block_fns: set = set()
         self.block_calls: set[int] = set()
         self.taken_names: set[str] = set()
+        #: Calls of a function picked from a dict by a setting (``_modelfn_blocks.dispatch_of``),
+        #: by id, and the model_fn's statements that picked it (made in __init__ now).
+        self.dispatches: dict = {}
+        self.dispatch_smalls: set = set()
         #: ``tf.feature_column.input_layer`` calls -> the emitted function computing them.
         self.input_layers: dict = {}
         #: The names the forward pass starts from.

@@ -208,7 +208,7 @@ class BlockReading:
         a dict of functions of the program that make layers, by a setting the model has."""
         if not isinstance(call.func, cst.Name) or not hasattr(self, "order"):
             return None
-        cache = self.root.__dict__.setdefault("dispatches", {})
+        cache = self.root.dispatches
         if id(call) in cache:
             return cache[id(call)]
         small = call
@@ -266,7 +266,7 @@ class BlockReading:
         table = dispatch.table.with_changes(elements=[
             element.with_changes(value=cst.Name(block.class_name)) for element, block in zip(dispatch.table.elements, blocks)])
         picked = cst.Subscript(value=table, slice=[cst.SubscriptElement(cst.Index(dispatch.key))])
-        self.root.__dict__.setdefault("dispatch_smalls", set()).update(dispatch.smalls)
+        self.root.dispatch_smalls.update(dispatch.smalls)
         if len(dispatch.smalls) == 2:  # the dict was the model_fn's: its functions' reads go with it
             self.root.block_calls.update(id(element.value) for element in dispatch.table.elements)
         return self.block_app(call, dispatch.functions[0], picked)

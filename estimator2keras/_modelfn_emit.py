@@ -56,7 +56,7 @@ class _KerasWriter:
         finally:
             self._outside_forward = False
         self.read_layers(forward)
-        picking = getattr(self, "dispatch_smalls", set())  # made in __init__ now (`dispatch_of`)
+        picking = self.dispatch_smalls  # made in __init__ now (`dispatch_of`)
         forward = [d for d in forward if d.small not in picking]
         optimizer, builder_defs = self.read_train_op(train["train_op"], train["loss"])
         self.kept.update(d.small for d in builder_defs)
