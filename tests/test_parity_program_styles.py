@@ -18,11 +18,6 @@ CASE = FIXTURES / "rerun_cell_shared_model_fn"
 pytestmark = [pytest.mark.slow, support.requires_legacy]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known regression since afed4a2: parity compares the first model each side trains (so that a dict "
-    "of Estimators trained in a loop can be proved), and this wrong migration shows only in the second "
-    "model's evaluation. Comparing every model's evaluation in order broke the dict-loop fixture; to be "
-    "fixed next session (closing note of 2026-11-25)"))
 def test_model_dir_computed_per_estimator_is_caught(tmp_path):
     after = (CASE / "after.py").read_text()
     second = "tf.keras.utils.set_random_seed(3)\nwith strategy.scope():\n    model = build_model(params)\n"

@@ -362,8 +362,12 @@ def instrument(tf, state: State) -> None:
             state.predictions = _predict(self, bound.arguments.get("x"), bound.arguments.get("steps"),
                                          bound.arguments.get("batch_size"), "eval", batches)
             raise common.HarnessStop("captured", "the restored model's evaluation and predictions were read")
-        if state.model is not None and self is not state.model:
-            return original_evaluate(self, *args, **kwargs)  # another model than the one compared
+        if state.model is not None and self is not state.model \
+                and any(other is self for other in state.other_models):
+            # Another model that trained: its own weights, not compared. A model that has not
+            # trained is recorded: it evaluates what it restored, which must be the compared
+            # model, as the legacy side's Estimator reading the compared one's model_dir does.
+            return original_evaluate(self, *args, **kwargs)
         bound.arguments["callbacks"] = list(bound.arguments.get("callbacks") or []) + [EvaluationRecorder()]
         state.in_evaluate = True
         try:

@@ -550,7 +550,7 @@ def instrument(tf, request: dict, rec: Recorder, devices: list[str], device_kind
             rec.evaluations.append({str(k): common.to_float(v) for k, v in (metrics or {}).items()})
             rec.predictions = _predictions(self, bound.arguments["input_fn"], "eval", eval_batches, rec)
             raise common.HarnessStop("captured", "the restored model's evaluation and predictions were read")
-        if rec.compared is not None and self is not rec.compared:
+        if rec.compared is not None and self is not rec.compared and not _reads_compared(self):
             return original_evaluate(self, *args, **kwargs)  # another Estimator than the one compared
         eval_strategy = getattr(self, "_eval_distribution", None)
         rec.eval_replicas = int(eval_strategy.num_replicas_in_sync) if eval_strategy is not None else 1
@@ -561,6 +561,17 @@ def instrument(tf, request: dict, rec: Recorder, devices: list[str], device_kind
         rec.evaluations.append({str(k): common.to_float(v) for k, v in (metrics or {}).items()})
         rec.evaluation_batches.append(batches.result())
         return metrics
+
+    def _reads_compared(estimator) -> bool:
+        """An Estimator that has not trained and evaluates the compared one's model_dir (a notebook
+        cell building a second Estimator from the same model_fn and RunConfig): its evaluation is
+        the compared model's, and a migration that evaluates anything else must show."""
+        if any(other is estimator for other in rec.other_models):
+            return False
+        try:
+            return os.path.realpath(estimator.model_dir) == os.path.realpath(rec.compared.model_dir)
+        except (AttributeError, TypeError):
+            return False
 
     Estimator.evaluate = evaluate
 
