@@ -63,6 +63,8 @@ class _Converter(_WeightPenaltyReader, _ModelReader, _LossReader, _CompileReader
         self.order: dict[cst.BaseSmallStatement, int] = {}
         self.attrs_taken: set[str] = set()
         self.layer_objects: dict[str, _Def] = {}
+        #: ``w = tf.get_variable(...)``, assigned once: the forward pass reads ``self.<attr>``.
+        self.weight_names: dict[str, str] = {}
         #: Layer objects that are whole Keras models (``model = create_model(...)``).
         self.model_objects: set[str] = set()
         #: Helpers of the program that make layers, and their calls in the forward pass.
@@ -143,7 +145,12 @@ class _Converter(_WeightPenaltyReader, _ModelReader, _LossReader, _CompileReader
                 reads.append(current)
             if isinstance(current, cst.Lambda):
                 continue  # a lambda's own parameters are not the model_fn's names
-            stack.extend(current.children)
+            if isinstance(current, cst.Attribute):
+                stack.append(current.value)  # not `.attr`, which no metadata knows in code e2k wrote
+            elif isinstance(current, cst.Arg):
+                stack.append(current.value)  # not `keyword=`
+            else:
+                stack.extend(current.children)
         return reads
 
     def _is_read(self, name: cst.Name) -> bool:
@@ -283,7 +290,7 @@ def other_blockers(fn: cst.FunctionDef, ctx: RewriteContext, first: cst.CSTNode 
                 reason = f"{what} (tf.contrib) has no rule in e2k: TensorFlow 2 has no tf.contrib"
             elif path.startswith(VARIABLE_MAKERS) and role is None:
                 reason = f"{what} makes variables and e2k has no rule for it"
-            elif bare in _NEVER_CONVERTED:
+            elif bare in _NEVER_CONVERTED and role is None:
                 reason = f"{what} is graph-era code a Keras model cannot hold as it is"
             elif bare.startswith("metrics.") and role is None:
                 reason = f"{what} is not a tf.metrics call e2k converts"

@@ -26,6 +26,9 @@ import libcst as cst
 
 from estimator2keras import _emit
 
+#: Roles of the calls that make model state: layers (TF1's, Keras's) and weights (``get_variable``).
+MAKERS = ("layer", "layer_function", "keras_layer", "variable")
+
 #: Keyword arguments a layer takes its training flag by.
 TRAINING_KEYWORDS = frozenset({"training", "is_training"})
 
@@ -85,7 +88,7 @@ class BlockReading:
         if depth > 6:
             return False
         for inner in own_calls(fn.body):
-            if self.role(inner) in ("layer", "layer_function", "keras_layer"):
+            if self.role(inner) in MAKERS:
                 return True
             target = self._definition(inner.func)
             if isinstance(target, cst.FunctionDef) and target is not fn and self.makes_layers_deep(target, depth + 1):
@@ -99,6 +102,9 @@ class BlockReading:
             return None
         if fn.decorators or self.makes_keras_model(call) or not self.makes_layers_deep(fn):
             return None
+        returned = _one_return(fn)
+        if isinstance(returned, cst.Call) and self.role(returned) == "variable":
+            return None  # `return tf.get_variable(name, shape)`: a weight, no layer (no input)
         return fn
 
     def method_fits(self, fn: cst.FunctionDef) -> bool:

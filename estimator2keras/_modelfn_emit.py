@@ -238,7 +238,7 @@ class _KerasWriter:
             for n in self.names_read(d.value)
             if not self._inside_constructor(n) and id(n) not in in_init
         }
-        read |= {n.value for node in extra for n in self.names_read(node)}
+        read |= {n.value for node in extra for n in self.names_read(node) if not self._inside_constructor(n)}
         return [name for name in self.arguments if name in read]
 
     def _inside_constructor(self, node: cst.CSTNode) -> bool:
@@ -383,6 +383,7 @@ class _KerasWriter:
     def model_class(self, class_name: str, forward: list[_Def], output, prediction, base: str | None = None,
                     inputs: str = "features", init_params: list[str] | None = None):
         self._output_node = output
+        self._build_reads: set[str] = set()  # settings a weight made in build() reads
         init_defs, forward = self.split_init(forward)
         self._init_defs = init_defs
         post = prediction[0] if prediction is not None else []
@@ -393,6 +394,8 @@ class _KerasWriter:
         for d in forward:
             if d.name in self.layer_objects and d.value is self.layer_objects[d.name].value:
                 continue  # the layer object itself lives in __init__
+            if d.name in self.weight_names:
+                continue  # a weight: made in __init__, read as `self.<attr>`
             if isinstance(d.small, cst.For):
                 if id(d.small) not in emitted_loops:
                     emitted_loops.add(id(d.small))
@@ -416,7 +419,9 @@ class _KerasWriter:
             body[0] = body[0].with_changes(leading_lines=[])  # what stood above it went to __init__
         init_reads = self._init_arguments()
         class_arguments = [name for name in self.arguments if name in init_reads or name in call_arguments]
-        init = [_emit.statement("super().__init__()")]
+        # A layer class's `name` setting (the scope of TF1's variables) is the Keras layer's name.
+        named = base is not None and init_params is not None and "name" in self.arguments
+        init = [_emit.statement("super().__init__(name=name)" if named else "super().__init__()")]
         for name in call_arguments:
             init.append(_emit.statement(f"self.{name} = {name}"))
         for d in init_defs:
@@ -426,10 +431,20 @@ class _KerasWriter:
                 continue
             init.append(_line(self.rewrite_init(d.small), d.line, d.small))
         created = set()
+        built: list[cst.BaseStatement] = []
+        # `[inputs.shape[-1], units]`: a layer class's weights are made when Keras builds it, from
+        # its input's shape (all of them then, in the order TF1 made them)
+        in_build = base is not None and any(
+            app.weight and not app.drop and any(n.value == inputs for n in self.names_read(app.constructor))
+            for app in self.layer_apps.values())
         for app in self.creation_order():
             if app.drop or app.attr in created:
                 continue
             created.add(app.attr)
+            if app.weight and in_build:
+                built.append(self.fit(_emit.statement("self.{attr} = {ctor}", attr=app.attr,
+                                                      ctor=self.built_weight(app, inputs)), 2))
+                continue
             if app.helper_loop:
                 init.append(self.fit(self.helper_loop_layers(app), 2))
                 created.add(app.attr)  # now the list's, as are the other layers of its tuple
@@ -446,11 +461,14 @@ class _KerasWriter:
             init.append(self.fit(line, 2))
         if init_params is not None:
             class_arguments = init_params
+        for name in sorted(self._build_reads - set(call_arguments)):
+            init.insert(1 + len(call_arguments), _emit.statement(f"self.{name} = {name}"))
         trains = base is None or any(isinstance(n, cst.Name) and n.value == "training" for stmt in body for n in _walk(stmt))
-        methods = [
-            _function("__init__", ", ".join(["self", *class_arguments]), init),
-            _function("call", f"self, {inputs}, training=False" if trains else f"self, {inputs}", body, blank_before=True),
-        ]
+        methods = [_function("__init__", ", ".join(["self", *class_arguments]), init)]
+        if built:
+            methods.append(_function("build", "self, input_shape", built, blank_before=True))
+        methods.append(
+            _function("call", f"self, {inputs}, training=False" if trains else f"self, {inputs}", body, blank_before=True))
         for helper in self.helpers.values():
             if not helper.inline:  # written out at each call instead
                 methods.append(self.helper_method(helper))
@@ -468,6 +486,25 @@ class _KerasWriter:
             methods.append(_function("predict_step", "self, data", lines, blank_before=True))
         klass = _emit.statement(f"class {class_name}({base or self.tf + '.keras.Model'}):\n    pass")
         return klass.with_changes(body=cst.IndentedBlock(body=methods)), class_arguments
+
+    def built_weight(self, app: _LayerApp, inputs: str) -> cst.BaseExpression:
+        """A block's weight whose shape reads its input (``[inputs.shape[-1], units]``), as
+        ``build`` makes it: the input's static shape is ``input_shape``, its settings
+        ``self.<setting>``. Any other use of the input is refused: it is no shape."""
+        from estimator2keras._modelfn import _KERAS_LAYER_ATTRIBUTES
+
+        shape_of = _InputShape(self, inputs)
+        constructor = self.constructor(app)
+        for node in self.names_read(app.constructor):
+            if node.value == inputs and not shape_of.reads_shape(node):
+                self.refuse(node, f"the weight's shape reads `{inputs}` otherwise than its static shape "
+                                  f"(`{inputs}.shape`), which Keras's build(input_shape) cannot give")
+            elif node.value in self.arguments:
+                if node.value in _KERAS_LAYER_ATTRIBUTES:
+                    self.refuse(node, f"the weight's shape reads the setting `{node.value}`, which as an attribute of a "
+                                      f"Keras layer (`self.{node.value}`) is Keras's own: rename the parameter")
+                self._build_reads.add(node.value)
+        return constructor.visit(shape_of)
 
     def helper_loop_layers(self, first: _LayerApp) -> cst.SimpleStatementLine:
         """``self.build_block_layers = [(Dense(units), BatchNormalization()) for units in
@@ -539,7 +576,8 @@ class _KerasWriter:
         for stmt in helper.body:
             respelled.update(tf2_respellings(self.ctx, stmt, self.tf))
         rewriter = _ForwardRewriter(self, respelled, in_helper=helper)
-        body, _ = _without_self_assignments([stmt.visit(rewriter) for stmt in helper.body])
+        weights = {app.attr for app in self.layer_apps.values() if app.weight}
+        body, _ = _without_self_assignments(_weight_aliases_inlined([stmt.visit(rewriter) for stmt in helper.body], weights))
         doc = _docstring(helper.fn)
         if doc is not None and body and body[0] is not doc and not _docstring_line(body[0]):
             body.insert(0, doc)
@@ -584,7 +622,8 @@ class _KerasWriter:
         if not apps:
             self.refuse(loop, "this loop applies no layer; e2k converts loops that build layers")
         targets = {n.value for n in _walk(loop.target) if isinstance(n, cst.Name)}
-        inside = {id(n) for app in apps for n in _walk(app.call)} - {id(n) for app in apps for n in _walk(app.inputs)}
+        inside = {id(n) for app in apps for n in _walk(app.call)} - {
+            id(n) for app in apps if app.inputs is not None for n in _walk(app.inputs)}
         helpers = [h for h in self.helpers.values() if h.loop is loop]
         for helper in helpers:  # what configured the helper's layers: in __init__'s list
             for call, bound in helper.calls:
@@ -759,8 +798,8 @@ class _ForwardRewriter(cst.CSTTransformer):
         if app is None:
             return True
         # Only the layer's input is code of the forward pass; its other arguments were
-        # consumed by the layer's conversion (constructor, training flag).
-        self.inputs[node] = app.inputs.visit(self)
+        # consumed by the layer's conversion (constructor, training flag). A weight has none.
+        self.inputs[node] = app.inputs.visit(self) if app.inputs is not None else None
         return False
 
     @staticmethod
@@ -783,6 +822,8 @@ class _ForwardRewriter(cst.CSTTransformer):
         if isinstance(original, cst.Call) and original in self.inputs:
             app = conv.layer_apps[original]
             inputs = self.inputs.pop(original)
+            if app.weight:
+                return _emit.expr(app.item if app.loop is not None else f"self.{app.attr}")
             if app.drop:
                 return inputs
             args = [cst.Arg(inputs)]
@@ -804,6 +845,8 @@ class _ForwardRewriter(cst.CSTTransformer):
             if original.value == self.in_helper.reuse:
                 conv.refuse(original, f"`{original.value}` is read outside `tf.variable_scope(reuse=...)`")
         elif isinstance(original, cst.Name) and conv._is_read(original):
+            if original.value in conv.weight_names:
+                return _emit.expr(f"self.{conv.weight_names[original.value]}")
             if original.value in getattr(conv, "call_arguments", ()):
                 return _emit.expr(f"self.{original.value}")
             if original.value == "mode":
@@ -821,6 +864,60 @@ class _ForwardRewriter(cst.CSTTransformer):
         return updated
 
 
+class _InputShape(cst.CSTTransformer):
+    """In a weight made by ``build``: ``inputs.shape`` / ``inputs.get_shape()`` (with TF1's
+    ``.as_list()`` and ``Dimension.value``) -> ``input_shape``; the block's settings ->
+    ``self.<setting>``."""
+
+    def __init__(self, conv, inputs: str):
+        super().__init__()
+        self.conv, self.inputs = conv, inputs
+
+    def _shape(self, node) -> bool:
+        """``inputs.shape`` or ``inputs.get_shape()``."""
+        if isinstance(node, cst.Call) and not node.args:
+            node = node.func
+            if not (isinstance(node, cst.Attribute) and node.attr.value == "get_shape"):
+                return False
+        elif not (isinstance(node, cst.Attribute) and node.attr.value == "shape"):
+            return False
+        return isinstance(node.value, cst.Name) and node.value.value == self.inputs
+
+    def reads_shape(self, name: cst.Name) -> bool:
+        parent = self.conv.ctx.parent(name)
+        if isinstance(parent, cst.Attribute) and parent.attr.value == "shape":
+            return True
+        grand = self.conv.ctx.parent(parent) if parent is not None else None
+        return isinstance(parent, cst.Attribute) and parent.attr.value == "get_shape" and isinstance(grand, cst.Call) \
+            and not grand.args
+
+    def leave_Call(self, original, updated):
+        func = updated.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "as_list" and not updated.args \
+                and isinstance(func.value, cst.Name) and func.value.value == "input_shape":
+            return _emit.expr("list(input_shape)")
+        if self._shape(original):
+            return cst.Name("input_shape")
+        return updated
+
+    def leave_Attribute(self, original, updated):
+        updated = updated.with_changes(attr=original.attr)  # `x.units` is no read of `units`
+        if self._shape(original):
+            return cst.Name("input_shape")
+        if updated.attr.value == "value" and isinstance(updated.value, cst.Subscript) \
+                and isinstance(updated.value.value, cst.Name) and updated.value.value.value == "input_shape":
+            return updated.value  # TF1's Dimension.value: Keras's shapes hold ints
+        return updated
+
+    def leave_Name(self, original, updated):
+        if original.value in self.conv.arguments and self.conv._is_read(original):
+            return _emit.expr(f"self.{original.value}")
+        return updated
+
+    def leave_Arg(self, original, updated):
+        return updated.with_changes(keyword=original.keyword)  # `name=` is no read of `name`
+
+
 class _InlineRewriter(cst.CSTTransformer):
     """A helper's one expression written at one call: its parameters -> the call's (rewritten)
     values, its layer calls -> that call's layers, tests of the mode -> ``training``."""
@@ -832,7 +929,8 @@ class _InlineRewriter(cst.CSTTransformer):
 
     def on_visit(self, node) -> bool:
         if node in self.apps:
-            self.inputs[node] = self.apps[node].inputs.visit(self)
+            app = self.apps[node]
+            self.inputs[node] = app.inputs.visit(self) if app.inputs is not None else None
             return False
         if isinstance(node, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)) and \
                 self.conv.modes.modes_where_true(node) is not None:
@@ -844,6 +942,8 @@ class _InlineRewriter(cst.CSTTransformer):
         if original in self.inputs:
             app = self.apps[original]
             inputs = self.inputs.pop(original)
+            if app.weight:
+                return _emit.expr(app.item if app.loop is not None else f"self.{app.attr}")
             if app.drop:
                 return inputs
             args = [cst.Arg(inputs)]
@@ -869,6 +969,57 @@ def _self_assignment(node: cst.CSTNode) -> bool:
     small = node.body[0]
     return len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name) and isinstance(small.value, cst.Name) \
         and small.targets[0].target.value == small.value.value
+
+
+def _weight_aliases_inlined(body: list, weights: set[str]) -> list:
+    """``w = self.w`` (a weight, assigned once) dropped and ``self.w`` read where ``w`` was."""
+    if not weights:
+        return body
+    assigned: dict[str, int] = {}
+    for stmt in body:
+        for node in _walk(stmt):
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else \
+                [node.target] if isinstance(node, (cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor)) else []
+            for target in targets:
+                for name in _walk(target):
+                    if isinstance(name, cst.Name):
+                        assigned[name.value] = assigned.get(name.value, 0) + 1
+    aliases = {}
+    for stmt in body:
+        small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+        if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name) \
+                and isinstance(small.value, cst.Attribute) and isinstance(small.value.value, cst.Name) \
+                and small.value.value.value == "self" and small.value.attr.value in weights \
+                and assigned.get(small.targets[0].target.value) == 1:
+            aliases[small.targets[0].target.value] = (stmt, small.value)
+    if not aliases:
+        return body
+    dropped = {id(stmt) for stmt, _ in aliases.values()}
+    reads = _AliasReads({name: value for name, (_, value) in aliases.items()})
+    return [stmt.visit(reads) for stmt in body if id(stmt) not in dropped]
+
+
+class _AliasReads(cst.CSTTransformer):
+    """Reads of the given names -> their values (not attribute names, keywords or targets)."""
+
+    def __init__(self, values: dict):
+        super().__init__()
+        self.values = values
+
+    def visit_Attribute(self, node):
+        return False  # only the object is a read (leave_Attribute), not `.attr`
+
+    def leave_Attribute(self, original, updated):
+        return updated.with_changes(value=original.value.visit(self))
+
+    def visit_Arg(self, node):
+        return True
+
+    def leave_Arg(self, original, updated):
+        return updated.with_changes(keyword=original.keyword)
+
+    def leave_Name(self, original, updated):
+        return self.values.get(original.value, updated)
 
 
 def _without_self_assignments(body: list) -> tuple[list, list]:

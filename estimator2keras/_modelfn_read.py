@@ -17,7 +17,7 @@ import libcst as cst
 
 from estimator2keras import _emit
 from estimator2keras._context import iter_calls
-from estimator2keras._modelfn_blocks import BlockReading
+from estimator2keras._modelfn_blocks import MAKERS, BlockReading
 from estimator2keras._modes import EVAL, PREDICT, TRAIN, ModeAnalysis, ModePath
 
 MODEL_FN_PARAMS = ("features", "labels", "mode", "params", "config")
@@ -205,6 +205,9 @@ class _LayerApp:
     item: str | None = None
     #: Made by a helper called in a loop: one tuple of the helper's layers per iteration.
     helper_loop: bool = False
+    #: A weight (``tf.get_variable``): ``constructor`` is its ``self.add_weight(...)``, made in
+    #: ``__init__``; the forward pass reads it (no input, no application).
+    weight: bool = False
 
 
 @dataclass
@@ -566,7 +569,7 @@ class _ModelReader(BlockReading):
                 self.check_helper(call)
                 path = self.ctx.call_api_path(call)
                 contrib_without_rule = (path or "").startswith("contrib.") and self.ctx.rules.expression_role(path) is None
-                if path in BEYOND_CATALOGUE or contrib_without_rule:
+                if (path in BEYOND_CATALOGUE and self.role(call) is None) or contrib_without_rule:
                     self.refuse(call, f"`{_emit.code(call.func)}` in the model_fn is beyond what e2k converts")
 
     # -- feature columns' dense input -------------------------------------------------------
@@ -981,7 +984,7 @@ class _ModelReader(BlockReading):
 
     # -- helpers of the program that make layers ---------------------------------------------
     def makes_layers(self, fn: cst.FunctionDef) -> bool:
-        return any(self.role(inner) in ("layer", "layer_function", "keras_layer") for inner in iter_calls(fn.body))
+        return any(self.role(inner) in MAKERS for inner in iter_calls(fn.body))
 
     def read_helpers(self, forward: list[_Def]) -> None:
         """Find the helpers that make layers among the forward pass's calls, and read them."""
@@ -1162,7 +1165,7 @@ class _ModelReader(BlockReading):
                     path = self.ctx.call_api_path(inner)
                     role = self.role(inner) if path else None
                     contrib_without_rule = (path or "").startswith("contrib.") and role is None
-                    if path in BEYOND_CATALOGUE or contrib_without_rule:
+                    if (path in BEYOND_CATALOGUE and role is None) or contrib_without_rule:
                         self.refuse(inner, f"`{_emit.code(inner.func)}` in `{name}` is beyond what e2k converts")
                     if role in ("layer", "keras_layer") and not self._applied_inline(inner):
                         if any(inner is small.value for small in helper.objects.values()):
@@ -1285,7 +1288,7 @@ class _ModelReader(BlockReading):
                 for inner in iter_calls(expr):
                     path = self.ctx.call_api_path(inner)
                     role = self.role(inner) if path else None
-                    if path in BEYOND_CATALOGUE or ((path or "").startswith("contrib.") and role is None):
+                    if (path in BEYOND_CATALOGUE or (path or "").startswith("contrib.")) and role is None:
                         self.refuse(inner, f"`{_emit.code(inner.func)}` in `{name}` is beyond what e2k converts")
                     if role in ("layer", "keras_layer") and not self._applied_inline(inner):
                         self.refuse(inner, f"a layer object made in `{name}` and applied later is not converted yet")
@@ -1294,6 +1297,9 @@ class _ModelReader(BlockReading):
                     if app is None:
                         continue
                     app.constructor = self._bound_at_call(helper, app.constructor, bound, params, local)
+                    if app.weight and inner is expr:  # `w1 = get_weights([4, 8], "w1")`: `self.w1`
+                        self.attrs_taken.discard(app.attr)
+                        app.attr = self._attr(self._weight_hint(inner, site=call, bound=bound))
                     if app.training == "training" and helper.training:
                         app.training = self.helper_training(call, helper)  # what this call passed
                     if helper.loop is not None:
@@ -1304,9 +1310,22 @@ class _ModelReader(BlockReading):
         reads = self._helper_reads(helper, [expr], params, local)
         helper.forward = [p for p in params if p in reads and p not in helper.training]
 
+    def _translated_arguments(self, constructor) -> dict:
+        """The TF1 initializers and regularizers among a layer's (or weight's) arguments, by
+        their Keras ones: translated here, while they are the program's own nodes, since
+        binding the helper's parameters makes new ones that no rule can look up."""
+        replacements = {}
+        for arg in constructor.args if isinstance(constructor, cst.Call) else ():
+            role = self.role(arg.value) if isinstance(arg.value, cst.Call) else None
+            if role in ("initializer", "regularizer"):
+                replacements[arg.value] = self.translate(role, arg.value)
+            if arg.keyword is not None and arg.keyword.value.endswith("_regularizer") and not _is_none(arg.value):
+                self.regularizer_under_strategy(arg)
+        return replacements
+
     def _bound_at_call(self, helper: _Helper, constructor, bound: dict, params: list[str], local: set[str]):
         """A layer's constructor with the helper's parameters replaced by what one call passed."""
-        replacements = {}
+        replacements = self._translated_arguments(constructor)
         targets = {t.value for t in _walk(helper.loop.target) if isinstance(t, cst.Name)} if helper.loop is not None else set()
         skipped = {id(n) for n in _walk(constructor) for n in (
             [n.keyword] if isinstance(n, cst.Arg) and n.keyword is not None else [n.attr] if isinstance(n, cst.Attribute) else [])}
@@ -1327,7 +1346,7 @@ class _ModelReader(BlockReading):
     def _bound_constructor(self, helper: _Helper, constructor, params: list[str], local: set[str]):
         """A layer's constructor with the helper's parameters replaced by the values the calls
         pass (the same in every call: the layers are made once)."""
-        replacements = {}
+        replacements = self._translated_arguments(constructor)
         skipped = {id(n) for n in _walk(constructor) for n in (
             [n.keyword] if isinstance(n, cst.Arg) and n.keyword is not None else [n.attr] if isinstance(n, cst.Attribute) else [])}
         for n in _walk(constructor):
@@ -1388,7 +1407,7 @@ class _ModelReader(BlockReading):
                 # tf.contrib is gone from TF2: left in the Keras model, the helper would not even run.
                 self.refuse(call, f"`{helper.name.value}(...)` calls `{_emit.code(inner.func)}` (tf.contrib), which e2k does "
                                   "not convert")
-            if depth == 0 and getattr(self, "_outside_forward", False) and role in ("layer", "layer_function", "keras_layer"):
+            if depth == 0 and getattr(self, "_outside_forward", False) and role in MAKERS:
                 differing = getattr(self, "variant_differences", {}).get(call)
                 if differing is not None:
                     self.refuse(call, f"`{helper.name.value}(...)` is called in another mode with another `{differing}` than "
@@ -1396,7 +1415,7 @@ class _ModelReader(BlockReading):
                                       "and predict) cannot reproduce")
                 self.refuse(call, f"`{helper.name.value}(...)` makes layers for a value the TRAIN loss does not read (a second "
                                   "forward pass, for evaluation or predictions), which e2k does not convert yet")
-            if role in ("layer", "layer_function", "keras_layer") or path in BEYOND_CATALOGUE:
+            if role in MAKERS or (path in BEYOND_CATALOGUE and role is None):
                 self.refuse(call, f"`{helper.name.value}(...)` makes layers or variables of its own "
                                   f"(`{_emit.code(inner.func)}`); e2k converts layers written in the model_fn itself")
             self.check_helper(inner, depth + 1)
@@ -1431,12 +1450,22 @@ class _ModelReader(BlockReading):
                     if isinstance(d.value, cst.For):
                         self._in_loop(app, d.value)
                     self.layer_apps[call] = app
+        for d in forward:  # `w = tf.get_variable(...)`: the model's `self.w` is read where `w` was
+            app = self.layer_apps.get(d.value) if isinstance(d.value, cst.Call) else None
+            helper = self.helper_calls.get(d.value) if isinstance(d.value, cst.Call) else None
+            if app is None and helper is not None and helper.inline:  # `w1 = get_weights(...)`
+                expr = self._one_expression(helper)
+                app = self.layer_apps.get((d.value, expr))
+            if app is not None and app.weight and app.loop is None and isinstance(d.small, cst.Assign) \
+                    and len(d.small.targets) == 1 and isinstance(d.small.targets[0].target, cst.Name) \
+                    and assigned.count(d.name) == 1:
+                self.weight_names[d.name] = app.attr
 
     def _in_loop(self, app: _LayerApp, loop: cst.For, in_helper: bool = False) -> None:
         """A layer applied in a loop: one layer per iteration, kept in a list. (A helper's layer:
         its input is the helper's code; what the loop gives the helper is checked in `call`.)"""
         targets = {n.value for n in _walk(loop.target) if isinstance(n, cst.Name)}
-        for name in [] if in_helper else self.names_read(app.inputs):
+        for name in [] if in_helper or app.weight else self.names_read(app.inputs):
             if name.value in targets:
                 self.refuse(name, "the loop variable feeds a layer's input, which e2k does not convert")
         for name in self.names_read(loop.iter):
@@ -1462,6 +1491,9 @@ class _ModelReader(BlockReading):
         if role == "layer_function":
             layer: LayerCall = self.translate("layer_function", call)
             return self._app(call, layer, self._name_hint(call, layer.constructor))
+        if role == "variable":
+            weight = self.translate("variable", call)
+            return _LayerApp(call, self._attr(self._weight_hint(call)), weight, None, None, weight=True)
         inner = call.func
         if isinstance(inner, cst.Call) and self.role(inner) in ("layer", "keras_layer"):
             if len(call.args) < 1 or call.args[0].keyword is not None:
@@ -1481,6 +1513,43 @@ class _ModelReader(BlockReading):
                 self.layer_attr_of_object[inner.value] = attr
             layer = LayerCall(constructor, call.args[0].value if call.args else None, list(call.args[1:]))
             return self._app(call, layer, attr, attr_given=True)
+        return None
+
+    def _weight_hint(self, call: cst.Call, site: cst.Call | None = None, bound: dict | None = None) -> str:
+        """``w1 = tf.get_variable("w1", ...)``: ``self.w1``, as the user named the tensor (or
+        the variable, when the tensor's name holds something else too). A helper's weight
+        written out at a call (``site``, its parameters ``bound``) is named at that call."""
+        preferred = getattr(self, "preferred_attr", {}).get(site if site is not None else call)
+        if preferred and preferred.isidentifier() and preferred not in self.attrs_taken and preferred not in TENSOR_NAMES \
+                and preferred not in KERAS_MODEL_ATTRIBUTES:
+            return preferred
+        name = call.args[0].value if call.args and call.args[0].keyword is None else next(
+            (a.value for a in call.args if a.keyword is not None and a.keyword.value == "name"), None)
+        if isinstance(name, cst.Name) and bound and isinstance(bound.get(name.value), cst.CSTNode):
+            name = bound[name.value]  # the helper's `name` parameter: what the call passed
+        hint = "weight"
+        if isinstance(name, cst.SimpleString) and isinstance(name.evaluated_value, str) and name.evaluated_value.isidentifier():
+            hint = name.evaluated_value
+        if preferred in KERAS_MODEL_ATTRIBUTES or hint in KERAS_MODEL_ATTRIBUTES:
+            # `weights` inside `variable_scope("hidden")`: `self.hidden_weights` (Keras has `weights`)
+            scope = self._scope_name(call)
+            if scope is not None:
+                return f"{scope}_{preferred if preferred in KERAS_MODEL_ATTRIBUTES else hint}"
+        return hint
+
+    def _scope_name(self, node: cst.CSTNode) -> str | None:
+        """The name of the innermost ``variable_scope("name")`` around ``node``, if literal."""
+        node = self.ctx.parent(node)
+        while node is not None and not isinstance(node, (cst.FunctionDef, cst.Module)):
+            if isinstance(node, cst.With):
+                for item in node.items:
+                    call = item.item
+                    if isinstance(call, cst.Call) and (self.ctx.call_api_path(call) or "").endswith("variable_scope") \
+                            and call.args and isinstance(call.args[0].value, cst.SimpleString):
+                        name = call.args[0].value.evaluated_value
+                        if isinstance(name, str) and name.isidentifier():
+                            return name
+            node = self.ctx.parent(node)
         return None
 
     def _app(self, call, layer: LayerCall, hint: str, attr_given: bool = False) -> _LayerApp:

@@ -10,6 +10,7 @@ import libcst as cst
 
 from estimator2keras import _emit
 from estimator2keras._context import iter_calls
+from estimator2keras._modelfn_blocks import MAKERS
 from estimator2keras._modelfn_read import Derived, MetricConversion, _Def, _walk
 from estimator2keras._rule import Unsupported
 
@@ -484,7 +485,7 @@ class _CompileReader:
                     continue
                 if d is not None:
                     for call in iter_calls(d.value):
-                        if self.role(call) in ("layer", "layer_function", "keras_layer"):
+                        if self.role(call) in MAKERS:
                             self.refuse(small, "a layer that does not lead to the loss is not converted")
                     self.consumed.add(small)  # a value nothing converted reads: no longer computed
 

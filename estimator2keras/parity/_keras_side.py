@@ -103,6 +103,65 @@ def _creation_order(weights):
     return [w for _, w in sorted(zip(keys, weights), key=lambda pair: pair[0])]
 
 
+class _ReadOrder:
+    """The order in which a model's first call reads its variables (TensorFlow's resource
+    variables, and the per-device components of distributed ones), recorded while it runs."""
+
+    def __init__(self, tf):
+        from tensorflow.python.ops import resource_variable_ops
+
+        self._cls = resource_variable_ops.BaseResourceVariable
+        self._tf = tf
+        self._first: dict[int, int] = {}
+
+    def __enter__(self):
+        first, executing_eagerly = self._first, self._tf.executing_eagerly
+        self._saved = {name: getattr(self._cls, name) for name in ("_read_variable_op", "sparse_read")}
+
+        def recording(name):
+            original = self._saved[name]
+
+            def read(variable, *args, **kwargs):
+                # Eager reads only: Keras 3 first traces the call symbolically, reading the
+                # weights that exist already before its layers have made theirs.
+                if executing_eagerly():
+                    first.setdefault(id(variable), len(first))
+                return original(variable, *args, **kwargs)
+            return read
+
+        for name in self._saved:
+            setattr(self._cls, name, recording(name))
+        return self
+
+    def __exit__(self, *exc):
+        for name, original in self._saved.items():
+            setattr(self._cls, name, original)
+        return False
+
+    def _position(self, weight) -> int | None:
+        seen, stack = set(), [weight]
+        positions = []
+        while stack:  # the weight, what it wraps (Keras 3), and its per-device components
+            obj = stack.pop()
+            if obj is None or id(obj) in seen:
+                continue
+            seen.add(id(obj))
+            if id(obj) in self._first:
+                positions.append(self._first[id(obj)])
+            stack.append(getattr(obj, "_value", None))
+            try:
+                stack.extend(getattr(obj, "values", None) or ())
+            except TypeError:
+                pass
+        return min(positions) if positions else None
+
+    def ordered(self, weights: list) -> list:
+        """``weights`` by first read; those the call did not read after, in their given order."""
+        keyed = [(self._position(w), i, w) for i, w in enumerate(weights)]
+        unread = len(self._first) + 1
+        return [w for _, _, w in sorted(keyed, key=lambda k: (unread if k[0] is None else k[0], k[1]))]
+
+
 def _weight_name(weight) -> str:
     name = getattr(weight, "path", None) or weight.name
     return name[:-2] if name.endswith(":0") else name
@@ -166,20 +225,32 @@ def _prepare_model(tf, state: State, model, x, batch_size, strict: bool = False)
                            f"from fit's data ({type(x).__name__}) to build it; give the model an input shape")
         with strategy.scope():
             model(features, training=False)
+    else:
+        features = None
 
-    trainable = _creation_order(list(model.trainable_weights))
     # A metric's variables (Keras 2 lists those of metrics held as model attributes among the
     # model's weights) are bookkeeping, never model state.
     metric_variables = {id(v) for m in (getattr(model, "metrics", None) or []) for v in getattr(m, "variables", [])}
-    non_trainable = _creation_order([w for w in model.non_trainable_weights if id(w) not in metric_variables])
-    state.variables = _describe(trainable, True) + _describe(non_trainable, False)
-
     legacy = state.legacy_variables
     legacy_trainable = [v for v in legacy if v["trainable"]]
     legacy_state = [v for v in legacy if not v["trainable"]]
 
     def shapes(table):
         return [list(v["shape"]) for v in table]
+
+    trainable = _creation_order(list(model.trainable_weights))
+    non_trainable = _creation_order([w for w in model.non_trainable_weights if id(w) not in metric_variables])
+    if features is not None and shapes(legacy_trainable) != shapes(_describe(trainable, True)):
+        # Weights a model makes in __init__ (`self.add_weight`, as a TF1 `get_variable` becomes)
+        # exist before its layers build theirs; TF1 made each where the forward pass first
+        # used it. The order in which a call of the built model first reads them is that order
+        # (not the building call's: making a mirrored variable reads it, and Keras 3 traces
+        # that call symbolically first).
+        with strategy.scope(), _ReadOrder(tf) as reads:
+            model(features, training=False)
+        trainable = reads.ordered(trainable)
+        non_trainable = reads.ordered(non_trainable)
+    state.variables = _describe(trainable, True) + _describe(non_trainable, False)
 
     mine_trainable = state.variables[: len(trainable)]
     mine_state = state.variables[len(trainable):]
