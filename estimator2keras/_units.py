@@ -10,6 +10,7 @@ changes, and the reason is marked in the file and reported.
 from __future__ import annotations
 
 
+import builtins
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterator
 
@@ -297,8 +298,14 @@ class InputFn:
     helpers: list[cst.FunctionDef] = field(default_factory=list)
     #: The lambda's calls of ``helpers``, each with the function it calls.
     helper_calls: list[tuple[cst.Call, cst.FunctionDef]] = field(default_factory=list)
-    #: ``make_input_fn(x, y)``: the call that returns ``function`` (a nested def).
-    factory_call: cst.Call | None = None
+    #: The expression whose value is the input_fn, called by the Keras program to get the
+    #: dataset: ``make_input_fn(x, y)`` returning ``function`` (a nested def) or ``lambda_``
+    #: (``return lambda: ...``), or a name holding it (``train_input_fn`` of ``train_input_fn,
+    #: eval_input_fn = get_input_fns(...)``, of ``train_input_fn = functools.partial(...)``).
+    factory_call: cst.BaseExpression | None = None
+    #: ``functools.partial(function, x, batch_size=8)``: the partial that is the input_fn
+    #: (``function`` is the function it binds); the Estimator passed it only what it leaves.
+    partial: cst.Call | None = None
     #: A function to map over the dataset (``model.preprocess``), set by the plan.
     dataset_map: str | None = None
     #: The calls of ``function`` the Keras program makes (``call_expression``), for rules
@@ -342,7 +349,8 @@ class InputFn:
                 epochs = self.chain.value(ctx, epochs)  # `num_epochs=num_epochs`: the caller's
             return epochs is not None and not isinstance(epochs, cst.Integer)
         if self.function is not None:
-            code = [(self.function.body, _Decider(ctx, self.function, None, mode), self.function, None)]
+            bound = _partial_call(self.partial) if self.partial is not None else None
+            code = [(self.function.body, _Decider(ctx, self.function, bound, mode), self.function, bound)]
         else:
             code = [(fn.body, _Decider(ctx, fn, call, None), fn, call) for call, fn in self.helper_calls]
             if self.lambda_ is not None:
@@ -353,8 +361,11 @@ class InputFn:
                     count = _keyword_or_position(call, "count", 0)
                     if isinstance(count, cst.Integer) or _run_time_count(count):
                         continue
-                    if isinstance(_argument_given(ctx, fn, fn_call, count), cst.Integer):
+                    given = _argument_given(ctx, fn, fn_call, count)
+                    if isinstance(given, cst.Integer):
                         continue  # `lambda: input_fn(data, num_epochs=2)`: the helper's parameter
+                    if isinstance(given, cst.Name) and isinstance(self._factory_value(ctx, given), cst.Integer):
+                        continue  # given the parameter of a factory (`return lambda: read(x, epochs)`)
                     if not isinstance(self._factory_value(ctx, count), cst.Integer):
                         return True
         return False
@@ -475,24 +486,35 @@ class InputFn:
             if self.array_factory_call is not None:
                 return self.array_factory_call  # the function returns the dataset now
             return self.array_call  # the input rule replaces the call with its dataset
-        if self.lambda_ is not None:
+        if self.lambda_ is not None and self.factory_call is None:
             return self._lambda_body(params, mode)
-        assert self.function is not None
+        if self.lambda_ is not None:
+            passed, owner = list(self.lambda_.params.params), self.lambda_
+        else:
+            assert self.function is not None
+            passed, owner = _left_by_partial(self.function, self.partial), self.function
         args = []
-        for param in self.function.params.params:
+        for param in passed:
             name = param.name.value
             if name == "params":
                 if params is None:
-                    raise Unsupported("the input_fn takes `params`, but the Estimator has none", self.function)
-                args.append(_emit.keyword_arg("params", self._params_read(params)))
+                    raise Unsupported("the input_fn takes `params`, but the Estimator has none", owner)
+                args.append(_emit.keyword_arg(
+                    "params", self._params_read(params) if self.lambda_ is None else params))
             elif name == "mode":  # the Estimator passes it, default or not (Estimator._call_input_fn)
                 if mode is None:
-                    raise Unsupported("the input_fn takes `mode`, but e2k does not know the mode here", self.function)
+                    raise Unsupported("the input_fn takes `mode`, but e2k does not know the mode here", owner)
                 args.append(_emit.keyword_arg("mode", cst.SimpleString(f'"{mode}"')))
             elif name == "config" and param.default is None:
                 args.append(_emit.keyword_arg("config", cst.Name("None")))
-        func = self.factory_call if self.factory_call is not None else cst.Name(self.function.name.value)
-        call = cst.Call(func=func, args=_emit.call_args(args))
+        if self.factory_call is not None:
+            call = cst.Call(func=self.factory_call, args=_emit.call_args(args))
+        elif self.partial is not None:
+            # `functools.partial(input_fn, x, batch_size=8)` written where the Estimator read it:
+            # the call it stood for (`input_fn(x, batch_size=8)`).
+            call = cst.Call(func=self.partial.args[0].value, args=_emit.call_args([*self.partial.args[1:], *args]))
+        else:
+            call = cst.Call(func=cst.Name(self.function.name.value), args=_emit.call_args(args))
         self.calls_made.append(call)
         return call
 
@@ -642,7 +664,151 @@ def resolve_input_fn(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn:
         return found
     if isinstance(node, cst.Lambda):
         return _lambda_input_fn(ctx, node, node)
-    raise Unsupported("this input_fn is not a function, a lambda or an input_fn factory that e2k can follow", node)
+    if _partial_function(ctx, node) is not None:
+        # `input_fn=functools.partial(input_fn, x, batch_size=8)`: the Keras program calls it so.
+        return _partial_input_fn(ctx, node, node, None)
+    if isinstance(bound, Binding) and _partial_function(ctx, bound.value) is not None:
+        return _partial_input_fn(ctx, node, bound.value, node)  # `train_input_fn = functools.partial(...)`
+    unpacked = _unpacked_input_fn(ctx, node)
+    if unpacked is not None:
+        return unpacked
+    raise Unsupported(_not_followed(ctx, node), node)
+
+
+def _not_followed(ctx: RewriteContext, node: cst.BaseExpression) -> str:
+    """Why ``node`` is no input_fn e2k follows, as precisely as e2k can tell."""
+    reason = "this input_fn is not a function, a lambda, a functools.partial or an input_fn factory that e2k can follow"
+    call = node
+    if isinstance(node, (cst.Name, cst.Attribute)):
+        bound = resolve(ctx, node)
+        call = bound.value if isinstance(bound, Binding) else None
+        if bound is None and isinstance(node, cst.Name) and _single_assignment(ctx, node) is None:
+            scope = ctx.scope(node)
+            if scope is not None and not scope.assignments[node.value] and not hasattr(builtins, node.value):
+                return f"`{node.value}` is not defined here"
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
+            scope = ctx.scope(node.value)
+            if scope is not None and not scope.assignments[node.value.value] and \
+                    not hasattr(builtins, node.value.value):
+                return f"`{node.value.value}` (of `{_emit.code(node)}`) is not defined here"
+    if isinstance(call, cst.Call) and isinstance(call.func, (cst.Name, cst.Attribute)):
+        function = resolve(ctx, call.func)
+        if isinstance(function, cst.FunctionDef):
+            returned = _single_return(function)
+            what = f"`{_emit.code(call.func)}`"
+            if returned is None:
+                return f"{reason}: {what} has more than one return, or none last"
+            try:
+                bind_arguments(call, tuple(p.name.value for p in function.params.params))
+            except Unsupported:
+                return f"{reason}: {what} is called with more positional arguments than it takes"
+            return f"{reason}: {what} returns `{_emit.code(returned)}`, not a function e2k follows"
+    return reason
+
+
+def _partial_function(ctx: RewriteContext, node: cst.BaseExpression | None) -> cst.FunctionDef | None:
+    """``functools.partial(fn, ...)`` of a function of the program (positional arguments
+    first, none passed with ``*`` or ``**``): ``fn``'s definition; None for anything else."""
+    if not (isinstance(node, cst.Call) and isinstance(node.func, (cst.Name, cst.Attribute)) and node.args):
+        return None
+    from libcst.metadata import QualifiedNameProvider
+
+    names = {q.name for q in ctx.get_metadata(QualifiedNameProvider, node.func, set())}
+    if "functools.partial" not in names:
+        return None
+    first = node.args[0]
+    if first.keyword is not None or first.star or not isinstance(first.value, (cst.Name, cst.Attribute)):
+        return None
+    if any(arg.star for arg in node.args):
+        return None
+    function = resolve(ctx, first.value)
+    return function if isinstance(function, cst.FunctionDef) else None
+
+
+def _partial_call(partial: cst.Call) -> cst.Call:
+    """The call a partial stands for, with the arguments it binds (``fn(x, batch_size=8)``):
+    read to bind the function's parameters, never written."""
+    return cst.Call(func=partial.args[0].value, args=partial.args[1:])
+
+
+def _left_by_partial(function: cst.FunctionDef, partial: cst.Call | None) -> list[cst.Param]:
+    """The parameters a partial leaves to its caller (all of them without one): TensorFlow's
+    fn_args drops the positional ones it binds and its keywords, and the Estimator passes
+    ``mode``, ``params`` and ``config`` to those left."""
+    params = list(function.params.params)
+    if partial is None:
+        return params
+    positional = [a for a in partial.args[1:] if a.keyword is None]
+    keywords = {a.keyword.value for a in partial.args[1:] if a.keyword is not None}
+    return [p for p in params[len(positional):] if p.name.value not in keywords]
+
+
+def _partial_input_fn(ctx: RewriteContext, node: cst.BaseExpression, partial: cst.Call,
+                      name: cst.BaseExpression | None, chain: "FactoryChain | None" = None) -> InputFn:
+    """The input_fn a ``functools.partial`` makes; ``name``: what holds it (a name, a factory's
+    call), which the Keras program calls; None: the partial is written where it is read."""
+    function = _partial_function(ctx, partial)
+    try:
+        bind_arguments(_partial_call(partial), tuple(p.name.value for p in function.params.params))
+    except Unsupported:
+        raise Unsupported("the functools.partial passes more positional arguments than the function takes", partial)
+    _check_input_fn_params(ctx, function, _left_by_partial(function, partial))
+    return InputFn(node, function=function, partial=partial, factory_call=name, chain=chain)
+
+
+def _returned_callable(ctx: RewriteContext, function: cst.FunctionDef, value: cst.BaseExpression | None):
+    """What a function returns as an input_fn, read in its own scope: a nested ``def`` (by its
+    name), a lambda or a ``functools.partial`` (written in the return, or bound once to a name
+    it returns). None for anything else."""
+    if isinstance(value, cst.Name):
+        bound = resolve(ctx, value)
+        if isinstance(bound, cst.FunctionDef):
+            return bound
+        if isinstance(bound, Binding) and ctx.within(bound.statement, (function,)):
+            value = bound.value
+    if isinstance(value, cst.Lambda) or _partial_function(ctx, value) is not None:
+        return value
+    return None
+
+
+def _callable_input_fn(ctx: RewriteContext, node: cst.BaseExpression, made, holder: cst.BaseExpression,
+                       chain: "FactoryChain") -> InputFn:
+    """The input_fn ``made`` (what ``_returned_callable`` found), which ``holder`` holds once
+    the chain's calls are made: the Keras program calls ``holder``."""
+    if isinstance(made, cst.FunctionDef):
+        _check_input_fn_params(ctx, made)
+        return InputFn(node, function=made, factory_call=holder, chain=chain)
+    if isinstance(made, cst.Lambda):
+        found = _lambda_input_fn(ctx, node, made)
+        found.factory_call, found.chain = holder, chain
+        return found
+    return _partial_input_fn(ctx, node, made, holder, chain)
+
+
+def _unpacked_input_fn(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn | None:
+    """``train_input_fn, eval_input_fn = get_input_fns(...)`` (a data-loading function whose one
+    ``return`` is a tuple of input_fns: nested defs, lambdas, partials): the element this name
+    holds. The Keras program calls the name (``train_input_fn()``)."""
+    if not isinstance(node, cst.Name):
+        return None
+    found = unpacking(ctx, node)
+    if found is None:
+        return None
+    _, assign, tuple_, index = found
+    call = assign.value
+    if not (isinstance(call, cst.Call) and isinstance(call.func, (cst.Name, cst.Attribute))):
+        return None
+    function = resolve(ctx, call.func)
+    if not isinstance(function, cst.FunctionDef) or function.decorators:
+        return None
+    returned = _single_return(function)
+    if not (isinstance(returned, (cst.Tuple, cst.List)) and len(returned.elements) == len(tuple_.elements)) \
+            or any(isinstance(e, cst.StarredElement) for e in returned.elements):
+        return None
+    made = _returned_callable(ctx, function, returned.elements[index].value)
+    if made is None:
+        return None
+    return _callable_input_fn(ctx, node, made, node, FactoryChain([(call, function)], []))
 
 
 def _lambda_input_fn(ctx: RewriteContext, node: cst.BaseExpression, lambda_: cst.Lambda) -> InputFn:
@@ -707,6 +873,8 @@ class FactoryChain:
     #: call (its ``return`` statement's value), or the nested function it defines.
     array_call: cst.Call | None = None
     function: cst.FunctionDef | None = None
+    #: Or a lambda or a ``functools.partial`` it returns (``return lambda: read(x, y)``).
+    made: cst.BaseExpression | None = None
 
     def value(self, ctx: RewriteContext, node: cst.BaseExpression | None) -> cst.BaseExpression | None:
         """What ``node``, read in the innermost function (or a function nested in it), holds
@@ -757,11 +925,17 @@ def factory_chain(ctx: RewriteContext, node: cst.BaseExpression) -> FactoryChain
         function = resolve(ctx, current.func)
         if not isinstance(function, cst.FunctionDef):
             return None
+        positional = [a for a in current.args if a.keyword is None and not a.star]
+        if not isinstance(function.params.star_arg, cst.Param) and len(positional) > len(function.params.params):
+            return None  # a call that fails (`make_dataset(batch_size, x, y)` of `def make_dataset(x, y)`)
         frames.append((current, function))
         inner = _returned_function(function)
         if inner is not None:
             return FactoryChain(frames, bindings, function=inner)
         returned = _single_return(function)
+        made = _returned_callable(ctx, function, returned)
+        if made is not None and not isinstance(made, cst.FunctionDef):
+            return FactoryChain(frames, bindings, made=made)
         if isinstance(returned, cst.Call) and ctx.call_api_path(returned) in ARRAY_INPUT_FNS:
             # Converted, each function returns the dataset: a decorator may expect otherwise.
             if any(f.decorators for _, f in frames):
@@ -797,6 +971,8 @@ def _factory_input_fn(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn 
     if chain.array_call is not None:
         return InputFn(node, array_call=chain.array_call, array_factory_call=node,
                        array_factory=chain.frames[-1][1], chain=chain)
+    if chain.made is not None:
+        return _callable_input_fn(ctx, node, chain.made, node, chain)
     _check_input_fn_params(ctx, chain.function)
     return InputFn(node, function=chain.function, factory_call=node, chain=chain)
 
@@ -813,11 +989,13 @@ def _returned_function(factory: cst.FunctionDef) -> cst.FunctionDef | None:
     return None
 
 
-def _check_input_fn_params(ctx: RewriteContext, fn: cst.FunctionDef) -> None:
+def _check_input_fn_params(ctx: RewriteContext, fn: cst.FunctionDef, left: list[cst.Param] | None = None) -> None:
+    """The parameters the Estimator fills (``left``: those a partial leaves, default all) are
+    ones e2k can pass."""
     params = fn.params
     if isinstance(params.star_arg, cst.Param) or params.kwonly_params or params.star_kwarg or params.posonly_params:
         raise Unsupported("an input_fn with *args, **kwargs or keyword-only parameters is not converted", fn)
-    for param in params.params:
+    for param in (params.params if left is None else left):
         name = param.name.value
         # The Estimator passes its RunConfig to a `config` parameter, default or not.
         if name == "config" and _reads(ctx, param.name):
@@ -1639,6 +1817,13 @@ class ConversionPlan:
                 self._statements.setdefault(binding.statement, [])
         for alternative in input_fn.alternatives:
             self.register_input_fn(alternative)
+        if input_fn.partial is not None and input_fn.factory_call is None:
+            # The partial becomes the call it stood for: its import goes when nothing else reads it.
+            func = input_fn.partial.func
+            if isinstance(func, cst.Name):
+                self.ctx.remove_import_if_unused("functools", func.value)
+            else:
+                self.ctx.remove_import_if_unused("functools")
         self.input_fns.append(input_fn)
 
     def input_definitions(self) -> list[cst.FunctionDef]:

@@ -44,6 +44,16 @@ class EstimatorTrainEvaluateToFitEvaluate(UnitRule):
       bound to an input_fn in each branch of an `if` (`def train_input_fn(): ...` in one,
       `train_input_fn = numpy_input_fn(...)` in the other) converts in each branch, when each
       is called the same way.
+    - An input_fn the program holds as a value is called where it was held, the mode and
+      params passed as above: one a factory returns (a nested `def`, a lambda, a
+      `functools.partial`: `make_input_fn(x, y)()`), one of the pair a data-loading function
+      returns (`train_input_fn, eval_input_fn = get_input_fns(...)`: `train_input_fn()`), a
+      name bound to a `functools.partial` (`train_input_fn()`). A partial written where the
+      Estimator read it becomes the call it stood for (`functools.partial(read, x, y,
+      batch_size=8)` -> `read(x, y, batch_size=8)`); the Estimator passed `mode`, `params` and
+      `config` only to the parameters the partial leaves. What e2k cannot follow is reported
+      with the reason (a name that is not defined, a call with more arguments than its
+      function takes, a function that returns a Dataset instead of an input_fn).
     - Estimators held in a dict, list or tuple literal bound to one name (`estimators =
       {"linear": LinearClassifier(...), "dnn": DNNClassifier(...)}`) become their models, each
       built above the literal under a name from its key (`linear_model`, `dnn_model`; in a

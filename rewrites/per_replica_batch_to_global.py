@@ -815,6 +815,7 @@ def _called_elsewhere(code: cst.CSTNode, ctx) -> str | None:
 
 
 TRAIN_SIGNATURE = ("input_fn", "hooks", "steps", "max_steps", "saving_listeners")
+PREDICT_SIGNATURE = ("input_fn", "predict_keys", "hooks", "checkpoint_path", "yield_single_examples")
 EVALUATE_SIGNATURE = ("input_fn", "steps", "hooks", "checkpoint_path", "name")
 TRAIN_SPEC = frozenset({"estimator.TrainSpec"})
 EVAL_SPEC = frozenset({"estimator.EvalSpec"})
@@ -844,6 +845,9 @@ class _Reads:
         for use in plan.uses("method", "evaluate"):
             args = bind_arguments(use.call, EVALUATE_SIGNATURE)
             self._passed(args, self.eval_distributed, _given(args.get("steps")))
+        for use in plan.uses("method", "predict"):
+            # Never distributed: one batch of the input_fn's size per step, on one device.
+            self._passed(bind_arguments(use.call, PREDICT_SIGNATURE), False, False)
         for use in plan.uses("train_and_evaluate"):
             args = bind_arguments(use.call, ("estimator", "train_spec", "eval_spec"))
             train, _ = resolve_call(ctx, args["train_spec"].value, TRAIN_SPEC) if "train_spec" in args else (None, None)
