@@ -836,9 +836,13 @@ class ModelWriter:
         return f"{tf}.keras.losses.MeanSquaredError({suffix[2:]})"
 
     def head_metrics(self) -> list[tuple[str, str, str]]:
-        """The head's evaluation metrics that Keras computes exactly: (key, attribute, metric code).
-        TF1's binary heads also gave `auc_precision_recall` by trapezoidal summation, which no
-        Keras AUC does: it is left out (a read of it is reported, see ``eval_keys``)."""
+        """The head's evaluation metrics that Keras computes exactly: (key, attribute, metric code),
+        then those add_metrics added. TF1's binary heads also gave `auc_precision_recall` by
+        trapezoidal summation, which no Keras AUC does: it is left out (a read of it is
+        reported, see ``eval_keys``)."""
+        return self._head_metrics() + list(self.added)
+
+    def _head_metrics(self) -> list[tuple[str, str, str]]:
         tf = self.tf
         if self.c.head == "binary":
             out = [("accuracy", "accuracy", f'{tf}.keras.metrics.BinaryAccuracy(name="accuracy", threshold=0.0)'),
@@ -865,6 +869,11 @@ class ModelWriter:
     def metrics(self) -> list[str]:
         return [code for _, _, code in self.head_metrics()]
 
+    #: The metrics add_metrics added (``_added_metrics.canned_metrics``): (key, attribute, code),
+    #: and every key it added (converted or left for a human).
+    added: list[tuple[str, str, str]] = []
+    added_keys: list[str] = []
+
     def metric_definitions(self) -> list[str]:
         """The emitted metric classes the head's metrics use."""
         used = " ".join(self.metrics())
@@ -881,7 +890,7 @@ class ModelWriter:
             estimator |= {"accuracy"}
         else:
             estimator |= {"label/mean", "prediction/mean"}
-        return estimator, keras
+        return estimator | set(self.added_keys), keras
 
     # -- wide & deep: a linear model trained by its own optimizer --------------------------------
     def two_optimizers(self) -> bool:
@@ -1223,8 +1232,20 @@ def convert(unit, plan, ctx, code: str) -> None:
     for column in writer.columns:
         plan.fixed(column.call, "E2K504", f"feature column `{column.name}` -> Keras preprocessing")
 
+    if unit.wrappers:
+        # `estimator = add_metrics(estimator, metric_fn)`: more metrics of the head's logits (E2K205).
+        from estimator2keras._added_metrics import canned_metrics
+
+        added = canned_metrics(ctx, unit, plan, canned.head, canned.weight_key is not None)
+        writer.added = [(key, attr, code) for key, attr, code, _ in added]
+        writer.added_keys = [key for metric_fn in unit.metric_fns for key, _, _ in metric_fn.entries]
     indent = ctx.module.default_indent
     definitions = [cst.parse_statement(_reindent(d.lstrip("\n"), indent)) for d in writer.metric_definitions()]
+    if unit.wrappers:
+        for _, _, _, needed in added:
+            for definition in needed:
+                if not any(definition.deep_equals(d) for d in definitions):
+                    definitions.insert(0, definition)
     definitions.append(_fit_lines(cst.parse_statement(writer.model_class(indent)), indent))
     plan.eval_keys = writer.eval_keys()  # read where evaluate()'s result is (E2K003, E2K002)
     if canned.linear is not None:

@@ -1088,6 +1088,11 @@ class EstimatorUnit:
     #: The name the model gets (from the element's key), and how messages name the Estimator.
     preferred: str = "model"
     label: str | None = None
+    #: ``estimator = add_metrics(estimator, metric_fn)`` statements (``_added_metrics.Wrapper``):
+    #: the uses of the names they bind are the unit's; their metrics go to compile().
+    wrappers: list = field(default_factory=list)
+    #: Their metric_fns, read by the model's conversion (None: it did not take them).
+    metric_fns: list | None = None
 
     @property
     def var(self) -> str:
@@ -1225,7 +1230,12 @@ def _build_unit(ctx: RewriteContext, call: cst.Call, path: str, owner: type[Unit
             reached += found
         target = sites[0][2]
     args = bind_arguments(call, owner.signature)
+    from estimator2keras._added_metrics import check_earlier_evaluations, follow
+
+    reached, wrappers = follow(ctx, reached)
     unit = EstimatorUnit(owner, path, statement, call, target, args, [_classify(ctx, n) for n, _ in reached])
+    unit.wrappers = wrappers
+    check_earlier_evaluations(ctx, unit)
     unit.shared = {read: others for read, others in reached if others}
     unit.factory, unit.sites, unit.returned = factory, sites, returned
     if returned is not None and returned_others:

@@ -367,9 +367,16 @@ def main():
         scope = ctx.scope(replaced)
         taken = {a.name for a in scope.assignments} | {a.node.value for a in scope.accesses}
         try:
-            conversion = convert_model_fn(
-                fn, ctx, plan.tf, taken, plan, tuple(source.bound), stem=replaced.name.value
-            )
+            if unit.wrappers:
+                # `estimator = add_metrics(estimator, metric_fn)`: its metrics are EVAL's too (E2K205).
+                from estimator2keras._added_metrics import convert_model_fn as convert_with_added_metrics
+
+                conversion = convert_with_added_metrics(
+                    fn, ctx, plan.tf, taken, plan, tuple(source.bound), replaced.name.value, unit)
+            else:
+                conversion = convert_model_fn(
+                    fn, ctx, plan.tf, taken, plan, tuple(source.bound), stem=replaced.name.value
+                )
         except Unsupported as exc:
             from estimator2keras._modelfn import other_blockers
 

@@ -1,0 +1,139 @@
+from __future__ import annotations
+
+from estimator2keras._rule import Case, Safety, Unsupported, UnitRule
+
+
+class AddMetricsToCompile(UnitRule):
+    """`estimator = tf.estimator.add_metrics(estimator, metric_fn)` becomes more metrics in the Keras model's `compile()`.
+
+    ## What it does
+    `add_metrics` (`tf.estimator`, `tf.contrib.estimator`) wrapped an Estimator so that its
+    evaluation also reported the metrics `metric_fn(labels, predictions[, features, config])`
+    returns. The Keras model compiles them with its own, under the same names, so
+    `model.evaluate(..., return_dict=True)` reports every key the Estimator's `evaluate()` did:
+
+    - the `add_metrics` statement goes, and the uses of the name it bound are the model's
+      (`estimator.train(...)`, `train_and_evaluate(estimator, ...)` after it convert as usual);
+    - each `tf.metrics` call of the metric_fn is translated by E2K202, its `predictions` read as
+      what the Estimator gave the metric_fn: for a custom Estimator, the EVAL EstimatorSpec's
+      `predictions` (`predictions["y"]` is the tensor the model_fn predicted under `"y"`, read
+      back to the model output: the output itself, its sigmoid or softmax, its argmax...); for
+      a canned one, the head's predictions (`predictions` of a regressor; `logits`,
+      `logistic`, `class_ids` of a binary classifier; `logits`, `probabilities`, `class_ids`
+      of a multi-class one);
+    - the metric_fn's local names stand for their values; the metric_fn goes when nothing
+      else reads it.
+
+    ## Why
+    `tf.estimator.add_metrics` is gone with the Estimator; dashboards and hyperparameter
+    tuning (Cloud ML's `rmse` metric of the babyweight course) read the names it added.
+
+    ## Fix safety
+    Safe: each metric is the Keras metric E2K202 checks against TF1's own on the same batches.
+    A metric of something else than the labels and the model's predictions (the `features`,
+    the RunConfig), a metric_fn e2k cannot read, or `add_metrics` applied on some paths only
+    (or before an evaluation that reported without its metrics) is refused with the reason;
+    a metric E2K202 does not convert is marked in the metric_fn, which then stays.
+
+    ## Limitations
+    Canned Estimators with a `weight_column` (their head's metrics were weighted, the added
+    ones were not), TPUEstimators and Keras models wrapped by `model_to_estimator` keep
+    `add_metrics` for a human. `forward_features` is another wrapper, not converted.
+
+    ## References
+    - https://github.com/tensorflow/estimator/blob/master/tensorflow_estimator/python/estimator/extenders.py
+    - https://www.tensorflow.org/api_docs/python/tf/keras/Model#compile
+    """
+
+    code = "E2K205"
+    summary = "estimator = add_metrics(estimator, metric_fn) -> the metric_fn's tf.metrics in compile(metrics=...)"
+    safety = Safety.SAFE
+    order = 12
+
+    cases = [
+        Case(
+            id="custom-estimator",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": [[1.0], [2.0]]}, [[2.0], [4.0]])).batch(2)
+
+
+def model_fn(features, labels, mode):
+    output = tf.compat.v1.layers.dense(features["x"], 1)
+    loss = tf.compat.v1.losses.mean_squared_error(labels, output)
+    train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
+        loss, tf.compat.v1.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op, predictions={"y": output})
+
+
+def my_metrics(labels, predictions):
+    return {"rmse": tf.compat.v1.metrics.root_mean_squared_error(labels, predictions["y"])}
+
+
+estimator = tf.estimator.Estimator(model_fn)
+estimator = tf.estimator.add_metrics(estimator, my_metrics)
+estimator.train(input_fn, steps=2)
+print(estimator.evaluate(input_fn)["rmse"])
+''',
+            after='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": [[1.0], [2.0]]}, [[2.0], [4.0]])).batch(2)
+
+
+class Model(tf.keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.output_layer = tf.keras.layers.Dense(1)
+
+    def call(self, features, training=False):
+        output = self.output_layer(features["x"])
+        return output
+
+    def predict_step(self, data):
+        features, _, _ = tf.keras.utils.unpack_x_y_sample_weight(data)
+        output = self(features, training=False)
+        return {"y": output}
+
+
+def build_model():
+    model = Model()
+    model.compile(
+        optimizer=tf.keras.optimizers.SGD(0.1),
+        loss=tf.keras.losses.MeanSquaredError(),
+        metrics=[tf.keras.metrics.RootMeanSquaredError(name="rmse")])
+    return model
+
+
+model = build_model()
+model.fit(input_fn(), steps_per_epoch=2)
+print(model.evaluate(input_fn(), return_dict=True)["rmse"])
+''',
+        ),
+    ]
+
+    def plan(self, unit, plan, ctx) -> None:
+        if not unit.wrappers:
+            return
+        if getattr(unit, "metric_fns", None) is None:
+            raise Unsupported("add_metrics on this kind of Estimator is not converted yet; add its metrics to the "
+                              "model's compile(metrics=...) by hand", unit.wrappers[0].call)
+        for wrapper in unit.wrappers:
+            plan.remove_statement(wrapper.statement)
+            plan.fixed(wrapper.call, self.code, "add_metrics -> the metric_fn's metrics in compile()")
+        from estimator2keras._units import accesses_of
+
+        calls = [w.call for w in unit.wrappers]
+        for metric_fn in unit.metric_fns:
+            fn = metric_fn.fn
+            if metric_fn.left or ctx.path_of(fn) != ctx.path_of(unit.call) or any(fn is other for other in plan.owned):
+                continue
+            reads = accesses_of(ctx, fn.name)
+            if reads and all(ctx.within(read, calls) for read in reads):
+                plan.remove_statement(fn)  # only add_metrics read it
+                plan.owned.append(fn)
