@@ -19,7 +19,7 @@ def normalize(net):
 def model_fn(features, labels, mode, params):
     net = tf.layers.dense(features["x"], 4)
     net = normalize(net)
-    seen = tf.Variable(0.0, name="seen")
+    seen = tf.placeholder_with_default(0.0, [])
     logits = tf.layers.dense(net, 2)
     loss = tf.losses.sparse_softmax_cross_entropy(labels, logits)
     train_op = tf.contrib.opt.LazyAdamOptimizer(0.1).minimize(loss, tf.train.get_global_step())
@@ -45,7 +45,7 @@ def test_every_blocker_of_a_model_fn_is_reported(rules):
 
 def test_a_model_fn_that_converts_reports_no_blockers(rules):
     source = SOURCE.replace("    net = normalize(net)\n", "").replace(
-        '    seen = tf.Variable(0.0, name="seen")\n', "").replace(
+        '    seen = tf.placeholder_with_default(0.0, [])\n', "").replace(
         "tf.contrib.opt.LazyAdamOptimizer", "tf.train.AdamOptimizer")
     result = rewrite_source(source.encode(), "program.py", rules)
     assert result.status == "converted", [f.format() for f in result.findings]
@@ -55,7 +55,7 @@ def test_a_tf1_layer_without_a_rule_is_refused_not_left_in_the_keras_model(rules
     # It was left in `call` as TF1 code (making new variables at every step, and reading an
     # alias the conversion removed) while the file was reported converted.
     source = SOURCE.replace("    net = normalize(net)\n", "").replace(
-        '    seen = tf.Variable(0.0, name="seen")\n',
+        '    seen = tf.placeholder_with_default(0.0, [])\n',
         "    net = tf.layers.separable_conv1d(tf.reshape(net, [-1, 4, 1]), 2, 1)\n"
         "    net = tf.layers.flatten(net)\n").replace("tf.contrib.opt.LazyAdamOptimizer", "tf.train.AdamOptimizer")
     result = rewrite_source(source.encode(), "program.py", rules)

@@ -210,3 +210,26 @@ def test_parity_catches_a_weight_made_otherwise_than_tf1_made_it(tmp_path):
     wrong.write_text(after.replace(made, made + " trainable=False,"))
     result = run_parity(case / "before.py", wrong, replicas=2)
     assert not result.passed, result.report()
+
+
+def test_variables_of_initial_values_become_weights_of_that_distribution(rules):
+    """TensorFlow's first tutorials: `W = tf.Variable(tf.truncated_normal(...))`."""
+    result = convert(rules, '''\
+def network(features, params):
+    W = tf.Variable(tf.truncated_normal([4, params["hidden"]], stddev=0.1), name="W")
+    b = tf.Variable(tf.constant(0.1, shape=[params["hidden"]]))
+    hidden = tf.nn.relu(tf.matmul(features["x"], W) + b)
+    W_out = tf.Variable(tf.zeros([params["hidden"], 1]))
+    return tf.matmul(hidden, W_out)
+''')
+    assert result.status == "converted", manual(result)
+    new = result.new.decode()
+    assert "tf.Variable" not in new and "truncated_normal(" not in new, new
+    assert "initializer=tf.keras.initializers.TruncatedNormal(stddev=0.1)" in new, new
+    assert "initializer=tf.keras.initializers.Constant(0.1)" in new, new
+    model = build(new, {"hidden": 3})
+    x = np.ones((2, 4), np.float32)
+    out = np.asarray(model({"x": x}))
+    np.testing.assert_allclose(model.b.numpy(), np.full(3, 0.1, np.float32))
+    np.testing.assert_allclose(out, np.zeros((2, 1), np.float32))  # W_out starts at zeros
+    assert [tuple(v.shape) for v in model.trainable_weights] == [(4, 3), (3,), (3, 1)]

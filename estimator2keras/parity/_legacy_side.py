@@ -101,7 +101,18 @@ def _model_variables(tf, graph):
     (BatchNorm moving statistics and the like): optimizer slots, global_step and metric
     variables are created later or elsewhere and are never model state.
     """
-    trainable = list(tf.compat.v1.trainable_variables())
+    # Under MirroredStrategy a `tf.Variable` (not `get_variable`) leaves its per-replica
+    # components in the trainable collection (`b`, `b/replica_1`) and the mirrored variable
+    # among the global ones: each counts once, as the mirrored variable.
+    mirrored = {}
+    for v in tf.compat.v1.global_variables():
+        for component in getattr(v, "values", None) or () if hasattr(v, "_values") else ():
+            mirrored[id(component)] = v
+    trainable = []
+    for v in tf.compat.v1.trainable_variables():
+        v = mirrored.get(id(v), v)
+        if all(v is not seen for seen in trainable):
+            trainable.append(v)
     global_step = tf.compat.v1.train.get_global_step(graph)
     snapshot = getattr(graph, "_e2k_variables_before_optimizer", None)
     if snapshot is None:
@@ -109,7 +120,7 @@ def _model_variables(tf, graph):
     trainable_ids = {id(v) for v in trainable}
     state = [
         v for v in snapshot
-        if id(v) not in trainable_ids and v is not global_step
+        if id(v) not in trainable_ids and id(mirrored.get(id(v), v)) not in trainable_ids and v is not global_step
         and "global_step" not in v.op.name
     ]
     return trainable, state, True
