@@ -48,7 +48,7 @@ class MetricFn:
     """A metric_fn read: its definition, its locals (name -> value) and the metrics it
     returns: (key, the dict element, the ``tf.metrics`` call or what else it holds)."""
 
-    fn: cst.FunctionDef
+    fn: cst.FunctionDef | cst.Lambda
     env: dict[str, cst.BaseExpression] = field(default_factory=dict)
     entries: list[tuple[str, cst.DictElement, cst.BaseExpression]] = field(default_factory=list)
     #: Some metric was left for a human (marked in the metric_fn, which then stays).
@@ -67,13 +67,13 @@ def wrapper_of(ctx, read: cst.Name) -> Wrapper | None:
     if args.get("estimator") is not arg:
         return None
     if "metric_fn" not in args:
-        raise Unsupported("add_metrics(...) without a metric_fn", call)
+        raise Unsupported("add_metrics(...) without a metric_fn", call, CODE)
     statement = ctx.enclosing_statement(call)
     small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
     if not (isinstance(small, cst.Assign) and small.value is call and len(small.targets) == 1
             and isinstance(small.targets[0].target, cst.Name)):
         raise Unsupported("add_metrics(...) is used inside an expression; e2k follows `estimator = "
-                          "add_metrics(estimator, metric_fn)` as a statement", call)
+                          "add_metrics(estimator, metric_fn)` as a statement", call, CODE)
     return Wrapper(statement, call, read, args["metric_fn"].value)
 
 
@@ -90,22 +90,22 @@ def follow(ctx, reached: list, depth: int = 0) -> tuple[list, list[Wrapper]]:
             out.append((read, others))
             continue
         if others:
-            raise Unsupported("add_metrics wraps an Estimator this name may not hold here", read)
+            raise Unsupported("add_metrics wraps an Estimator this name may not hold here", read, CODE)
         if depth > 4:
-            raise Unsupported("add_metrics is applied more than five times in a row", wrapper.call)
+            raise Unsupported("add_metrics is applied more than five times in a row", wrapper.call, CODE)
         target = wrapper.statement.body[0].targets[0].target
         later = reads_reached(ctx, target)
         if later is None:
-            raise Unsupported(f"the uses of `{target.value}` cannot be followed", target)
+            raise Unsupported(f"the uses of `{target.value}` cannot be followed", target, CODE)
         for later_read, later_others in later:
             if later_others:
                 raise Unsupported(f"`{target.value}` here may hold the Estimator with or without the metrics "
-                                  "add_metrics added (it was applied on some paths only)", later_read)
+                                  "add_metrics added (it was applied on some paths only)", later_read, CODE)
         for later_read, _ in later:
             parent = ctx.parent(later_read)
             if isinstance(parent, cst.Return):
                 raise Unsupported("the Estimator with added metrics is returned; e2k converts add_metrics where "
-                                  "the Estimator is used", later_read)
+                                  "the Estimator is used", later_read, CODE)
         inner, inner_wrappers = follow(ctx, later, depth + 1)
         out.extend(inner)
         wrappers += [wrapper, *inner_wrappers]
@@ -129,21 +129,25 @@ def read_metric_fn(ctx, node: cst.BaseExpression) -> MetricFn:
     """The metric_fn ``node`` names: a function of the program whose parameters are among
     labels, predictions, features and config, whose statements bind names once, and whose
     last statement returns a dict with string keys (or a name bound to one)."""
-    from estimator2keras._units import resolve
+    from estimator2keras._units import Binding, resolve
 
-    fn = resolve(ctx, node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+    fn = resolve(ctx, node) if isinstance(node, (cst.Name, cst.Attribute)) else node
+    if isinstance(fn, Binding):
+        fn = fn.value
+    if isinstance(fn, cst.Lambda):
+        return _lambda_metric_fn(fn)
     if not isinstance(fn, cst.FunctionDef):
-        raise Unsupported("the metric_fn is not a function of the program e2k can read", node)
+        raise Unsupported("the metric_fn is not a function or a lambda of the program e2k can read", node, CODE)
     if fn.decorators:
-        raise Unsupported("the metric_fn is decorated", fn)
+        raise Unsupported("the metric_fn is decorated", fn, CODE)
     params = fn.params
     if params.star_arg != cst.MaybeSentinel.DEFAULT or params.kwonly_params or params.star_kwarg \
             or params.posonly_params:
-        raise Unsupported("the metric_fn takes *args, **kwargs or keyword-only parameters", fn)
+        raise Unsupported("the metric_fn takes *args, **kwargs or keyword-only parameters", fn, CODE)
     names = [p.name.value for p in params.params]
     unknown = [n for n in names if n not in METRIC_FN_PARAMS]
     if unknown:
-        raise Unsupported(f"metric_fn parameter `{unknown[0]}` is none add_metrics passes", fn)
+        raise Unsupported(f"metric_fn parameter `{unknown[0]}` is none add_metrics passes", fn, CODE)
     found = MetricFn(fn)
     body = list(fn.body.body) if isinstance(fn.body, cst.IndentedBlock) else []
     for statement in body[:-1]:
@@ -152,10 +156,10 @@ def read_metric_fn(ctx, node: cst.BaseExpression) -> MetricFn:
             continue  # the docstring
         if not (isinstance(small, cst.Assign) and len(small.targets) == 1
                 and isinstance(small.targets[0].target, cst.Name)):
-            raise Unsupported("the metric_fn does more than bind names and return its metrics", statement)
+            raise Unsupported("the metric_fn does more than bind names and return its metrics", statement, CODE)
         target = small.targets[0].target.value
         if target in found.env or target in METRIC_FN_PARAMS:
-            raise Unsupported(f"the metric_fn binds `{target}` twice", statement)
+            raise Unsupported(f"the metric_fn binds `{target}` twice", statement, CODE)
         found.env[target] = small.value
     last = body[-1] if body else None
     small = last.body[0] if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 else None
@@ -163,15 +167,32 @@ def read_metric_fn(ctx, node: cst.BaseExpression) -> MetricFn:
     if isinstance(returned, cst.Name) and returned.value in found.env:
         returned = found.env.pop(returned.value)
     if not isinstance(returned, cst.Dict):
-        raise Unsupported("the metric_fn does not end by returning a dict of metrics", last or fn)
+        raise Unsupported("the metric_fn does not end by returning a dict of metrics", last or fn, CODE)
     for element in returned.elements:
         if not (isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString)
                 and isinstance(element.key.evaluated_value, str)):
-            raise Unsupported("the metric_fn's metric names are not strings written out", element)
+            raise Unsupported("the metric_fn's metric names are not strings written out", element, CODE)
         value = element.value
         if isinstance(value, cst.Name) and value.value in found.env:
             value = found.env[value.value]
         found.entries.append((element.key.evaluated_value, element, value))
+    return found
+
+
+def _lambda_metric_fn(fn: cst.Lambda) -> MetricFn:
+    """``lambda labels, predictions: {"mae": tf.metrics.mean_absolute_error(...)}``."""
+    params = fn.params
+    if params.star_arg != cst.MaybeSentinel.DEFAULT or params.kwonly_params or params.star_kwarg \
+            or params.posonly_params or any(p.name.value not in METRIC_FN_PARAMS for p in params.params):
+        raise Unsupported("the metric_fn lambda takes other parameters than add_metrics passes", fn, CODE)
+    if not isinstance(fn.body, cst.Dict):
+        raise Unsupported("the metric_fn lambda does not return a dict of metrics", fn, CODE)
+    found = MetricFn(fn)
+    for element in fn.body.elements:
+        if not (isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString)
+                and isinstance(element.key.evaluated_value, str)):
+            raise Unsupported("the metric_fn's metric names are not strings written out", element, CODE)
+        found.entries.append((element.key.evaluated_value, element, element.value))
     return found
 
 
@@ -187,7 +208,7 @@ class Substitution:
 
     def read(self, node: cst.BaseExpression, depth: int = 0) -> cst.BaseExpression:
         if depth > 20:
-            raise Unsupported("the metric_fn's names refer to each other too deeply", node)
+            raise Unsupported("the metric_fn's names refer to each other too deeply", node, CODE)
         values: dict[cst.CSTNode, cst.CSTNode] = {}
         stack: list[cst.CSTNode] = [node]
         while stack:
@@ -203,7 +224,7 @@ class Substitution:
                     values[current] = self.predicted(None, current)
                 elif current.value in ("features", "config"):
                     raise Unsupported(f"the metric reads `{current.value}`, which a Keras metric in compile() does not "
-                                      "see (it gets the labels and the model output)", current)
+                                      "see (it gets the labels and the model output)", current, CODE)
                 elif current.value in self.metric_fn.env:
                     values[current] = self.read(self.metric_fn.env[current.value], depth + 1)
                 continue
@@ -214,7 +235,7 @@ class Substitution:
                 stack.append(current.value)  # not `keyword=`
                 continue
             if isinstance(current, cst.Lambda):
-                raise Unsupported("a lambda in the metric_fn's metric is not read", current)
+                raise Unsupported("a lambda in the metric_fn's metric is not read", current, CODE)
             stack.extend(current.children)
         if node in values:
             return values[node]
@@ -244,7 +265,8 @@ def canned_metrics(ctx, unit, plan, head: str, weighted: bool):
         return []
     if weighted:
         raise Unsupported("add_metrics on a canned Estimator with a weight_column: its head's metrics were weighted "
-                          "and the added ones were not, which one compile() cannot tell apart", unit.wrappers[0].call)
+                          "and the added ones were not, which one compile() cannot tell apart",
+                          unit.wrappers[0].call, CODE)
     known = CANNED_PREDICTIONS[head]
     out = []
     for metric_fn in added_metrics(ctx, unit):
@@ -381,7 +403,7 @@ class _AddedMetricsConverter(_converter_class()):
         predictions = spec.get("predictions")
         if predictions is None:
             raise Unsupported("the model_fn's EVAL EstimatorSpec has no predictions, which add_metrics gives the "
-                              "metric_fn", node)
+                              "metric_fn", node, CODE)
         if key is None:
             return predictions
         value, at = predictions, len(self.order)
@@ -393,5 +415,5 @@ class _AddedMetricsConverter(_converter_class()):
                 if isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString) \
                         and element.key.evaluated_value == key:
                     return element.value
-            raise Unsupported(f"the model_fn's EVAL EstimatorSpec predicts no {key!r}", node)
-        raise Unsupported("the model_fn's EVAL predictions are not a dict e2k can read", node)
+            raise Unsupported(f"the model_fn's EVAL EstimatorSpec predicts no {key!r}", node, CODE)
+        raise Unsupported("the model_fn's EVAL predictions are not a dict e2k can read", node, CODE)

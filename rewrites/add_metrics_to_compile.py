@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import libcst as cst
+
 from estimator2keras._rule import Case, Safety, Unsupported, UnitRule
 
 
@@ -21,8 +23,8 @@ class AddMetricsToCompile(UnitRule):
       a canned one, the head's predictions (`predictions` of a regressor; `logits`,
       `logistic`, `class_ids` of a binary classifier; `logits`, `probabilities`, `class_ids`
       of a multi-class one);
-    - the metric_fn's local names stand for their values; the metric_fn goes when nothing
-      else reads it.
+    - the metric_fn's local names stand for their values; the metric_fn (a function, or a
+      lambda returning the dict) goes when nothing else reads it.
 
     ## Why
     `tf.estimator.add_metrics` is gone with the Estimator; dashboards and hyperparameter
@@ -131,6 +133,8 @@ print(model.evaluate(input_fn(), return_dict=True)["rmse"])
         calls = [w.call for w in unit.wrappers]
         for metric_fn in unit.metric_fns:
             fn = metric_fn.fn
+            if not isinstance(fn, cst.FunctionDef):
+                continue  # a lambda: written in the add_metrics call, it goes with it
             if metric_fn.left or ctx.path_of(fn) != ctx.path_of(unit.call) or any(fn is other for other in plan.owned):
                 continue
             reads = accesses_of(ctx, fn.name)

@@ -181,3 +181,37 @@ def test_added_metric_on_the_wrong_value_is_caught(tmp_path):
     result = run_parity(case / "before.py", path, replicas=2)
     assert not result.passed, result.report()
     assert "rmse" in result.report()
+
+
+def test_lambda_metric_fn_on_an_estimator_from_a_factory(rules):
+    source = '''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": [[1.0], [2.0]]}, [[2.0], [4.0]])).batch(2)
+
+
+def model_fn(features, labels, mode):
+    output = tf.compat.v1.layers.dense(features["x"], 1)
+    loss = tf.compat.v1.losses.mean_squared_error(labels, output)
+    train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
+        loss, tf.compat.v1.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op, predictions={"y": output})
+
+
+def build_estimator():
+    return tf.estimator.Estimator(model_fn)
+
+
+def main():
+    estimator = build_estimator()
+    estimator = tf.estimator.add_metrics(
+        estimator, lambda labels, predictions: {"mae": tf.compat.v1.metrics.mean_absolute_error(labels, predictions["y"])})
+    estimator.train(input_fn, steps=2)
+    print(estimator.evaluate(input_fn)["mae"])
+'''
+    result, new = convert(rules, source)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert 'metrics=[MeanAbsoluteErrorOfElements(name="mae")]' in new
+    assert "add_metrics" not in new and "lambda labels" not in new
