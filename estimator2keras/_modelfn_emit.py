@@ -707,7 +707,9 @@ class _KerasWriter:
         for d in builder_defs:
             new = self.translate_builder_def(d)
             body.append(self.fit(_line(new, d.line, d.small), 1))
-        compile_args = [_emit.keyword_arg("optimizer", optimizer), _emit.keyword_arg("loss", loss.keras_loss)]
+        compile_args = [_emit.keyword_arg("optimizer", optimizer)]
+        if loss.keras_loss is not None:  # None: the model computes its own (`compute_loss`)
+            compile_args.append(_emit.keyword_arg("loss", loss.keras_loss))
         if metrics:
             listed = cst.List(_comma_separated([cst.Element(m) for m in metrics]))
             if len(metrics) > 1 and len(_emit.code(listed)) > 60:

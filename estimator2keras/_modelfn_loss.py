@@ -48,6 +48,7 @@ class _LossReader:
         """The Keras loss, the model output expression, and the statements that make up the loss
         (a weight penalty over the model's variables among them: ``self.penalty``)."""
         self.penalty = None
+        self.own_loss = None  # a loss only the model can compute (`_OwnLoss`)
         conversion, at, used, regularized = self._read_loss(loss, at)
         if self.penalty is not None:
             used = used + [d for d in self.penalty.defs if d not in used]
@@ -194,7 +195,7 @@ class _LossReader:
         self._check_internals(expr)
         steps: dict[int, _Def] = {}
         outputs: dict[str, _Def] = {}
-        reads_labels = False
+        reads_labels = reads_features = False
         arguments: set[str] = set()
         pending = [(n, at) for n in self.names_read(expr)]
         while pending:
@@ -204,7 +205,8 @@ class _LossReader:
                 reads_labels = True
                 continue
             if name.value == "features" and d is None:
-                self.refuse(name, "the loss reads `features` itself; a Keras loss sees only the labels and the model output")
+                reads_features = True  # a Keras loss sees only the labels and the output: the model's own
+                continue
             if name.value in self.arguments and d is None:
                 arguments.add(name.value)  # `params`: the Loss takes it as the model does
                 continue
@@ -263,10 +265,22 @@ class _LossReader:
             steps[last.index] = last  # `loss = ...` stays a statement; `call` returns `loss`
             expr = cst.Name(last.name)
         ordered = [steps[i] for i in sorted(steps)]
-        self._check_label_uses(ordered, expr, output_name)
+        raw_labels = False
+        try:
+            self._check_label_uses(ordered, expr, output_name)
+        except Unsupported as refused:
+            if "as they come" not in refused.reason:
+                raise
+            raw_labels = refused  # Keras would hand a Loss other labels: the model's own loss takes them as they come
         self._check_reductions()
-        name = self._loss_class_name()
         arguments = [a for a in self.arguments if a in arguments]
+        if reads_features or raw_labels:
+            self.own_loss = _OwnLoss(ordered, expr, output_name, arguments, reads_features)
+            if self.plan is not None:
+                why = "reads the features" if reads_features else "computes with the labels as they come"
+                self.plan.fixed(expr, HAND_WRITTEN, f"the loss written by hand {why} -> the model's compute_loss")
+            return LossConversion(None, cst.Name("labels"), cst.Name(output_name)), ordered
+        name = self._loss_class_name()
         self.definitions.append(self._loss_class(name, ordered, expr, output_name, arguments))
         if self.plan is not None:
             self.plan.fixed(expr, HAND_WRITTEN, f"the loss written by hand -> `{name}`, a Keras loss")
@@ -804,6 +818,60 @@ class _LossReader:
         return klass.with_changes(body=cst.IndentedBlock(body=[klass.body.body[0], init, call]))
 
 
+@dataclass
+class _OwnLoss:
+    """A loss written by hand that a Keras ``Loss`` cannot compute: it reads the features, or
+    the labels as they come (Keras 2 hands a loss labels of the output's rank, Keras 3 as
+    float32). It becomes the model's ``compute_loss``, which both are handed as the dataset
+    gives them. Verified by running (2 replicas, TF 2.15 and the newest TF): the returned loss
+    divided by the replicas trains as compile(loss=...) does, and a ``Mean`` metric named
+    "loss" that the model holds is what both report."""
+
+    steps: list
+    expr: cst.BaseExpression
+    output: str
+    arguments: list
+    reads_features: bool
+
+
+class _OwnLossWriter:
+    def own_loss_method(self) -> cst.FunctionDef:
+        """``def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None,
+        training=True)`` running the model_fn's statements of the loss."""
+        own = self.own_loss
+        klass = self._loss_class("_", own.steps, own.expr, own.output, own.arguments)
+        call = next(stmt for stmt in klass.body.body if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "call")
+        body = list(call.body.body)
+        returned = body.pop().body[0].value.left  # `return <loss> / ...num_replicas_in_sync`
+        if isinstance(returned, cst.Name):
+            loss = returned.value
+        else:
+            loss = "loss" if not any(d.name == "loss" for d in own.steps) else "own_loss"
+            body.append(_emit.statement(f"{loss} = {{v}}", v=returned.with_changes(lpar=[], rpar=[])))
+        names = [("features", "x")] if own.reads_features else []
+        names += [("labels", "y"), (own.output, "y_pred")]
+        unpack = _emit.statement(f"{', '.join(n for n, _ in names)} = {', '.join(v for _, v in names)}")
+        indent = self.ctx.module.default_indent * 2
+        given = "the features and the labels" if own.reads_features else "the labels"
+        doc = (f'"""The model_fn\'s loss, as the Estimator computed it on each replica\'s batch:\n'
+               f'{indent}from {given} as the dataset gives them, which a Keras loss is not handed.\n'
+               f'{indent}The Estimator\'s optimizer divided it by the replicas and added up their gradients."""')
+        lines = [_emit.statement(doc), unpack, *body]
+        if self._regularized_layers():
+            lines.append(_emit.statement(f"{loss} += {self.tf}.add_n(self.losses)  # the layers' penalties"))
+        lines.append(_emit.statement(
+            f"self.loss_tracker.update_state({loss}, sample_weight={self.tf}.shape(y_pred)[0])"))
+        lines.append(_emit.statement(f"return {loss} / {self.tf}.distribute.get_strategy().num_replicas_in_sync"))
+        fn = _emit.statement("def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):\n"
+                             "    pass")
+        return fn.with_changes(body=cst.IndentedBlock(body=lines), leading_lines=[_emit.blank_line()])
+
+    def _regularized_layers(self) -> bool:
+        return self.penalty is not None or any(
+            arg.keyword is not None and arg.keyword.value.endswith("regularizer") and not _emit.code(arg.value) == "None"
+            for app in self.layer_apps.values() if isinstance(app.constructor, cst.Call) for arg in app.constructor.args)
+
+
 # -- weight decay over the graph's variables ------------------------------------------------------
 # `loss = cross_entropy + WEIGHT_DECAY * tf.add_n([tf.nn.l2_loss(v) for v in tf.trainable_variables()
 # if "batch_normalization" not in v.name])`: a penalty a Keras loss cannot compute (it sees the
@@ -1083,19 +1151,27 @@ class _WeightPenaltyReader:
 
     # -- writing: a model class whose `call` adds it ---------------------------------------------
     def sequential(self, *args, **kwargs):
-        return None if self.penalty is not None else super().sequential(*args, **kwargs)
+        own = self.penalty is not None or getattr(self, "own_loss", None) is not None
+        return None if own else super().sequential(*args, **kwargs)
 
     def direct_model(self, *args, **kwargs):
-        return None if self.penalty is not None else super().direct_model(*args, **kwargs)
+        own = self.penalty is not None or getattr(self, "own_loss", None) is not None
+        return None if own else super().direct_model(*args, **kwargs)
 
     def _call_arguments(self, defs, extra=(), *args, **kwargs):
         penalty = self.penalty
         if penalty is not None:  # `params["weight_decay"]`, read in `call` as `self.params`
             extra = [*extra, penalty.value, *(d.value for d in penalty.prelude)]
-        return super()._call_arguments(defs, extra, *args, **kwargs)
+        arguments = super()._call_arguments(defs, extra, *args, **kwargs)
+        own = getattr(self, "own_loss", None)
+        if own is not None:  # `params` read by compute_loss: `self.params`
+            arguments += [a for a in own.arguments if a not in arguments]
+        return arguments
 
     def model_class(self, class_name, *args, **kwargs):
         klass, arguments = super().model_class(class_name, *args, **kwargs)
+        if getattr(self, "own_loss", None) is not None and kwargs.get("base") is None:
+            klass = self._with_own_loss(klass)
         if self.penalty is None:
             return klass, arguments
         self._check_penalty_names(class_name)
@@ -1107,6 +1183,19 @@ class _WeightPenaltyReader:
                 inner[-1:-1] = lines  # after the forward pass, before `return`
                 body[i] = stmt.with_changes(body=stmt.body.with_changes(body=inner))
         return klass.with_changes(body=klass.body.with_changes(body=body)), arguments
+
+    def _with_own_loss(self, klass: cst.ClassDef) -> cst.ClassDef:
+        """The model's loss tracker in ``__init__`` and its ``compute_loss`` after ``call``."""
+        body = list(klass.body.body)
+        for i, stmt in enumerate(body):
+            if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__init__":
+                inner = list(stmt.body.body)
+                inner.insert(1, _emit.statement(f'self.loss_tracker = {self.tf}.keras.metrics.Mean(name="loss")'))
+                body[i] = stmt.with_changes(body=stmt.body.with_changes(body=inner))
+            if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "call":
+                at = i + 1
+        body.insert(at, self.own_loss_method())
+        return klass.with_changes(body=klass.body.with_changes(body=body))
 
     def _penalty_lines(self) -> list[cst.BaseStatement]:
         from estimator2keras._modelfn_emit import _ForwardRewriter, _line

@@ -100,6 +100,22 @@ class HandWrittenLossToKeras(ExpressionRule):
     which Keras's output has alike: Python takes the branch when Keras traces the Loss, as it
     did when TF1 built its graph. Every branch the Loss may take is read for the labels.
 
+    A loss that reads the `features` (`loss = compute_errors(features, labels, predictions)`,
+    an example weight taken from a feature), or that computes with the labels as they come in
+    a way a `Loss` could not reproduce (`tf.nn.l2_loss(predictions - labels)`, which TF1 may
+    have broadcast from `[batch]` and `[batch, 1]` to `[batch, batch]`; `tf.one_hot(labels, 10)`
+    of integer labels), becomes the model's own `compute_loss(self, x, y, y_pred, ...)`
+    instead, which Keras 2.15 and Keras 3 both hand the features and the labels exactly as the
+    dataset gives them. Its statements are the same; it returns the loss divided by the
+    replicas, as the `Loss` does, after adding it to a `Mean` metric named `"loss"` that the
+    model holds (what `fit` and `evaluate` report on both; a model whose layers have
+    regularizers adds `self.losses`). `compile` then takes no `loss`
+    (`fixtures/loss_reads_features`):
+
+    | TF1 model_fn | Keras model |
+    |---|---|
+    | `loss = compute_errors(features, labels, predictions)` | `def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):` `features, labels, predictions = x, y, y_pred`; `loss = compute_errors(features, labels, predictions)`; `self.loss_tracker.update_state(loss, sample_weight=tf.shape(y_pred)[0])`; `return loss / tf.distribute.get_strategy().num_replicas_in_sync` |
+
     Weight decay over the graph's variables, added to the loss (`loss = cross_entropy + l2_loss`,
     `tf.add(loss, l2_loss)`, `loss += ...`), becomes part of the Keras model, since a Keras
     loss sees only the labels and the output: the statement moves to the end of the model's
@@ -152,10 +168,9 @@ class HandWrittenLossToKeras(ExpressionRule):
     (which match ranks and dtypes themselves), a TF1 loss or tf.nn cross-entropy (which become
     those), `tf.reshape` for ops that read the rank, and `tf.reshape` and a cast for ops that
     need integers (`tf.one_hot`, `tf.gather`, `tf.equal`); `tf.stop_gradient` passes them
-    through. Labels used as they come in arithmetic
-    (`predictions - labels`, where TF1 may have broadcast `[batch]` against `[batch, 1]` to
-    `[batch, batch]`) or in a Keras loss function that does not match ranks
-    (`mean_squared_error(labels, x)`) are refused, naming the op.
+    through. Labels used as they come otherwise (in arithmetic, `predictions - labels`, or in
+    a Keras loss function that does not match ranks, `mean_squared_error(labels, x)`) make
+    the loss the model's `compute_loss`, which is handed them as they come.
 
     ## Limitations
     Refused, the model_fn left as it was (E2K901, naming the construct): a loss that does not
@@ -168,7 +183,7 @@ class HandWrittenLossToKeras(ExpressionRule):
     otherwise than Keras, such as tf-slim's `fc1/weights`), that selects variables by scope
     (`tf.trainable_variables(scope=...)`), or that comes with a loss reduced with SUM (the
     Estimator then did not divide by the replicas); the graph's loss collection
-    (`tf.losses.get_total_loss()`) or `features`; a function of the program
+    (`tf.losses.get_total_loss()`); a function of the program
     with loops, an `if` on anything else than the mode and the output's static shape (the
     labels' shape, which Keras changes; the batch size; a tensor's value), a mode test that
     differs between TRAIN and EVAL (one Keras loss serves fit and evaluate), returns before
@@ -186,7 +201,9 @@ class HandWrittenLossToKeras(ExpressionRule):
     examples, where the Estimator averaged the loss of each evaluation batch alike: for a loss
     divided by a constant `BATCH_SIZE` the two differ when the evaluation data ends in a
     partial batch (the fixture evaluates whole rounds of batches for that reason). Training is
-    not affected.
+    not affected. A loss that depends on its batch as a whole (normalized by a batch mean)
+    evaluates otherwise too: the Estimator evaluated whole batches on one device, Keras splits
+    each evaluation batch across the replicas.
 
     ## References
     - https://www.tensorflow.org/tutorials/distribute/multi_worker_with_estimator

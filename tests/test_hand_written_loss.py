@@ -98,14 +98,6 @@ def test_keras_loss_functions_take_reshaped_labels():
 
 
 @pytest.mark.parametrize("body,named", [
-    # the labels as they come, in arithmetic: Keras 2 and Keras 3 hand them in different ranks
-    ("loss = tf.nn.l2_loss(predictions - labels)", "computes with `labels` as they come (`predictions - labels`)"),
-    ("y = tf.cast(labels, tf.float32)\nloss = tf.reduce_sum(tf.abs(predictions - y))", "computes with `y` as they come"),
-    # a Keras loss function does not match the ranks itself (a loss object does)
-    ("loss = tf.reduce_sum(tf.keras.losses.mean_squared_error(labels, predictions))",
-     "(`tf.keras.losses.mean_squared_error(labels, predictions)`)"),
-    # integer ops need the labels reshaped and cast (Keras 3 hands them in float32)
-    ("y = tf.reshape(labels, [-1])\nloss = tf.reduce_sum(tf.one_hot(y, 3) * predictions)", "(`tf.one_hot(y, 3)`)"),
     # a value of the model besides its output
     ("loss = tf.reduce_sum(tf.reshape(labels, [-1, 1]) - predictions) + tf.reduce_sum(hidden)",
      "reads several values of the model (`hidden`, `predictions`)"),
@@ -124,16 +116,10 @@ def test_keras_loss_functions_take_reshaped_labels():
     # the graph's loss collection
     ("tf.compat.v1.losses.mean_squared_error(labels, predictions)\nloss = tf.compat.v1.losses.get_total_loss()",
      "reads the graph's loss collection (`tf.compat.v1.losses.get_total_loss(...)`)"),
-    # the features
-    ("loss = tf.reduce_sum(tf.reshape(labels, [-1, 1]) - predictions) + tf.reduce_sum(features)",
-     "reads `features` itself"),
     # a function of the program
     ("loss = my_loss(labels, predictions)", "calls `my_loss(...)`, which is not a function of the module"),
     # functions of the program the loss calls: read with the same rules
-    ("loss = raw_difference(labels, predictions)", "computes with `labels` as they come (`predictions - labels` in `raw_difference`)"),
     ("loss = tf1_spelling(labels, predictions)", "`tf1_spelling(...)` uses `tf.log`, a TF1 spelling"),
-    ("loss = compat_loss(labels, predictions)",
-     "computes with `labels` as they come (`tf.compat.v1.losses.mean_squared_error(labels, predictions)` in `compat_loss`)"),
     ("loss = branching(labels, predictions)", "`branching(...)` computes the loss with an `if` on `tf.reduce_sum(predictions) > 0`"),
     # a reduction that decides whether the Estimator divided by the replicas
     ("loss = tf.reduce_sum(tf.keras.losses.MeanSquaredError(reduction='sum')(labels, predictions))",
@@ -146,6 +132,30 @@ def test_refused_with_the_construct_named(body, named):
     assert named in found[0].message, found[0].message
     assert "class ModelLoss" not in result.new.decode()
     assert "def model_fn(features, labels, mode):" in result.new.decode()  # left as it was
+
+
+@pytest.mark.parametrize("body", [
+    # the labels as they come, in arithmetic: Keras 2 and Keras 3 would hand a Loss other ranks
+    "loss = tf.nn.l2_loss(predictions - labels)",
+    "y = tf.cast(labels, tf.float32)\nloss = tf.reduce_sum(tf.abs(predictions - y))",
+    # a Keras loss function does not match the ranks itself (a loss object does)
+    "loss = tf.reduce_sum(tf.keras.losses.mean_squared_error(labels, predictions))",
+    # integer ops on labels Keras 3 would hand a Loss in float32
+    "y = tf.reshape(labels, [-1])\nloss = tf.reduce_sum(tf.one_hot(y, 3) * predictions)",
+    # the features, which a Loss is not handed
+    "loss = tf.reduce_sum(tf.reshape(labels, [-1, 1]) - predictions) + tf.reduce_sum(features)",
+    # functions of the program the loss calls
+    "loss = raw_difference(labels, predictions)",
+    "loss = compat_loss(labels, predictions)",
+])
+def test_what_a_keras_loss_is_not_handed_is_the_models_own_compute_loss(body):
+    """tests/test_own_loss.py runs such models; here: each of these converts to it."""
+    result = rewrite(body)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    new = result.new.decode()
+    assert "def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):" in new, new
+    assert "class ModelLoss" not in new and "loss=" not in new.split("model.compile(")[1].split("\n")[0], new
+    assert "return loss / tf.distribute.get_strategy().num_replicas_in_sync" in new, new
 
 
 def test_without_the_rule_the_hand_written_loss_is_refused_as_before():
@@ -208,8 +218,9 @@ def test_labels_through_stop_gradient_keep_what_is_known_of_them():
     result = rewrite_source(source.replace("{body}", body).encode(), "prog.py", RuleSet.load())
     assert result.status == "converted", [f.format() for f in result.findings]
     assert "per_example = tf.keras.losses.categorical_crossentropy(\n            tf.stop_gradient(labels)," in loss_class(result)
-    refused = rewrite("loss = tf.reduce_sum(tf.square(tf.stop_gradient(labels) - predictions))")
-    assert any("(`tf.stop_gradient(labels) - predictions`)" in f.message for f in refused.findings)
+    # The labels through it, as they come: the model's own loss (a Loss would get other ranks).
+    own = rewrite("loss = tf.reduce_sum(tf.square(tf.stop_gradient(labels) - predictions))")
+    assert "def compute_loss(" in own.new.decode() and "class ModelLoss" not in own.new.decode()
 
 
 def test_values_computed_from_the_output_alone_are_part_of_the_loss():

@@ -111,8 +111,9 @@ def test_an_early_return_for_predict_and_a_branch_on_a_static_shape():
 
 
 def test_every_branch_the_loss_may_take_is_read_for_the_labels():
-    # Keras 2 hands labels of rank 1 as [batch, 1]: `labels[:, -1]` as they come is refused
-    # even in the branch this model does not take (its output has 3 values).
+    # Keras 2 hands a Loss labels of rank 1 as [batch, 1]: `labels[:, -1]` as they come is
+    # found even in the branch this model does not take (its output has 3 values), and the
+    # loss is the model's own compute_loss, which is handed the labels as they come.
     result = rewrite('''
         def compute_errors(labels, predictions):
             if predictions.shape[1] == 1:
@@ -121,7 +122,17 @@ def test_every_branch_the_loss_may_take_is_read_for_the_labels():
                 loss = tf.reduce_mean(tf.square(predictions - tf.reshape(labels, [-1, N_OUTPUTS])))
             return loss
     ''', call="compute_errors(labels, predictions)")
-    assert "the loss computes with `labels` as they come (`labels[:, -1]` in `compute_errors`)" in refusal(result)
+    new = result.new.decode()
+    assert "def compute_loss(" in new and "class ModelLoss" not in new, new
+    same_branches = rewrite('''
+        def compute_errors(labels, predictions):
+            if predictions.shape[1] == 1:
+                loss = tf.reduce_mean(tf.square(predictions - tf.reshape(labels, [-1, 1])))
+            else:
+                loss = tf.reduce_mean(tf.square(predictions - tf.reshape(labels, [-1, N_OUTPUTS])))
+            return loss
+    ''', call="compute_errors(labels, predictions)")
+    assert "class ModelLoss" in same_branches.new.decode()  # both branches reshape: a Keras Loss
 
 
 def test_tests_not_known_before_the_loss_runs_are_refused_by_name():
