@@ -1236,11 +1236,43 @@ def _build_unit(ctx: RewriteContext, call: cst.Call, path: str, owner: type[Unit
     unit = EstimatorUnit(owner, path, statement, call, target, args, [_classify(ctx, n) for n, _ in reached])
     unit.wrappers = wrappers
     check_earlier_evaluations(ctx, unit)
+    _check_experiment(ctx, unit)
     unit.shared = {read: others for read, others in reached if others}
     unit.factory, unit.sites, unit.returned = factory, sites, returned
     if returned is not None and returned_others:
         unit.shared[returned] = returned_others  # the Estimators of the other branches
     return _configure_unit(ctx, unit)
+
+
+#: tf.contrib.learn's Experiment (run by learn_runner.run(experiment_fn, run_config, hparams)).
+EXPERIMENT = frozenset({"contrib.learn.Experiment", "contrib.learn.python.learn.Experiment"})
+
+
+def _check_experiment(ctx: RewriteContext, unit: EstimatorUnit) -> None:
+    """An Estimator that a tf.contrib.learn Experiment runs, or that an experiment_fn returns
+    with its specs (``return estimator, train_spec, eval_spec``), is refused saying why and
+    what e2k converts instead: an Experiment exists only in TensorFlow 1 (no parity run can
+    compare it), and it maps one to one to train_and_evaluate."""
+    for use in unit.uses:
+        if use.kind != "other":
+            continue
+        arg = ctx.parent(use.name)
+        call = ctx.parent(arg) if isinstance(arg, cst.Arg) else None
+        if isinstance(call, cst.Call) and ctx.call_api_path(call) in EXPERIMENT:
+            raise Unsupported(
+                "the Estimator is run by a tf.contrib.learn.Experiment (learn_runner's experiment_fn), which only "
+                "TensorFlow 1 has: e2k cannot run it to prove a conversion. Experiment(estimator, train_input_fn, "
+                "eval_input_fn, train_steps, eval_steps) is tf.estimator.train_and_evaluate(estimator, "
+                "TrainSpec(train_input_fn, max_steps=train_steps), EvalSpec(eval_input_fn, steps=eval_steps)) "
+                "since TensorFlow 1.4: build the Estimator and call that where learn_runner.run was, and e2k "
+                "converts it", use.name, UNSUPPORTED_USE)
+        element = ctx.parent(use.name)
+        holder = ctx.parent(element) if isinstance(element, cst.Element) else None
+        if isinstance(holder, (cst.Tuple, cst.List)) and isinstance(ctx.parent(holder), cst.Return):
+            raise Unsupported(
+                "the Estimator is returned together with other values (an experiment_fn's `return estimator, "
+                "train_spec, eval_spec`): e2k follows an Estimator a function returns alone, and specs made where "
+                "train_and_evaluate reads them", use.name, UNSUPPORTED_USE)
 
 
 def _configure_unit(ctx: RewriteContext, unit: EstimatorUnit) -> EstimatorUnit:
@@ -1255,7 +1287,7 @@ def _configure_unit(ctx: RewriteContext, unit: EstimatorUnit) -> EstimatorUnit:
         if config_call is None:
             config_call, binding, replacements, unit.config_earlier = _replaced_run_config(ctx, config)
         if config_call is None:
-            raise Unsupported("the Estimator's config is not a RunConfig(...) e2k can follow", config)
+            raise Unsupported(_config_not_followed(ctx, unit, config), config)
         tpu = ctx.call_api_path(config_call) in TPU_RUN_CONFIG
         learn = ctx.call_api_path(config_call) == LEARN_RUN_CONFIG
         unit.config_args = bind_arguments(
@@ -1275,6 +1307,30 @@ def _configure_unit(ctx: RewriteContext, unit: EstimatorUnit) -> EstimatorUnit:
                     raise Unsupported(f"the RunConfig `{binding.name}` is used elsewhere too", binding.target)
         unit.config_call, unit.config_binding = config_call, binding
     return unit
+
+
+def _config_not_followed(ctx: RewriteContext, unit: EstimatorUnit, config: cst.BaseExpression) -> str:
+    """Why the Estimator's ``config=`` is not followed, as precisely as e2k can tell."""
+    reason = "the Estimator's config is not a RunConfig(...) e2k can follow"
+    if not isinstance(config, cst.Name):
+        return reason
+    param = getattr(_single_assignment(ctx, config), "node", None)
+    if isinstance(param, cst.Param):
+        function = ctx.parent(ctx.parent(param))
+        name = function.name.value if isinstance(function, cst.FunctionDef) else "its function"
+        reads = reads_reached(ctx, function) if isinstance(function, cst.FunctionDef) else None
+        calls = [r for r, _ in reads or [] if isinstance(ctx.parent(r), cst.Call) and ctx.parent(r).func is r]
+        if reads and not calls:
+            return (f"{reason}: it is `{name}`'s parameter `{config.value}`, and `{name}` is passed on "
+                    "(`learn_runner.run(experiment_fn, run_config=...)`) rather than called")
+        return (f"{reason}: it is `{name}`'s parameter `{config.value}`; e2k follows a RunConfig given to a "
+                "function that returns the Estimator alone")
+    bound = resolve(ctx, config)
+    if isinstance(bound, Binding) and isinstance(bound.value, cst.Call) and isinstance(
+            bound.value.func, (cst.Name, cst.Attribute)) and isinstance(resolve(ctx, bound.value.func), cst.FunctionDef):
+        return (f"{reason}: it is made by `{_emit.code(bound.value.func)}(...)`; e2k follows a RunConfig(...) "
+                "written where the Estimator reads it or bound to a name")
+    return reason
 
 
 #: Containers a program's Estimators are held in, literal and bound to one name.
