@@ -96,14 +96,31 @@ def model_dirs(tmp_path_factory):
     return get
 
 
+@pytest.fixture(scope="module")
+def conversions(model_dirs, tmp_path_factory):
+    """``conversions(name, target)``: (CheckpointResult, out) of `e2k checkpoint` on the case's
+    trained model_dir for ``target``, converted once per module. Each test that runs a program
+    in the converted directory runs it in a copy: ``out`` stays as the conversion wrote it."""
+    root = tmp_path_factory.mktemp("converted")
+    made = {}
+
+    def get(name: str, target: str):
+        if (name, target) not in made:
+            legacy, migrated, _ = CASES[name]
+            out = root / f"{name}-{target}" / "new"
+            made[name, target] = convert_checkpoint(
+                legacy, migrated, model_dirs(name), out, legacy_python=support.legacy_python(),
+                target_python=python_for(target)), out
+        return made[name, target]
+
+    return get
+
+
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("name", list(CASES))
-def test_a_trained_model_dir_converts_and_the_restored_models_agree(model_dirs, tmp_path, name, target):
-    legacy, migrated, expected = CASES[name]
-    old = model_dirs(name)
-    out = tmp_path / "new"
-    result = convert_checkpoint(legacy, migrated, old, out, legacy_python=support.legacy_python(),
-                                target_python=python_for(target))
+def test_a_trained_model_dir_converts_and_the_restored_models_agree(conversions, name, target):
+    expected = CASES[name][2]
+    result, out = conversions(name, target)
     report = result.report()
     assert result.verdict == "written" and result.exit_code == 0, report
     step = int(Path(result.checkpoint).name.rsplit("-", 1)[1])
@@ -136,14 +153,14 @@ def test_a_trained_model_dir_converts_and_the_restored_models_agree(model_dirs, 
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_the_migrated_program_restores_the_checkpoint_from_its_model_dir(model_dirs, tmp_path, target):
+def test_the_migrated_program_restores_the_checkpoint_from_its_model_dir(model_dirs, conversions, tmp_path, target):
     """The canonical fixture reads MODEL_DIR: pointed at the converted directory, it trains no
     step (max_steps is reached at the Estimator's global step) and evaluates the Estimator's model."""
-    legacy, migrated, _ = CASES["canonical"]
-    old = model_dirs("canonical")
-    out = tmp_path / "new"
-    result = convert_checkpoint(legacy, migrated, old, out, target_python=python_for(target))
+    migrated = CASES["canonical"][1]
+    result, converted = conversions("canonical", target)
     assert result.exit_code == 0, result.report()
+    out = tmp_path / "new"
+    shutil.copytree(converted, out)  # the conversion's own directory, as written, for the other tests
     expected = model_dirs.printed["canonical"]  # the Estimator program's evaluation of its model_dir
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "MODEL_DIR": str(out)}
     done = subprocess.run([python_for(target), str(migrated)], capture_output=True, text=True, env=env, timeout=600)
@@ -164,40 +181,127 @@ def run_printing_loss(python: str, program: Path, model_dir: Path, max_steps: in
     return float(re.findall(r"'loss': (?:np\.float32\()?([-0-9.e]+)", done.stdout)[-1])
 
 
+@pytest.fixture(scope="module")
+def estimator_resumed(model_dirs, tmp_path_factory):
+    """The Estimator's side of the test below, the same for every target: (its eval loss at
+    step 6, resumed from a copy of its model_dir with nothing left to train; its eval loss after
+    resuming to step 9; that copy, now at step 9)."""
+    legacy = CASES["cnn_adam"][0]
+    old = tmp_path_factory.mktemp("estimator_resumed") / "old"
+    shutil.copytree(model_dirs("cnn_adam"), old)
+    at_step_6 = run_printing_loss(support.legacy_python(), legacy, old, 6)  # nothing left to train
+    estimator = run_printing_loss(support.legacy_python(), legacy, old, 9)
+    return at_step_6, estimator, old
+
+
 @pytest.mark.parametrize("target", TARGETS)
-def test_training_resumed_from_the_converted_dir_goes_on_as_the_estimator(model_dirs, tmp_path, target):
+def test_training_resumed_from_the_converted_dir_goes_on_as_the_estimator(conversions, estimator_resumed, tmp_path,
+                                                                          target):
     """Done-when (b), by hand: the Estimator resumed from its model_dir (step 6) and the migrated
     program resumed from the converted one both train steps 7..9 (Adam: the slots and the step
     count matter) and evaluate the same."""
-    legacy, migrated, _ = CASES["cnn_adam"]
-    old = tmp_path / "old"
-    shutil.copytree(model_dirs("cnn_adam"), old)
+    migrated = CASES["cnn_adam"][1]
+    result, converted = conversions("cnn_adam", target)  # converted from the model_dir at step 6
+    assert result.exit_code == 0, result.report()
     out = tmp_path / "new"
-    assert convert_checkpoint(legacy, migrated, old, out, target_python=python_for(target)).exit_code == 0
-    at_step_6 = run_printing_loss(support.legacy_python(), legacy, old, 6)  # nothing left to train
-    estimator = run_printing_loss(support.legacy_python(), legacy, old, 9)
+    shutil.copytree(converted, out)
+    at_step_6, estimator, old = estimator_resumed
     keras = run_printing_loss(python_for(target), migrated, out, 9)
     assert abs(keras - estimator) <= 1e-5 * abs(estimator), (keras, estimator)
     assert abs(estimator - at_step_6) > 1e-3  # three steps did train
     assert (out / "ckpt-9.index").exists() and (old / "model.ckpt-9.index").exists()
 
 
+#: The programs resumed in parity below: (the step their model_dir was trained to, the step they resume to).
+RESUMED = {"cnn_adam": (6, 9), "batchnorm_momentum_dir": (8, 12), "dnn_classifier_dir": (6, 9),
+           "linear_regressor_dir": (6, 9), "wide_deep_dir": (6, 9)}
+#: Those with a migration that restores the weights alone (PROGRAMS/<name>/wrong/weights_only_restore.py).
+WEIGHTS_ONLY = ["cnn_adam", "linear_regressor_dir"]
+
+
+def _conversion_key(legacy, migrated, model_dir, options: dict):
+    """What a conversion's output depends on, or None for a call with options the key does not
+    know (it is then run, not reused): the programs, the model_dir, both interpreters, the
+    replicas, the seed and the tolerance. ``timeout`` only decides whether it finishes;
+    ``force`` only whether an existing ``out`` may be replaced (a call into one never reuses)."""
+    from estimator2keras.checkpoint._convert import DEFAULT_RTOL
+    from estimator2keras.parity._runner import resolve_python
+
+    options = dict(options)
+    options.pop("timeout", None)
+    options.pop("force", None)
+    key = (Path(legacy).resolve(), Path(migrated).resolve(), Path(model_dir).resolve(),
+           resolve_python(options.pop("legacy_python", None)), resolve_python(options.pop("target_python", None)),
+           options.pop("replicas", 2), options.pop("seed", 0), options.pop("rtol", DEFAULT_RTOL))
+    return None if options else key
+
+
+@pytest.fixture(scope="module")
+def resumed_parity(model_dirs, conversions):
+    """``resumed_parity(name)``: {"tf215" | "newest" | "weights_only": ParityResult} of `e2k parity
+    --from-checkpoint`, one legacy run per program for its migration on TF 2.15, on the newest TF
+    (with E2K_TARGET_PYTHON) and, where it has one, its weights-only migration (on TF 2.15).
+
+    envelope="when-needed": a run with a wrong migration (broken) measures the envelope, as
+    envelope=True does, and so gives the same results; one where every migration agrees within
+    the tolerances an envelope only widens skips it (the verdict is the same either way:
+    estimator2keras.parity._runner.envelope_cannot_change_verdict).
+
+    Parity converts the model_dir for each migration with convert_checkpoint; where that call is
+    one ``conversions`` made (the same programs, model_dir, interpreters, replicas, seed and
+    tolerance: the case's own migration, on either TF), its output is copied into the directory
+    parity asked for instead of being made a second time. Any other call (the weights-only
+    migration, other options, an ``out`` that exists) runs convert_checkpoint itself."""
+    import dataclasses
+
+    import estimator2keras.checkpoint as checkpoint_api
+    from estimator2keras.parity._runner import WHEN_NEEDED, run_parity_many
+
+    convert = checkpoint_api.convert_checkpoint
+    made, known = {}, {}
+
+    def convert_once(legacy, migrated, model_dir, out, **options):
+        name_target = known.get(_conversion_key(legacy, migrated, model_dir, options))
+        if name_target is None or Path(out).exists():
+            return convert(legacy, migrated, model_dir, out, **options)
+        result, converted = conversions(*name_target)
+        if converted.exists():
+            shutil.copytree(converted, out)
+        return dataclasses.replace(result, out=os.fspath(out))
+
+    def get(name: str) -> dict:
+        if name not in made:
+            legacy, migrated, _ = CASES[name]
+            keys, candidates = ["tf215"], [(migrated, python_for("tf215"))]
+            if support.target_python() is not None:
+                keys.append("newest")
+                candidates.append((migrated, python_for("newest")))
+            if name in WEIGHTS_ONLY:
+                keys.append("weights_only")
+                candidates.append(PROGRAMS / name / "wrong" / "weights_only_restore.py")
+            old = model_dirs(name)  # trained to step RESUMED[name][0]
+            for target in (key for key in keys if key in ("tf215", "newest")):
+                known[_conversion_key(legacy, migrated, old, {"legacy_python": support.legacy_python(),
+                                                              "target_python": python_for(target)})] = name, target
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setenv("MAX_STEPS", str(RESUMED[name][1]))
+                patch.setattr(checkpoint_api, "convert_checkpoint", convert_once)
+                made[name] = dict(zip(keys, run_parity_many(legacy, candidates, from_checkpoint=old,
+                                                            envelope=WHEN_NEEDED)))
+        return made[name]
+
+    return get
+
+
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("name, trained, resumed",
-                         [("cnn_adam", 6, 9), ("batchnorm_momentum_dir", 8, 12), ("dnn_classifier_dir", 6, 9),
-                          ("linear_regressor_dir", 6, 9), ("wide_deep_dir", 6, 9)])
-def test_parity_from_checkpoint_resumes_both_programs(model_dirs, monkeypatch, target, name, trained, resumed):
+@pytest.mark.parametrize("name, trained, resumed", [(name, *steps) for name, steps in RESUMED.items()])
+def test_parity_from_checkpoint_resumes_both_programs(resumed_parity, target, name, trained, resumed):
     """`e2k parity --from-checkpoint`: the Estimator resumes from a copy of its model_dir, the
     migrated program from it converted (its ModelDirCheckpoints restores it), both train the
     steps left (Adam's moments; batch norm's moving statistics and Momentum's accumulators;
     Ftrl's accumulators and linear terms; wide & deep's two optimizers), and parity holds step
     by step."""
-    from estimator2keras.parity import run_parity
-
-    legacy, migrated, _ = CASES[name]
-    old = model_dirs(name)  # trained to step `trained`
-    monkeypatch.setenv("MAX_STEPS", str(resumed))
-    result = run_parity(legacy, migrated, from_checkpoint=old, target_python=python_for(target))
+    result = resumed_parity(name)[target]
     report = result.report()
     assert len(result.steps) == resumed - trained, report  # the steps left, on both sides
     assert all(row.passed for row in result.steps) and all(row.passed for row in result.weights), report
@@ -211,17 +315,12 @@ def test_parity_from_checkpoint_resumes_both_programs(model_dirs, monkeypatch, t
         assert result.verdict == "parity", report
 
 
-@pytest.mark.parametrize("name", ["cnn_adam", "linear_regressor_dir"])
-def test_parity_from_checkpoint_catches_a_program_that_restores_the_weights_only(model_dirs, monkeypatch, name):
+@pytest.mark.parametrize("name", WEIGHTS_ONLY)
+def test_parity_from_checkpoint_catches_a_program_that_restores_the_weights_only(resumed_parity, name):
     """Its model_dir callback loads the weights file, not the optimizer's slots and step count
     (Adam's moments; Ftrl's accumulators and linear terms): the first resumed step agrees (same
     weights), the second does not."""
-    from estimator2keras.parity import run_parity
-
-    legacy = CASES[name][0]
-    old = model_dirs(name)  # trained to step 6
-    monkeypatch.setenv("MAX_STEPS", "9")
-    result = run_parity(legacy, PROGRAMS / name / "wrong" / "weights_only_restore.py", from_checkpoint=old)
+    result = resumed_parity(name)["weights_only"]  # resumed from step 6 to 9
     assert result.verdict == "broken", result.report()
     assert result.steps[0].passed and not result.steps[1].passed, result.report()
 
