@@ -1558,7 +1558,8 @@ def _through_parameter(ctx: RewriteContext, unit: EstimatorUnit, value: cst.Base
     if not isinstance(param, cst.Param) or param not in factory.params.params:
         return value
     reads = accesses_of(ctx, param.name)
-    if reads != [value]:
+    # Each Estimator the factory may build (one per branch, converted together) reads it as its config.
+    if not reads or any(r is not value and not _config_of_estimator(ctx, r, factory) for r in reads):
         raise Unsupported(f"the factory's `{param.name.value}` is used for more than the Estimator's config", param)
     if len(unit.sites) != 1:
         raise Unsupported(f"`{factory.name.value}` is called in more than one place, each with its own "
@@ -1570,6 +1571,14 @@ def _through_parameter(ctx: RewriteContext, unit: EstimatorUnit, value: cst.Base
         raise Unsupported(f"`{factory.name.value}` is called without its `{param.name.value}`", call, UNSUPPORTED_USE)
     unit.config_parameter = (param, arg)
     return arg.value
+
+
+def _config_of_estimator(ctx: RewriteContext, read: cst.Name, factory: cst.FunctionDef) -> bool:
+    """Is ``read`` the ``config=`` of an Estimator built in ``factory``?"""
+    arg = ctx.parent(read)
+    call = ctx.parent(arg) if isinstance(arg, cst.Arg) else None
+    return (isinstance(arg, cst.Arg) and arg.keyword is not None and arg.keyword.value == "config"
+            and isinstance(call, cst.Call) and _in_estimator_call(ctx, read) and ctx.within(call, (factory,)))
 
 
 def _without(items, dropped):

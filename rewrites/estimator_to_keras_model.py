@@ -45,7 +45,10 @@ class EstimatorToKerasModel(UnitRule):
     variables its callers bind (`m = build_estimator(...)`: `m.train(...)` becomes
     `model.fit(...)`); what the Estimator's callers need besides (the checkpoints callback of
     its `model_dir`) is made where the function is called, its parameters given the call's
-    arguments. The user's own `if` statements
+    arguments. A RunConfig the caller gives the function (`def create(args, config)`, called
+    once) goes with its parameter; the Estimators its branches build (a classifier or a
+    regressor by a setting, the Cloud ML template's `model.create`) may each take it as their
+    `config`, and the caller's strategy scopes the call. The user's own `if` statements
     that do not test the mode (`if params["batch_norm"]:`, `if isinstance(features, dict):`)
     are kept in `call` as they were written; one that only wraps the optimizer in
     `CrossShardOptimizer` is left out (E2K605). A categorical cross-entropy of

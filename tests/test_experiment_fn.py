@@ -87,3 +87,49 @@ def main():
     estimator.train(input_fn, steps=3)
 ''')
     assert any("it is made by `create_run_config(...)`" in m for m in messages), messages
+
+
+FACTORY = '''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": [[1.0], [2.0]]}, [[2.0], [4.0]])).repeat().batch(2)
+
+
+def create(config):
+    columns = [tf.feature_column.numeric_column("x")]
+    if TASK == "classification":
+        estimator = tf.estimator.DNNClassifier([4], columns, config=config)
+    else:
+        estimator = tf.estimator.DNNRegressor([4], columns, config=config)
+    {extra}return estimator
+
+
+TASK = "regression"
+
+
+def main():
+    strategy = tf.distribute.MirroredStrategy()
+    run_config = tf.estimator.RunConfig(train_distribute=strategy, tf_random_seed=1)
+    estimator = create(run_config)
+    estimator.train(input_fn, steps=3)
+'''
+
+
+def test_factory_config_shared_by_the_estimators_of_its_branches(rules):
+    """The Cloud ML template's model.create(args, config): a classifier or a regressor by a
+    setting, each given the factory's config. Both convert; the caller's strategy scopes the
+    factory's call and its seed is set before it."""
+    result = rewrite_source(FACTORY.replace("{extra}", "").encode(), "model.py", rules)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    new = result.new.decode()
+    assert "def create():" in new
+    assert "        model = DNNClassifierModel()" in new and "        model = DNNRegressorModel()" in new
+    assert ("    tf.keras.utils.set_random_seed(1)\n    with strategy.scope():\n        model = create()\n") in new
+
+
+def test_factory_config_read_for_more_is_refused(rules):
+    result = rewrite_source(FACTORY.replace("{extra}", "print(config.model_dir)\n    ").encode(), "model.py", rules)
+    assert result.status == "partial"
+    assert any("`config` is used for more than the Estimator's config" in f.message for f in result.findings)
