@@ -16,6 +16,10 @@ from estimator2keras._units import Binding, accesses_of, bind_arguments, resolve
 RAW = frozenset({"estimator.export.build_raw_serving_input_receiver_fn"})
 PARSING = frozenset({"estimator.export.build_parsing_serving_input_receiver_fn"})
 PREDICT_OUTPUT = frozenset({"estimator.export.PredictOutput"})
+#: Export outputs whose signature TF1 built on a single string input (serialized tf.Examples)
+#: only: with any other receiver the Estimator left the signature out of its export (a
+#: warning, "Export includes no default signature!" when it was the default one).
+EXAMPLE_OUTPUTS = frozenset({"estimator.export.RegressionOutput", "estimator.export.ClassificationOutput"})
 DEFAULT_KEYS = frozenset({"saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY",
                           "saved_model.signature_constants.DEFAULT_SERVING_SIGNATURE_DEF_KEY"})
 DEFAULT_SIGNATURE = "serving_default"
@@ -106,6 +110,7 @@ def signature_names(plan, ctx, call) -> list[str]:
     if not isinstance(outputs, cst.Dict):
         raise Unsupported("export_outputs is not a dict e2k can read", outputs)
     names = []
+    plan.omitted_outputs = []
     predictions = follow(plan.spec_predictions) if plan.spec_predictions is not None else None
     for element in outputs.elements:
         if not isinstance(element, cst.DictElement):
@@ -117,14 +122,20 @@ def signature_names(plan, ctx, call) -> list[str]:
         else:
             raise Unsupported("an export_outputs key that is not a string", element.key)
         value = follow(element.value)
+        if isinstance(value, cst.Call) and ctx.call_api_path(value) in EXAMPLE_OUTPUTS:
+            plan.omitted_outputs.append((name, element))  # left out, as the Estimator did (serving_function checks)
+            continue
         ok = isinstance(value, cst.Call) and ctx.call_api_path(value) in PREDICT_OUTPUT and len(value.args) == 1
         if not ok or not _same_predictions(ctx, follow(value.args[0].value), predictions):
             raise Unsupported(
                 "e2k exports PredictOutput(<the PREDICT predictions>) signatures; this export output is another",
                 element)
         names.append(name)
-    if len(names) == 1 and names[0] != DEFAULT_SIGNATURE:
+    if len(outputs.elements) == 1 and names and names[0] != DEFAULT_SIGNATURE:
         names.append(DEFAULT_SIGNATURE)  # the Estimator made a single export output the default too
+    if not names:
+        raise Unsupported("the Estimator's export held no signature: its regression / classification outputs need a "
+                          "single string input (serialized tf.Examples), and e2k writes predict signatures only", outputs)
     return names
 
 
@@ -136,6 +147,16 @@ def serving_function(node, plan, ctx, code: str, names: list[str]) -> tuple[str,
     receiver, binding = resolve_call(ctx, node, RAW | PARSING)
     if plan.export_signatures:
         _one_string_input(node, receiver, plan, ctx)
+    omitted = getattr(plan, "omitted_outputs", None)
+    if omitted:
+        listed = ", ".join(f"`{name}`" for name, _ in omitted)
+        _one_string_input(node, receiver, plan, ctx, why=(
+            f"the Estimator exported {listed} (a regression / classification output) on this single string input "
+            "(serialized Examples); tf.saved_model.save writes predict signatures only"))
+        for name, element in omitted:
+            plan.fixed(element, "E2K007", f"export output `{name}` left out: the Estimator left it out of its export "
+                                          "too (a regression / classification signature needs serialized tf.Examples "
+                                          "as its one input, and this receiver has other inputs)")
     if receiver is None:
         made = _handwritten(node, plan, ctx, code)
         if "{model}" not in made:
@@ -188,12 +209,14 @@ def serving_function(node, plan, ctx, code: str, names: list[str]) -> tuple[str,
     return name, inline
 
 
-def _one_string_input(node, receiver, plan, ctx) -> None:
-    """Refuse the receivers of a canned Estimator's export that had a single string tensor
-    (serialized tf.train.Examples): the Estimator exported its classification / regression
-    signatures on them too (``serving_default`` among them), which e2k does not write."""
-    why = ("a canned Estimator exported classify/regress signatures on a single string input (serialized Examples); "
-           "tf.saved_model.save writes predict signatures only, so e2k exports only its predict signature")
+def _one_string_input(node, receiver, plan, ctx, why: str | None = None) -> None:
+    """Refuse the receivers of an export that had a single string tensor (serialized
+    tf.train.Examples) when its classification / regression signatures were made on them:
+    a canned Estimator's (``serving_default`` among them), or a model_fn's export outputs,
+    which e2k does not write."""
+    why = why or ("a canned Estimator exported classify/regress signatures on a single string input (serialized "
+                  "Examples); tf.saved_model.save writes predict signatures only, so e2k exports only its predict "
+                  "signature")
     if receiver is not None:
         if ctx.call_api_path(receiver) in PARSING:
             raise Unsupported(why, receiver)

@@ -54,6 +54,16 @@ class ExportSavedModelToSavedModel(UnitRule):
     that dict, exported as `predict`; a receiver of a single string tensor
     (`build_parsing_serving_input_receiver_fn`, one string placeholder) is reported.
 
+    A model_fn's `export_outputs` holding `RegressionOutput` / `ClassificationOutput`
+    entries are treated the same way: the Estimator made their signatures on a single
+    string input only and left them out of an export whose receiver fed anything else
+    (warning "Export includes no default signature!" when one was the default), so the
+    Keras export leaves them out too and exports the `PredictOutput` ones under their
+    names (no `serving_default` where the Estimator had none). A receiver of a single
+    string tensor, on which the Estimator did export them, is reported, and so is an
+    export that would be left with no signature at all (`tests/test_export_outputs.py` runs
+    the Estimator's export to check this).
+
     ## Why
     The SavedModel a server loads is the migration's real output: the same signature names,
     input names, output names and values let clients keep calling it unchanged.
@@ -67,7 +77,7 @@ class ExportSavedModelToSavedModel(UnitRule):
 
     ## Limitations
     `assets_extra`, `as_text=True`, `ClassificationOutput` / `RegressionOutput` signatures
-    and a raw receiver of one tensor rather than a dict are reported (E2K902). A hand-written
+    on serialized Examples and a raw receiver of one tensor rather than a dict are reported (E2K902). A hand-written
     serving function converts only when every use of it is an export e2k converts (one used
     elsewhere, or defined in another module, stays as it was, with a finding), when its
     receiver tensors are placeholders in one of the forms above, and
