@@ -156,8 +156,14 @@ def run_program(prog: Program, replicas: int, *, wrong: bool = True, newest: boo
                 extra: dict[str, Path] | None = None) -> dict:
     """One legacy run of ``prog`` compared with its correct migration ("correct"), every wrong
     one (by file stem), ``extra`` migrations (by key) and, when E2K_TARGET_PYTHON is set, the
-    correct one on the newest TensorFlow ("newest"). Sharing the legacy run keeps the suite fast."""
-    from estimator2keras.parity._runner import run_parity_many
+    correct one on the newest TensorFlow ("newest"). Sharing the legacy run keeps the suite fast.
+
+    The noise envelope (the nudged legacy run) runs alongside the legacy run where wrong
+    migrations are compared (their verdicts and first divergent steps depend on it); without
+    them it runs only where a verdict may depend on it (envelope="when-needed": the same
+    verdicts, one program run fewer where every migration agrees within the tolerances an
+    envelope only widens)."""
+    from estimator2keras.parity._runner import WHEN_NEEDED, run_parity_many
 
     keys, candidates = ["correct"], [prog.correct]
     for key, path in (extra or {}).items():
@@ -169,5 +175,7 @@ def run_program(prog: Program, replicas: int, *, wrong: bool = True, newest: boo
     if newest and target_python():
         keys.append("newest")
         candidates.append((prog.correct, target_python()))
-    results = run_parity_many(prog.legacy, candidates, replicas=replicas, legacy_python=legacy_python())
+    envelope = True if wrong and prog.cases else WHEN_NEEDED
+    results = run_parity_many(prog.legacy, candidates, replicas=replicas, legacy_python=legacy_python(),
+                              envelope=envelope)
     return dict(zip(keys, results))
