@@ -1266,6 +1266,11 @@ def _check_experiment(ctx: RewriteContext, unit: EstimatorUnit) -> None:
                 "TrainSpec(train_input_fn, max_steps=train_steps), EvalSpec(eval_input_fn, steps=eval_steps)) "
                 "since TensorFlow 1.4: build the Estimator and call that where learn_runner.run was, and e2k "
                 "converts it", use.name, UNSUPPORTED_USE)
+        if isinstance(call, cst.Call) and (ctx.call_api_path(call) or "").endswith("estimator.forward_features"):
+            raise Unsupported(
+                "forward_features(estimator, keys) is not converted: it added those features to the predictions "
+                "predict() gave and the exported signatures; the Keras model's predict_step and serving function do "
+                "not carry features yet", call, UNSUPPORTED_USE)
         element = ctx.parent(use.name)
         holder = ctx.parent(element) if isinstance(element, cst.Element) else None
         if isinstance(holder, (cst.Tuple, cst.List)) and isinstance(ctx.parent(holder), cst.Return):
