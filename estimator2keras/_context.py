@@ -21,7 +21,7 @@ from libcst.metadata import (
 from libcst._metadata_dependent import LazyValue  # not re-exported; see get_metadata
 
 from estimator2keras import _names
-from estimator2keras._edits import Edits, is_docstring
+from estimator2keras._edits import Edits
 from estimator2keras._suppress import Suppressions
 
 if TYPE_CHECKING:
@@ -768,10 +768,10 @@ class RewriteContext:
 
         scratch = self._codemod.scratch
         queued = scratch.get(AddImportsVisitor.CONTEXT_KEY)
-        if queued and not _all_at_top(module, queued):
-            # The visitor needs no metadata: ``transform_module`` would only deep-copy the tree
-            # for a MetadataWrapper (a tenth of the corpus's conversion time).
-            module = module.visit(_top_imports_adder(self._codemod))
+        if queued:
+            from estimator2keras._imports import add_imports
+
+            module = add_imports(module, queued, self.path)
         removals = scratch.get(RemoveImportsVisitor.CONTEXT_KEY)
         if removals:
             before = module
@@ -784,69 +784,6 @@ class RewriteContext:
     # -- rules ----------------------------------------------------------------------------
     def enabled(self, code: str) -> bool:
         return self.rules.enabled(code)
-
-
-def _single_import(statement: cst.CSTNode) -> bool:
-    return (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
-            and isinstance(statement.body[0], (cst.Import, cst.ImportFrom)))
-
-
-_ADDER: type | None = None
-
-
-def _top_imports_adder(context):
-    """libcst's ``AddImportsVisitor``, walking only what it reads and changes.
-
-    It reads the imports of the module's first block of statements (its gatherer), adds names
-    to the ``from`` imports of that block and statements to the module's body; every other
-    node it leaves as it was, after a walk that rebuilds each one (the gatherer walks the
-    whole tree too). Here the gatherer sees the module's first statements up to the end of
-    that block, and the walk does not enter a statement that is not a single import: the
-    same module comes out, built from the nodes it did not change instead of copies of them."""
-    global _ADDER
-    if _ADDER is None:
-        from libcst.codemod.visitors import AddImportsVisitor
-
-        class _TopImportsAdder(AddImportsVisitor):
-            def visit_Module(self, node: cst.Module) -> None:
-                body = node.body
-                end = 1
-                while end < len(body) and _single_import(body[end]):
-                    end += 1
-                # The gatherer reads the first statement (a docstring?) and the imports after it.
-                super().visit_Module(node.with_changes(body=body[:end]))
-
-            def on_visit(self, node: cst.CSTNode) -> bool:
-                visit = super().on_visit(node)
-                return visit and not (isinstance(node, cst.BaseStatement) and not _single_import(node))
-
-        _ADDER = _TopImportsAdder
-    return _ADDER(context)
-
-
-def _all_at_top(module: cst.Module, queued) -> bool:
-    """Whether each queued import is already written as such in the module's first block of
-    imports, where libcst's AddImportsVisitor looks (it then changes nothing, after a walk
-    that rebuilds the whole tree)."""
-    present: set[tuple] = set()
-    body = list(module.body)
-    if body and is_docstring(body[0]):
-        body = body[1:]
-    for statement in body:
-        if not (isinstance(statement, cst.SimpleStatementLine)
-                and all(isinstance(s, (cst.Import, cst.ImportFrom)) for s in statement.body)):
-            break
-        for small in statement.body:
-            if isinstance(small, cst.Import):
-                for alias in small.names:
-                    present.add((cst.Module([]).code_for_node(alias.name), None,
-                                 alias.asname.name.value if alias.asname else None))
-            elif small.module is not None and not small.relative and not isinstance(small.names, cst.ImportStar):
-                module_name = cst.Module([]).code_for_node(small.module)
-                for alias in small.names:
-                    present.add((module_name, cst.Module([]).code_for_node(alias.name),
-                                 alias.asname.name.value if alias.asname else None))
-    return all((item.module_name, item.obj_name, item.alias) in present and not item.relative for item in queued)
 
 
 def _remove_unused_imports(module: cst.Module, removals) -> cst.Module:

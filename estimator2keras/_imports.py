@@ -12,6 +12,9 @@ Two things stand between converted Keras code and TensorFlow 2 at the level of a
 """
 from __future__ import annotations
 
+import functools
+import os
+import sys
 from typing import Iterable
 
 import libcst as cst
@@ -19,6 +22,7 @@ from libcst.metadata import GlobalScope, QualifiedNameProvider
 
 from estimator2keras import _emit
 from estimator2keras._context import RewriteContext
+from estimator2keras._edits import is_docstring
 from estimator2keras._symbols import COMPAT, _is_compat_v1, respell_or_compat, tf2_respellings
 
 CODE = "E2K005"
@@ -162,4 +166,226 @@ def _walk(node: cst.CSTNode):
         stack.extend(current.children)
 
 
-__all__ = ["compat_alias", "rebind_tf", "v2_switches", "COMPAT", "QualifiedNameProvider"]
+# -- imports the converted code needs ----------------------------------------------------
+# Each goes where isort (its default profile) would put it, in the file's own layout: into
+# the group of its section (future, standard library, third party, the program's own
+# modules), at its sorted place when that group is sorted, else after the group's last
+# import of its section. Only the added line (and the blank line that separates a new
+# group) is written; the file's own import lines stay as they are, but for a name added to
+# an existing `from m import ...` of the same module. The standard library is told apart
+# by `sys.stdlib_module_names` and the program's modules by the files beside it, which
+# is all isort's placement reads here: no dependency is needed for it.
+
+FUTURE, STDLIB, THIRD_PARTY, LOCAL = range(4)
+
+
+def add_imports(module: cst.Module, queued: Iterable, path: str | None = None) -> cst.Module:
+    """``module`` with the imports in ``queued`` (libcst ``ImportItem``s) that it lacks."""
+    local = _local_modules(path)
+    wanted = []
+    for item in queued:
+        key = (item.module, item.obj_name, item.alias)
+        if key not in wanted:
+            wanted.append(key)
+    wanted.sort(key=lambda k: (_section(k[0], local), _sort_key(k[1] is not None, k[0])))
+    body = list(module.body)
+    for name, obj, alias in wanted:
+        if _imported(body, name, obj, alias):
+            continue
+        if obj is not None and _merged(body, name, obj, alias):
+            continue
+        text = f"from {name} import {obj}" if obj is not None else f"import {name}"
+        new = cst.parse_statement(text + (f" as {alias}" if alias else ""), config=module.config_for_parsing)
+        _place(body, new, _section(name, local), local)
+    return module if body == list(module.body) else module.with_changes(body=body)
+
+
+def _section(name: str, local: frozenset) -> int:
+    top = name.split(".")[0]
+    if name.startswith(".") or top in local:
+        return LOCAL
+    if top == "__future__":
+        return FUTURE
+    return STDLIB if top in sys.stdlib_module_names else THIRD_PARTY
+
+
+def _sort_key(is_from: bool, name: str) -> tuple:
+    """isort's default order: ``import x`` before ``from x import y``, case aside."""
+    return (is_from, name.lower())
+
+
+def _sort_key_within(is_from: bool, name: str) -> tuple:
+    """isort's ``force_sort_within_sections`` (Google's style): by module, either form."""
+    return (name.lower(), is_from)
+
+
+@functools.lru_cache(maxsize=256)
+def _local_modules(path: str | None) -> frozenset:
+    """The top-level names the file's program imports its own modules by: the modules and
+    packages beside it, and beside the outermost package holding it."""
+    if not path:
+        return frozenset()
+    directory = os.path.dirname(os.path.abspath(path))
+    roots = {directory}
+    while os.path.isfile(os.path.join(directory, "__init__.py")):
+        directory = os.path.dirname(directory)
+        roots.add(directory)
+    names = set()
+    for root in roots:
+        try:
+            entries = os.listdir(root)
+        except OSError:
+            continue
+        for entry in entries:
+            stem, ext = os.path.splitext(entry)
+            if ext == ".py" and stem.isidentifier():
+                names.add(stem)
+            elif not ext and entry.isidentifier() and os.path.isdir(os.path.join(root, entry)):
+                names.add(entry)
+    return frozenset(names)
+
+
+def _import_of(statement: cst.CSTNode) -> cst.Import | cst.ImportFrom | None:
+    if (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
+            and isinstance(statement.body[0], (cst.Import, cst.ImportFrom))):
+        return statement.body[0]
+    return None
+
+
+def _from_module(node: cst.ImportFrom) -> str:
+    return "." * len(node.relative) + (_emit.code(node.module) if node.module is not None else "")
+
+
+def _described(statement: cst.CSTNode) -> tuple[bool, str] | None:
+    """(whether it is a ``from`` import, the module it names) of an import statement."""
+    node = _import_of(statement)
+    if isinstance(node, cst.Import):
+        return False, _emit.code(node.names[0].name)
+    if isinstance(node, cst.ImportFrom):
+        return True, _from_module(node)
+    return None
+
+
+def _top_block(body: list) -> tuple[int, int]:
+    """The module's first run of import statements (after a docstring): where imports go."""
+    start = 1 if body and (is_docstring(body[0]) or _is_strict(body[0])) else 0
+    end = start
+    while end < len(body) and _import_of(body[end]) is not None:
+        end += 1
+    return start, end
+
+
+def _is_strict(statement: cst.CSTNode) -> bool:
+    return (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
+            and isinstance(statement.body[0], cst.Assign) and len(statement.body[0].targets) == 1
+            and isinstance(statement.body[0].targets[0].target, cst.Name)
+            and statement.body[0].targets[0].target.value == "__strict__")
+
+
+def _imported(body: list, name: str, obj: str | None, alias: str | None) -> bool:
+    """Whether a module-level import before the first definition binds it already."""
+    for statement in body:
+        if isinstance(statement, cst.BaseCompoundStatement):
+            break
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if isinstance(small, cst.Import) and obj is None:
+                for a in small.names:
+                    written, asname = _emit.code(a.name), a.asname.name.value if a.asname else None
+                    if asname == alias and (written == name or (alias is None and written.startswith(name + "."))):
+                        return True
+            elif isinstance(small, cst.ImportFrom) and obj is not None and _from_module(small) == name:
+                if isinstance(small.names, cst.ImportStar):
+                    return True
+                if any(_emit.code(a.name) == obj and (a.asname.name.value if a.asname else None) == alias
+                       for a in small.names):
+                    return True
+    return False
+
+
+def _merged(body: list, name: str, obj: str, alias: str | None) -> bool:
+    """``obj`` added to the top block's ``from name import ...``, at its sorted place when
+    that statement's names are sorted."""
+    start, end = _top_block(body)
+    for index in reversed(range(start, end)):
+        node = _import_of(body[index])
+        if not (isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar)
+                and _from_module(node) == name):
+            continue
+        names = list(node.names)
+        new = cst.ImportAlias(cst.Name(obj), asname=cst.AsName(cst.Name(alias)) if alias else None)
+        order = [_emit.code(a.name).lower() for a in names]
+        at = len(names)
+        if order == sorted(order):
+            at = next((i for i, written in enumerate(order) if written > obj.lower()), len(names))
+        between = next((a.comma for a in names if isinstance(a.comma, cst.Comma)
+                        and a is not names[-1]), cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        if at == len(names):
+            names[-1], new = names[-1].with_changes(comma=between), new.with_changes(comma=names[-1].comma)
+        else:
+            new = new.with_changes(comma=between)
+        names.insert(at, new)
+        body[index] = body[index].with_changes(body=[node.with_changes(names=names)])
+        return True
+    return False
+
+
+def _place(body: list, new: cst.SimpleStatementLine, section: int, local: frozenset) -> None:
+    start, end = _top_block(body)
+    described = {i: _described(body[i]) for i in range(start, end)}
+    sections = {i: _section(described[i][1], local) for i in range(start, end)}
+    groups, group = {}, 0
+    for i in range(start, end):
+        if i > start and _blank_before(body[i]):
+            group += 1
+        groups[i] = group
+    # Sections told apart by blank lines (isort's layout), or one block that mixes them.
+    mixed = any(groups[i] == groups[i - 1] and sections[i] != sections[i - 1] for i in range(start + 1, end))
+    same = [i for i in range(start, end) if sections[i] == section]
+    is_from = isinstance(new.body[0], cst.ImportFrom)
+    name = _described(new)[1]
+    if same:
+        members = [i for i in same if groups[i] == groups[same[-1]]]
+        at = members[-1] + 1
+        for key in (_sort_key, _sort_key_within):
+            keys = [key(*described[i]) for i in members]
+            if keys == sorted(keys):
+                at = next((i for i in members if key(*described[i]) > key(is_from, name)), members[-1] + 1)
+                break
+        if at == members[0] and (at == start or groups[at - 1] != groups[at]):
+            # First of its group: the new import takes the group's blank line and comments.
+            body.insert(at, new.with_changes(leading_lines=body[at].leading_lines))
+            body[at + 1] = body[at + 1].with_changes(leading_lines=())
+        else:
+            body.insert(at, new)
+        _space_code_after(body, at + 1, end + 1)
+        return
+    earlier = [i for i in range(start, end) if sections[i] < section]
+    blank = () if mixed else (cst.EmptyLine(),)
+    if earlier:
+        at = earlier[-1] + 1
+        body.insert(at, new.with_changes(leading_lines=blank))
+        if at < end and not _blank_before(body[at + 1]):
+            body[at + 1] = body[at + 1].with_changes(leading_lines=(*blank, *body[at + 1].leading_lines))
+    else:
+        at = start
+        if at < end:
+            body.insert(at, new.with_changes(leading_lines=body[at].leading_lines))
+            body[at + 1] = body[at + 1].with_changes(leading_lines=blank)
+        else:
+            body.insert(at, new)
+    _space_code_after(body, at + 1, end + 1)
+
+
+def _blank_before(statement: cst.CSTNode) -> bool:
+    return any(line.comment is None for line in statement.leading_lines)
+
+
+def _space_code_after(body: list, index: int, end: int) -> None:
+    """A blank line between the imports and the code after them (libcst's rule)."""
+    if index == end and index < len(body) and not body[index].leading_lines:
+        body[index] = body[index].with_changes(leading_lines=(cst.EmptyLine(),))
+
+
+__all__ = ["add_imports", "compat_alias", "rebind_tf", "v2_switches", "COMPAT", "QualifiedNameProvider"]

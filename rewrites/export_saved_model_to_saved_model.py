@@ -123,9 +123,10 @@ estimator.train(input_fn)
 estimator.export_saved_model("export", serving_input_fn)
 ''',
             after='''\
-import tensorflow as tf
 import os
 import time
+
+import tensorflow as tf
 
 
 def input_fn():
@@ -199,9 +200,10 @@ estimator.train(input_fn)
 estimator.export_saved_model("export", serving_input_fn)
 ''',
             after='''\
-import tensorflow as tf
 import os
 import time
+
+import tensorflow as tf
 
 
 def input_fn():
@@ -324,9 +326,10 @@ regressor.train(input_fn, steps=10)
 regressor.export_saved_model("/tmp/export", serving_input_fn)
 ''',
             after='''\
-import tensorflow as tf
 import os
 import time
+
+import tensorflow as tf
 
 
 class LinearModel(tf.keras.layers.Layer):

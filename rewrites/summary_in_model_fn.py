@@ -56,9 +56,10 @@ estimator = tf.estimator.Estimator(model_fn, config=tf.estimator.RunConfig(model
 estimator.train(input_fn)
 ''',
             after='''\
-import tensorflow as tf
 import tempfile
 import time
+
+import tensorflow as tf
 
 
 class ModelDirCheckpoints(tf.keras.callbacks.Callback):

@@ -71,9 +71,10 @@ estimator = tf.estimator.Estimator(model_fn, config=config)
 estimator.train(input_fn, steps=50)
 ''',
             after='''\
-import tensorflow as tf
 import tempfile
 import time
+
+import tensorflow as tf
 
 
 class ModelDirCheckpoints(tf.keras.callbacks.Callback):

@@ -170,10 +170,11 @@ eval_spec = tf.estimator.EvalSpec(input_fn, exporters=[exporter])
 metrics, exports = tf.estimator.train_and_evaluate(estimator, train_spec, eval_spec)
 ''',
             after='''\
-import tensorflow as tf
 import os
 import tempfile
 import time
+
+import tensorflow as tf
 
 
 class ModelDirCheckpoints(tf.keras.callbacks.Callback):
@@ -325,12 +326,12 @@ tf.estimator.train_and_evaluate(
     tf.estimator.EvalSpec(input_fn, steps=1, exporters=[exporter], throttle_secs=0))
 ''',
             after='''\
-import tempfile
-
-import tensorflow as tf
 import os
 import shutil
+import tempfile
 import time
+
+import tensorflow as tf
 
 
 class ModelDirCheckpoints(tf.keras.callbacks.Callback):
