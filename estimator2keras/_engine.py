@@ -16,6 +16,7 @@ import libcst as cst
 from estimator2keras import _leftovers
 from estimator2keras._context import Finding, RewriteContext, parse_shared
 from estimator2keras._names import api_path_of_qualified
+from estimator2keras._notes import drop_repeated_notes
 from estimator2keras._prefilter import mentions_any, screen
 from estimator2keras._registry import RuleSet
 from estimator2keras._rule import Unsupported
@@ -244,6 +245,9 @@ class Job:
                 new = source  # nothing changed: the input itself, byte for byte
             else:
                 new = module.bytes
+                noted = drop_repeated_notes(module, new, source)
+                if noted is not module:
+                    new = noted.bytes
                 cst.parse_module(new)  # every output parses, or the file is left alone
         except Exception as exc:
             return _error(path, source, 1, 1, RULE_FAILED, f"the rewritten file would not parse: {exc}")

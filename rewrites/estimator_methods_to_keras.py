@@ -214,7 +214,6 @@ model = build_model()
 steps_left = 5 - int(model.optimizer.iterations.numpy())
 if steps_left > 0:
     model.fit(input_fn(), steps_per_epoch=steps_left)
-# max_steps counts from global step 0, as in the Estimator: train only the steps left.
 steps_left = 10 - int(model.optimizer.iterations.numpy())
 if steps_left > 0:
     model.fit(input_fn(), steps_per_epoch=steps_left)

@@ -189,7 +189,6 @@ def main(x, y):
         model = build_model()
     # Global batch: Keras splits it across replicas (the Estimator batched per replica).
     model.fit(input_fn(x, y, batch_size=4 * strategy.num_replicas_in_sync), steps_per_epoch=10)
-    # Global batch: Keras splits it across replicas (the Estimator batched per replica).
     return model.evaluate(input_fn(x, y, 4 * strategy.num_replicas_in_sync, training=False), return_dict=True)
 ''',
         ),

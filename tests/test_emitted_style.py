@@ -1,0 +1,149 @@
+"""What e2k writes reads as hand-written code: checked over every fixture's exact output.
+
+- No import statement twice, and each import e2k added sits in its section's group
+  (standard library, third party, the program's own modules) in isort's order: no import of
+  a later section before it, none of an earlier one after it, and at its sorted place when
+  the rest of its group is sorted.
+- e2k's own notes (comment paragraphs on their own lines that the program did not have)
+  are written once per file; ``# e2k: CODE`` marks stay at every place they mark.
+"""
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from conftest import FIXTURES
+from estimator2keras._notes import drop_repeated_notes
+
+FUTURE, STDLIB, THIRD_PARTY, LOCAL = range(4)
+
+
+def _pairs() -> list[tuple[Path, Path, Path]]:
+    """(before, after, the program's root) of each converted file of the fixtures."""
+    pairs = []
+    for case in sorted(FIXTURES.iterdir()):
+        if (case / "after.py").is_file():
+            pairs.append((case / "before.py", case / "after.py", case))
+        elif (case / "after").is_dir():
+            for after in sorted((case / "after").rglob("*.py")):
+                before = case / "before" / after.relative_to(case / "after")
+                pairs.append((before, after, case / "after"))
+    return pairs
+
+
+PAIRS = _pairs()
+IDS = [str(after.relative_to(FIXTURES)) for _, after, _ in PAIRS]
+
+
+def _section(name: str, local: set[str]) -> int:
+    top = name.split(".")[0]
+    if name.startswith(".") or top in local:
+        return LOCAL
+    if top == "__future__":
+        return FUTURE
+    return STDLIB if top in sys.stdlib_module_names else THIRD_PARTY
+
+
+def _imports(path: Path) -> list[tuple[ast.stmt, str, bool]]:
+    """The module-level imports: (node, the module it names, whether a blank line or a
+    comment precedes it, that is, whether it starts a group)."""
+    lines = path.read_text().splitlines()
+    found = []
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Import):
+            name = node.names[0].name
+        elif isinstance(node, ast.ImportFrom):
+            name = "." * node.level + (node.module or "")
+        else:
+            continue
+        above = lines[node.lineno - 2].strip() if node.lineno > 1 else ""
+        found.append((node, name, not above or above.startswith("#")))
+    return found
+
+
+def _bindings(node: ast.stmt) -> list[tuple]:
+    if isinstance(node, ast.Import):
+        return [(None, a.name, a.asname) for a in node.names]
+    return [("." * node.level + (node.module or ""), a.name, a.asname) for a in node.names]
+
+
+@pytest.mark.parametrize("before, after, root", PAIRS, ids=IDS)
+def test_no_import_written_twice(before, after, root):
+    bound = [b for node, _, _ in _imports(after) for b in _bindings(node)]
+    assert len(bound) == len(set(bound)), sorted(b for b in bound if bound.count(b) > 1)
+
+
+@pytest.mark.parametrize("before, after, root", PAIRS, ids=IDS)
+def test_added_imports_sit_in_their_group(before, after, root):
+    local = {p.stem for p in root.iterdir() if p.suffix == ".py" or p.is_dir()}
+    own = {ast.dump(node) for node, _, _ in _imports(before)} if before.is_file() else set()
+    imports = _imports(after)
+    sections = [_section(name, local) for _, name, _ in imports]
+    for index, (node, name, _) in enumerate(imports):
+        if ast.dump(node) in own:
+            continue  # the program's own
+        line = ast.unparse(node)
+        section = sections[index]
+        assert all(s <= section for s in sections[:index]), f"{line}: after an import of a later section"
+        assert all(s >= section for s in sections[index + 1:]), f"{line}: before an import of an earlier section"
+        # Its group: the imports of its section around it up to a blank line or comment.
+        start = index
+        while start > 0 and not imports[start][2] and sections[start - 1] == section:
+            start -= 1
+        end = index + 1
+        while end < len(imports) and not imports[end][2] and sections[end] == section:
+            end += 1
+        others = [(isinstance(n, ast.ImportFrom), m.lower()) for n, m, _ in imports[start:end] if n is not node]
+        if others == sorted(others):
+            group = [(isinstance(n, ast.ImportFrom), m.lower()) for n, m, _ in imports[start:end]]
+            assert group == sorted(group), f"{line}: not at its sorted place in its group"
+
+
+_OWN_LINE_COMMENT = re.compile(r"^[ \t]*(#.*?)[ \t]*$")
+
+
+def _paragraphs(text: str) -> list[tuple[str, ...]]:
+    paragraphs, current = [], []
+    for line in [*text.splitlines(), ""]:
+        match = _OWN_LINE_COMMENT.fullmatch(line)
+        if match:
+            current.append(match.group(1))
+        elif current:
+            paragraphs.append(tuple(current))
+            current = []
+    return paragraphs
+
+
+@pytest.mark.parametrize("before, after, root", PAIRS, ids=IDS)
+def test_each_note_written_once(before, after, root):
+    users = {c for p in _paragraphs(before.read_text()) for c in p} if before.is_file() else set()
+    notes = [p for p in _paragraphs(after.read_text())
+             if not any(line in users or line.startswith("# e2k:") for line in p)]
+    assert len(notes) == len(set(notes)), sorted({n for n in notes if notes.count(n) > 1})
+
+
+NOTES = [
+    pytest.param("def f():\n    # Note.\n    return 1\n\n\ndef g():\n    # Note.\n    return 2\n", "",
+                 "def f():\n    # Note.\n    return 1\n\n\ndef g():\n    return 2\n", id="second-note-dropped"),
+    pytest.param("# Mine.\nx = 1\n# Mine.\ny = 2\n", "# Mine.\nx = 1\n",
+                 "# Mine.\nx = 1\n# Mine.\ny = 2\n", id="user-comment-kept"),
+    pytest.param("# e2k: E2K001 why\nx = 1\n# e2k: E2K001 why\ny = 2\n", "",
+                 "# e2k: E2K001 why\nx = 1\n# e2k: E2K001 why\ny = 2\n", id="marks-kept"),
+    pytest.param("# Note.\n# About x.\nx = 1\n# Note.\n# About y.\ny = 2\n", "",
+                 "# Note.\n# About x.\nx = 1\n# Note.\n# About y.\ny = 2\n", id="site-specific-paragraph-kept"),
+    pytest.param("# Note.\nx = 1\n\n# Note.\n# Mine.\ny = 2\n", "# Mine.\n",
+                 "# Note.\nx = 1\n\n# Note.\n# Mine.\ny = 2\n", id="note-joined-to-user-comment-kept"),
+    pytest.param("x = 1\n\n# Note.\nif x:\n    # Note.\n    y = 2\n", "",
+                 "x = 1\n\n# Note.\nif x:\n    y = 2\n", id="nested"),
+]
+
+
+@pytest.mark.parametrize("code, source, expected", NOTES)
+def test_repeated_note_dropped(code, source, expected):
+    module = cst.parse_module(code)
+    assert drop_repeated_notes(module, code.encode(), source.encode()).code == expected
