@@ -228,3 +228,26 @@ def test_forward_features_after_add_metrics_is_refused_saying_why(rules):
     assert any(f.code == "E2K902" and "forward_features(estimator, keys) is not converted" in f.message
                for f in result.findings), [f.format() for f in result.findings]
     assert "tf.estimator.add_metrics(classifier, metric_fn)" in new  # the unit is left as it was
+
+
+def test_custom_fixture_reads_the_spec_predictions_by_key():
+    after = (FIXTURES / "add_metrics_custom_classifier" / "after.py").read_text()
+    assert 'MeanPerClassAccuracy(name="mean_per_class_accuracy", num_classes=N_CLASSES)' in after
+    assert 'RecallAtK(name="recall_at_2", k=2, activation="softmax")' in after
+    assert "def extra_metrics" not in after and "add_metrics(classifier" not in after
+
+
+@pytest.mark.slow
+def test_added_metric_of_another_prediction_is_caught(tmp_path):
+    """The custom fixture's mean_per_class_accuracy computed as the plain accuracy of the
+    class ids (the metric read from the wrong value): BROKEN."""
+    from estimator2keras.parity import run_parity
+
+    case = FIXTURES / "add_metrics_custom_classifier"
+    after = (case / "after.py").read_text()
+    right = 'MeanPerClassAccuracy(name="mean_per_class_accuracy", num_classes=N_CLASSES)'
+    assert after.count(right) == 1, "the fixture's shape changed: update this test"
+    path = tmp_path / "after_wrong_metric.py"
+    path.write_text(after.replace(right, 'tf.keras.metrics.SparseCategoricalAccuracy(name="mean_per_class_accuracy")'))
+    result = run_parity(case / "before.py", path, replicas=2)
+    assert not result.passed, result.report()
