@@ -385,6 +385,7 @@ class _KerasWriter:
         self._output_node = output
         self._build_reads: set[str] = set()  # settings a weight made in build() reads
         init_defs, forward = self.split_init(forward)
+        init_defs, build_defs = self.split_build(init_defs, inputs) if base is not None else (init_defs, [])
         self._init_defs = init_defs
         post = prediction[0] if prediction is not None else []
         call_arguments = self._call_arguments([*forward, *post], [output] + ([prediction[1]] if prediction else []))
@@ -434,9 +435,15 @@ class _KerasWriter:
         built: list[cst.BaseStatement] = []
         # `[inputs.shape[-1], units]`: a layer class's weights are made when Keras builds it, from
         # its input's shape (all of them then, in the order TF1 made them)
+        shape_names = {inputs, *(d.name for d in build_defs)}
         in_build = base is not None and any(
-            app.weight and not app.drop and any(n.value == inputs for n in self.names_read(app.constructor))
+            app.weight and not app.drop and any(n.value in shape_names for n in self.names_read(app.constructor))
             for app in self.layer_apps.values())
+        if build_defs:
+            if not in_build:
+                self.refuse(build_defs[0].small, f"a value computed from `{inputs}` configures a layer, which Keras makes "
+                                                 "before it sees its input; e2k makes weights from the input's shape only")
+            built = [self.fit(_line(self.built_value(d.small, inputs), d.line, d.small), 2) for d in build_defs]
         for app in self.creation_order():
             if app.drop or app.attr in created:
                 continue
@@ -486,6 +493,44 @@ class _KerasWriter:
             methods.append(_function("predict_step", "self, data", lines, blank_before=True))
         klass = _emit.statement(f"class {class_name}({base or self.tf + '.keras.Model'}):\n    pass")
         return klass.with_changes(body=cst.IndentedBlock(body=methods)), class_arguments
+
+    def split_build(self, init_defs: list[_Def], inputs: str) -> tuple[list[_Def], list[_Def]]:
+        """Of the values a layer class's constructors read, those computed from its input
+        (``n_in = x.get_shape()[-1]``): made in ``build``, from the input's shape."""
+        shaped: set[str] = {inputs}
+        build = []
+        for d in init_defs:
+            if any(n.value in shaped for n in self.names_read(d.value)):
+                if not isinstance(d.small, cst.Assign):
+                    self.refuse(d.small, f"this statement computes from `{inputs}` what a layer is made with; e2k carries "
+                                         "plain assignments to build()")
+                build.append(d)
+                shaped.add(d.name)
+        for app in self.layer_apps.values():
+            if not app.weight and not app.drop and any(n.value in shaped - {inputs} for n in self.names_read(app.constructor)):
+                self.refuse(app.call, f"a layer is made with a value computed from `{inputs}`, which Keras makes before "
+                                      "it sees its input; e2k makes weights from the input's shape only")
+        return [d for d in init_defs if d not in build], build
+
+    def built_value(self, node: cst.CSTNode, inputs: str) -> cst.CSTNode:
+        """A statement of ``build`` (``n_in = x.get_shape()[-1]`` -> ``n_in = input_shape[-1]``)."""
+        self._check_build_reads(node, node, inputs)
+        replaced = _emit.replace_in(node, dict(tf2_respellings(self.ctx, node, self.tf)))
+        return replaced.visit(_InputShape(self, inputs))
+
+    def _check_build_reads(self, original: cst.CSTNode, read_in: cst.CSTNode, inputs: str) -> None:
+        from estimator2keras._modelfn import _KERAS_LAYER_ATTRIBUTES
+
+        shape_of = _InputShape(self, inputs)
+        for node in self.names_read(read_in):
+            if node.value == inputs and not shape_of.reads_shape(node):
+                self.refuse(node, f"the weight's shape reads `{inputs}` otherwise than its static shape "
+                                  f"(`{inputs}.shape`), which Keras's build(input_shape) cannot give")
+            elif node.value in self.arguments:
+                if node.value in _KERAS_LAYER_ATTRIBUTES:
+                    self.refuse(node, f"the weight's shape reads the setting `{node.value}`, which as an attribute of a "
+                                      f"Keras layer (`self.{node.value}`) is Keras's own: rename the parameter")
+                self._build_reads.add(node.value)
 
     def built_weight(self, app: _LayerApp, inputs: str) -> cst.BaseExpression:
         """A block's weight whose shape reads its input (``[inputs.shape[-1], units]``), as

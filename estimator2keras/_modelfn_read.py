@@ -1450,6 +1450,7 @@ class _ModelReader(BlockReading):
                     if isinstance(d.value, cst.For):
                         self._in_loop(app, d.value)
                     self.layer_apps[call] = app
+        self._unique_weight_names()
         for d in forward:  # `w = tf.get_variable(...)`: the model's `self.w` is read where `w` was
             app = self.layer_apps.get(d.value) if isinstance(d.value, cst.Call) else None
             helper = self.helper_calls.get(d.value) if isinstance(d.value, cst.Call) else None
@@ -1514,6 +1515,26 @@ class _ModelReader(BlockReading):
             layer = LayerCall(constructor, call.args[0].value if call.args else None, list(call.args[1:]))
             return self._app(call, layer, attr, attr_given=True)
         return None
+
+    def _unique_weight_names(self) -> None:
+        """Weights named alike in different variable scopes (``"weights"`` in ``hidden`` and in
+        ``output``) are one layer's weights in Keras, where Keras 2 saves them by name (HDF5
+        refuses two of one name): each after the first takes its attribute's name."""
+        seen: set[str] = set()
+        for app in self.layer_apps.values():
+            if not app.weight or not isinstance(app.constructor, cst.Call):
+                continue
+            arg = next((a for a in app.constructor.args if a.keyword is not None and a.keyword.value == "name"), None)
+            name = arg.value.evaluated_value if arg is not None and isinstance(arg.value, cst.SimpleString) else None
+            if name is None:
+                continue
+            if name in seen:
+                quote = arg.value.quote
+                app.constructor = app.constructor.with_changes(args=[
+                    a.with_changes(value=cst.SimpleString(f"{quote}{app.attr}{quote}")) if a is arg else a
+                    for a in app.constructor.args])
+                name = app.attr
+            seen.add(name)
 
     def _weight_hint(self, call: cst.Call, site: cst.Call | None = None, bound: dict | None = None) -> str:
         """``w1 = tf.get_variable("w1", ...)``: ``self.w1``, as the user named the tensor (or

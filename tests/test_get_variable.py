@@ -233,3 +233,58 @@ def network(features, params):
     np.testing.assert_allclose(model.b.numpy(), np.full(3, 0.1, np.float32))
     np.testing.assert_allclose(out, np.zeros((2, 1), np.float32))  # W_out starts at zeros
     assert [tuple(v.shape) for v in model.trainable_weights] == [(4, 3), (3,), (3, 1)]
+
+
+@pytest.mark.parametrize("width", ["x.get_shape()[-1]", "int(x.shape[-1])", "x.shape[-1].value",
+                                   "x.get_shape().as_list()[-1]"])
+def test_a_width_read_from_the_input_into_a_name_is_computed_in_build(rules, width):
+    # It was copied into __init__, where the input does not exist: a NameError when the model
+    # was made, in a file reported converted (found by a tester).
+    result = convert(rules, f'''\
+def fc(x, n_out, name):
+    n_in = {width}
+    with tf.variable_scope(name):
+        w = tf.get_variable("kernel", [n_in, n_out])
+    return tf.matmul(x, w)
+
+
+def network(features, params):
+    return fc(fc(features["x"], params["hidden"], "h"), 1, "out")
+''')
+    assert result.status == "converted", manual(result)
+    new = result.new.decode()
+    assert "    def build(self, input_shape):\n        n_in = " in new, new
+    model = build(new, {"hidden": 3})
+    model({"x": np.ones((2, 4), np.float32)})
+    assert [tuple(v.shape) for v in model.trainable_weights] == [(4, 3), (3, 1)]
+
+
+def test_a_layer_made_with_a_value_of_the_input_is_refused(rules):
+    result = convert(rules, '''\
+def block(x, name):
+    n_in = int(x.shape[-1])
+    w = tf.get_variable(name, [n_in, n_in])
+    return tf.layers.dense(tf.matmul(x, w), n_in * 2)
+
+
+def network(features, params):
+    return block(block(features["x"], "a"), "b")
+''')
+    assert result.status == "partial", result.new.decode()
+    assert any("Keras makes before it sees its input" in m for m in manual(result)), manual(result)
+
+
+def test_weights_named_alike_in_different_scopes_get_names_of_their_own(rules):
+    # Keras 2 saves a model's own weights by name: HDF5 refused two `weights` (found by a tester).
+    result = convert(rules, '''\
+def network(features, params):
+    with tf.variable_scope("layer1"):
+        w1 = tf.get_variable("weights", [4, params["hidden"]])
+    with tf.variable_scope("layer2"):
+        w2 = tf.get_variable("weights", [params["hidden"], 1])
+    return tf.matmul(tf.matmul(features["x"], w1), w2)
+''')
+    assert result.status == "converted", manual(result)
+    model = build(result.new.decode(), {"hidden": 3})
+    names = [v.name.split("/")[-1].split(":")[0] for v in model.trainable_weights]
+    assert len(set(names)) == 2, names

@@ -169,7 +169,7 @@ def describe():
         width = tf.shape(images)[1]
         net = block(images, 4)
         return block(net, width)
-    ''', "computed from the inputs"),
+    ''', "value computed from `images`"),
 ])
 def test_what_a_layer_class_cannot_hold_is_refused(rules, helpers, reason):
     result = convert(rules, helpers)
