@@ -2,7 +2,11 @@
 `e2k rewrite`) trains like its before.py on 2 replicas, on TF 2.15 and, with
 E2K_TARGET_PYTHON, on the newest TensorFlow; wrong migrations of the DNN classifier are caught.
 
-One legacy run per fixture serves every candidate (run_parity_many).
+One legacy run per fixture serves every candidate (run_parity_many), with
+envelope="when-needed": the nudged legacy run happens where a candidate's verdict may depend
+on it (the DNN classifier's wrong migrations), as envelope=True would have run it, and is
+skipped where every candidate agrees within the tolerances an envelope only widens (the same
+verdicts: tests/test_parity_lazy_envelope.py).
 """
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ import pytest
 
 from conftest import FIXTURES
 from estimator2keras._engine import rewrite_source
-from estimator2keras.parity._runner import run_parity_many
+from estimator2keras.parity._runner import WHEN_NEEDED, run_parity_many
 from parity_programs import support
 
 pytestmark = [pytest.mark.slow, support.requires_legacy]
@@ -50,7 +54,7 @@ def results():
         if case == "canned_dnn_classifier":
             candidates += [wrong.path for wrong in WRONG.cases]
         found = run_parity_many(FIXTURES / case / "before.py", candidates, replicas=2,
-                                legacy_python=support.legacy_python())
+                                legacy_python=support.legacy_python(), envelope=WHEN_NEEDED)
         for candidate, result in zip(candidates, found):
             key = "newest" if isinstance(candidate, tuple) else ("tf215" if candidate == after else candidate.name)
             out[(case, key)] = result
@@ -113,7 +117,8 @@ def test_batch_norm_dropout_and_activation_convert_faithfully(tmp_path, rules):
     assert converted.status == "converted", [f.format() for f in converted.findings]
     migrated = tmp_path / "dnn_batch_norm_keras.py"
     migrated.write_bytes(converted.new)
-    result = run_parity_many(legacy, [migrated], replicas=1, legacy_python=support.legacy_python())[0]
+    result = run_parity_many(legacy, [migrated], replicas=1, legacy_python=support.legacy_python(),
+                             envelope=WHEN_NEEDED)[0]
     support.assert_parity(result, 8)
     # gamma, beta and the moving statistics of both batch normalizations are paired and agree
     state = [row for row in result.weights if not row.trainable]
