@@ -349,6 +349,9 @@ def convert_model_fn(fn, ctx, tf, taken, plan, extra, stem, unit):
     converter.added = added_metrics(ctx, unit)
     converter.taken_names = set(taken) | {name, class_name, stem}
     conversion = converter.convert(name, class_name)
+    if not converter.added_read:
+        # Fail closed: the converter read EVAL's metrics some other way than read_metrics.
+        raise Unsupported("e2k could not add the metric_fn's metrics to the model's compile()", unit.wrappers[0].call, CODE)
     return _modelfn._freed_builder_name(conversion, converter, _emit.builder_name(stem), class_name)
 
 
@@ -363,6 +366,7 @@ class _AddedMetricsConverter(_converter_class()):
     the Estimator computed them: ``predictions`` is what the EVAL EstimatorSpec predicted."""
 
     added: list[MetricFn] = []
+    added_read = False
 
     def spec(self, path):
         args = super().spec(path)
@@ -372,6 +376,7 @@ class _AddedMetricsConverter(_converter_class()):
         return args
 
     def read_metrics(self, ops):
+        self.added_read = True
         metrics = super().read_metrics(ops)
         from estimator2keras._modes import EVAL
 
