@@ -76,6 +76,14 @@ def _bindings(node: ast.stmt) -> list[tuple]:
 def test_no_import_written_twice(before, after, root):
     bound = [b for node, _, _ in _imports(after) for b in _bindings(node)]
     assert len(bound) == len(set(bound)), sorted(b for b in bound if bound.count(b) > 1)
+    # Nor one name bound to two modules (`import tensorflow as tf` beside `import
+    # tensorflow.compat.v1 as tf`): the second would change what the first one's code reads.
+    targets: dict[str, set] = {}
+    for module, name, alias in bound:
+        bound_name = alias or (name if module is not None else name.split(".")[0])
+        target = (module, name) if module is not None else (name if alias else bound_name)
+        targets.setdefault(bound_name, set()).add(target)
+    assert all(len(t) == 1 for t in targets.values()), {n: t for n, t in targets.items() if len(t) > 1}
 
 
 @pytest.mark.parametrize("before, after, root", PAIRS, ids=IDS)
