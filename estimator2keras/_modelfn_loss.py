@@ -221,6 +221,11 @@ class _LossReader:
                 self.refuse(name, f"`{name.value}` is not computed in the model_fn")
             if d.index in steps or outputs.get(d.name) is d:
                 continue
+            if not self._depends_on_labels(d, set()) and self._from_features_only(d, set()):
+                # `w = features["w"]`: a value of the features, not of the model; the loss's own
+                reads_features = True
+                steps[d.index] = d
+                continue
             if not self._depends_on_labels(d, set()):
                 outputs[d.name] = d
                 continue
@@ -286,6 +291,26 @@ class _LossReader:
             self.plan.fixed(expr, HAND_WRITTEN, f"the loss written by hand -> `{name}`, a Keras loss")
         keras_loss = _emit.expr(f"{name}({', '.join(arguments)})")
         return LossConversion(keras_loss, cst.Name("labels"), cst.Name(output_name)), ordered
+
+    def _from_features_only(self, d: _Def, seen: set[int]) -> bool:
+        """Is ``d`` computed from the model_fn's ``features`` alone (no layer, no model value)?"""
+        if d.index in seen or not isinstance(d.small, cst.Assign) or not isinstance(d.value, (
+                cst.Subscript, cst.Call, cst.Name, cst.BinaryOperation, cst.Attribute)):
+            return False
+        seen.add(d.index)
+        if any(call in self.layer_apps or self.role(call) is not None for call in iter_calls(d.value)):
+            return False
+        reads_features = False
+        for name in self.names_read(d.value):
+            inner = self.latest_def(name.value, d.index)
+            if inner is None:
+                if name.value == "features":
+                    reads_features = True
+                elif name.value not in ("tf", self.tf) and not self._is_module_name(name):
+                    return False
+            elif not self._from_features_only(inner, seen):
+                return False
+        return reads_features
 
     def _internal_sources(self, defs: list[_Def], most: int = 2) -> list[cst.Call]:
         """The first calls (in the model_fn's order) of methods of the model's own objects that
@@ -725,6 +750,15 @@ class _LossReader:
         loss written by hand (``keras`` puts the arguments in TF2 spelling)."""
         from estimator2keras._translate import bind
 
+        if getattr(self, "_writing_own_loss", False):
+            # compute_loss is handed the labels as they come: TF1's own loss computes as it did
+            # (`tf.losses` is another module in TF2: the TF1 one is tf.compat.v1.losses).
+            path = self.ctx.call_api_path(call) or ""
+            if self._inner_tf1_loss(call) is None:
+                return None
+            bare = path[len("compat.v1."):] if path.startswith("compat.v1.") else path
+            return call.with_changes(func=_emit.expr(f"{self.tf}.compat.v1.{bare}"),
+                                     args=[arg.with_changes(value=keras(arg.value)) for arg in call.args])
         path = self.ctx.call_api_path(call)
         if path in _NN_PER_EXAMPLE:
             args = bind(call, ("_sentinel", "labels", "logits", "dim", "name", "axis"))
@@ -839,7 +873,11 @@ class _OwnLossWriter:
         """``def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None,
         training=True)`` running the model_fn's statements of the loss."""
         own = self.own_loss
-        klass = self._loss_class("_", own.steps, own.expr, own.output, own.arguments)
+        self._writing_own_loss = True
+        try:
+            klass = self._loss_class("_", own.steps, own.expr, own.output, own.arguments)
+        finally:
+            self._writing_own_loss = False
         call = next(stmt for stmt in klass.body.body if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "call")
         body = list(call.body.body)
         returned = body.pop().body[0].value.left  # `return <loss> / ...num_replicas_in_sync`

@@ -121,3 +121,24 @@ def test_parity_catches_the_own_loss_left_undivided_by_the_replicas(tmp_path):
     result = run_parity(case / "before.py", wrong, replicas=2)
     assert not result.passed, result.report()
     assert not result.steps[1].passed, result.report()  # the first update already differs
+
+
+@pytest.mark.parametrize("loss, by_weights", [
+    # a TF1 loss weighted by a feature: TF1's own function (tf.compat.v1.losses: tf.losses is
+    # another module in TF2), as it computed: SUM_BY_NONZERO_WEIGHTS divides by the examples
+    ('loss = tf.losses.mean_squared_error(tf.reshape(labels, [-1, 1]), predictions, weights=features["w"][:, None])',
+     False),
+    # a feature read into a name of the model_fn first (it was taken for a second model output)
+    ('w = features["w"]\nloss = tf.reduce_sum(w * tf.square(tf.squeeze(predictions, 1) - labels)) / tf.reduce_sum(w)',
+     True),
+])
+def test_features_read_around_the_loss_convert_as_tf1_computed(rules, loss, by_weights):
+    result = convert(rules, loss)
+    assert result.status == "converted", manual(result)
+    new = result.new.decode()
+    model = build(new)
+    y_pred = np.asarray(model({"x": X}))
+    got = float(model.compute_loss(x={"x": X, "w": W}, y=Y, y_pred=y_pred))
+    expected = float(np.sum(W * np.square(y_pred[:, 0] - Y)) / (np.sum(W) if by_weights else len(W)))
+    assert got == pytest.approx(expected, rel=1e-5)
+    assert "tf.losses." not in new.replace("tf.compat.v1.losses.", "").replace("tf.keras.losses.", ""), new
