@@ -402,7 +402,7 @@ class _LossReader:
         Keras loss calls it as it is, so it must be TF2 code computing from its arguments
         alone (assignments ending in one ``return``), and is read with the rules of the loss."""
         from estimator2keras._units import resolve
-        from estimator2keras._symbols import tf2_respellings
+        from estimator2keras._symbols import _is_compat_v1, tf2_respellings
 
         helper = resolve(self.ctx, call.func) if isinstance(call.func, cst.Name) else None
         what = f"`{_emit.code(call.func)}(...)`"
@@ -435,6 +435,17 @@ class _LossReader:
                     self.refuse(node, f"{what} reads `{key}` (the mode) otherwise than in a test of the mode "
                                       "that gives TRAIN's and EVAL's loss alike")
         respelled = [(old, new) for old, new in tf2_respellings(self.ctx, helper, self.tf) if _emit.code(old) != _emit.code(new)]
+        # `tf.losses.mean_squared_error`, TF1's as e2k reads a model_fn: TF2 has `tf.losses` too,
+        # Keras's (a per-example loss where TF1's was a mean), so the function would compute
+        # otherwise; `tf.compat.v1.losses` is the same function in TF1 and TF2.
+        for inner in iter_calls(helper.body):
+            path = self.ctx.call_api_path(inner) or ""
+            if path.startswith(("losses.", "metrics.")) and not _is_compat_v1(self.ctx, inner.func):
+                if self.plan is None:
+                    continue
+                self.plan.replace(inner.func, _emit.expr(f"{self.tf}.compat.v1.{path}"))
+                self.plan.fixed(inner.func, HAND_WRITTEN, f"`{_emit.code(inner.func)}` in {what}, TF1's -> "
+                                                          f"`tf.compat.v1.{path}` (TF2's `tf.{path}` is Keras's)")
         if respelled:
             old = respelled[0][0]
             self.refuse(old, f"{what} uses `{_emit.code(old)}`, a TF1 spelling; e2k leaves functions of the program "

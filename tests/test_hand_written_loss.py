@@ -234,3 +234,25 @@ def test_values_computed_from_the_output_alone_are_part_of_the_loss():
         "        examples = tf.cast(tf.shape(predictions)[0], tf.float32)\n"
         "        loss = tf.nn.l2_loss(predictions - tf.reshape(labels, [-1, 1])) / examples\n"
         "        return loss / tf.distribute.get_strategy().num_replicas_in_sync")
+
+
+def test_tf1_losses_in_a_loss_function_of_the_program_are_respelled_compat_v1():
+    # Left as it was, `tf.losses.mean_squared_error` is Keras's per-example loss on TF2 (TF1's
+    # was the mean): the Loss summed it, a loss N times too large, in a file reported converted.
+    source = PROGRAM.replace("estimator = tf.estimator", '''def my_loss(labels, predictions):
+    return tf.losses.mean_squared_error(labels, predictions) * 2.0
+
+
+estimator = tf.estimator''').replace("{body}", "    loss = my_loss(tf.reshape(labels, [-1, 1]), predictions)")
+    result = rewrite_source(source.encode(), "prog.py", RuleSet.load())
+    assert result.status == "converted", [f.format() for f in result.findings]
+    new = result.new.decode()
+    assert "    return tf.compat.v1.losses.mean_squared_error(labels, predictions) * 2.0" in new, new
+    import numpy as np
+    import tensorflow as tf
+
+    namespace: dict = {}
+    exec(compile(new.split("\nestimator")[0].split("\nmodel = build_model")[0], "converted.py", "exec"), namespace)
+    labels, predictions = np.array([[1.0], [2.0]], np.float32), np.array([[0.0], [0.0]], np.float32)
+    assert float(namespace["my_loss"](labels, predictions)) == 5.0  # TF1's mean, doubled
+    assert tf.distribute.get_strategy().num_replicas_in_sync == 1
