@@ -222,8 +222,9 @@ def _sort_key_within(is_from: bool, name: str) -> tuple:
 @functools.lru_cache(maxsize=256)
 def _local_modules(path: str | None) -> frozenset:
     """The top-level names the file's program imports its own modules by: the modules and
-    packages beside it, and beside the outermost package holding it."""
-    if not path:
+    packages beside it, and beside the outermost package holding it (none for code that is
+    not a file there: its output must not depend on the directory it is converted from)."""
+    if not path or not os.path.isfile(path):
         return frozenset()
     directory = os.path.dirname(os.path.abspath(path))
     roots = {directory}

@@ -119,6 +119,7 @@ def test_program_modules_are_local(tmp_path):
     (tmp_path / "trainer" / "__init__.py").write_text("")
     task = tmp_path / "trainer" / "task.py"
     code = "import tempfile\n\nfrom trainer.model import build\n"
+    task.write_text(code)
     module = add_imports(cst.parse_module(code), [ImportItem("tensorflow", None, "tf")], str(task))
     assert module.code == "import tempfile\n\nimport tensorflow as tf\n\nfrom trainer.model import build\n"
 
@@ -126,3 +127,10 @@ def test_program_modules_are_local(tmp_path):
 def test_file_left_as_it_was_when_nothing_is_added():
     module = cst.parse_module("import time\n")
     assert add_imports(module, [ImportItem("time")]) is module
+
+
+def test_code_that_is_not_a_file_reads_no_directory(tmp_path, monkeypatch):
+    (tmp_path / "absl").mkdir()  # in the working directory, beside no file being converted
+    monkeypatch.chdir(tmp_path)
+    module = add_imports(cst.parse_module("import numpy as np\n"), [ImportItem("absl", "app", None)], "case.py")
+    assert module.code == "import numpy as np\nfrom absl import app\n"
