@@ -196,6 +196,7 @@ class _LossReader:
         steps: dict[int, _Def] = {}
         outputs: dict[str, _Def] = {}
         reads_labels = reads_features = False
+        weights_read: set[str] = set()
         arguments: set[str] = set()
         pending = [(n, at) for n in self.names_read(expr)]
         while pending:
@@ -220,6 +221,9 @@ class _LossReader:
                     continue
                 self.refuse(name, f"`{name.value}` is not computed in the model_fn")
             if d.index in steps or outputs.get(d.name) is d:
+                continue
+            if self._is_weight_def(d):  # `w1 = tf.get_variable(...)`: the model's `self.w1` (weight decay)
+                weights_read.add(d.name)
                 continue
             if not self._depends_on_labels(d, set()) and self._from_features_only(d, set()):
                 # `w = features["w"]`: a value of the features, not of the model; the loss's own
@@ -279,8 +283,8 @@ class _LossReader:
             raw_labels = refused  # Keras would hand a Loss other labels: the model's own loss takes them as they come
         self._check_reductions()
         arguments = [a for a in self.arguments if a in arguments]
-        if reads_features or raw_labels:
-            self.own_loss = _OwnLoss(ordered, expr, output_name, arguments, reads_features)
+        if reads_features or raw_labels or weights_read:
+            self.own_loss = _OwnLoss(ordered, expr, output_name, arguments, reads_features, weights_read)
             if self.plan is not None:
                 why = "reads the features" if reads_features else "computes with the labels as they come"
                 self.plan.fixed(expr, HAND_WRITTEN, f"the loss written by hand {why} -> the model's compute_loss")
@@ -292,25 +296,50 @@ class _LossReader:
         keras_loss = _emit.expr(f"{name}({', '.join(arguments)})")
         return LossConversion(keras_loss, cst.Name("labels"), cst.Name(output_name)), ordered
 
+    def _is_weight_def(self, d: _Def) -> bool:
+        """``w1 = tf.get_variable(...)``, or ``w1 = weight_variable([6, 24], "w")`` of a function
+        of the program that returns one."""
+        from estimator2keras._modelfn_blocks import _one_return
+
+        if not (isinstance(d.small, cst.Assign) and len(d.small.targets) == 1 and isinstance(d.value, cst.Call)):
+            return False
+        if self.role(d.value) == "variable":
+            return True
+        fn = self._definition(d.value.func) if isinstance(d.value.func, cst.Name) else None
+        returned = _one_return(fn) if isinstance(fn, cst.FunctionDef) else None
+        return isinstance(returned, cst.Call) and self.role(returned) == "variable"
+
     def _from_features_only(self, d: _Def, seen: set[int]) -> bool:
-        """Is ``d`` computed from the model_fn's ``features`` alone (no layer, no model value)?"""
-        if d.index in seen or not isinstance(d.small, cst.Assign) or not isinstance(d.value, (
-                cst.Subscript, cst.Call, cst.Name, cst.BinaryOperation, cst.Attribute)):
-            return False
+        """Is ``d`` computed from the model_fn's ``features`` alone, or from its weights alone
+        (no layer, no other value of the model): ``w = features["w"]``, ``l2 = tf.nn.l2_loss(w1)``?
+        (From both, it is the model's forward pass.)"""
+        return self._sources(d, set()) in ({"features"}, {"weights"})
+
+    def _sources(self, d: _Def, seen: set[int]) -> set[str]:
+        """What ``d`` is computed from: ``"features"``, ``"weights"``, or ``"model"`` (a layer,
+        a value the model_fn computes otherwise)."""
+        if d.index in seen:
+            return set()
         seen.add(d.index)
+        if not isinstance(d.small, cst.Assign) or not isinstance(d.value, (
+                cst.Subscript, cst.Call, cst.Name, cst.BinaryOperation, cst.Attribute)):
+            return {"model"}
         if any(call in self.layer_apps or self.role(call) is not None for call in iter_calls(d.value)):
-            return False
-        reads_features = False
+            return {"model"}
+        sources: set[str] = set()
         for name in self.names_read(d.value):
             inner = self.latest_def(name.value, d.index)
             if inner is None:
                 if name.value == "features":
-                    reads_features = True
-                elif name.value not in ("tf", self.tf) and not self._is_module_name(name):
-                    return False
-            elif not self._from_features_only(inner, seen):
-                return False
-        return reads_features
+                    sources.add("features")
+                elif name.value not in ("tf", self.tf) and name.value not in self.arguments \
+                        and not self._is_module_name(name):
+                    sources.add("model")
+            elif self._is_weight_def(inner):
+                sources.add("weights")  # a weight of the model, read as `self.<weight>`
+            else:
+                sources |= self._sources(inner, seen)
+        return sources
 
     def _internal_sources(self, defs: list[_Def], most: int = 2) -> list[cst.Call]:
         """The first calls (in the model_fn's order) of methods of the model's own objects that
@@ -830,6 +859,9 @@ class _LossReader:
                     replacements[inner] = cst.SimpleString(f'"{path.rsplit(".", 1)[-1].lower()}"')
                 if isinstance(inner, cst.Name) and inner.value in arguments and self._is_read(inner):
                     replacements[inner] = _emit.expr(f"self.{inner.value}")
+                weights = self.own_loss.weights if getattr(self, "_writing_own_loss", False) else ()
+                if isinstance(inner, cst.Name) and inner.value in weights and self._is_read(inner):
+                    replacements[inner] = _emit.expr(f"self.{self.weight_names[inner.value]}")
                 if any(inner is read for read in getattr(self, "loss_mode_reads", ())):
                     replacements[inner] = cst.SimpleString('"train"')  # the mode's string, as input_fns get it
             return _emit.replace_in(node, replacements)
@@ -877,6 +909,8 @@ class _OwnLoss:
     output: str
     arguments: list
     reads_features: bool
+    #: Names of the model_fn's weights (``tf.get_variable``) it reads: ``self.<weight>``.
+    weights: set = field(default_factory=set)
 
 
 class _OwnLossWriter:
@@ -884,6 +918,9 @@ class _OwnLossWriter:
         """``def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None,
         training=True)`` running the model_fn's statements of the loss."""
         own = self.own_loss
+        for name in own.weights:
+            if name not in self.weight_names:
+                self.refuse(self.fn, f"the loss reads the weight `{name}`, which the model_fn assigns more than once")
         self._writing_own_loss = True
         try:
             klass = self._loss_class("_", own.steps, own.expr, own.output, own.arguments)

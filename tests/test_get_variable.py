@@ -288,3 +288,25 @@ def network(features, params):
     model = build(result.new.decode(), {"hidden": 3})
     names = [v.name.split("/")[-1].split(":")[0] for v in model.trainable_weights]
     assert len(set(names)) == 2, names
+
+
+def test_weight_decay_over_the_models_own_weights_is_part_of_its_compute_loss(rules):
+    result = convert(rules, '''\
+def weight_variable(shape, name):
+    return tf.get_variable(name, shape, initializer=tf.truncated_normal_initializer(stddev=0.1))
+''', tail=TAIL.replace("    predictions = network(features, params)\n    loss = tf.losses.mean_squared_error(labels, predictions)\n", '''\
+    w1 = weight_variable([4, params["hidden"]], "w1")
+    w2 = weight_variable([params["hidden"], 1], "w2")
+    predictions = tf.matmul(tf.nn.relu(tf.matmul(features["x"], w1)), w2)
+    loss = tf.nn.l2_loss(predictions - labels) + 0.01 * (tf.nn.l2_loss(w1) + tf.nn.l2_loss(w2))
+'''))
+    assert result.status == "converted", manual(result)
+    new = result.new.decode()
+    assert "0.01 * (tf.nn.l2_loss(self.w1) + tf.nn.l2_loss(self.w2))" in new, new
+    model = build(new, {"hidden": 3})
+    x, y = np.ones((2, 4), np.float32), np.array([[1.0], [2.0]], np.float32)
+    y_pred = np.asarray(model({"x": x}))
+    got = float(model.compute_loss(x={"x": x}, y=y, y_pred=y_pred))
+    w1, w2 = model.w1.numpy(), model.w2.numpy()
+    expected = 0.5 * np.sum((y_pred - y) ** 2) + 0.01 * 0.5 * (np.sum(w1 ** 2) + np.sum(w2 ** 2))
+    assert got == pytest.approx(float(expected), rel=1e-5)
