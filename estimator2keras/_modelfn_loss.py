@@ -324,8 +324,9 @@ class _LossReader:
         if not isinstance(d.small, cst.Assign) or not isinstance(d.value, (
                 cst.Subscript, cst.Call, cst.Name, cst.BinaryOperation, cst.Attribute)):
             return {"model"}
-        if any(call in self.layer_apps or self.role(call) is not None for call in iter_calls(d.value)):
-            return {"model"}
+        if any(call in self.layer_apps or self.role(call) is not None or self.ctx.call_api_path(call) is None
+               for call in iter_calls(d.value)):
+            return {"model"}  # a layer, or a function of the program (which may make some)
         sources: set[str] = set()
         for name in self.names_read(d.value):
             inner = self.latest_def(name.value, d.index)
@@ -475,10 +476,12 @@ class _LossReader:
                 self.plan.replace(inner.func, _emit.expr(f"{self.tf}.compat.v1.{path}"))
                 self.plan.fixed(inner.func, HAND_WRITTEN, f"`{_emit.code(inner.func)}` in {what}, TF1's -> "
                                                           f"`tf.compat.v1.{path}` (TF2's `tf.{path}` is Keras's)")
-        if respelled:
-            old = respelled[0][0]
-            self.refuse(old, f"{what} uses `{_emit.code(old)}`, a TF1 spelling; e2k leaves functions of the program "
-                             "as they are, and the Keras loss would call it on TF2")
+        if respelled and self.plan is not None:
+            # `tf.to_int64(labels)`: the Keras loss calls the function on TF2, which spells it
+            # `tf.cast(..., tf.int64)` or `tf.compat.v1.to_int64`: the same op, respelled in place.
+            for old, new in respelled:
+                self.plan.replace(old, new)
+            self.plan.fixed(respelled[0][0], HAND_WRITTEN, f"TF1 names in {what} -> their TF2 spelling")
         reading = getattr(self, "_helpers_read", set())
         if helper not in reading:  # a helper calling itself is read once
             self._helpers_read = reading | {helper}

@@ -1544,18 +1544,21 @@ class _ModelReader(BlockReading):
         if preferred and preferred.isidentifier() and preferred not in self.attrs_taken and preferred not in TENSOR_NAMES \
                 and preferred not in KERAS_MODEL_ATTRIBUTES:
             return preferred
-        name = call.args[0].value if call.args and call.args[0].keyword is None else next(
-            (a.value for a in call.args if a.keyword is not None and a.keyword.value == "name"), None)
+        named = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "name"), None)
+        positional = call.args[0].value if call.args and call.args[0].keyword is None else None
+        # get_variable("w", ...) names it first; tf.Variable(initial, name="w") by keyword
+        name = named if named is not None else positional if (self.ctx.call_api_path(call) or "").endswith(
+            "get_variable") else None
         if isinstance(name, cst.Name) and bound and isinstance(bound.get(name.value), cst.CSTNode):
             name = bound[name.value]  # the helper's `name` parameter: what the call passed
         hint = "weight"
         if isinstance(name, cst.SimpleString) and isinstance(name.evaluated_value, str) and name.evaluated_value.isidentifier():
             hint = name.evaluated_value
-        if preferred in KERAS_MODEL_ATTRIBUTES or hint in KERAS_MODEL_ATTRIBUTES:
-            # `weights` inside `variable_scope("hidden")`: `self.hidden_weights` (Keras has `weights`)
-            scope = self._scope_name(call)
-            if scope is not None:
-                return f"{scope}_{preferred if preferred in KERAS_MODEL_ATTRIBUTES else hint}"
+        # `weights` inside `variable_scope("hidden")` (or `name_scope`, as TensorFlow's mnist.py
+        # names its tf.Variables): `self.hidden_weights`, when the tensor's own name is not free.
+        scope = self._scope_name(call)
+        if scope is not None:
+            return f"{scope}_{preferred if preferred in KERAS_MODEL_ATTRIBUTES else hint}"
         return hint
 
     def _scope_name(self, node: cst.CSTNode) -> str | None:
@@ -1565,7 +1568,7 @@ class _ModelReader(BlockReading):
             if isinstance(node, cst.With):
                 for item in node.items:
                     call = item.item
-                    if isinstance(call, cst.Call) and (self.ctx.call_api_path(call) or "").endswith("variable_scope") \
+                    if isinstance(call, cst.Call) and (self.ctx.call_api_path(call) or "").endswith(("variable_scope", "name_scope")) \
                             and call.args and isinstance(call.args[0].value, cst.SimpleString):
                         name = call.args[0].value.evaluated_value
                         if isinstance(name, str) and name.isidentifier():

@@ -86,6 +86,13 @@ class HandWrittenLossToKeras(ExpressionRule):
     from_logits=True)`), which take the labels in either rank Keras hands them
     (`fixtures/hand_written_loss_mixed_terms`).
 
+    A function of the program that the loss calls keeps its place; the TF1 names in it get
+    their TF2 spelling in place (`tf.log` -> `tf.math.log`, `tf.to_int64` ->
+    `tf.compat.v1.to_int64`), and TF1's `tf.losses.*` / `tf.metrics.*` become
+    `tf.compat.v1.losses.*` / `tf.compat.v1.metrics.*` (TF2's `tf.losses` is Keras's, a
+    per-example loss where TF1's was a mean): the same functions, which the Keras loss calls
+    on TF2.
+
     `params` (and other arguments the model_fn is given) that the loss reads become the
     Loss's own: `ModelLoss(params)`, read as `self.params` in `call`. A function of the
     module the loss calls (`loss = squared_error(labels, predictions, params["batch_size"])`)
@@ -187,7 +194,7 @@ class HandWrittenLossToKeras(ExpressionRule):
     with loops, an `if` on anything else than the mode and the output's static shape (the
     labels' shape, which Keras changes; the batch size; a tensor's value), a mode test that
     differs between TRAIN and EVAL (one Keras loss serves fit and evaluate), returns before
-    its end, TF1 spellings (it is left as it is) or that returns several values
+    its end, or that returns several values
     (`loss, rmse = compute_errors(...)`); statements other than plain assignments; and
     any `reduction=` other than NONE in the model_fn (which decides whether the Estimator
     divided by the replicas).
