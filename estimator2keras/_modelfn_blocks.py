@@ -102,7 +102,12 @@ class BlockReading:
             return None
         if fn.decorators or self.makes_keras_model(call) or not self.makes_layers_deep(fn):
             return None
-        returned = _one_return(fn)
+        returned = _last_return(fn)
+        if isinstance(returned, cst.Name):  # `w = tf.get_variable(name, shape)` then `return w`
+            returned = next((small.value for stmt in fn.body.body if isinstance(stmt, cst.SimpleStatementLine)
+                             for small in stmt.body if isinstance(small, cst.Assign) and len(small.targets) == 1
+                             and isinstance(small.targets[0].target, cst.Name)
+                             and small.targets[0].target.value == returned.value), None)
         if isinstance(returned, cst.Call) and self.role(returned) == "variable":
             return None  # `return tf.get_variable(name, shape)`: a weight, no layer (no input)
         return fn
@@ -324,6 +329,14 @@ class BlockReading:
         if block.mode is not None and app.training is None:
             app.training = "training"  # the model_fn's mode: Keras's flag
         return app
+
+
+def _last_return(fn: cst.FunctionDef) -> cst.BaseExpression | None:
+    """The value of a function's last statement when it is a `return`."""
+    last = fn.body.body[-1] if fn.body.body else None
+    if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 and isinstance(last.body[0], cst.Return):
+        return last.body[0].value
+    return None
 
 
 def _one_return(fn: cst.FunctionDef) -> cst.BaseExpression | None:

@@ -310,3 +310,19 @@ def weight_variable(shape, name):
     w1, w2 = model.w1.numpy(), model.w2.numpy()
     expected = 0.5 * np.sum((y_pred - y) ** 2) + 0.01 * 0.5 * (np.sum(w1 ** 2) + np.sum(w2 ** 2))
     assert got == pytest.approx(float(expected), rel=1e-5)
+
+
+def test_a_weight_helper_of_several_statements_called_twice_is_refused_saying_why(rules):
+    # It was taken for a layer class whose input is `shape`, and refused for reading
+    # `shape` "otherwise than its static shape".
+    result = convert(rules, '''\
+def weight_variable(shape, name):
+    w = tf.get_variable(name, shape)
+    return w
+''', tail=TAIL.replace("    predictions = network(features, params)\n", '''\
+    w1 = weight_variable([4, 3], "w1")
+    w2 = weight_variable([3, 1], "w2")
+    predictions = tf.matmul(tf.matmul(features["x"], w1), w2)
+'''))
+    assert result.status == "partial"
+    assert any("is called again" in m and "one expression" in m for m in manual(result)), manual(result)
