@@ -147,7 +147,7 @@ def serving_function(node, plan, ctx, code: str, names: list[str]) -> tuple[str,
     receiver, binding = resolve_call(ctx, node, RAW | PARSING)
     if plan.export_signatures:
         _one_string_input(node, receiver, plan, ctx)
-    omitted = getattr(plan, "omitted_outputs", None)
+    omitted = plan.omitted_outputs
     if omitted:
         listed = ", ".join(f"`{name}`" for name, _ in omitted)
         _one_string_input(node, receiver, plan, ctx, why=(

@@ -277,22 +277,15 @@ class _KerasWriter:
         initializer of its variables made without one (a Dense's or a convolution's kernel).
         The scope's other settings that reach variables (regularizer, partitioner, dtype...)
         are refused; the innermost scope that sets an initializer wins, as in TF1."""
-        node = self.ctx.parent(app.call)
-        while node is not None and not isinstance(node, (cst.FunctionDef, cst.Module)):
-            if isinstance(node, cst.With):
-                for item in node.items:
-                    call = item.item
-                    if not (isinstance(call, cst.Call) and (self.ctx.call_api_path(call) or "").endswith("variable_scope")):
-                        continue
-                    for arg in call.args:
-                        key = arg.keyword.value if arg.keyword is not None else None
-                        if key in SCOPE_SETTINGS:
-                            self.refuse(arg, f"`variable_scope({key}=...)` sets the {key} of the variables made inside "
-                                             "it, which e2k does not carry over to Keras layers")
-                    given = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "initializer"), None)
-                    if given is not None and not _is_none(given):
-                        return given
-            node = self.ctx.parent(node)
+        for call in self.enclosing_scopes(app.call):
+            for arg in call.args:
+                key = arg.keyword.value if arg.keyword is not None else None
+                if key in SCOPE_SETTINGS:
+                    self.refuse(arg, f"`variable_scope({key}=...)` sets the {key} of the variables made inside "
+                                     "it, which e2k does not carry over to Keras layers")
+            given = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "initializer"), None)
+            if given is not None and not _is_none(given):
+                return given
         return None
 
     def constructor(self, app: _LayerApp) -> cst.BaseExpression:
@@ -514,11 +507,13 @@ class _KerasWriter:
 
     def built_value(self, node: cst.CSTNode, inputs: str) -> cst.CSTNode:
         """A statement of ``build`` (``n_in = x.get_shape()[-1]`` -> ``n_in = input_shape[-1]``)."""
-        self._check_build_reads(node, node, inputs)
+        self._check_build_reads(node, inputs)
         replaced = _emit.replace_in(node, dict(tf2_respellings(self.ctx, node, self.tf)))
         return replaced.visit(_InputShape(self, inputs))
 
-    def _check_build_reads(self, original: cst.CSTNode, read_in: cst.CSTNode, inputs: str) -> None:
+    def _check_build_reads(self, read_in: cst.CSTNode, inputs: str) -> None:
+        """What code of ``build`` reads: the input through its static shape only, and settings
+        (kept as ``self.<setting>``) that are not a Keras layer's own attributes."""
         from estimator2keras._modelfn import _KERAS_LAYER_ATTRIBUTES
 
         shape_of = _InputShape(self, inputs)
@@ -536,20 +531,9 @@ class _KerasWriter:
         """A block's weight whose shape reads its input (``[inputs.shape[-1], units]``), as
         ``build`` makes it: the input's static shape is ``input_shape``, its settings
         ``self.<setting>``. Any other use of the input is refused: it is no shape."""
-        from estimator2keras._modelfn import _KERAS_LAYER_ATTRIBUTES
-
-        shape_of = _InputShape(self, inputs)
         constructor = self.constructor(app)
-        for node in self.names_read(app.constructor):
-            if node.value == inputs and not shape_of.reads_shape(node):
-                self.refuse(node, f"the weight's shape reads `{inputs}` otherwise than its static shape "
-                                  f"(`{inputs}.shape`), which Keras's build(input_shape) cannot give")
-            elif node.value in self.arguments:
-                if node.value in _KERAS_LAYER_ATTRIBUTES:
-                    self.refuse(node, f"the weight's shape reads the setting `{node.value}`, which as an attribute of a "
-                                      f"Keras layer (`self.{node.value}`) is Keras's own: rename the parameter")
-                self._build_reads.add(node.value)
-        return constructor.visit(shape_of)
+        self._check_build_reads(app.constructor, inputs)
+        return constructor.visit(_InputShape(self, inputs))
 
     def helper_loop_layers(self, first: _LayerApp) -> cst.SimpleStatementLine:
         """``self.build_block_layers = [(Dense(units), BatchNormalization()) for units in

@@ -788,18 +788,17 @@ class _LossReader:
         entry = LOSSES.get(self.ctx.call_api_path(call) or "")
         return (entry, entry[1]) if entry is not None else None
 
-    def _keras_per_example(self, call: cst.Call, keras) -> cst.BaseExpression | None:
+    def _keras_per_example(self, call: cst.Call, keras, own: bool = False) -> cst.BaseExpression | None:
         """The Keras code of the same value as a TF1 loss or a tf.nn cross-entropy inside a
-        loss written by hand (``keras`` puts the arguments in TF2 spelling)."""
+        loss written by hand (``keras`` puts the arguments in TF2 spelling). In the model's own
+        ``compute_loss`` (``own``), which is handed the labels as they come, a TF1 loss stays
+        TF1's, as it computed (`tf.losses` is another module in TF2: TF1's is tf.compat.v1.losses)."""
         from estimator2keras._translate import bind
 
-        if getattr(self, "_writing_own_loss", False):
-            # compute_loss is handed the labels as they come: TF1's own loss computes as it did
-            # (`tf.losses` is another module in TF2: the TF1 one is tf.compat.v1.losses).
-            path = self.ctx.call_api_path(call) or ""
+        if own:
             if self._inner_tf1_loss(call) is None:
                 return None
-            bare = path[len("compat.v1."):] if path.startswith("compat.v1.") else path
+            bare = (self.ctx.call_api_path(call) or "").removeprefix("compat.v1.")
             return call.with_changes(func=_emit.expr(f"{self.tf}.compat.v1.{bare}"),
                                      args=[arg.with_changes(value=keras(arg.value)) for arg in call.args])
         path = self.ctx.call_api_path(call)
@@ -844,16 +843,20 @@ class _LossReader:
         taken |= {stmt.name.value for stmt in self.definitions if isinstance(stmt, cst.ClassDef)}
         return _emit.unique_name(f"{class_name_for(self.fn.name.value)}Loss", taken)
 
-    def _loss_class(self, name: str, steps: list[_Def], expr: cst.BaseExpression, output: str,
-                    arguments: list[str] = ()) -> cst.ClassDef:
+    def _loss_statements(self, steps: list[_Def], expr: cst.BaseExpression, arguments: list[str] = (),
+                         own: bool = False) -> tuple[list[cst.BaseStatement], cst.BaseExpression]:
+        """The loss's statements as a Keras loss (or, ``own``, the model's ``compute_loss``) runs
+        them, TF2 names and Keras losses in, and the loss's value."""
         from estimator2keras._modelfn_emit import _line
         from estimator2keras._symbols import tf2_respellings
+
+        weights = self.own_loss.weights if own else ()
 
         def keras(node):
             replacements = dict(tf2_respellings(self.ctx, node, self.tf))
             for inner in _walk(node):
                 if isinstance(inner, cst.Call):
-                    per_example = self._keras_per_example(inner, keras)
+                    per_example = self._keras_per_example(inner, keras, own)
                     if per_example is not None:
                         replacements[inner] = per_example
                 path = self.ctx.api_path(inner) if isinstance(inner, cst.Attribute) else None
@@ -862,7 +865,6 @@ class _LossReader:
                     replacements[inner] = cst.SimpleString(f'"{path.rsplit(".", 1)[-1].lower()}"')
                 if isinstance(inner, cst.Name) and inner.value in arguments and self._is_read(inner):
                     replacements[inner] = _emit.expr(f"self.{inner.value}")
-                weights = self.own_loss.weights if getattr(self, "_writing_own_loss", False) else ()
                 if isinstance(inner, cst.Name) and inner.value in weights and self._is_read(inner):
                     replacements[inner] = _emit.expr(f"self.{self.weight_names[inner.value]}")
                 if any(inner is read for read in getattr(self, "loss_mode_reads", ())):
@@ -871,12 +873,16 @@ class _LossReader:
 
         indent = self.ctx.module.default_indent
         body = [_emit.fit_line(_line(keras(d.small), d.line, d.small), 2, indent) for d in steps]
-        if body:  # no blank line right below `def call`
+        if body:  # no blank line right below the `def`
             leading = list(body[0].leading_lines)
             while leading and leading[0].comment is None:
                 leading.pop(0)
             body[0] = body[0].with_changes(leading_lines=leading)
-        value = keras(expr)
+        return body, keras(expr)
+
+    def _loss_class(self, name: str, steps: list[_Def], expr: cst.BaseExpression, output: str,
+                    arguments: list[str] = ()) -> cst.ClassDef:
+        body, value = self._loss_statements(steps, expr, arguments)
         if isinstance(value, (cst.BinaryOperation, cst.UnaryOperation, cst.IfExp, cst.BooleanOperation)):
             value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
         body.append(_emit.statement(
@@ -924,19 +930,12 @@ class _OwnLossWriter:
         for name in own.weights:
             if name not in self.weight_names:
                 self.refuse(self.fn, f"the loss reads the weight `{name}`, which the model_fn assigns more than once")
-        self._writing_own_loss = True
-        try:
-            klass = self._loss_class("_", own.steps, own.expr, own.output, own.arguments)
-        finally:
-            self._writing_own_loss = False
-        call = next(stmt for stmt in klass.body.body if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "call")
-        body = list(call.body.body)
-        returned = body.pop().body[0].value.left  # `return <loss> / ...num_replicas_in_sync`
+        body, returned = self._loss_statements(own.steps, own.expr, own.arguments, own=True)
         if isinstance(returned, cst.Name):
             loss = returned.value
         else:
             loss = "loss" if not any(d.name == "loss" for d in own.steps) else "own_loss"
-            body.append(_emit.statement(f"{loss} = {{v}}", v=returned.with_changes(lpar=[], rpar=[])))
+            body.append(_emit.statement(f"{loss} = {{v}}", v=returned))
         names = [("features", "x")] if own.reads_features else []
         names += [("labels", "y"), (own.output, "y_pred")]
         unpack = _emit.statement(f"{', '.join(n for n, _ in names)} = {', '.join(v for _, v in names)}")

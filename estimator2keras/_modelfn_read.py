@@ -1561,19 +1561,25 @@ class _ModelReader(BlockReading):
             return f"{scope}_{preferred if preferred in KERAS_MODEL_ATTRIBUTES else hint}"
         return hint
 
-    def _scope_name(self, node: cst.CSTNode) -> str | None:
-        """The name of the innermost ``variable_scope("name")`` around ``node``, if literal."""
+    def enclosing_scopes(self, node: cst.CSTNode, kinds: tuple[str, ...] = ("variable_scope",)):
+        """The ``with tf.variable_scope(...)`` calls (or of other ``kinds``) around ``node`` in its
+        function, innermost first."""
         node = self.ctx.parent(node)
         while node is not None and not isinstance(node, (cst.FunctionDef, cst.Module)):
             if isinstance(node, cst.With):
                 for item in node.items:
-                    call = item.item
-                    if isinstance(call, cst.Call) and (self.ctx.call_api_path(call) or "").endswith(("variable_scope", "name_scope")) \
-                            and call.args and isinstance(call.args[0].value, cst.SimpleString):
-                        name = call.args[0].value.evaluated_value
-                        if isinstance(name, str) and name.isidentifier():
-                            return name
+                    if isinstance(item.item, cst.Call) and (self.ctx.call_api_path(item.item) or "").endswith(kinds):
+                        yield item.item
             node = self.ctx.parent(node)
+
+    def _scope_name(self, node: cst.CSTNode) -> str | None:
+        """The name of the innermost ``variable_scope("name")`` or ``name_scope`` around ``node``,
+        if literal."""
+        for call in self.enclosing_scopes(node, ("variable_scope", "name_scope")):
+            if call.args and isinstance(call.args[0].value, cst.SimpleString):
+                name = call.args[0].value.evaluated_value
+                if isinstance(name, str) and name.isidentifier():
+                    return name
         return None
 
     def _app(self, call, layer: LayerCall, hint: str, attr_given: bool = False) -> _LayerApp:

@@ -1743,6 +1743,9 @@ class ConversionPlan:
         self.serving_functions: dict[cst.CSTNode, str] = {}
         #: The signatures a canned Estimator exports (set by _canned); None: the model_fn's.
         self.export_signatures: list[str] | None = None
+        #: (name, element) of export outputs the Estimator left out of its export (regression /
+        #: classification ones on a receiver of other inputs), read by ``_export.signature_names``.
+        self.omitted_outputs: list[tuple[str, cst.DictElement]] = []
 
     # -- what rules call ------------------------------------------------------------------
     def replace(self, node: cst.CSTNode, new: cst.CSTNode) -> None:
