@@ -1344,25 +1344,38 @@ def _place_definitions(plan, ctx, unit, removable: list[Binding], definitions: l
         else:
             plan.remove_statement(statement)
     if first is None:
-        if not isinstance(ctx.scope(unit.statement), GlobalScope) and not _reads_locals(ctx, unit.statement, definitions):
-            # Built in a function, but the classes read none of its names: module-level
-            # classes, in the module whose code builds the model.
+        if not isinstance(ctx.scope(unit.statement), GlobalScope):
+            # Built in a function: the classes that read none of its names (nor a class that
+            # does) are module-level classes, in the module whose code builds the model.
+            local = _local_classes(ctx, unit.statement, definitions)
             for definition in definitions:
-                plan.add_helper(definition.name.value, lambda _, d=definition: [d])
-            return
+                if definition not in local:
+                    plan.add_helper(definition.name.value, lambda _, d=definition: [d])
+            definitions = [d for d in definitions if d in local]
+            if not definitions:
+                return
         # Before the build; in a factory given its RunConfig by its caller, in the factory
         # still (what the caller makes, its strategy, goes to the caller).
         (plan.local_definitions if unit.factory is not None else plan.before_build).extend(definitions)
 
 
-def _reads_locals(ctx, statement, definitions: list[cst.BaseStatement]) -> bool:
-    """Do the classes read a name bound in the function that holds ``statement``? A name a
-    method binds itself (its ``hidden_units`` parameter, an assignment) is the method's."""
+def _local_classes(ctx, statement, definitions: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """The classes that read a name bound in the function that holds ``statement`` (the
+    model's ``embedding_size``), or a class that does. A name a method binds itself (its
+    ``hidden_units`` parameter, an assignment) is the method's."""
     scope = ctx.scope(statement)
     if scope is None or isinstance(scope, GlobalScope):
-        return False
-    local = {a.name for a in scope.assignments}
-    return any(_free_names(definition) & local for definition in definitions)
+        return []
+    names = {a.name for a in scope.assignments}
+    local: list[cst.BaseStatement] = []
+    changed = True
+    while changed:
+        changed = False
+        for definition in definitions:
+            if definition not in local and _free_names(definition) & (names | {d.name.value for d in local}):
+                local.append(definition)
+                changed = True
+    return [d for d in definitions if d in local]
 
 
 def _free_names(node: cst.CSTNode, bound: frozenset[str] = frozenset()) -> set[str]:

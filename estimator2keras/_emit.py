@@ -237,3 +237,24 @@ def reindent_docstrings(statements: list[cst.BaseStatement], indent: str) -> lis
             return updated.with_changes(value="\n".join(lines))
 
     return [s.visit(_Docstrings()) for s in statements]
+
+
+def nested(definitions: list[cst.BaseStatement], indent: str) -> list[cst.BaseStatement]:
+    """Definitions written for the module put one block deeper (in a function's body):
+    libcst indents their code, not the continuation lines of their docstrings (text), which
+    get ``indent`` more here; a blank line between two of them, as the file's own code has."""
+    class _Docstrings(cst.CSTTransformer):
+        def leave_SimpleString(self, original, updated):
+            if "\n" not in updated.value:
+                return updated
+            lines = updated.value.split("\n")
+            lines[1:] = [indent + line if line.strip() else line for line in lines[1:]]
+            return updated.with_changes(value="\n".join(lines))
+
+    out = []
+    for i, statement in enumerate(definitions):
+        statement = statement.visit(_Docstrings())
+        if i and isinstance(statement, (cst.ClassDef, cst.FunctionDef)) and not statement.leading_lines:
+            statement = statement.with_changes(leading_lines=[blank_line()])
+        out.append(statement)
+    return out

@@ -73,6 +73,46 @@ def best_export(plan, base: cst.BaseExpression, name: str, signatures: cst.Dict,
     return cst.Call(cst.Name(klass), args=_emit.call_args(args))
 
 
+#: Functions that always return a path (a model_dir made by one is never None).
+PATH_FUNCTIONS = frozenset({"tempfile.mkdtemp", "os.path.join", "os.path.abspath", "os.path.expanduser",
+                            "os.path.realpath", "os.getcwd", "str"})
+
+
+def model_dir_base(plan) -> cst.BaseExpression:
+    """The directory the exporters of ``train_and_evaluate`` export under: the model_dir, or,
+    when it may be None when the program runs (a flag without a default, a parameter), the
+    directory the checkpoints callback uses instead (a temporary one, as the Estimator's)."""
+    if plan.checkpoints is None or _never_none(plan.ctx, plan.model_dir):
+        return plan.model_dir
+    return _emit.expr(f"{plan.checkpoints}.manager.directory")
+
+
+def _never_none(ctx, value: cst.BaseExpression, depth: int = 0) -> bool:
+    """Is ``value`` a path whatever the program's inputs: a string, a path function's result,
+    or a name bound once to one of those?"""
+    if isinstance(value, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+        return True
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, (cst.Add, cst.Modulo)):
+        return _never_none(ctx, value.left, depth) or isinstance(value.operator, cst.Modulo)
+    if isinstance(value, cst.Call):
+        from libcst.metadata import QualifiedNameProvider
+
+        names = {q.name for q in ctx.get_metadata(QualifiedNameProvider, value.func, set())}
+        return bool(names & PATH_FUNCTIONS) or isinstance(value.func, cst.Attribute) and value.func.attr.value in (
+            "format", "join") and isinstance(value.func.value, (cst.SimpleString, cst.FormattedString))
+    if isinstance(value, cst.Name) and depth < 4:
+        bound = resolve(ctx, value)
+        if isinstance(bound, Binding):
+            return _never_none(ctx, bound.value, depth + 1)
+        # A parameter: what its function's one call passes (`train_and_evaluate(output_dir)`).
+        from estimator2keras._units import _argument_of, _single_assignment
+
+        param = getattr(_single_assignment(ctx, value), "node", None)
+        given = _argument_of(ctx, param) if isinstance(param, cst.Param) else None
+        return given is not None and _never_none(ctx, given, depth + 1)
+    return False
+
+
 def export_path(plan, base: cst.BaseExpression, *parts: str) -> cst.BaseExpression:
     """``<base>/<parts...>/<timestamp>`` as bytes, as the Estimator returned it."""
     plan.imports += [("os", None, None), ("time", None, None)]
@@ -146,11 +186,11 @@ def serving_function(node, plan, ctx, code: str, names: list[str]) -> tuple[str,
     inline: list[cst.BaseStatement] = []
     receiver, binding = resolve_call(ctx, node, RAW | PARSING)
     if plan.export_signatures:
-        _one_string_input(node, receiver, plan, ctx)
+        _one_string_input(node, receiver, plan, ctx, code)
     omitted = plan.omitted_outputs
     if omitted:
         listed = ", ".join(f"`{name}`" for name, _ in omitted)
-        _one_string_input(node, receiver, plan, ctx, why=(
+        _one_string_input(node, receiver, plan, ctx, code, why=(
             f"the Estimator exported {listed} (a regression / classification output) on this single string input "
             "(serialized Examples); tf.saved_model.save writes predict signatures only"))
         for name, element in omitted:
@@ -209,34 +249,54 @@ def serving_function(node, plan, ctx, code: str, names: list[str]) -> tuple[str,
     return name, inline
 
 
-def _one_string_input(node, receiver, plan, ctx, why: str | None = None) -> None:
-    """Refuse the receivers of an export that had a single string tensor (serialized
+def _one_string_input(node, receiver, plan, ctx, code: str, why: str | None = None) -> None:
+    """Report the receivers of an export that had a single string tensor (serialized
     tf.train.Examples) when its classification / regression signatures were made on them:
     a canned Estimator's (``serving_default`` among them), or a model_fn's export outputs,
-    which e2k does not write."""
-    why = why or ("a canned Estimator exported classify/regress signatures on a single string input (serialized "
-                  "Examples); tf.saved_model.save writes predict signatures only, so e2k exports only its predict "
-                  "signature")
+    which e2k does not write. The predict signature is exported all the same; the signatures
+    left out are a finding at the receiver, for the human who knows the serving clients."""
+    why = why or ("a canned Estimator exported classify/regress signatures (serving_default among them) on this "
+                  "single string input; tf.saved_model.save writes predict signatures only, so e2k exports only its "
+                  "predict signature: clients of the Classify/Regress APIs or of serving_default need a change")
     if receiver is not None:
         if ctx.call_api_path(receiver) in PARSING:
-            raise Unsupported(why, receiver)
+            plan.leftover(receiver, code, why)
+            return
         features = bind_arguments(receiver, ("features", "default_batch_size")).get("features")
         value = features.value if features is not None else None
         if isinstance(value, cst.Name):
             bound = resolve(ctx, value)
             value = bound.value if isinstance(bound, Binding) else None
         if not isinstance(value, cst.Dict) or len(value.elements) == 1 and "string" in _emit.code(value):
-            raise Unsupported(why if isinstance(value, cst.Dict) else "the raw receiver's features are not a dict "
-                              "e2k can read: it cannot tell which signatures the canned Estimator exported", receiver)
+            plan.leftover(receiver, code, why if isinstance(value, cst.Dict) else (
+                "the raw receiver's features are not a dict e2k can read: it cannot tell which signatures the "
+                "canned Estimator exported; e2k exports its predict signature"))
         return
-    function = _receiver.handwritten(ctx, node)
-    if function is None:
-        return  # refused where it is converted
-    respell = {"tf": plan.tf, "map": dict(tf2_respellings(ctx, function, plan.tf))}
-    specs = [spec for _, spec in _receiver.read(ctx, plan, function, respell).params]
-    text = " ".join(specs)
-    if "string" in text and (text.count("TensorSpec(") == 1 or " for " in text):
-        raise Unsupported(why, function)
+    table = _table(ctx, node)
+    for candidate in [e.value for e in table.value.elements] if table is not None else [node]:
+        # Each serving function of a dict (``SERVING_FUNCTIONS[args.export_format]``) may be the one.
+        function = _receiver.handwritten(ctx, candidate)
+        if function is None:
+            continue  # refused where it is converted
+        respell = {"tf": plan.tf, "map": dict(tf2_respellings(ctx, function, plan.tf))}
+        specs = [spec for _, spec in _receiver.read(ctx, plan, function, respell).params]
+        text = " ".join(specs)
+        # One TensorSpec: one input, or a comprehension of them (its dtype written once).
+        if "string" in text and text.count("TensorSpec(") == 1:
+            plan.leftover(function, code, why)
+
+
+def _table(ctx, node) -> Binding | None:
+    """``FUNCTIONS[key]``: the binding of a dict of functions (of this module or another
+    module of the program) that a key picks from; None when ``node`` is no such pick."""
+    if not (isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index)):
+        return None
+    table = resolve(ctx, node.value) if isinstance(node.value, (cst.Name, cst.Attribute)) else None
+    if not (isinstance(table, Binding) and isinstance(table.value, cst.Dict) and table.value.elements and all(
+            isinstance(e, cst.DictElement) and isinstance(e.value, cst.Name) for e in table.value.elements)):
+        raise Unsupported("the serving_input_receiver_fn is picked from something other than a dict of "
+                          "serving functions of the program", node)
+    return table
 
 
 def _braces(text: str) -> str:
@@ -260,13 +320,8 @@ def _handwritten(node, plan, ctx, code: str) -> str:
     (``{model}`` standing for the model where the function takes it), the function converted:
     a function of the file, or ``FUNCTIONS[key]`` of a dict of such functions (each converted;
     the key, known only when the program runs, picks one as it picked the receiver fn)."""
-    table = None
-    if isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
-        table = resolve(ctx, node.value) if isinstance(node.value, cst.Name) else None
-        if not (isinstance(table, Binding) and isinstance(table.value, cst.Dict) and table.value.elements and all(
-                isinstance(e, cst.DictElement) and isinstance(e.value, cst.Name) for e in table.value.elements)):
-            raise Unsupported("the serving_input_receiver_fn is picked from something other than a dict of "
-                              "serving functions of this file", node)
+    table = _table(ctx, node)
+    if table is not None:
         reads = accesses_of(ctx, table.target)
         if reads is None or not all(plan.owns(read) for read in reads):
             raise Unsupported(f"`{table.name}` is used outside this Estimator's exports too", table.target)

@@ -124,17 +124,22 @@ def read(ctx, plan, function: cst.FunctionDef, respell: dict) -> Receiver:
     receiver = args["receiver_tensors"].value
     local = _local_binding(ctx, function, receiver)
     value = local.value if local is not None else receiver
-    filled = _filled_in_loop(ctx, function, local) if local is not None else None
-    if filled is not None:
+    filled = _filled_in_loops(ctx, function, local) if local is not None else None
+    if filled:
         # `inputs = {}` and `for feat in COLUMNS: inputs[feat.name] = tf.placeholder(...)`: the
-        # signature is the comprehension the loop spells.
-        loop, key, placeholder = filled
-        used.add(placeholder)
-        spec = _spec(ctx, placeholder, key, respell)
-        header = _emit.code(loop.with_changes(body=cst.SimpleStatementSuite([cst.Pass()]), leading_lines=[]))
-        header = header.strip().removesuffix(": pass")
-        found.params = [(local.name, f"{{{_emit.code(key)}: {spec} {header}}}")]
-        found.removed += [local.statement, loop]
+        # signature is the comprehension the loop spells (several loops: their comprehensions
+        # merged, in the loops' order).
+        comprehensions = []
+        for loop, key, placeholder in filled:
+            used.add(placeholder)
+            spec = _spec(ctx, placeholder, key, respell)
+            header = _emit.code(loop.with_changes(body=cst.SimpleStatementSuite([cst.Pass()]), leading_lines=[]))
+            header = header.strip().removesuffix(": pass")
+            comprehensions.append(f"{{{_emit.code(key)}: {spec} {header}}}")
+            found.removed.append(loop)
+        merged = comprehensions[0] if len(comprehensions) == 1 else "{" + ", ".join(f"**{c}" for c in comprehensions) + "}"
+        found.params = [(local.name, merged)]
+        found.removed.insert(0, local.statement)
         found.dict_params.add(local.name)
         value = None
     if value is None:
@@ -204,14 +209,24 @@ def read(ctx, plan, function: cst.FunctionDef, respell: dict) -> Receiver:
     return found
 
 
-def _filled_in_loop(ctx, function, local: Binding):
-    """``d = {}`` then, right after it, ``for ... in ...: d[key] = placeholder(...)`` (the loop's
-    only statement, no else): (the loop, the key, the placeholder); None for anything else."""
+def _filled_in_loops(ctx, function, local: Binding) -> list[tuple[cst.For, cst.BaseExpression, cst.Call]]:
+    """``d = {}`` then, right after it, one or more ``for ... in ...: d[key] = placeholder(...)``
+    (each loop's only statement, no else): (the loop, the key, the placeholder) for each;
+    empty for anything else."""
     if not (isinstance(local.value, cst.Dict) and not local.value.elements):
-        return None
+        return []
     body = list(function.body.body)
     index = next(i for i, s in enumerate(body) if s is local.statement)
-    loop = body[index + 1] if index + 1 < len(body) else None
+    found = []
+    for loop in body[index + 1:]:
+        filled = _filled_in_loop(ctx, loop, local)
+        if filled is None:
+            break
+        found.append(filled)
+    return found
+
+
+def _filled_in_loop(ctx, loop, local: Binding):
     if not isinstance(loop, cst.For) or loop.orelse is not None or loop.asynchronous is not None \
             or not isinstance(loop.body, cst.IndentedBlock) or len(loop.body.body) != 1:
         return None

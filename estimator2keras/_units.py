@@ -334,7 +334,9 @@ class InputFn:
         """Functions whose code builds the dataset (the input_fn itself, or what a lambda calls)."""
         if self.alternatives:
             return [d for alternative in self.alternatives for d in alternative.definitions()]
-        return [self.function] if self.function is not None else list(self.helpers)
+        if self.function is not None:
+            return [self.function, *self.helpers]  # what it returns the call of builds it too
+        return list(self.helpers)
 
     def may_repeat(self, ctx: RewriteContext, mode: str) -> bool:
         """True unless the dataset is visibly finite when the Estimator calls the input_fn in
@@ -351,6 +353,7 @@ class InputFn:
         if self.function is not None:
             bound = _partial_call(self.partial) if self.partial is not None else None
             code = [(self.function.body, _Decider(ctx, self.function, bound, mode), self.function, bound)]
+            code += [(fn.body, _Decider(ctx, fn, call, None), fn, call) for call, fn in self.helper_calls]
         else:
             code = [(fn.body, _Decider(ctx, fn, call, None), fn, call) for call, fn in self.helper_calls]
             if self.lambda_ is not None:
@@ -656,7 +659,7 @@ def resolve_input_fn(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn:
     bound = resolve(ctx, node)
     if isinstance(bound, cst.FunctionDef):
         _check_input_fn_params(ctx, bound)
-        return InputFn(node, function=bound)
+        return InputFn(node, function=bound, **_delegates(ctx, bound))
     if isinstance(bound, Binding) and isinstance(bound.value, cst.Lambda):
         # `train_input_fn = lambda: model.input_fn(...)`, passed by its name.
         found = _lambda_input_fn(ctx, node, bound.value)
@@ -811,6 +814,25 @@ def _unpacked_input_fn(ctx: RewriteContext, node: cst.BaseExpression) -> InputFn
     return _callable_input_fn(ctx, node, made, node, FactoryChain([(call, function)], []))
 
 
+def _delegates(ctx: RewriteContext, function: cst.FunctionDef) -> dict:
+    """``def train_input(): return inputs.input_fn(files, batch_size=...)``: a function whose
+    ``return`` gives the call of a function of the program, which builds its dataset (as a
+    lambda's would): ``helpers`` and ``helper_calls`` of its InputFn."""
+    helpers, helper_calls = [], []
+    for statement in function.body.body if isinstance(function.body, cst.IndentedBlock) else ():
+        small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 \
+            else None
+        call = small.value if isinstance(small, cst.Return) else None
+        if not (isinstance(call, cst.Call) and isinstance(call.func, (cst.Name, cst.Attribute))):
+            continue
+        target = resolve(ctx, call.func)
+        if isinstance(target, cst.FunctionDef) and target is not function:
+            if target not in helpers:
+                helpers.append(target)
+            helper_calls.append((call, target))
+    return {"helpers": helpers, "helper_calls": helper_calls}
+
+
 def _lambda_input_fn(ctx: RewriteContext, node: cst.BaseExpression, lambda_: cst.Lambda) -> InputFn:
     params = lambda_.params
     if isinstance(params.star_arg, (cst.Param, cst.ParamStar)) or params.kwonly_params or params.star_kwarg \
@@ -843,7 +865,7 @@ def _alternative_input_fns(ctx: RewriteContext, node: cst.BaseExpression) -> Inp
         target = getattr(assignment, "node", None)
         if isinstance(target, cst.FunctionDef):
             _check_input_fn_params(ctx, target)
-            alternatives.append(InputFn(node, function=target))
+            alternatives.append(InputFn(node, function=target, **_delegates(ctx, target)))
             continue
         statement = ctx.enclosing_statement(target) if isinstance(target, cst.Name) else None
         small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
@@ -2139,7 +2161,7 @@ class ConversionPlan:
             # besides (its checkpoints callback...) is made where it is called.
             ending = [_emit.statement(f"return {self.model_var}")] if unit.returned is None else []
             before = [] if scope_at_site else [self._substituted(s) for s in self.before_build]
-            local = [self._substituted(s) for s in self.local_definitions]
+            local = _emit.nested([self._substituted(s) for s in self.local_definitions], ctx.module.default_indent)
             statements[unit.statement] = [*local, *before, *build, *ending]
             if unit.config_parameter is not None:
                 param, _ = unit.config_parameter

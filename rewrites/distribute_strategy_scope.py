@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import libcst as cst
-from libcst.metadata import GlobalScope, QualifiedNameProvider
+from libcst.metadata import GlobalScope
 
 from estimator2keras import _emit
 from estimator2keras._rule import Case, Safety, UnitRule, Unsupported
@@ -144,10 +144,9 @@ model.fit(input_fn())
         plan.multi_worker = STRATEGIES[ctx.call_api_path(call)] in MULTI_WORKER
         tf2_class = _emit.expr("{tf}.distribute.{cls}", tf=plan.tf, cls=STRATEGIES[ctx.call_api_path(call)])
         if binding is not None:
-            names = {q.name for q in ctx.get_metadata(QualifiedNameProvider, call.func, set())}
-            through_v1 = any(n.startswith("tensorflow.compat.v1.") for n in names)
-            if through_v1 or not call.func.deep_equals(tf2_class):
-                plan.replace(call.func, tf2_class)
+            # Also when spelled alike: in TF1 code, `tf.distribute.MirroredStrategy` is the V1
+            # class, which the module's other TF1 names would respell as compat.v1.
+            plan.replace(call.func, tf2_class)
             for arg in call.args:
                 for node, new in tf2_respellings(ctx, arg, plan.tf):
                     plan.replace(node, new)

@@ -52,7 +52,12 @@ class ExportSavedModelToSavedModel(UnitRule):
     them) needed a single string input, serialized `tf.train.Example`s, and were left out of
     an export whose receiver fed anything else. The converted model's `predict_step` gives
     that dict, exported as `predict`; a receiver of a single string tensor
-    (`build_parsing_serving_input_receiver_fn`, one string placeholder) is reported.
+    (`build_parsing_serving_input_receiver_fn`, one string placeholder, a CSV row) is
+    reported where it is written: the rest of the program converts and the `predict`
+    signature is exported, but clients of the Classify / Regress APIs or of
+    `serving_default` need a human's change. A dict of serving functions picked by a flag
+    (`SERVING_FUNCTIONS[args.export_format]`, in this module or another of the program)
+    converts each function, and each one of a single string is reported.
 
     A model_fn's `export_outputs` holding `RegressionOutput` / `ClassificationOutput`
     entries are treated the same way: the Estimator made their signatures on a single
@@ -60,7 +65,8 @@ class ExportSavedModelToSavedModel(UnitRule):
     (warning "Export includes no default signature!" when one was the default), so the
     Keras export leaves them out too and exports the `PredictOutput` ones under their
     names (no `serving_default` where the Estimator had none). A receiver of a single
-    string tensor, on which the Estimator did export them, is reported, and so is an
+    string tensor, on which the Estimator did export them, is reported (the predict
+    signatures exported all the same), and so is an
     export that would be left with no signature at all (`tests/test_export_outputs.py` runs
     the Estimator's export to check this).
 

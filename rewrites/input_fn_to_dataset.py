@@ -24,7 +24,9 @@ class InputFnToDataset(UnitRule):
       `return ds.make_one_shot_iterator().get_next()`,
       `return tf1.data.make_one_shot_iterator(ds).get_next()`, and
       `it = ds.make_one_shot_iterator()` / `features, labels = it.get_next()` /
-      `return features, labels` all become `return ds`.
+      `return features, labels` all become `return ds`. So do they in a function the
+      input_fn defines and returns the call of (`def input_fn(files, batch_size): def
+      _input_fn(): ...; return _input_fn()`, Cloud ML Engine's samples).
     - Statements between `get_next()` and the `return` that change the tensors (a features
       dict made from the tensors, a scaling) are mapped over the dataset: `return
       ds.map(lambda image, label: ({"image": image}, label))`, or, when they do not fold into
@@ -248,12 +250,82 @@ model.fit(train_input_fn(mode="train", params={"batch_size": 2}))
 print(model.evaluate(eval_input_fn(), return_dict=True))
 ''',
         ),
+        Case(
+            id="iterator-in-a-nested-function",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn(batch_size=2, shuffle=False):
+    def _input_fn():
+        dataset = tf.data.Dataset.from_tensor_slices(({"x": [[1.0]] * 8}, [[2.0]] * 8))
+        if shuffle:
+            dataset = dataset.shuffle(buffer_size=8)
+        dataset = dataset.repeat(1).batch(batch_size)
+        iterator = dataset.make_one_shot_iterator()
+        features, labels = iterator.get_next()
+        return features, labels
+
+    return _input_fn()
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features["x"])
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+estimator = tf.estimator.Estimator(model_fn)
+estimator.train(lambda: input_fn(shuffle=True))
+print(estimator.evaluate(lambda: input_fn(batch_size=4)))
+''',
+            after='''\
+import tensorflow as tf
+
+
+def input_fn(batch_size=2, shuffle=False):
+    def _input_fn():
+        dataset = tf.data.Dataset.from_tensor_slices(({"x": [[1.0]] * 8}, [[2.0]] * 8))
+        if shuffle:
+            dataset = dataset.shuffle(buffer_size=8)
+        dataset = dataset.repeat(1).batch(batch_size)
+        return dataset
+
+    return _input_fn()
+
+
+class Model(tf.keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.logits = tf.keras.layers.Dense(1)
+
+    def call(self, features, training=False):
+        logits = self.logits(features["x"])
+        return logits
+
+
+def build_model():
+    model = Model()
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+model = build_model()
+model.fit(input_fn(shuffle=True))
+print(model.evaluate(input_fn(batch_size=4), return_dict=True))
+''',
+        ),
     ]
 
     def plan(self, unit, plan, ctx) -> None:
         self.replaced: list[cst.CSTNode] = []
         for definition in plan.input_definitions():
             self._iterator_to_dataset(definition, plan, ctx)
+            for inner in _returned_calls_of_inner(definition):
+                # `def input_fn(file, ...): def _input_fn(): ...; return _input_fn()` (Cloud ML
+                # Engine's samples): the function whose result the input_fn returns.
+                self._iterator_to_dataset(inner, plan, ctx)
             # `def input_fn(..., mode=tf.estimator.ModeKeys.TRAIN)`: the default too.
             for node, mode in _mode_keys(ctx, definition.params):
                 plan.replace(node, cst.SimpleString(f'"{mode}"'))
@@ -305,6 +377,10 @@ print(model.evaluate(eval_input_fn(), return_dict=True))
                 plan.replace(small.value, dataset)
                 plan.fixed(small.value, self.code, "iterator tensors -> the dataset they came from")
                 continue
+            if not isinstance(target, (cst.Tuple, cst.List)):
+                raise Unsupported("`batch = it.get_next()` returned changed: whether `map` would pass the batch as "
+                                  "one argument or several depends on the dataset; unpack it (`features, labels = "
+                                  "it.get_next()`) or return the dataset", small.value)
             mapped = self._mapped(dataset, target, post, small.value, fn, plan, ctx)
             for old in post:
                 plan.remove_statement(old)
@@ -415,6 +491,20 @@ print(model.evaluate(eval_input_fn(), return_dict=True))
             dataset = self._iterator_of(node.func.value, ctx)
             return dataset.deep_clone() if dataset is not None else None
         return None
+
+def _returned_calls_of_inner(function: cst.FunctionDef) -> list[cst.FunctionDef]:
+    """Functions defined in ``function``'s body (at its top level) whose call it returns:
+    ``return _input_fn()``."""
+    inner = {s.name.value: s for s in function.body.body if isinstance(s, cst.FunctionDef)}
+    found = []
+    for statement in function.body.body:
+        small = _only_small(statement)
+        value = small.value if isinstance(small, cst.Return) else None
+        if (isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in inner
+                and not value.args and inner[value.func.value] not in found):
+            found.append(inner[value.func.value])
+    return found
+
 
 def _bare(node: cst.BaseExpression) -> cst.BaseExpression:
     """``(a, b)`` and ``a, b`` print the same."""

@@ -434,6 +434,9 @@ print(model.evaluate(input_fn(), steps=2, return_dict=True))
                 for call in iter_calls(code)
                 if isinstance(call.func, cst.Attribute) and call.func.attr.value in BATCH_METHODS
             ]
+            if not batches and any(i.function is not None and i.function.body is code and i.helpers
+                                   for i in plan.input_fns):
+                continue  # `def train_input(): return inputs.input_fn(...)`: its helper batches (below)
             if not batches:
                 elsewhere = _called_elsewhere(code, ctx)
                 if elsewhere:

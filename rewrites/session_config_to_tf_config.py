@@ -1,16 +1,20 @@
 from __future__ import annotations
 
 import libcst as cst
+import libcst.matchers as m
 
 from estimator2keras import _emit
 from estimator2keras._rule import Case, Safety, UnitRule, Unsupported
-from estimator2keras._units import bind_arguments, resolve_call
+from estimator2keras._units import accesses_of, bind_arguments, resolve, resolve_call
+from estimator2keras.rewrites.distribute_strategy_scope import MULTI_WORKER, STRATEGIES
 
 CONFIG_PROTO = frozenset({"ConfigProto"})
 GPU_OPTIONS = frozenset({"GPUOptions"})
 COMMENT = "From RunConfig(session_config=...): TensorFlow 2 configures devices once, before any op runs."
 COMMENT_IN_PLACE = ("From RunConfig(session_config=...): TensorFlow 2 sets these once for the process, "
                     "before any op runs.")
+CLUSTER_ONLY = ("From RunConfig(session_config=...): its device_filters only chose the tasks a session reached",
+                "in a parameter-server cluster (TF_CONFIG); this program trains in its own process.")
 #: Settings made by one call of the value as it is.
 SETTERS = {
     "allow_soft_placement": "{tf}.config.set_soft_device_placement({v})",
@@ -38,6 +42,13 @@ class SessionConfigToTfConfig(UnitRule):
     | `inter_op_parallelism_threads=n` | `tf.config.threading.set_inter_op_parallelism_threads(n)` |
     | `gpu_options=GPUOptions(allow_growth=True)` | `tf.config.experimental.set_memory_growth(gpu, True)` for every GPU |
     | `gpu_options=GPUOptions(visible_device_list="0,1")` | `tf.config.set_visible_devices` of those GPUs |
+
+    A `session_config` made by a function of the program whose every `return` gives None or a
+    `ConfigProto(device_filters=...)` (Cloud ML Engine's trainers pick the filters by the
+    TF_CONFIG task) sets nothing: device filters only limited which tasks of a
+    parameter-server cluster a session reached, and the converted program trains in its own
+    process. A comment says so; the function goes when nothing else calls it, with the imports
+    only it read.
 
     ## Why
     TensorFlow 2 has no sessions; device and threading settings are made once per process
@@ -159,6 +170,58 @@ model.fit(input_fn())
 ''',
             findings=('E2K401',),
         ),
+        Case(
+            id="device-filters-by-task",
+            before='''\
+import json
+import os
+
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).batch(1)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def get_session_config():
+    tf_config = json.loads(os.environ.get("TF_CONFIG", "{}"))
+    if tf_config.get("task", {}).get("type") == "master":
+        return tf.ConfigProto(device_filters=["/job:ps", "/job:master"])
+    elif tf_config.get("task", {}).get("type") == "worker":
+        return tf.ConfigProto(device_filters=["/job:ps", "/job:worker/task:%d" % tf_config["task"]["index"]])
+
+
+config = tf.estimator.RunConfig(session_config=get_session_config())
+estimator = tf.estimator.Estimator(model_fn, config=config)
+estimator.train(input_fn)
+''',
+            after='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).batch(1)
+
+
+def build_model():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+# From RunConfig(session_config=...): its device_filters only chose the tasks a session reached
+# in a parameter-server cluster (TF_CONFIG); this program trains in its own process.
+model = build_model()
+model.fit(input_fn())
+''',
+        ),
     ]
 
     def plan(self, unit, plan, ctx) -> None:
@@ -168,7 +231,9 @@ model.fit(input_fn())
         plan.claimed_config.add("session_config")
         call, binding = resolve_call(ctx, value, CONFIG_PROTO)
         if call is None:
-            plan.leftover(value, self.code, "this session_config is not a ConfigProto(...) e2k can read; set tf.config by hand")
+            if not self._cluster_filters_only(value, unit, plan, ctx):
+                plan.leftover(value, self.code,
+                              "this session_config is not a ConfigProto(...) e2k can read; set tf.config by hand")
             return
         tf = plan.tf
         statements: list[cst.BaseStatement] = []
@@ -199,6 +264,34 @@ model.fit(input_fn())
             plan.insert_after_imports(statements)
         if statements or in_place:
             plan.fixed(value, self.code, "session_config -> tf.config calls")
+
+    def _cluster_filters_only(self, value: cst.BaseExpression, unit, plan, ctx) -> bool:
+        """``session_config=_get_session_config_from_env_var()`` (Cloud ML Engine's trainer
+        template): a function of the program whose every ``return`` gives None or a
+        ``ConfigProto(device_filters=...)``, picked by the TF_CONFIG task. Device filters only
+        limited which tasks of a parameter-server cluster a session reached: there is nothing
+        to set in a program that trains in its own process. The function goes when nothing
+        else calls it."""
+        function = resolve(ctx, value.func) if isinstance(value, cst.Call) else None
+        if not isinstance(function, cst.FunctionDef) or _multi_worker(unit, ctx):
+            return False  # a multi-worker strategy reads TF_CONFIG: its cluster is the Keras program's too
+        returns = [r.value for r in _returns(function)]
+        if not any(returns) or not all(
+                r is None or isinstance(r, cst.Name) and r.value == "None"
+                or isinstance(r, cst.Call) and ctx.call_api_path(r) in CONFIG_PROTO
+                and set(bind_arguments(r, ())) == {"device_filters"}
+                for r in returns):
+            return False
+        reads = accesses_of(ctx, function.name)
+        if reads is not None and all(read is value.func for read in reads):
+            plan.remove_statement(function)
+            # What only the function read (`import json` for TF_CONFIG) goes with it.
+            read = {n.value for n in m.findall(function, m.Name())}
+            plan.on_commit.append(lambda: _remove_imports_if_unused(ctx, function, read))
+        for line in CLUSTER_ONLY:
+            plan.comment(ctx.enclosing_statement(value), line)
+        plan.fixed(value, self.code, "session_config of device_filters only: nothing to set")
+        return True
 
     def _convert(self, name: str, value: cst.BaseExpression, tf: str) -> list[cst.BaseStatement] | None:
         if name == "device_count":
@@ -268,6 +361,66 @@ model.fit(input_fn())
             elif not (key == "CPU" and count == 1):
                 return None
         return out
+
+
+def _multi_worker(unit, ctx) -> bool:
+    """Does the Estimator train under a strategy whose workers TF_CONFIG names?"""
+    value = unit.config_value("train_distribute")
+    call, _ = resolve_call(ctx, value, frozenset(STRATEGIES)) if value is not None else (None, None)
+    return call is not None and STRATEGIES[ctx.call_api_path(call)] in MULTI_WORKER
+
+
+def _remove_imports_if_unused(ctx, removed: cst.CSTNode, names: set[str]) -> None:
+    """Drop the imports of ``removed``'s module binding one of ``names`` (what it read) if
+    nothing reads them any more."""
+    current = ctx.current
+    try:
+        if ctx._modules is not None:
+            ctx.current = ctx.path_of(removed)
+        _remove_from(ctx, ctx.module_of(removed), names)
+    finally:
+        ctx.current = current
+
+
+def _remove_from(ctx, module: cst.Module, names: set[str]) -> None:
+    for statement in module.body:
+        line = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) else None
+        if isinstance(line, cst.Import):
+            for alias in line.names:
+                bound = alias.asname.name.value if alias.asname else _emit.code(alias.name).split(".")[0]
+                if bound in names:
+                    ctx.remove_import_if_unused(_emit.code(alias.name),
+                                                asname=alias.asname.name.value if alias.asname else None)
+        elif isinstance(line, cst.ImportFrom) and line.module is not None and not isinstance(line.names, cst.ImportStar):
+            for alias in line.names:
+                bound = alias.asname.name.value if alias.asname else _emit.code(alias.name)
+                if bound in names:
+                    ctx.remove_import_if_unused(_emit.code(line.module), _emit.code(alias.name),
+                                                alias.asname.name.value if alias.asname else None)
+
+
+def _returns(function: cst.FunctionDef) -> list[cst.Return]:
+    """The function's own ``return`` statements (not those of functions defined in it); a
+    body that can end without one counts as returning None (an implicit ``Return``)."""
+    found: list[cst.Return] = []
+
+    class Returns(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is function
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return False
+
+        def visit_Return(self, node: cst.Return) -> None:
+            found.append(node)
+
+    function.visit(Returns())
+    last = function.body.body[-1] if function.body.body else None
+    ends = isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], (cst.Return, cst.Raise))
+    return found if ends else [*found, cst.Return()]
 
 
 def _literal(node: cst.BaseExpression):

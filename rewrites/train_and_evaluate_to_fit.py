@@ -6,7 +6,7 @@ from libcst.metadata import QualifiedNameProvider
 from estimator2keras import _emit
 from estimator2keras import _eval_result as eval_result
 from estimator2keras._export import (
-    best_export, export_path, save_statement, serving_function, signature_names, signatures_dict,
+    best_export, export_path, model_dir_base, save_statement, serving_function, signature_names, signatures_dict,
 )
 from estimator2keras._rule import Case, Safety, UnitRule, Unsupported
 from estimator2keras._training import (
@@ -707,7 +707,7 @@ model.evaluate(input_fn(), steps=1, callbacks=[checkpoints])
                 continue
             names = signature_names(plan, ctx, exporter)
             function, inline = serving_function(found["serving_input_receiver_fn"].value, plan, ctx, self.code, names)
-            path = export_path(plan, plan.model_dir, "export", name.value.evaluated_value)
+            path = export_path(plan, model_dir_base(plan), "export", name.value.evaluated_value)
             target = plan.unique_name("export_path")
             statements += [*inline, _emit.statement("{t} = {p}", t=target, p=path),
                            save_statement(plan, ctx, cst.Name(target), signatures_dict(names, function))]
@@ -748,7 +748,7 @@ model.evaluate(input_fn(), steps=1, callbacks=[checkpoints])
             raise Unsupported("a BestExporter's serving function that is not a function of the file", exporter)
         keep = found.get("exports_to_keep")
         plan.fixed(exporter, self.code, "BestExporter -> a callback exporting after each evaluation with a lower loss")
-        return best_export(plan, plan.model_dir, name_text, signatures_dict(names, function),
+        return best_export(plan, model_dir_base(plan), name_text, signatures_dict(names, function),
                            keep.value if keep is not None else None)
 
 

@@ -62,10 +62,15 @@ def test_outputs_the_estimator_left_out_are_left_out(rules):
     assert any(f.code == "E2K007" and "left out" in f.message for f in result.findings)
 
 
-def test_a_receiver_of_serialized_examples_exported_them_and_is_refused(rules):
+def test_a_receiver_of_serialized_examples_exported_them_and_is_reported(rules):
+    """The Estimator exported the regression signature there; Keras cannot: the rest converts,
+    the predict signature is exported, and the receiver is marked for a human."""
     result = convert(rules, program(BOTH, PARSING))
     assert result.status == "partial"
     assert any("single string input" in m for m in manual(result)), manual(result)
+    new = result.new.decode()
+    assert "tf.estimator." not in new and 'signatures={"pred": ' in new, new
+    assert "# e2k: E2K" in new
 
 
 def test_an_export_left_without_any_signature_is_refused(rules):
