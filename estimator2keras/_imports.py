@@ -105,6 +105,19 @@ def respell_tf1_names(ctx: RewriteContext, tf: str, replaced: set) -> None:
                          f"(`{_emit.code(node)}` -> `{_emit.code(new)}`{more})", code=CODE)
 
 
+def respell_contrib(ctx: RewriteContext, tf: str, replaced: set) -> None:
+    """In a converted file, the tf.contrib names that TensorFlow moved into TF2 (the same
+    objects: ``tf.contrib.data.AUTOTUNE`` -> ``tf.data.AUTOTUNE``, a resolver imported as
+    ``from tensorflow.contrib import cluster_resolver``) get their TF2 names wherever they
+    are, through whatever alias: TensorFlow 2 has no tf.contrib."""
+    for node, new in tf2_respellings(ctx, ctx.module, tf):
+        if not (ctx.api_path(node) or "").startswith("contrib.") or _inside(ctx, node, replaced) \
+                or ctx.edits.covers(node, ctx.parent) or _already_rewritten(ctx, node):
+            continue
+        ctx.edits.replace(node, new)
+        ctx.report(node, f"`{_emit.code(node)}` -> `{_emit.code(new)}` (TensorFlow 2 has no tf.contrib)", code=CODE)
+
+
 #: Modules of TensorFlow 1's root that TensorFlow 2 no longer has but keeps under tf.compat.v1
 #: (what tf_upgrade_v2 renames them to); the symbol table lists functions and classes only.
 TF1_ONLY_MODULES = frozenset({"logging", "app", "flags", "gfile"})

@@ -347,6 +347,37 @@ def find_references(tree: ast.Module) -> list[Reference]:
     return found
 
 
+def is_contrib(reference: Reference) -> bool:
+    """Is the reference one of ``find_contrib``'s (tf.contrib, not an Estimator API)?"""
+    return bool(reference.qualified) and not is_estimator_api(reference.qualified) \
+        and (api_path_of_qualified(reference.qualified) or "").startswith("contrib.")
+
+
+def find_contrib(tree: ast.Module) -> list[Reference]:
+    """Every reference to ``tf.contrib`` (not an Estimator API: those are ``find_references``'s)
+    in ``tree``, in file order: TensorFlow 2 has no ``tf.contrib``, so code a conversion left
+    calling it fails where the converted program runs it."""
+    found_in = index(tree)
+    if not found_in.imports:
+        return []
+    bindings = _Bindings()
+    _read_imports(found_in.imports, bindings)
+    if not bindings.names:
+        return []
+    _read_aliases(tree, bindings)
+    found = []
+    for node, dotted in found_in.chains:
+        first, dot, rest = dotted.partition(".")
+        if first not in bindings.names or isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            continue
+        qualified = sorted(q + dot + rest for q in bindings.names[first])
+        hits = [q for q in qualified if (api_path_of_qualified(q) or "").startswith("contrib.")
+                and not is_estimator_api(q)]
+        if hits:
+            found.append(Reference(node.lineno, node.col_offset, dotted, hits[0]))
+    return found
+
+
 def _import_text(node: ast.stmt, qualified: str) -> str:
     if isinstance(node, ast.ImportFrom):
         module, _, name = qualified.rpartition(".")

@@ -2420,11 +2420,12 @@ def _after_conversion(ctx: RewriteContext) -> None:
     if ctx.enabled(CODE):
         v2_switches(ctx, set(ctx.edits.replaced_statements()))
         alias = compat_alias(ctx)
+        from estimator2keras._imports import respell_contrib, respell_tf1_names
+
         if alias is not None:
             rebind_tf(ctx, alias[0], set(ctx.edits.replaced_statements()))
+            respell_contrib(ctx, "tf", set(ctx.edits.replaced_statements()))
         elif ctx.edits:
-            from estimator2keras._imports import respell_tf1_names
-
             root = _tensorflow_root(ctx)
             if root is not None:
                 respell_tf1_names(ctx, root, set(ctx.edits.replaced_statements()))

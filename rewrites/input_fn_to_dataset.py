@@ -7,6 +7,7 @@ from estimator2keras._context import iter_calls
 from estimator2keras._modes import MODE_KEYS
 from estimator2keras._rule import Case, Safety, UnitRule, Unsupported
 from estimator2keras._symbols import tf2_respellings
+from estimator2keras._units import _single_return, resolve
 
 #: Dataset methods that turn a dataset into graph tensors: the Keras program needs the dataset.
 ITERATOR_METHODS = frozenset({"make_one_shot_iterator", "make_initializable_iterator", "get_next"})
@@ -365,7 +366,7 @@ print(model.evaluate(input_fn(batch_size=4), return_dict=True))
                 plan.iterator_calls.update(c for c in iter_calls(small.value))
                 plan.fixed(small.value, self.code, "iterator tensors -> the dataset they came from")
                 continue
-            tail = self._tail(body, index, ctx)
+            tail = self._tail(body, index, ctx, fn)
             if tail is None:
                 continue
             removed, dataset, calls, target, post = tail
@@ -377,10 +378,11 @@ print(model.evaluate(input_fn(batch_size=4), return_dict=True))
                 plan.replace(small.value, dataset)
                 plan.fixed(small.value, self.code, "iterator tensors -> the dataset they came from")
                 continue
-            if not isinstance(target, (cst.Tuple, cst.List)):
+            if not isinstance(target, (cst.Tuple, cst.List)) and not _one_element(dataset, fn, ctx):
                 raise Unsupported("`batch = it.get_next()` returned changed: whether `map` would pass the batch as "
-                                  "one argument or several depends on the dataset; unpack it (`features, labels = "
-                                  "it.get_next()`) or return the dataset", small.value)
+                                  "one argument or several depends on the dataset, which e2k cannot tell here; "
+                                  "unpack it (`features, labels = it.get_next()`) or return the dataset",
+                                  small.value)
             mapped = self._mapped(dataset, target, post, small.value, fn, plan, ctx)
             for old in post:
                 plan.remove_statement(old)
@@ -389,7 +391,7 @@ print(model.evaluate(input_fn(batch_size=4), return_dict=True))
             plan.fixed(small.value, self.code,
                        "tensors changed after get_next() -> the same statements mapped over the dataset")
 
-    def _tail(self, body, index, ctx):
+    def _tail(self, body, index, ctx, fn):
         """The statements from an iterator to the ``return`` at ``index``: ``it = <iterator>``
         (optional), ``<names> = it.get_next()`` (or ``<iterator>.get_next()``), then simple
         assignments. (statements removed, dataset, iterator calls, get_next target, the
@@ -431,7 +433,7 @@ print(model.evaluate(input_fn(batch_size=4), return_dict=True))
             removed.insert(0, body[found])
             calls += iter_calls(body[found].body[0].value)
             names = [receiver.value, *names]
-        if post and not isinstance(target, cst.Tuple):
+        if post and not isinstance(target, cst.Tuple) and not _one_element(dataset, fn, ctx):
             return None  # `batch = it.get_next()`: whether map gives one argument or several is not known
         # The iterator and its tensors are used nowhere else in the function.
         kept = [s for i, s in enumerate(body) if s not in removed and s not in post and i != index]
@@ -446,7 +448,8 @@ print(model.evaluate(input_fn(batch_size=4), return_dict=True))
     def _mapped(self, dataset, target, post, returned, fn, plan, ctx) -> list[cst.BaseStatement]:
         """``return <dataset>.map(...)``: a lambda when the statements after get_next() fold into
         the returned expression, else a function of the get_next() names defined in place."""
-        params = [e.value.value for e in target.elements]
+        params = [e.value.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) \
+            else [target.value]  # one element (a features dict): map passes it as one argument
         post = [self._respelled(s, plan, ctx) for s in post]
         returned = self._respelled(returned, plan, ctx)
         folded = _fold(post, returned, params)
@@ -491,6 +494,99 @@ print(model.evaluate(input_fn(batch_size=4), return_dict=True))
             dataset = self._iterator_of(node.func.value, ctx)
             return dataset.deep_clone() if dataset is not None else None
         return None
+
+#: Dataset methods whose elements have the structure of their input's.
+SAME_ELEMENTS = frozenset({"batch", "repeat", "shuffle", "prefetch", "cache", "take", "skip", "filter", "shard",
+                           "with_options", "padded_batch", "unbatch"})
+#: Datasets of one tensor per element (a line, a record).
+ONE_TENSOR = frozenset({"data.TextLineDataset", "data.TFRecordDataset", "data.FixedLengthRecordDataset"})
+
+
+def _one_element(dataset: cst.BaseExpression, fn: cst.FunctionDef, ctx, depth: int = 0) -> bool:
+    """Is each element of ``dataset`` one value (a features dict, one tensor), which ``map``
+    passes as one argument, rather than a tuple it passes as several? Followed through the
+    methods that keep the structure, the names the dataset is bound to in ``fn`` (every
+    assignment of it must agree) and the function of its last ``map``; False when unknown."""
+    if depth > 12:
+        return False
+    node = dataset
+    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) \
+            and node.func.attr.value in SAME_ELEMENTS:
+        node = node.func.value
+    if isinstance(node, cst.Call):
+        path = ctx.call_api_path(node) or ""
+        if path in ONE_TENSOR or path.removeprefix("compat.v1.") in ONE_TENSOR:
+            return True
+        if path.endswith("data.Dataset.from_tensor_slices") or path.endswith("data.Dataset.from_tensors"):
+            return bool(node.args) and _one_value(node.args[0].value, None, ctx, depth)
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "map" and node.args:
+            return _mapper_gives_one(node.args[0].value, ctx, depth)
+        return False
+    if isinstance(node, cst.Name):
+        values = _assigned_in(fn, node.value)
+        others = [v for v in values if _root_name(v) != node.value]  # `dataset = dataset.shuffle(...)` keeps it
+        return bool(others) and all(_one_element(v, fn, ctx, depth + 1) for v in others)
+    return False
+
+
+def _root_name(node: cst.BaseExpression) -> str | None:
+    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        node = node.func.value
+    return node.value if isinstance(node, cst.Name) else None
+
+
+def _assigned_in(fn: cst.FunctionDef, name: str) -> list[cst.BaseExpression]:
+    """The values assigned to ``name`` anywhere in ``fn``'s own body (not nested functions)."""
+    found = []
+
+    class Assigns(cst.CSTVisitor):
+        def visit_FunctionDef(self, node) -> bool:
+            return node is fn
+
+        def visit_Lambda(self, node) -> bool:
+            return False
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            if any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets):
+                found.append(node.value)
+
+    fn.visit(Assigns())
+    return found
+
+
+def _mapper_gives_one(mapper: cst.BaseExpression, ctx, depth: int) -> bool:
+    """Does the function ``map`` is given return one value (not a tuple)? A lambda, a function
+    of the program, or the function a call of one returns (``_make_parser(with_target=True)``)."""
+    if isinstance(mapper, cst.Lambda):
+        return _one_value(mapper.body, None, ctx, depth)
+    if isinstance(mapper, cst.Call) and isinstance(mapper.func, (cst.Name, cst.Attribute)):
+        factory = resolve(ctx, mapper.func)
+        returned = _single_return(factory) if isinstance(factory, cst.FunctionDef) else None
+        inner = {s.name.value: s for s in factory.body.body if isinstance(s, cst.FunctionDef)} \
+            if isinstance(factory, cst.FunctionDef) else {}
+        if isinstance(returned, cst.Name) and returned.value in inner:
+            function = inner[returned.value]
+            value = _single_return(function)
+            return value is not None and _one_value(value, function, ctx, depth)
+        return False
+    function = resolve(ctx, mapper) if isinstance(mapper, (cst.Name, cst.Attribute)) else None
+    value = _single_return(function) if isinstance(function, cst.FunctionDef) else None
+    return value is not None and _one_value(value, function, ctx, depth)
+
+
+def _one_value(value: cst.BaseExpression, function: cst.FunctionDef | None, ctx, depth: int) -> bool:
+    """Is ``value`` (returned by ``function``, or given to ``from_tensor_slices``) one value
+    rather than a tuple: a dict, ``dict(...)``, a dict comprehension, or a name bound in
+    ``function`` only to such values?"""
+    if isinstance(value, (cst.Dict, cst.DictComp)):
+        return True
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "dict":
+        return True
+    if isinstance(value, cst.Name) and function is not None and depth < 12:
+        values = _assigned_in(function, value.value)
+        return bool(values) and all(_one_value(v, function, ctx, depth + 1) for v in values)
+    return False
+
 
 def _returned_calls_of_inner(function: cst.FunctionDef) -> list[cst.FunctionDef]:
     """Functions defined in ``function``'s body (at its top level) whose call it returns:

@@ -4,6 +4,7 @@ import libcst as cst
 
 from estimator2keras import _emit
 from estimator2keras._rule import Case, Safety
+from estimator2keras._units import Binding, resolve
 from estimator2keras.rewrites.estimator_to_keras_model import EstimatorToKerasModel
 
 BATCH_SIZES = {"train": "train_batch_size", "eval": "eval_batch_size", "infer": "predict_batch_size"}
@@ -184,3 +185,8 @@ model.fit(input_fn(params={"batch_size": 32}), steps_per_epoch=1000)
             plan.claimed_config.add("tpu_config")
             plan.fixed(tpu_config, self.code, "TPUConfig(iterations_per_loop=N) set the steps per host loop: "
                                               "compile(steps_per_execution=N) does that in Keras")
+            value = tpu_config.value if isinstance(tpu_config, cst.Arg) else tpu_config
+            bound = resolve(plan.ctx, value) if isinstance(value, cst.Name) else None
+            if isinstance(bound, Binding):
+                # `tpu_config = tf.contrib.tpu.TPUConfig(...)` read by the RunConfig only: it goes with it.
+                plan.remove_binding_if_only_here(bound, value)

@@ -156,15 +156,14 @@ def test_one_batch_name_returned_changed_is_refused_with_the_reason(rules):
 import tensorflow as tf
 
 
-def input_fn(batch_size=2):
-    dataset = tf.data.Dataset.from_tensor_slices({"x": [[1.0]] * 8, "y": [[2.0]] * 8})
+def input_fn(dataset, batch_size=2):
     iterator = dataset.batch(batch_size).make_one_shot_iterator()
     features = iterator.get_next()
     return features, features.pop("y")
 
 
 def train_input():
-    return input_fn(batch_size=4)
+    return input_fn(tf.data.Dataset.from_tensor_slices({"x": [[1.0]] * 8, "y": [[2.0]] * 8}), batch_size=4)
 
 
 def model_fn(features, labels, mode):
@@ -181,3 +180,52 @@ estimator.train(train_input, steps=1)
     assert result.status == "partial"
     assert any("whether `map` would pass the batch as one argument" in f.message for f in result.findings)
     assert result.new == source.encode() or b"make_one_shot_iterator" in result.new
+
+
+def test_one_batch_name_of_a_dataset_of_dicts_is_mapped(rules):
+    """The same where the dataset's elements are visibly one dict each (its last `map`
+    returns a dict, census's `_decode_csv`): `map` passes each as one argument."""
+    source = '''\
+import tensorflow as tf
+
+COLUMNS = ["x", "y"]
+
+
+def _decode(line):
+    values = tf.io.decode_csv(line, record_defaults=[[0.0], [0.0]])
+    features = dict(zip(COLUMNS, values))
+    return features
+
+
+def input_fn(files, batch_size=2, shuffle=True):
+    dataset = tf.data.TextLineDataset(files).map(_decode)
+    if shuffle:
+        dataset = dataset.shuffle(buffer_size=10)
+    iterator = dataset.repeat().batch(batch_size).make_one_shot_iterator()
+    features = iterator.get_next()
+    return features, features.pop("y")
+
+
+def train_input():
+    return input_fn(["train.csv"], batch_size=4)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features["x"])
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+estimator = tf.estimator.Estimator(model_fn)
+estimator.train(train_input, steps=1)
+'''
+    result = rewrite_source(source.encode(), "program.py", rules)
+    assert result.status == "converted", [f.message for f in result.findings if f.kind == "manual"]
+    new = result.new.decode()
+    assert ("return dataset.repeat().batch(batch_size).map(lambda features: (features, features.pop(\"y\")))"
+            in new), new
+    # A dataset whose last map returns a tuple is not one element: refused.
+    result = rewrite_source(source.replace("    return features\n", "    return features, 0\n").encode(),
+                            "program.py", rules)
+    assert result.status == "partial"

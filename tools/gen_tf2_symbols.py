@@ -48,6 +48,7 @@ MANUAL = {
     "contrib.data.TFRecordDataset": "data.TFRecordDataset",
     "contrib.data.TextLineDataset": "data.TextLineDataset",
     "contrib.data.FixedLengthRecordDataset": "data.FixedLengthRecordDataset",
+    "contrib.data.AUTOTUNE": "data.AUTOTUNE",
 }
 # Namespaces that are TF1 concepts even where an object is shared (converted by rules, not renamed).
 SKIP_PREFIXES = ("estimator.", "keras.", "layers.", "losses.", "metrics.", "train.", "summary.", "compat.",
@@ -87,6 +88,12 @@ def main() -> int:
             continue
         by_object.setdefault(id(obj), []).append(path)
     rows = dict(MANUAL)
+    # tf.contrib names TensorFlow itself moved into TF2 under another name (tf_upgrade_v2's
+    # manual renames): the same objects. Those it sends to compat.v1 (RNN cells, TPU) or to
+    # the Estimator are converted by rules, not renamed.
+    for old, new in all_renames_v2.manual_symbol_renames.items():
+        if old.startswith("tf.contrib.") and not new.startswith("tf.compat.") and "estimator" not in new:
+            rows.setdefault(old[len("tf."):], new[len("tf."):])
     for path, obj in v1.items():
         if path.startswith(SKIP_PREFIXES) or path in rows:
             continue

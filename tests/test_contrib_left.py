@@ -1,0 +1,89 @@
+"""TensorFlow 2 has no tf.contrib: in a file e2k converts, the contrib names TensorFlow moved
+into TF2 get their new names wherever they are, and any other contrib reference left is
+reported (E2K905): the file is never "converted" with code that fails on TensorFlow 2."""
+from __future__ import annotations
+
+from estimator2keras._engine import rewrite_source
+
+PROGRAM = '''\
+import tensorflow.compat.v1 as tf
+from tensorflow.contrib import cluster_resolver as contrib_cluster_resolver
+
+AUTOTUNE = tf.contrib.data.AUTOTUNE
+
+
+def input_fn():
+    dataset = tf.data.Dataset.from_tensor_slices(({"x": [[1.0]] * 8}, [[2.0]] * 8)).batch(2)
+    return dataset.prefetch(AUTOTUNE)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.dense(features["x"], 1)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def resolver(name):
+    return contrib_cluster_resolver.TPUClusterResolver(name)
+
+
+estimator = tf.estimator.Estimator(model_fn)
+estimator.train(input_fn, steps=1)
+'''
+
+
+def test_contrib_names_with_a_tf2_home_are_respelled_everywhere(rules):
+    result = rewrite_source(PROGRAM.encode(), "program.py", rules)
+    assert result.status == "converted", [f.message for f in result.findings if f.kind == "manual"]
+    new = result.new.decode()
+    assert "dataset.prefetch(tf.data.AUTOTUNE)" in new  # the module's alias of it is inlined, as for any TF name
+    assert "return tf.distribute.cluster_resolver.TPUClusterResolver(name)" in new
+    assert "contrib" not in new, new  # the import went with its last use
+
+
+def test_a_contrib_name_without_one_is_reported_not_converted(rules):
+    source = PROGRAM.replace("return contrib_cluster_resolver.TPUClusterResolver(name)",
+                             "return tf.contrib.lookup.index_table_from_tensor(name)")
+    result = rewrite_source(source.encode(), "program.py", rules)
+    assert result.status == "partial"
+    left = [f for f in result.findings if f.code == "E2K905"]
+    assert len(left) == 1 and "TensorFlow 2 has no tf.contrib" in left[0].message, left
+    assert "contrib.lookup.index_table_from_tensor" in left[0].message
+    assert left[0].line == source.splitlines().index("    return tf.contrib.lookup.index_table_from_tensor(name)") + 1
+
+
+def test_a_file_without_estimator_code_keeps_its_contrib_unreported(rules):
+    source = "import tensorflow as tf\n\ntable = tf.contrib.lookup.index_table_from_tensor(['a'])\n"
+    result = rewrite_source(source.encode(), "program.py", rules)
+    assert result.status == "unchanged" and not result.findings
+
+
+def test_a_tpu_config_bound_to_a_name_goes_with_its_run_config(rules):
+    source = '''\
+import tensorflow as tf
+
+
+def input_fn(params):
+    return tf.data.Dataset.from_tensor_slices(({"x": [[1.0]] * 64}, [[2.0]] * 64)).repeat().batch(
+        params["batch_size"], drop_remainder=True)
+
+
+def model_fn(features, labels, mode, params):
+    logits = tf.layers.dense(features["x"], 1)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.contrib.tpu.TPUEstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+resolver = tf.contrib.cluster_resolver.TPUClusterResolver("my-tpu")
+tpu_config = tf.contrib.tpu.TPUConfig(iterations_per_loop=100, num_shards=8)
+config = tf.contrib.tpu.RunConfig(cluster=resolver, model_dir="/tmp/tpu", tpu_config=tpu_config)
+estimator = tf.contrib.tpu.TPUEstimator(model_fn, config=config, use_tpu=True, train_batch_size=64)
+estimator.train(input_fn, max_steps=10)
+'''
+    result = rewrite_source(source.encode(), "program.py", rules)
+    assert result.status == "converted", [f.message for f in result.findings if f.kind == "manual"]
+    new = result.new.decode()
+    assert "TPUConfig" not in new and "tpu_config" not in new and "contrib" not in new, new
+    assert 'resolver = tf.distribute.cluster_resolver.TPUClusterResolver("my-tpu")' in new
