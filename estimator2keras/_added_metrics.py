@@ -27,6 +27,8 @@ from estimator2keras._rule import Unsupported
 
 #: The API paths of add_metrics.
 ADD_METRICS = frozenset({"estimator.add_metrics", "contrib.estimator.add_metrics"})
+#: The API paths of forward_features, the other wrapper of an Estimator followed here.
+FORWARD_FEATURES = frozenset({"contrib.estimator.forward_features", "estimator.forward_features"})
 #: The parameters add_metrics passes a metric_fn (by name), as TensorFlow checks them.
 METRIC_FN_PARAMS = ("labels", "predictions", "features", "config")
 CODE = "E2K205"
@@ -34,13 +36,16 @@ CODE = "E2K205"
 
 @dataclass
 class Wrapper:
-    """``name = add_metrics(estimator, metric_fn)``: the statement, the call, the read of the
-    Estimator it wraps, and the metric_fn expression."""
+    """``name = add_metrics(estimator, metric_fn)`` or ``name = forward_features(estimator,
+    keys)``: the statement, the call, the read of the Estimator it wraps, and the metric_fn
+    expression (add_metrics) or the keys (forward_features; None: all the features)."""
 
     statement: cst.SimpleStatementLine
     call: cst.Call
     read: cst.Name
-    metric_fn: cst.BaseExpression
+    metric_fn: cst.BaseExpression | None
+    kind: str = "metrics"
+    keys: cst.BaseExpression | None = None
 
 
 @dataclass
@@ -59,21 +64,27 @@ def wrapper_of(ctx, read: cst.Name) -> Wrapper | None:
     """The add_metrics that ``read`` (of an Estimator's name) is the wrapped Estimator of."""
     arg = ctx.parent(read)
     call = ctx.parent(arg) if isinstance(arg, cst.Arg) else None
-    if not (isinstance(call, cst.Call) and ctx.call_api_path(call) in ADD_METRICS):
+    path = ctx.call_api_path(call) if isinstance(call, cst.Call) else None
+    if path not in ADD_METRICS and path not in FORWARD_FEATURES:
         return None
     from estimator2keras._units import bind_arguments
 
-    args = bind_arguments(call, ("estimator", "metric_fn"))
+    forward = path in FORWARD_FEATURES
+    name = "forward_features" if forward else "add_metrics"
+    args = bind_arguments(call, ("estimator", "keys", "sort_outputs") if forward else ("estimator", "metric_fn"))
     if args.get("estimator") is not arg:
         return None
-    if "metric_fn" not in args:
+    if not forward and "metric_fn" not in args:
         raise Unsupported("add_metrics(...) without a metric_fn", call, CODE)
     statement = ctx.enclosing_statement(call)
     small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
     if not (isinstance(small, cst.Assign) and small.value is call and len(small.targets) == 1
             and isinstance(small.targets[0].target, cst.Name)):
-        raise Unsupported("add_metrics(...) is used inside an expression; e2k follows `estimator = "
-                          "add_metrics(estimator, metric_fn)` as a statement", call, CODE)
+        raise Unsupported(f"{name}(...) is used inside an expression; e2k follows `estimator = "
+                          f"{name}(estimator, ...)` as a statement", call, CODE)
+    if forward:
+        keys = args.get("keys")
+        return Wrapper(statement, call, read, None, "features", keys.value if keys is not None else None)
     return Wrapper(statement, call, read, args["metric_fn"].value)
 
 
@@ -90,26 +101,60 @@ def follow(ctx, reached: list, depth: int = 0) -> tuple[list, list[Wrapper]]:
             out.append((read, others))
             continue
         if others:
-            raise Unsupported("add_metrics wraps an Estimator this name may not hold here", read, CODE)
+            raise Unsupported(f"{_name(wrapper)} wraps an Estimator this name may not hold here", read, CODE)
         if depth > 4:
-            raise Unsupported("add_metrics is applied more than five times in a row", wrapper.call, CODE)
+            raise Unsupported("add_metrics / forward_features are applied more than five times in a row", wrapper.call,
+                              CODE)
         target = wrapper.statement.body[0].targets[0].target
         later = reads_reached(ctx, target)
         if later is None:
             raise Unsupported(f"the uses of `{target.value}` cannot be followed", target, CODE)
         for later_read, later_others in later:
             if later_others:
-                raise Unsupported(f"`{target.value}` here may hold the Estimator with or without the metrics "
-                                  "add_metrics added (it was applied on some paths only)", later_read, CODE)
+                raise Unsupported(f"`{target.value}` here may hold the Estimator with or without what "
+                                  f"{_name(wrapper)} added (it was applied on some paths only)", later_read, CODE)
         for later_read, _ in later:
             parent = ctx.parent(later_read)
             if isinstance(parent, cst.Return):
-                raise Unsupported("the Estimator with added metrics is returned; e2k converts add_metrics where "
-                                  "the Estimator is used", later_read, CODE)
+                raise Unsupported(f"the Estimator wrapped by {_name(wrapper)} is returned; e2k converts "
+                                  f"{_name(wrapper)} where the Estimator is used", later_read, CODE)
         inner, inner_wrappers = follow(ctx, later, depth + 1)
         out.extend(inner)
         wrappers += [wrapper, *inner_wrappers]
     return out, wrappers
+
+
+def _name(wrapper: Wrapper) -> str:
+    return "forward_features" if wrapper.kind == "features" else "add_metrics"
+
+
+def forwarded_keys(ctx, unit) -> list[cst.BaseExpression] | None:
+    """The features ``forward_features`` passes on, as expressions of the program (a string,
+    or a name bound to one), in order; None for all of them (``keys`` left out)."""
+    from estimator2keras._units import Binding, resolve
+
+    def literal(value):
+        bound = resolve(ctx, value) if isinstance(value, cst.Name) else None
+        return bound.value if isinstance(bound, Binding) else value
+
+    def is_string(value) -> bool:
+        return isinstance(literal(value), (cst.SimpleString, cst.ConcatenatedString))
+
+    keys: list[cst.BaseExpression] = []
+    for wrapper in unit.forwarded:
+        value = wrapper.keys
+        if value is None or isinstance(value, cst.Name) and value.value == "None":
+            return None
+        listed = literal(value)
+        if is_string(value):
+            keys.append(value)
+        elif isinstance(listed, (cst.List, cst.Tuple)) and all(
+                isinstance(e, cst.Element) and is_string(e.value) for e in listed.elements):
+            keys += [e.value for e in listed.elements]
+        else:
+            raise Unsupported("forward_features' keys are not a string, or a list of strings, e2k can read",
+                              value, CODE)
+    return keys
 
 
 def check_earlier_evaluations(ctx, unit) -> None:

@@ -411,6 +411,8 @@ class ModelWriter:
         #: Constructor parameters -> the code the Estimator's site passes.
         self.given: dict[str, str] = {}
         self.inputs: list[str] = []
+        #: ``forward_features(estimator, keys)``: the keys' code (None: every feature); False: none.
+        self.forwarded: list[str] | None | bool = False
 
     # -- small pieces ---------------------------------------------------------------------------
     def code(self, node: cst.BaseExpression) -> str:
@@ -798,7 +800,7 @@ class ModelWriter:
             "    logits = self(data, training=False)",
         ]
         if self.c.head == "regression":
-            return lines + ['    return {"predictions": logits}']
+            return self._forwarding(lines + ['    return {"predictions": logits}'])
         n = "2" if self.c.head == "binary" else self.c.units
         if self.c.head == "binary":
             lines += [f"    two_class_logits = {tf}.concat([{tf}.zeros_like(logits), logits], axis=1)",
@@ -822,7 +824,22 @@ class ModelWriter:
                   '        "all_class_ids": all_class_ids,',
                   f'        "all_classes": {all_classes},',
                   "    }"]
-        return lines
+        return self._forwarding(lines)
+
+    def _forwarding(self, lines: list[str]) -> list[str]:
+        """``forward_features(estimator, keys)``: the predictions also carry those features, as
+        the raw features a served model gets (``data`` is then the features' dict)."""
+        if self.forwarded is False:
+            return lines
+        start = max(i for i, line in enumerate(lines) if line.startswith("    return {"))
+        lines[start] = lines[start].replace("    return {", "    predictions = {", 1)
+        lines.append("    if isinstance(data, dict):")
+        lines.append("        # forward_features(estimator, ...): the Estimator's predictions carried these features.")
+        if self.forwarded is None:
+            lines.append("        predictions.update(data)")
+        else:
+            lines += [f"        predictions[{key}] = data[{key}]" for key in self.forwarded]
+        return lines + ["    return predictions"]
 
     # -- compile ------------------------------------------------------------------------------
     def loss(self, reduction: str | None = None) -> str:
@@ -1239,6 +1256,19 @@ def convert(unit, plan, ctx, code: str) -> None:
         added = canned_metrics(ctx, unit, plan, canned.head, canned.weight_key is not None)
         writer.added = [(key, attr, code) for key, attr, code, _ in added]
         writer.added_keys = [key for metric_fn in unit.metric_fns for key, _, _ in metric_fn.entries]
+    if unit.forwarded:
+        # `estimator = forward_features(estimator, KEY)`: the served model's predictions carry the
+        # key (rule E2K205 takes the statement). predict() reads the preprocessed dataset, where
+        # the raw features are gone.
+        from estimator2keras._added_metrics import forwarded_keys
+
+        if plan.uses("method", "predict"):
+            raise Unsupported("forward_features: predict() of the Keras model reads its preprocessed inputs, where "
+                              "the forwarded features are gone; only the exported model carries them",
+                              unit.forwarded[0].call)
+        keys = forwarded_keys(ctx, unit)
+        writer.forwarded = None if keys is None else [writer.code(k) for k in keys]
+        unit.forwarding_converted = True
     indent = ctx.module.default_indent
     definitions = [cst.parse_statement(_reindent(d.lstrip("\n"), indent)) for d in writer.metric_definitions()]
     if unit.wrappers:

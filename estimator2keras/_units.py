@@ -1113,6 +1113,10 @@ class EstimatorUnit:
     #: ``estimator = add_metrics(estimator, metric_fn)`` statements (``_added_metrics.Wrapper``):
     #: the uses of the names they bind are the unit's; their metrics go to compile().
     wrappers: list = field(default_factory=list)
+    #: ``estimator = forward_features(estimator, keys)``: its wrappers (read by the canned model).
+    forwarded: list = field(default_factory=list)
+    #: The canned model took them (its predictions carry the features).
+    forwarding_converted: bool = False
     #: Their metric_fns, read by the model's conversion (None: it did not take them).
     metric_fns: list | None = None
 
@@ -1256,7 +1260,8 @@ def _build_unit(ctx: RewriteContext, call: cst.Call, path: str, owner: type[Unit
 
     reached, wrappers = follow(ctx, reached)
     unit = EstimatorUnit(owner, path, statement, call, target, args, [_classify(ctx, n) for n, _ in reached])
-    unit.wrappers = wrappers
+    unit.wrappers = [w for w in wrappers if w.kind == "metrics"]
+    unit.forwarded = [w for w in wrappers if w.kind == "features"]
     check_earlier_evaluations(ctx, unit)
     _check_experiment(ctx, unit)
     unit.shared = {read: others for read, others in reached if others}
@@ -1288,11 +1293,6 @@ def _check_experiment(ctx: RewriteContext, unit: EstimatorUnit) -> None:
                 "TrainSpec(train_input_fn, max_steps=train_steps), EvalSpec(eval_input_fn, steps=eval_steps)) "
                 "since TensorFlow 1.4: build the Estimator and call that where learn_runner.run was, and e2k "
                 "converts it", use.name, UNSUPPORTED_USE)
-        if isinstance(call, cst.Call) and (ctx.call_api_path(call) or "").endswith("estimator.forward_features"):
-            raise Unsupported(
-                "forward_features(estimator, keys) is not converted: it added those features to the predictions "
-                "predict() gave and the exported signatures; the Keras model's predict_step and serving function do "
-                "not carry features yet", call, UNSUPPORTED_USE)
         element = ctx.parent(use.name)
         holder = ctx.parent(element) if isinstance(element, cst.Element) else None
         if isinstance(holder, (cst.Tuple, cst.List)) and isinstance(ctx.parent(holder), cst.Return):

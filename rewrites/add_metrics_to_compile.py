@@ -6,7 +6,7 @@ from estimator2keras._rule import Case, Safety, Unsupported, UnitRule
 
 
 class AddMetricsToCompile(UnitRule):
-    """`estimator = tf.estimator.add_metrics(estimator, metric_fn)` becomes more metrics in the Keras model's `compile()`.
+    """`estimator = tf.estimator.add_metrics(estimator, metric_fn)` becomes more metrics in the Keras model's `compile()` (and `forward_features`, features in the served predictions).
 
     ## What it does
     `add_metrics` (`tf.estimator`, `tf.contrib.estimator`) wrapped an Estimator so that its
@@ -26,6 +26,13 @@ class AddMetricsToCompile(UnitRule):
     - the metric_fn's local names stand for their values; the metric_fn (a function, or a
       lambda returning the dict) goes when nothing else reads it.
 
+    `estimator = tf.contrib.estimator.forward_features(estimator, keys)`, the other wrapper
+    (a key column passed through batch prediction, the babyweight course), is followed the same
+    way. In PREDICT mode it set `predictions[key] = features[key]` for each key (every feature
+    without `keys`), and the same outputs in the `predict` / `serving_default` signatures. The
+    canned Keras model's `predict_step` does that where it gets the raw features, which is
+    where it is served: the exported `predict` signature gives the keys back.
+
     ## Why
     `tf.estimator.add_metrics` is gone with the Estimator; dashboards and hyperparameter
     tuning (Cloud ML's `rmse` metric of the babyweight course) read the names it added.
@@ -37,10 +44,17 @@ class AddMetricsToCompile(UnitRule):
     (or before an evaluation that reported without its metrics) is refused with the reason;
     a metric E2K202 does not convert is marked in the metric_fn, which then stays.
 
+    forward_features existed in tf.contrib only: no parity run can execute the original, so
+    its conversion is checked against TensorFlow 1.15's source by serving the converted model
+    on TF 2.15 and the newest TF (tests/test_forward_features.py).
+
     ## Limitations
     Canned Estimators with a `weight_column` (their head's metrics were weighted, the added
     ones were not), TPUEstimators and Keras models wrapped by `model_to_estimator` keep
-    `add_metrics` for a human. `forward_features` is another wrapper, not converted.
+    `add_metrics` for a human. `forward_features` converts for canned Estimators whose
+    `predict()` the program does not call (`model.predict` reads the preprocessed dataset,
+    where the raw features are gone); a model_fn's Estimator keeps it for a human, and so do
+    keys that are not strings e2k can read.
 
     ## References
     - https://github.com/tensorflow/estimator/blob/master/tensorflow_estimator/python/estimator/extenders.py
@@ -120,6 +134,14 @@ print(model.evaluate(input_fn(), return_dict=True)["rmse"])
     ]
 
     def plan(self, unit, plan, ctx) -> None:
+        if unit.forwarded:
+            if not unit.forwarding_converted:
+                raise Unsupported("forward_features on an Estimator of a model_fn is not converted yet (e2k converts "
+                                  "it for canned Estimators): add the features to the model_fn's predictions",
+                                  unit.forwarded[0].call)
+            for wrapper in unit.forwarded:
+                plan.remove_statement(wrapper.statement)
+                plan.fixed(wrapper.call, self.code, "forward_features -> the features in the served predictions")
         if not unit.wrappers:
             return
         if getattr(unit, "metric_fns", None) is None:

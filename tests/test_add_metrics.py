@@ -217,17 +217,17 @@ def main():
     assert "add_metrics" not in new and "lambda labels" not in new
 
 
-def test_forward_features_after_add_metrics_is_refused_saying_why(rules):
-    """babyweight's trainer: add_metrics, then forward_features(estimator, KEY_COLUMN)."""
+def test_forward_features_after_add_metrics_converts_both(rules):
+    """babyweight's trainer: add_metrics, then forward_features(estimator, KEY_COLUMN): the
+    metrics go to compile(), the key to the served predictions (tests/test_forward_features.py)."""
     source = CANNED.format(weights="").replace(
         "classifier = tf.estimator.add_metrics(classifier, metric_fn)\n",
         "classifier = tf.estimator.add_metrics(classifier, metric_fn)\n"
         "classifier = tf.contrib.estimator.forward_features(classifier, 'a')\n")
     result, new = convert(rules, source)
-    assert result.status == "partial"
-    assert any(f.code == "E2K902" and "forward_features(estimator, keys) is not converted" in f.message
-               for f in result.findings), [f.format() for f in result.findings]
-    assert "tf.estimator.add_metrics(classifier, metric_fn)" in new  # the unit is left as it was
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert "add_metrics" not in new and "forward_features(classifier" not in new
+    assert "predictions['a'] = data['a']" in new
 
 
 def test_custom_fixture_reads_the_spec_predictions_by_key():
