@@ -36,6 +36,7 @@ from estimator2keras._modelfn_read import (
 )
 from estimator2keras._modelfn_loss import _LossReader, _OwnLossWriter, _WeightPenaltyReader
 from estimator2keras._modelfn_read_compile import _CompileReader
+from estimator2keras._modelfn_rnn import RNN_CONVERTED, RnnReading
 from estimator2keras._modes import TRAIN, ModeAnalysis
 from estimator2keras._rule import Unsupported
 
@@ -43,7 +44,8 @@ UNSUPPORTED = "E2K901"
 MODEL_FN = "E2K001"
 
 
-class _Converter(_WeightPenaltyReader, _ModelReader, _LossReader, _OwnLossWriter, _CompileReader, _KerasWriter):
+class _Converter(_WeightPenaltyReader, RnnReading, _ModelReader, _LossReader, _OwnLossWriter, _CompileReader,
+                 _KerasWriter):
     """One model_fn's conversion: its state and the helpers both sides use; the reading comes
     from ``_ModelReader`` and ``_CompileReader``, the writing from ``_KerasWriter``."""
 
@@ -93,6 +95,14 @@ class _Converter(_WeightPenaltyReader, _ModelReader, _LossReader, _OwnLossWriter
         self.dispatch_smalls: set = set()
         #: ``tf.feature_column.input_layer`` calls -> the emitted function computing them.
         self.input_layers: dict = {}
+        #: RNN functions (``outputs, state = tf.nn.dynamic_rnn(cell, x)``) by their statement,
+        #: the calls they consumed (cells, MultiRNNCell), cell objects -> (def, layer attribute),
+        #: the names that pass a cell on, and reads of their results -> what ``call`` reads.
+        self.rnn_runs: dict = {}
+        self.rnn_consumed: set = set()
+        self.rnn_cell_objects: dict = {}
+        self.rnn_cell_uses: list = []
+        self.rnn_reads: dict = {}
         #: The names the forward pass starts from.
         self.input_names: tuple[str, ...] = ("features",)
 
@@ -286,6 +296,8 @@ def other_blockers(fn: cst.FunctionDef, ctx: RewriteContext, first: cst.CSTNode 
             bare = path[len("compat.v1."):] if path.startswith("compat.v1.") else path
             role = ctx.rules.expression_role(path)
             what = f"`{_emit.code(call.func)}`"
+            if bare in RNN_CONVERTED:
+                continue  # read where an RNN function runs its cells (`_modelfn_rnn`)
             if bare.startswith("contrib.") and role is None and not bare.startswith(_HANDLED_CONTRIB):
                 reason = f"{what} (tf.contrib) has no rule in e2k: TensorFlow 2 has no tf.contrib"
             elif path.startswith(VARIABLE_MAKERS) and role is None:

@@ -297,6 +297,10 @@ class _KerasWriter:
             if initializer is not None:
                 app.constructor = self.scoped_initializer(app, initializer)
         replacements = dict(tf2_respellings(self.ctx, app.call, self.tf))
+        for node in _walk(app.constructor):  # `units=cells.output_size`: the RNN layer's units
+            found = self.rnn_read_replacement(node) if node in self.rnn_reads else None
+            if found is not None:
+                replacements[node] = found
         if isinstance(app.constructor, cst.Call):
             for arg in app.constructor.args:
                 value = arg.value
@@ -390,6 +394,12 @@ class _KerasWriter:
                 continue  # the layer object itself lives in __init__
             if d.name in self.weight_names:
                 continue  # a weight: made in __init__, read as `self.<attr>`
+            if d.small in self.rnn_runs:  # `outputs, state = tf.nn.dynamic_rnn(...)`: the Keras layers
+                if id(d.small) not in emitted_loops:
+                    emitted_loops.add(id(d.small))
+                    lines = self.rnn_lines(self.rnn_runs[d.small], self.rewrite)
+                    body.extend(self.fit(_line(small, d.line, d.small, comments=i == 0), 2) for i, small in enumerate(lines))
+                continue
             if isinstance(d.small, cst.For):
                 if id(d.small) not in emitted_loops:
                     emitted_loops.add(id(d.small))
@@ -457,8 +467,10 @@ class _KerasWriter:
                     target=app.loop.target,
                     iterable=self.rewrite_init(app.loop.iter),
                 )
-            line = _emit.statement("self.{attr} = {ctor}", attr=app.attr, ctor=constructor)
-            init.append(self.fit(line, 2))
+            line = self.fit(_emit.statement("self.{attr} = {ctor}", attr=app.attr, ctor=constructor), 2)
+            if app.note is not None:
+                line = line.with_changes(leading_lines=[_emit.comment_line(app.note)])
+            init.append(line)
         if init_params is not None:
             class_arguments = init_params
         for name in sorted(self._build_reads - set(call_arguments)):
@@ -844,6 +856,8 @@ class _ForwardRewriter(cst.CSTTransformer):
 
     def on_leave(self, original, updated):
         conv = self.conv
+        if original in conv.rnn_reads:  # `state[1]`, `state.h`, `outputs[-1]`: what Keras returned
+            return conv.rnn_read_replacement(original)
         if isinstance(original, cst.Call) and original in conv.root.input_layers:
             return updated.with_changes(func=cst.Name(conv.root.input_layers[original]))
         if isinstance(original, cst.Call) and original in conv.helper_calls and original in self.inputs:

@@ -208,6 +208,8 @@ class _LayerApp:
     #: A weight (``tf.get_variable``): ``constructor`` is its ``self.add_weight(...)``, made in
     #: ``__init__``; the forward pass reads it (no input, no application).
     weight: bool = False
+    #: A line of comment above its line in ``__init__`` (what Keras initialises otherwise).
+    note: str | None = None
 
 
 @dataclass
@@ -545,13 +547,18 @@ class _ModelReader(BlockReading):
         )
 
     def check_beyond_catalogue(self, defs: list[_Def]) -> None:
+        if not getattr(self, "_outside_forward", False):
+            self.read_rnns(defs)  # what they consume is converted
         for d in defs:
             if self.is_update_ops(d.value):
                 continue
             for call in iter_calls(d.value):
-                if call in self.helper_calls:
-                    continue  # read with its helper
+                if call in self.helper_calls or call in self.rnn_consumed:
+                    continue  # read with its helper, or with the RNN function that runs it
                 path = self.ctx.call_api_path(call) or ""
+                if self.is_rnn_path(call):
+                    self.refuse(call, f"`{_emit.code(call.func)}` is converted where tf.nn.dynamic_rnn or static_rnn "
+                                      "runs it (`outputs, state = tf.nn.dynamic_rnn(cell, x, dtype=tf.float32)`)")
                 if path in INPUT_LAYERS:
                     self.read_input_layer(call)
                     continue
@@ -1121,6 +1128,13 @@ class _ModelReader(BlockReading):
         helper.reuse = self._scope_reuse.get(fn)
         local = {t.value for stmt in helper.body for n in _walk(stmt) if isinstance(n, cst.AssignTarget) for t in _walk(n.target)
                  if isinstance(t, cst.Name)}
+        for inner in iter_calls(cst.Module(body=helper.body)):
+            # A method would keep the TF1 cell (or layer), made again at every step.
+            if self.is_rnn_path(inner):
+                self.refuse(inner, f"`{_emit.code(inner.func)}` in `{name}(...)`, a function the model_fn calls: e2k "
+                                   "converts RNN cells in the model_fn itself or in a function that becomes a layer class")
+            if (self.ctx.call_api_path(inner) or "").startswith(VARIABLE_MAKERS) and self.role(inner) is None:
+                self.refuse(inner, f"`{_emit.code(inner.func)}` makes variables and e2k has no rule for it")
         # Which parameters layers take as `training=`.
         for inner in iter_calls(cst.Module(body=helper.body)):
             for arg in inner.args:

@@ -414,17 +414,52 @@ class Tf1LayerFunctionToKeras(ExpressionRule):
     rate that still drops, a switch the helper computes with), and a shared call whose dropout
     ran in EVAL too (a literal `True`, a rate).
 
+    **RNN cells.** A TF1 cell run by an RNN function (`cell = tf.nn.rnn_cell.GRUCell(n)`, then
+    `outputs, state = tf.nn.dynamic_rnn(cell, x, dtype=tf.float32)`; `BasicLSTMCell`,
+    `LSTMCell`, `MultiRNNCell` of them, `tf.nn.static_rnn`, and the `tf.contrib.rnn`
+    spellings) becomes a Keras recurrent layer made in `__init__`: `GRUCell(n)` ->
+    `tf.keras.layers.GRU(n, reset_after=False)` (TF1's GRU applies the reset gate before the
+    recurrent matrix, Keras's default after it), `BasicLSTMCell(n)` / `LSTMCell(n)` ->
+    `tf.keras.layers.LSTM(n)` (`forget_bias=1.0` is Keras's `unit_forget_bias=True`, its
+    default; `forget_bias=0.0` is `unit_forget_bias=False`), `activation=` and `name=` kept.
+    A `MultiRNNCell([cell1, cell2])` is a stack of layers, each but the top returning its
+    sequence. `call` asks Keras only for what the program reads afterwards:
+    `return_sequences=True` where `outputs` is read, `return_state=True` where a state is read
+    beside the layer's last output. So `outputs, state = tf.nn.dynamic_rnn(cell, x)` read only
+    through `state` becomes `state = self.cell(x)`; with `state[0]` of a 2-layer stack read too,
+    `outputs_0, state_0 = self.cell1(x)` then `state_1 = self.cell2(outputs_0)`; `state[i]`
+    is that layer's state, `cells.output_size` is `self.cell2.units`. TF1's LSTMStateTuple is
+    `(c, h)` and Keras returns `[outputs, h, c]`: `state.h` / `state[1]` become `state_h`,
+    `state.c` / `state[0]` become `state_c` (`_, state_h, state_c = self.cell(x)`).
+    `tf.nn.static_rnn` over a list of time steps (`tf.split(series, n, 1)`) runs the layer on
+    `tf.stack(steps, axis=1)` ([batch, time, features]), and its `outputs[-1]` is the layer's
+    last output. Keras initialises otherwise than TF1 (TF1 drew one Glorot kernel over inputs
+    + units and started a GRU's gate biases at 1; Keras's recurrent kernel is orthogonal, its
+    biases zero): a one-line comment above the layer says so. `e2k parity` presents TF1's
+    cell variables in Keras's layout (gate columns reordered, kernels split into `kernel` and
+    `recurrent_kernel`, the LSTM forget bias folded into `bias`), so both programs start
+    from the same weights (`fixtures/rnn_gru_dynamic`, `fixtures/rnn_lstm_static`).
+
     ## Why
     The functional forms created a layer object on every call; Keras models own their layer
     objects, created once, and call them in the forward pass.
 
     ## Fix safety
     Safe: the functional forms built exactly these layers with these arguments.
-    `training=` of `dropout` and `batch_normalization` is handled by E2K303.
+    `training=` of `dropout` and `batch_normalization` is handled by E2K303. RNN layers
+    compute what TF1's cells computed, from the same weights in Keras's layout (checked
+    against the real cells, and by parity on both fixtures); only their initial values differ.
 
     ## Limitations
     `reuse=` (variable sharing through scopes) and batch renormalisation are not converted:
-    the model_fn is left as it was (E2K901).
+    the model_fn is left as it was (E2K901). Of RNNs, refused with their reason: peepholes,
+    `num_proj`, `cell_clip`, a `forget_bias` other than 1.0 or 0.0, a cell's own
+    initializers (one TF1 kernel covers inputs and state), `sequence_length`,
+    `initial_state`, `time_major=True`, `bidirectional_dynamic_rnn`, dropout and other cell
+    wrappers, a state read as a whole (`tf.concat(state, 1)` of an LSTM), `static_rnn`'s
+    outputs read otherwise than `outputs[-1]`, and a cell used otherwise than run by
+    `dynamic_rnn` / `static_rnn`. `e2k checkpoint` does not carry RNN cells' variables over
+    yet: it refuses such a model_dir rather than write weights in the wrong layout.
 
     ## References
     - https://www.tensorflow.org/guide/migrate/model_mapping

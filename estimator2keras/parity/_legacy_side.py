@@ -126,16 +126,105 @@ def _model_variables(tf, graph):
     return trainable, state, True
 
 
-def _variable_table(variables, trainable_count):
-    return [
-        {
-            "name": v.op.name,
-            "shape": [int(d) for d in v.shape],
-            "dtype": v.dtype.base_dtype.name,
-            "trainable": i < trainable_count,
-        }
-        for i, v in enumerate(variables)
-    ]
+#: TF1 RNN cells whose variables are presented in Keras's layout: class name -> kind.
+_RNN_CELLS = {"GRUCell": "GRU", "BasicLSTMCell": "LSTM", "LSTMCell": "LSTM"}
+#: The cells built so far, by their variables' names (a cell builds inside dynamic_rnn's
+#: while-loop graph, whose variables live in the training graph under the same names).
+_RNN_CELL_RECORDS: list[dict] = []
+
+
+def _patch_rnn_cells(tf) -> None:
+    """Record the variables each TF1 GRU / LSTM cell builds (in the order it
+    makes them) and its forget_bias, for ``_keras_layout``."""
+    import importlib
+
+    for module_name in ("keras.src.layers.rnn.legacy_cells", "tensorflow.python.keras.layers.legacy_rnn.rnn_cell_impl"):
+        try:
+            module = importlib.import_module(module_name)
+        except Exception:  # noqa: BLE001 - not in this TensorFlow
+            continue
+        for class_name, kind in _RNN_CELLS.items():
+            cls = getattr(module, class_name, None)
+            if cls is None or getattr(cls.build, "_e2k_patched", False):
+                continue
+
+            def build(self, inputs_shape, _original=cls.build, _kind=kind):
+                _original(self, inputs_shape)
+                if _kind == "GRU":
+                    variables = [self._gate_kernel, self._gate_bias, self._candidate_kernel, self._candidate_bias]
+                else:
+                    variables = [self._kernel, self._bias]
+                # A projection or peepholes have no Keras counterpart: left as TF1 made them.
+                if getattr(self, "_num_proj", None) is None and not getattr(self, "_use_peepholes", False) \
+                        and getattr(self, "_state_is_tuple", True):
+                    names = [v.op.name for v in variables]
+                    if all(names != cell["names"] for cell in _RNN_CELL_RECORDS):
+                        _RNN_CELL_RECORDS.append({"kind": _kind, "names": names, "class": type(self).__name__,
+                                      "forget_bias": float(getattr(self, "_forget_bias", 0.0))})
+
+            build._e2k_patched = True
+            cls.build = build
+
+
+def _keras_layout(tf, graph, variables, trainable_count):
+    """The model's variables as the harness compares them: each TF1 GRU / LSTM cell's variables
+    presented as a Keras GRU (reset_after=False) / LSTM layer's kernel, recurrent_kernel and
+    bias, in its place; every other variable as it is. Returns (table, read tensors,
+    trainable count).
+
+    GRUCell: ``gates/kernel`` [in+u, 2u] (r, u), ``gates/bias``, ``candidate/kernel`` [in+u, u],
+    ``candidate/bias``; Keras's columns are (z, r, h) with z TF1's u, the input rows first.
+    LSTM cells: ``kernel`` [in+u, 4u] (i, j, f, o), ``bias``, forget_bias added at run time;
+    Keras's columns are (i, f, c=j, o) and its bias holds the forget bias."""
+    index = {v.op.name: i for i, v in enumerate(variables)}
+    groups = {}
+    for cell in _RNN_CELL_RECORDS:
+        places = [index.get(name) for name in cell["names"]]
+        if None not in places and max(places) < trainable_count:
+            groups[min(places)] = (cell, places)
+    members = {i for _, places in groups.values() for i in places}
+    table, reads, count = [], [], 0
+    for i, v in enumerate(variables):
+        if i in groups:
+            cell, places = groups[i]
+            values = [tf.identity(variables[p]) for p in places]
+            for name, value in _cell_views(tf, cell, values):
+                table.append({"name": name, "shape": [int(d) for d in value.shape], "dtype": value.dtype.name,
+                              "trainable": True, "layout": cell["class"]})
+                reads.append(value)
+                count += 1
+            continue
+        if i in members:
+            continue
+        table.append({"name": v.op.name, "shape": [int(d) for d in v.shape], "dtype": v.dtype.base_dtype.name,
+                      "trainable": i < trainable_count})
+        reads.append(tf.identity(v))
+        count += i < trainable_count
+    return table, reads, count
+
+
+def _cell_views(tf, cell, values):
+    prefix = cell["names"][0].rsplit("/", 2 if cell["kind"] == "GRU" else 1)[0]
+    if cell["kind"] == "GRU":
+        gate_kernel, gate_bias, candidate_kernel, candidate_bias = values
+        units = int(candidate_bias.shape[0])
+        inputs = int(gate_kernel.shape[0]) - units
+
+        def columns(rows):
+            return tf.concat([gate_kernel[rows, units:], gate_kernel[rows, :units], candidate_kernel[rows]], 1)
+
+        kernel, recurrent = columns(slice(None, inputs)), columns(slice(inputs, None))
+        bias = tf.concat([gate_bias[units:], gate_bias[:units], candidate_bias], 0)
+    else:
+        matrix, vector = values
+        units = int(vector.shape[0]) // 4
+        inputs = int(matrix.shape[0]) - units
+        i, j, f, o = tf.split(matrix, 4, axis=1)
+        b_i, b_j, b_f, b_o = tf.split(vector, 4)
+        ordered = tf.concat([i, f, j, o], 1)
+        kernel, recurrent = ordered[:inputs], ordered[inputs:]
+        bias = tf.concat([b_i, b_f + tf.constant(cell["forget_bias"], vector.dtype), b_j, b_o], 0)
+    return [(f"{prefix}/kernel", kernel), (f"{prefix}/recurrent_kernel", recurrent), (f"{prefix}/bias", bias)]
 
 
 def _make_hook(tf, rec: Recorder, loss_tensor):
@@ -147,14 +236,18 @@ def _make_hook(tf, rec: Recorder, loss_tensor):
             trainable, state, have_state = _model_variables(tf, graph)
             self._variables = trainable + state
             # Read tensors are built now, before the graph is finalized: reading a distributed
-            # variable (e.g. BatchNorm's sync-on-read moving mean) adds ops to the graph.
-            self._reads = [tf.identity(v) for v in self._variables]
+            # variable (e.g. BatchNorm's sync-on-read moving mean) adds ops to the graph. RNN
+            # cells' variables are read in Keras's layout (`_keras_layout`).
+            table, self._reads, _ = _keras_layout(tf, graph, self._variables, len(trainable))
+            if rec.checkpoint is not None and any("layout" in v for v in table):
+                raise common.HarnessStop(
+                    "unsupported", "the model has TF1 RNN cells, whose variables Keras lays out otherwise (gate order, "
+                    "split kernels): e2k checkpoint does not carry them (nor their optimizer slots) over yet")
             self._nudge = None
             if rec.perturb is not None:  # each training call builds its graph: its own ops
                 self._nudge = _Nudge(tf, trainable, int(rec.perturb.get("seed", 0)),
                                      int(rec.perturb.get("ulps", 1)))
                 rec.nudge = self._nudge
-            table = _variable_table(self._variables, len(trainable))
             if rec.checkpoint is not None:
                 self._capture = _CheckpointReads(tf, graph, trainable)
             if rec.variables is None:
@@ -817,6 +910,7 @@ def main(request_path: str) -> int:
         if request["op_determinism"]:
             common.enable_op_determinism(tf, rec.info)
         instrument(tf, request, rec, devices, kind)
+        _patch_rnn_cells(tf)
         if rec.perturb is not None:
             _redirect_exports(tf, out_dir)
 
