@@ -113,10 +113,12 @@ def _never_none(ctx, value: cst.BaseExpression, depth: int = 0) -> bool:
     return False
 
 
-def export_path(plan, base: cst.BaseExpression, *parts: str) -> cst.BaseExpression:
-    """``<base>/<parts...>/<timestamp>`` as bytes, as the Estimator returned it."""
+def export_path(plan, base: cst.BaseExpression, *parts: str | cst.BaseExpression) -> cst.BaseExpression:
+    """``<base>/<parts...>/<timestamp>`` as bytes, as the Estimator returned it; a part is a
+    name (a string) or the program's expression giving it."""
     plan.imports += [("os", None, None), ("time", None, None)]
-    joined = ", ".join([_emit.code(base), *(f'"{p}"' for p in parts), "str(int(time.time()))"])
+    joined = ", ".join([_emit.code(base), *(f'"{p}"' if isinstance(p, str) else _emit.code(p) for p in parts),
+                        "str(int(time.time()))"])
     return _emit.expr(f"os.fsencode(os.path.join({joined}))")
 
 
@@ -286,6 +288,29 @@ def _one_string_input(node, receiver, plan, ctx, code: str, why: str | None = No
             plan.leftover(function, code, why)
 
 
+def _alias_in_every_branch(node, plan, ctx):
+    """``serving_fn = cnn_serving_input_receiver_fn`` in each branch of an if/elif (kubeflow's
+    mnist): the function every branch names. The aliases go when only the unit reads them."""
+    if not isinstance(node, cst.Name) or resolve(ctx, node) is not None:
+        return node
+    from estimator2keras._training import _same_in_every_branch
+    from estimator2keras._units import reads_reached
+
+    same = _same_in_every_branch(ctx, node)
+    if not same or not isinstance(same[0].value, (cst.Name, cst.Attribute)):
+        return node
+    for binding in same:
+        reads = [r for r, _ in reads_reached(ctx, binding.target) or []]
+        if not reads or not all(plan.owns(r) for r in reads):
+            return node
+    for binding in same:
+        if binding.statement not in plan.removed_bindings:
+            plan.removed_bindings.add(binding.statement)
+            plan.remove_statement(binding.statement)
+            plan.owned.append(binding.value)
+    return same[0].value
+
+
 def _table(ctx, node) -> Binding | None:
     """``FUNCTIONS[key]``: the binding of a dict of functions (of this module or another
     module of the program) that a key picks from; None when ``node`` is no such pick."""
@@ -320,6 +345,7 @@ def _handwritten(node, plan, ctx, code: str) -> str:
     (``{model}`` standing for the model where the function takes it), the function converted:
     a function of the file, or ``FUNCTIONS[key]`` of a dict of such functions (each converted;
     the key, known only when the program runs, picks one as it picked the receiver fn)."""
+    node = _alias_in_every_branch(node, plan, ctx)
     table = _table(ctx, node)
     if table is not None:
         reads = accesses_of(ctx, table.target)

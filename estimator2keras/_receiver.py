@@ -379,6 +379,20 @@ def _element(ctx, value: cst.BaseExpression, index: int) -> cst.BaseExpression |
     return None
 
 
+def _alias_read_by_unit(ctx, plan, read: cst.Name) -> bool:
+    """Is ``read`` the value of ``alias = function`` whose every read is the unit's own (an
+    export names the function through the alias)?"""
+    from estimator2keras._units import reads_reached
+
+    statement = ctx.enclosing_statement(read)
+    small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
+    if not (isinstance(small, cst.Assign) and small.value is read and len(small.targets) == 1
+            and isinstance(small.targets[0].target, cst.Name)):
+        return False
+    reads = reads_reached(ctx, small.targets[0].target)
+    return bool(reads) and all(plan.owns(r) for r, _ in reads)
+
+
 def convert(ctx, plan, function: cst.FunctionDef, visible: bool, code: str) -> str:
     """Replace ``function`` by its serving tf.function (``visible``: the model is visible
     where the function is defined) and return how an export names it: the function, or
@@ -389,7 +403,7 @@ def convert(ctx, plan, function: cst.FunctionDef, visible: bool, code: str) -> s
     reads = accesses_of(ctx, function.name)
     if reads is None or not reads:
         raise Unsupported(f"`{name}` is rebound; e2k cannot tell which function the Estimator exported with", function)
-    outside = [r for r in reads if not plan.owns(r)]
+    outside = [r for r in reads if not plan.owns(r) and not _alias_read_by_unit(ctx, plan, r)]
     if outside:
         raise Unsupported(f"`{name}` is used outside this Estimator's exports, which still need it as it is", outside[0])
     taken = _names_in(function)

@@ -101,14 +101,33 @@ class Hooks:
 def module_resolver(ctx: "RewriteContext", plan: "ConversionPlan") -> Callable[[cst.BaseExpression], cst.BaseExpression]:
     """Follows a module-level name to the value it is bound to once; the binding is removed
     (its value moves into the converted call) when this unit's calls are its only readers."""
-    from estimator2keras._units import Binding, accesses_of, resolve
+    from estimator2keras._units import Binding, accesses_of, reads_reached, resolve
 
     def follow(node: cst.BaseExpression) -> cst.BaseExpression:
         seen = 0
         while isinstance(node, cst.Name) and seen < 20:
             bound = resolve(ctx, node)
             if not isinstance(bound, Binding):
-                return node
+                same = _same_in_every_branch(ctx, node)
+                if same is None:
+                    return node
+                # `if model_type == "LINEAR": ...; exporter = FinalExporter(d, serving_fn) else: ...
+                # exporter = FinalExporter(d, serving_fn)`: one value, whichever branch ran.
+                for binding in same:
+                    reads = accesses_of(ctx, binding.target)
+                    if reads is None:
+                        reads = [r for r, _ in reads_reached(ctx, binding.target) or []]
+                    if not all(plan.owns(read) for read in reads):
+                        raise Unsupported(f"`{binding.name}` is used outside this Estimator's calls too",
+                                          binding.target, UNSUPPORTED_USE)
+                    if binding.statement not in plan.removed_bindings:
+                        plan.removed_bindings.add(binding.statement)
+                        plan.remove_statement(binding.statement)
+                        plan.owned.append(binding.value)
+                bound = same[0]
+                node = bound.value
+                seen += 1
+                continue
             reads = accesses_of(ctx, bound.target) or []
             if not all(plan.owns(read) for read in reads):
                 raise Unsupported(f"`{bound.name}` is used outside this Estimator's calls too", bound.target, UNSUPPORTED_USE)
@@ -121,6 +140,49 @@ def module_resolver(ctx: "RewriteContext", plan: "ConversionPlan") -> Callable[[
         return node
 
     return follow
+
+
+def _same_in_every_branch(ctx: "RewriteContext", name: cst.Name) -> list | None:
+    """The bindings of ``name`` that reach this read when there are several (an if/elif
+    binding it in each branch) and all bind the same expression, written alike and reading
+    the same names: each as a Binding; None otherwise."""
+    from estimator2keras._units import Binding
+
+    reaching = ctx.reaching(name)
+    if not reaching or len(reaching) < 2:
+        return None
+    bindings = []
+    for assignment in reaching:
+        target = getattr(assignment, "node", None)
+        statement = ctx.enclosing_statement(target) if isinstance(target, cst.Name) else None
+        small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 \
+            else None
+        if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and small.targets[0].target is target):
+            return None
+        bindings.append(Binding(target.value, statement, target, small.value))
+    first = bindings[0].value
+    if not all(b.value.deep_equals(first) for b in bindings[1:]):
+        return None
+    # The names the expression reads must be the same bindings at each of them.
+    names = [n for n in _names_read(first)]
+    for binding in bindings[1:]:
+        for a, b in zip(names, _names_read(binding.value)):
+            if ctx.reaching(a) != ctx.reaching(b):
+                return None
+    return sorted(bindings, key=lambda b: ctx.position(b.statement))
+
+
+def _names_read(node: cst.CSTNode) -> list[cst.Name]:
+    out, stack = [], [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Attribute):
+            stack.append(current.value)
+            continue
+        if isinstance(current, cst.Name):
+            out.append(current)
+        stack.extend(reversed(list(current.children)))
+    return out
 
 
 def convert_hooks(site: HookSite, hooks: cst.BaseExpression, ctx: "RewriteContext") -> Hooks:

@@ -74,7 +74,11 @@ class TrainAndEvaluateToFit(UnitRule):
     - `EvalSpec(exporters=[FinalExporter(name, serving_input_receiver_fn)])` (or a
       `LatestExporter`) exports the trained model to `model_dir/export/<name>/<timestamp>`
       with the serving signature the Estimator exported (E2K007), and the assigned result's
-      export list holds those paths.
+      export list holds those paths. The name may be an expression (a flag holding an export
+      directory: `os.path.join` keeps the Estimator's meaning, an absolute name winning); where
+      the model_dir may be None when the program runs, the path starts at the checkpoints
+      callback's directory, the temporary one the Estimator would have used. An exporter (or a
+      serving function's alias) bound alike in each branch of an if/elif is that one exporter.
 
     - `BestExporter` exported after each evaluation whose loss was the lowest so far, keeping
       the newest `exports_to_keep`. Where `fit` evaluates periodically, a `BestExport` callback
@@ -700,14 +704,16 @@ model.evaluate(input_fn(), steps=1, callbacks=[checkpoints])
                 if name in found and _emit.code(found[name].value) not in ("None", "False"):
                     raise Unsupported(f"an exporter with {name}= is not converted", found[name])
             name = found.get("name")
-            if not isinstance(getattr(name, "value", None), cst.SimpleString):
-                raise Unsupported("the exporter's name is not a string literal", exporter)
+            if name is None or _is_none(name.value):
+                raise Unsupported("an exporter without a name", exporter)
             if plan.model_dir is None:
                 plan.fixed(exporter, self.code, "no model_dir: the Estimator exported into a temporary directory")
                 continue
             names = signature_names(plan, ctx, exporter)
             function, inline = serving_function(found["serving_input_receiver_fn"].value, plan, ctx, self.code, names)
-            path = export_path(plan, model_dir_base(plan), "export", name.value.evaluated_value)
+            # The Estimator exported to <model_dir>/export/<name> (os.path.join: an absolute name wins).
+            part = name.value.evaluated_value if isinstance(name.value, cst.SimpleString) else name.value
+            path = export_path(plan, model_dir_base(plan), "export", part)
             target = plan.unique_name("export_path")
             statements += [*inline, _emit.statement("{t} = {p}", t=target, p=path),
                            save_statement(plan, ctx, cst.Name(target), signatures_dict(names, function))]
