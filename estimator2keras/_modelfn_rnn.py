@@ -194,6 +194,10 @@ class RnnReading:
             self._rnn_pending.append((d, None))
         if path in CELLS:
             return [self.rnn_cell(node)]
+        if path.endswith("Wrapper"):
+            self.refuse(node, f"`{_emit.code(node.func)}` is not converted: Keras's dropout= masks the same units at every "
+                              "time step where TF1's DropoutWrapper draws a new mask at each, and other wrappers have "
+                              "no Keras layer argument")
         if path not in MULTI_CELLS:
             self.refuse(node, f"`{_emit.code(node.func)}` is not an RNN cell e2k converts (GRUCell, BasicLSTMCell, "
                               "LSTMCell, MultiRNNCell of them)")

@@ -207,7 +207,7 @@ def test_rnn_arguments_without_keras_counterpart_are_refused(rules, run, reason)
      cell = tf1.nn.rnn_cell.DropoutWrapper(tf1.nn.rnn_cell.GRUCell(5), output_keep_prob=0.5)
      outputs, state = tf1.nn.dynamic_rnn(cell, x, dtype=tf.float32)
      predictions = tf1.layers.dense(state, 1)
-     ''', "not an RNN cell e2k converts"),
+     ''', "draws a new mask at each"),
 ], ids=["lstm-state-whole", "static-outputs-list", "result-not-unpacked", "bidirectional", "dropout-wrapper"])
 def test_reads_e2k_cannot_map_are_refused(rules, body, reason):
     result = convert(rules, body)
