@@ -140,16 +140,15 @@ class RnnReading:
         target = d.small.targets[0].target if isinstance(d.small, cst.Assign) and len(d.small.targets) == 1 else None
         if d.value is not call or not isinstance(target, (cst.Tuple, cst.List)) or len(target.elements) != 2 \
                 or not all(isinstance(e.value, cst.Name) for e in target.elements):
-            self.refuse(call, f"{what} is converted where its result is unpacked at once: `outputs, state = {what}(...)`")
+            self.refuse(call, f"{what} is converted where its result is unpacked at once: `outputs, state = "
+                              f"{_emit.code(call.func)}(...)`")
         signature, static = RUNNERS[_path(self.ctx, call)]
         bound = bind_arguments(call, signature)
         for key, (default, reason) in RUNNER_REFUSED.items():
             if key in bound and _emit.code(bound[key].value) != default:
                 self.refuse(bound[key], reason)
-        dtype = bound.get("dtype")
-        if dtype is not None and self.ctx.api_path(dtype.value) not in ("float32", None) \
-                and _emit.code(dtype.value) not in ("None", "'float32'", '"float32"'):
-            self.refuse(dtype, f"{what} with another dtype than float32 is not converted")
+        if not _float32(self.ctx, bound.get("dtype")):
+            self.refuse(bound["dtype"], f"{what} with another dtype than float32 is not converted")
         if "cell" not in bound or "inputs" not in bound:
             self.refuse(call, f"{what} without a cell and its inputs is not converted")
         self._rnn_pending = []
@@ -262,9 +261,8 @@ class RnnReading:
                 self.refuse(bound[key], reason)
         if "num_units" not in bound:
             self.refuse(call, f"{what} without its number of units")
-        dtype = bound.get("dtype")
-        if dtype is not None and self.ctx.api_path(dtype.value) != "float32" and _emit.code(dtype.value) != "None":
-            self.refuse(dtype, f"{what} with another dtype than float32 is not converted")
+        if not _float32(self.ctx, bound.get("dtype")):
+            self.refuse(bound["dtype"], f"{what} with another dtype than float32 is not converted")
         args = [cst.Arg(bound["num_units"].value)]
         activation = bound.get("activation")
         if activation is not None and _emit.code(activation.value) != "None":
@@ -393,7 +391,10 @@ class RnnReading:
         statement of its own for a layer whose state is read besides its sequence."""
         value = rewrite(run.inputs)
         if run.static:
-            value = _emit.expr("{tf}.stack({x}, axis=1)", tf=self.tf, x=value)  # [batch, time, features]
+            unstacked = self._unstacked(run.inputs)
+            # [batch, time, features]: the tensor `tf.unstack(t, axis=1)` took apart, or the steps stacked
+            value = rewrite(unstacked) if unstacked is not None else _emit.expr("{tf}.stack({x}, axis=1)", tf=self.tf,
+                                                                                   x=value)
         lines = []
         top = len(run.cells) - 1
         out_name = run.outputs_name or "outputs"
@@ -415,6 +416,18 @@ class RnnReading:
             else:
                 lines.append(self._rnn_assign([run.states[(j, "h")]], applied))
         return lines
+
+    def _unstacked(self, node: cst.BaseExpression) -> cst.BaseExpression | None:
+        """``t`` of ``tf.unstack(t, axis=1)`` written in the RNN function's call."""
+        from estimator2keras._units import bind_arguments
+
+        if not (isinstance(node, cst.Call) and _path(self.ctx, node) == "unstack"):
+            return None
+        bound = bind_arguments(node, ("value", "num", "axis", "name"))
+        axis = bound.get("axis")
+        if "value" in bound and axis is not None and isinstance(axis.value, cst.Integer) and axis.value.value == "1":
+            return bound["value"].value
+        return None
 
     def _state_targets(self, run: _Run, j: int) -> list[str]:
         names = [run.states.get((j, "h"), "_")]
@@ -451,17 +464,11 @@ def _calls(node: cst.CSTNode):
             yield n
 
 
-def _calls_contain(run: _Run, node) -> bool:
-    return any(n is node for n in _walk(run.call))
-
-
-def _within(ctx, node, ancestor) -> bool:
-    current = node
-    while current is not None:
-        if current is ancestor:
-            return True
-        current = ctx.parent(current)
-    return False
+def _float32(ctx, arg: cst.Arg | None) -> bool:
+    """No dtype (the inputs'), or float32: what Keras's layers compute in."""
+    if arg is None or _emit.code(arg.value) in ("None", "'float32'", '"float32"'):
+        return True
+    return ctx.api_path(arg.value) == "float32"
 
 
 def _number(node: cst.BaseExpression) -> float | None:

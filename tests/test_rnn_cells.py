@@ -301,3 +301,49 @@ def model_fn''') + "    predictions = tf1.layers.dense(encoder(x, 3), 1)\n" + TA
     assert result.status != "converted"
     assert any("dynamic_rnn` " in m and "encoder" in m or "bidirectional_dynamic_rnn` makes variables" in m
                for m in manual(result)), manual(result)
+
+
+def test_contrib_spelling_and_a_cell_made_in_the_call(rules):
+    source = HEAD.replace("import tensorflow as tf\n", "import tensorflow as tf\nfrom tensorflow.contrib import rnn\n") + \
+        textwrap.indent(textwrap.dedent('''
+        outputs, state = rnn.static_rnn(rnn.GRUCell(params["units"]), tf.unstack(x, axis=1), dtype=tf.float32)
+        predictions = tf1.layers.dense(outputs[-1], 1)
+    '''), "    ") + TAIL
+    result = rewrite_source(source.encode(), "program.py", rules)
+    assert result.status == "converted", manual(result)
+    new = result.new.decode()
+    assert 'self.gru = tf.keras.layers.GRU(params["units"], reset_after=False)' in new, new
+    assert "outputs = self.gru(x)" in new  # the tensor tf.unstack(x, axis=1) took apart
+    assert "contrib" not in new
+
+
+def test_another_dtype_is_refused(rules):
+    result = convert(rules, '''
+        cell = tf1.nn.rnn_cell.GRUCell(3)
+        outputs, state = tf1.nn.dynamic_rnn(cell, tf.cast(x, tf.float64), dtype="float64")
+        predictions = tf1.layers.dense(tf.cast(state, tf.float32), 1)
+    ''')
+    assert any("another dtype than float32" in m for m in manual(result)), manual(result)
+
+
+@pytest.mark.slow
+def test_checkpoint_of_rnn_cells_is_refused_not_written_in_the_wrong_layout(tmp_path):
+    import subprocess
+    import sys
+
+    from estimator2keras.checkpoint import convert_checkpoint
+
+    legacy_python = os.environ.get("E2K_LEGACY_PYTHON") or sys.executable
+    case = FIXTURES / "rnn_gru_dynamic"
+    model_dir = tmp_path / "model_dir"
+    before = (case / "before.py").read_text().replace(
+        "RunConfig(train_distribute=strategy, tf_random_seed=7)",
+        f"RunConfig(train_distribute=strategy, tf_random_seed=7, model_dir={str(model_dir)!r})")
+    assert str(model_dir) in before
+    (tmp_path / "before.py").write_text(before)
+    subprocess.run([legacy_python, str(tmp_path / "before.py")], check=True, capture_output=True, timeout=600)
+    result = convert_checkpoint(tmp_path / "before.py", case / "after.py", model_dir=model_dir, out=tmp_path / "out",
+                                legacy_python=legacy_python, workdir=tmp_path / "work")
+    assert result.verdict == "refused", result.report()
+    assert "RNN cells" in result.reason
+    assert not (tmp_path / "out").exists()

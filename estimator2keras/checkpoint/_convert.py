@@ -212,7 +212,10 @@ def _convert(result: CheckpointResult, root: Path, legacy_path: Path, migrated_p
                           {**request, "checkpoint": {"model_dir": str(copy), **batches}}, timeout, env)
     result.versions["legacy"] = legacy_run.result.get("versions")
     if not legacy_run.ok:
-        if legacy_run.status == "restore_failed":
+        if legacy_run.status == "refused":  # the legacy side saw what e2k cannot carry over (RNN cells)
+            result.verdict = "refused"
+            result.reason = (legacy_run.result.get("error") or {}).get("message") or "refused by the legacy side"
+        elif legacy_run.status == "restore_failed":
             result.reason = (f"the checkpoint in {result.model_dir} was not written by {legacy_path.name}: "
                              f"{(legacy_run.result.get('error') or {}).get('message')}")
         else:

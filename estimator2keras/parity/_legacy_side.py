@@ -241,7 +241,7 @@ def _make_hook(tf, rec: Recorder, loss_tensor):
             table, self._reads, _ = _keras_layout(tf, graph, self._variables, len(trainable))
             if rec.checkpoint is not None and any("layout" in v for v in table):
                 raise common.HarnessStop(
-                    "unsupported", "the model has TF1 RNN cells, whose variables Keras lays out otherwise (gate order, "
+                    "refused", "the model has TF1 RNN cells, whose variables Keras lays out otherwise (gate order, "
                     "split kernels): e2k checkpoint does not carry them (nor their optimizer slots) over yet")
             self._nudge = None
             if rec.perturb is not None:  # each training call builds its graph: its own ops
