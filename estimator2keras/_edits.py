@@ -172,7 +172,8 @@ class _Applier(cst.CSTTransformer):
                 carried = pending + own_lines
                 pending = []
                 if not replacement:
-                    pending = carried
+                    pending = _without_attached_comments(pending_before=carried[:len(carried) - len(own_lines)],
+                                                         own=own_lines)
                     continue
                 first = replacement[0]
                 # A replacement made with `orig.with_changes(...)` already has orig's lines.
@@ -244,6 +245,18 @@ def _blank_run(lines: Iterable[cst.EmptyLine]) -> int:
 
 def _is_definition(statement: cst.BaseStatement) -> bool:
     return isinstance(statement, (cst.ClassDef, cst.FunctionDef))
+
+
+def _without_attached_comments(pending_before: list[cst.EmptyLine], own: list[cst.EmptyLine]) -> list[cst.EmptyLine]:
+    """The lines above a removed statement that move on to the next statement: its own
+    comments written right above it (no blank line between) describe it and go with it
+    ("# Create the TrainSpec."); a comment a blank line separates from it is about more than
+    the statement and stays, as do e2k's own marks and the lines of statements removed
+    before it."""
+    last_blank = max((i for i, line in enumerate(own) if line.comment is None), default=-1)
+    attached = own[last_blank + 1:]
+    kept = [line for line in attached if line.comment is not None and line.comment.value.startswith("# e2k:")]
+    return [*pending_before, *own[:last_blank + 1], *kept]
 
 
 def _merge(carried: list[cst.EmptyLine], own: list[cst.EmptyLine]) -> list[cst.EmptyLine]:

@@ -152,8 +152,8 @@ def make_input_fn(images, labels, batch_size):
 
 def parsed_input_fn():
     dataset = tf.data.Dataset.from_tensor_slices(([[1.0]] * 4, [[2.0]] * 4)).batch(2)
-    # scaled as the model expects
     def prepare_batch(x, y):
+        # scaled as the model expects
         x = x / 255.0
         return {"image": x}, y
     return dataset.map(prepare_batch)
@@ -457,13 +457,16 @@ print(model.evaluate(input_fn(batch_size=4), return_dict=True))
             if isinstance(folded, cst.Tuple) and not folded.lpar:
                 folded = folded.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
             mapper = _emit.expr(f"lambda {', '.join(params)}: {_emit.code(folded)}")
-            return [cst.SimpleStatementLine([cst.Return(_emit.expr("{d}.map({m})", d=dataset, m=mapper))])]
+            # The folded statements' comments, above the return that now does their work.
+            comments = [line for s in post for line in s.leading_lines if line.comment is not None]
+            return [cst.SimpleStatementLine([cst.Return(_emit.expr("{d}.map({m})", d=dataset, m=mapper))],
+                                            leading_lines=comments)]
         taken = {n.value for n in _names_in(fn)}
         name = next(n for n in ("prepare_batch", "prepare_batch_", "_prepare_batch") if n not in taken)
         ret = returned.with_changes(lpar=[], rpar=[]) if isinstance(returned, cst.Tuple) else returned
-        # Their comments stay where the removed statements were: above the function (the edit
-        # carries the comments of removed statements to the code that follows).
-        post = [s.with_changes(leading_lines=[line for line in s.leading_lines if line.comment is None]) for s in post]
+        # Their comments go with them, into the function (blank lines above them do not).
+        post = [s.with_changes(leading_lines=[line for line in s.leading_lines if line.comment is not None])
+                for s in post]
         mapper = cst.FunctionDef(
             name=cst.Name(name),
             params=cst.Parameters([cst.Param(cst.Name(p)) for p in params]),

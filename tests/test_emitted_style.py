@@ -155,3 +155,45 @@ NOTES = [
 def test_repeated_note_dropped(code, source, expected):
     module = cst.parse_module(code)
     assert drop_repeated_notes(module, code.encode(), source.encode()).code == expected
+
+
+# -- comments of removed statements -------------------------------------------------------
+REMOVED_COMMENTS = '''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": [[1.0]] * 4}, [[2.0]] * 4)).batch(2)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.compat.v1.layers.dense(features["x"], 1)
+    loss = tf.compat.v1.losses.mean_squared_error(labels, logits)
+    train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
+        loss, tf.compat.v1.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+# Training, then evaluation on the same data.
+
+# Running configuration.
+run_config = tf.estimator.RunConfig(model_dir="/tmp/styled")
+# Create the TrainSpec.
+train_spec = tf.estimator.TrainSpec(input_fn, max_steps=2)
+eval_spec = tf.estimator.EvalSpec(input_fn, steps=1)
+estimator = tf.estimator.Estimator(model_fn, config=run_config)
+tf.estimator.train_and_evaluate(estimator, train_spec, eval_spec)
+'''
+
+
+def test_comments_of_a_removed_statement_go_with_it_and_section_comments_stay(rules):
+    """A comment right above a statement that the conversion removes described it ("# Create
+    the TrainSpec."): it goes too. One a blank line separates from it is about more than
+    that statement and moves on to the next statement that stays."""
+    from estimator2keras._engine import rewrite_source
+
+    result = rewrite_source(REMOVED_COMMENTS.encode(), "styled.py", rules)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    new = result.new.decode()
+    assert "# Training, then evaluation on the same data." in new
+    assert "# Running configuration." not in new and "# Create the TrainSpec." not in new, new
