@@ -458,8 +458,8 @@ class Tf1LayerFunctionToKeras(ExpressionRule):
     `initial_state`, `time_major=True`, `bidirectional_dynamic_rnn`, dropout and other cell
     wrappers, a state read as a whole (`tf.concat(state, 1)` of an LSTM), `static_rnn`'s
     outputs read otherwise than `outputs[-1]`, and a cell used otherwise than run by
-    `dynamic_rnn` / `static_rnn`. `e2k checkpoint` does not carry RNN cells' variables over
-    yet: it refuses such a model_dir rather than write weights in the wrong layout.
+    `dynamic_rnn` / `static_rnn`. `e2k checkpoint` carries a trained model_dir's cells over in
+    the same layout, their optimizer slots too.
 
     ## References
     - https://www.tensorflow.org/guide/migrate/model_mapping

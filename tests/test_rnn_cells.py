@@ -246,7 +246,8 @@ def test_keras_layout_of_tf1_cell_variables_computes_what_the_cell_computed(cell
         variables = tf.compat.v1.trainable_variables()
         # a non-zero bias, so that the gate order of the bias counts too
         init = [v.assign(rng.normal(scale=0.5, size=v.shape).astype(np.float32)) for v in variables]
-        table, reads, count = legacy._keras_layout(tf, graph, variables, len(variables))
+        layout = legacy._keras_layout(tf, graph, variables, len(variables))
+        table, reads, count = layout.table, layout.reads, layout.trainable
         with tf.compat.v1.Session() as session:
             session.run(init)
             expected, views = session.run([outputs, reads])
@@ -327,23 +328,26 @@ def test_another_dtype_is_refused(rules):
 
 
 @pytest.mark.slow
-def test_checkpoint_of_rnn_cells_is_refused_not_written_in_the_wrong_layout(tmp_path):
+@pytest.mark.parametrize(("case", "slots"), [("rnn_lstm_static", 7), ("rnn_gru_dynamic", 0)])
+def test_checkpoint_of_rnn_cells_is_carried_over_in_keras_layout(tmp_path, case, slots):
+    """`e2k checkpoint` writes a trained model_dir's RNN cells as Keras's GRU / LSTM weights
+    (and Adagrad's accumulators in the same layout): the restored models predict alike."""
     import subprocess
     import sys
 
     from estimator2keras.checkpoint import convert_checkpoint
 
     legacy_python = os.environ.get("E2K_LEGACY_PYTHON") or sys.executable
-    case = FIXTURES / "rnn_gru_dynamic"
+    before, after = FIXTURES / case / "before.py", FIXTURES / case / "after.py"
     model_dir = tmp_path / "model_dir"
-    before = (case / "before.py").read_text().replace(
-        "RunConfig(train_distribute=strategy, tf_random_seed=7)",
-        f"RunConfig(train_distribute=strategy, tf_random_seed=7, model_dir={str(model_dir)!r})")
-    assert str(model_dir) in before
-    (tmp_path / "before.py").write_text(before)
-    subprocess.run([legacy_python, str(tmp_path / "before.py")], check=True, capture_output=True, timeout=600)
-    result = convert_checkpoint(tmp_path / "before.py", case / "after.py", model_dir=model_dir, out=tmp_path / "out",
-                                legacy_python=legacy_python, workdir=tmp_path / "work")
-    assert result.verdict == "refused", result.report()
-    assert "RNN cells" in result.reason
-    assert not (tmp_path / "out").exists()
+    train_into = FIXTURES.parent / "tests" / "checkpoint_programs" / "train_into.py"
+    subprocess.run([legacy_python, str(train_into), str(before), str(model_dir)], check=True, capture_output=True,
+                   timeout=600)
+    result = convert_checkpoint(before, after, model_dir=model_dir, out=tmp_path / "out", legacy_python=legacy_python,
+                                workdir=tmp_path / "work")
+    report = result.report()
+    assert result.verdict == "written", report
+    legacy_names = [m["legacy"] for m in result.mapping]
+    assert any(name.endswith("cell/recurrent_kernel") for name in legacy_names), report
+    assert sum(m["what"] == "AdagradOptimizer slot accumulator" for m in result.mapping) == slots, report
+    assert result.predictions and all(row.ok for row in result.predictions), report

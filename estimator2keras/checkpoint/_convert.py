@@ -335,6 +335,8 @@ def _unaccounted(variables: list[dict], captured: dict, partitioned_bases: set[s
     of partitioned variables are refused by name elsewhere)."""
     known = {v["name"] for v in variables} | {s["name"] for s in captured.get("slots") or []} \
         | {e["name"] for e in captured.get("extra") or []}
+    # an RNN cell's variables and slots, read in Keras's layout from the TF1 ones
+    known |= {source for entry in [*variables, *(captured.get("slots") or [])] for source in entry.get("sources") or ()}
     missing = []
     for name, shape in captured.get("keys") or []:
         copy = re.match(r"(.*)/replica_\d+$", name)

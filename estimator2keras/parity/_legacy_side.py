@@ -166,11 +166,24 @@ def _patch_rnn_cells(tf) -> None:
             cls.build = build
 
 
-def _keras_layout(tf, graph, variables, trainable_count):
+class _Layout:
+    """The model's variables as the harness compares them (``_keras_layout``): ``table`` and
+    ``reads`` (one per compared variable), ``trainable`` (how many of them), ``views`` (the
+    place in the table of each variable read as it is) and ``groups`` ((cell record, the
+    places of its variables, the place of its first view) for each RNN cell)."""
+
+    def __init__(self):
+        self.table: list[dict] = []
+        self.reads: list = []
+        self.trainable = 0
+        self.views: dict[int, int] = {}
+        self.groups: list[tuple[dict, list[int], int]] = []
+
+
+def _keras_layout(tf, graph, variables, trainable_count) -> _Layout:
     """The model's variables as the harness compares them: each TF1 GRU / LSTM cell's variables
     presented as a Keras GRU (reset_after=False) / LSTM layer's kernel, recurrent_kernel and
-    bias, in its place; every other variable as it is. Returns (table, read tensors,
-    trainable count).
+    bias, in its place; every other variable as it is.
 
     GRUCell: ``gates/kernel`` [in+u, 2u] (r, u), ``gates/bias``, ``candidate/kernel`` [in+u, u],
     ``candidate/bias``; Keras's columns are (z, r, h) with z TF1's u, the input rows first.
@@ -183,27 +196,31 @@ def _keras_layout(tf, graph, variables, trainable_count):
         if None not in places and max(places) < trainable_count:
             groups[min(places)] = (cell, places)
     members = {i for _, places in groups.values() for i in places}
-    table, reads, count = [], [], 0
+    layout = _Layout()
     for i, v in enumerate(variables):
         if i in groups:
             cell, places = groups[i]
+            layout.groups.append((cell, places, len(layout.table)))
             values = [tf.identity(variables[p]) for p in places]
             for name, value in _cell_views(tf, cell, values):
-                table.append({"name": name, "shape": [int(d) for d in value.shape], "dtype": value.dtype.name,
-                              "trainable": True, "layout": cell["class"]})
-                reads.append(value)
-                count += 1
+                layout.table.append({"name": name, "shape": [int(d) for d in value.shape], "dtype": value.dtype.name,
+                                     "trainable": True, "layout": cell["class"], "sources": cell["names"]})
+                layout.reads.append(value)
+                layout.trainable += 1
             continue
         if i in members:
             continue
-        table.append({"name": v.op.name, "shape": [int(d) for d in v.shape], "dtype": v.dtype.base_dtype.name,
-                      "trainable": i < trainable_count})
-        reads.append(tf.identity(v))
-        count += i < trainable_count
-    return table, reads, count
+        layout.views[i] = len(layout.table)
+        layout.table.append({"name": v.op.name, "shape": [int(d) for d in v.shape], "dtype": v.dtype.base_dtype.name,
+                             "trainable": i < trainable_count})
+        layout.reads.append(tf.identity(v))
+        layout.trainable += i < trainable_count
+    return layout
 
 
-def _cell_views(tf, cell, values):
+def _cell_views(tf, cell, values, forget_bias: bool = True):
+    """(name, tensor) of a cell's kernel, recurrent_kernel and bias in Keras's layout, from its
+    TF1 variables' ``values`` (or from their optimizer slots, which take no forget bias)."""
     prefix = cell["names"][0].rsplit("/", 2 if cell["kind"] == "GRU" else 1)[0]
     if cell["kind"] == "GRU":
         gate_kernel, gate_bias, candidate_kernel, candidate_bias = values
@@ -223,7 +240,9 @@ def _cell_views(tf, cell, values):
         b_i, b_j, b_f, b_o = tf.split(vector, 4)
         ordered = tf.concat([i, f, j, o], 1)
         kernel, recurrent = ordered[:inputs], ordered[inputs:]
-        bias = tf.concat([b_i, b_f + tf.constant(cell["forget_bias"], vector.dtype), b_j, b_o], 0)
+        if forget_bias:
+            b_f = b_f + tf.constant(cell["forget_bias"], vector.dtype)
+        bias = tf.concat([b_i, b_f, b_j, b_o], 0)
     return [(f"{prefix}/kernel", kernel), (f"{prefix}/recurrent_kernel", recurrent), (f"{prefix}/bias", bias)]
 
 
@@ -238,18 +257,15 @@ def _make_hook(tf, rec: Recorder, loss_tensor):
             # Read tensors are built now, before the graph is finalized: reading a distributed
             # variable (e.g. BatchNorm's sync-on-read moving mean) adds ops to the graph. RNN
             # cells' variables are read in Keras's layout (`_keras_layout`).
-            table, self._reads, _ = _keras_layout(tf, graph, self._variables, len(trainable))
-            if rec.checkpoint is not None and any("layout" in v for v in table):
-                raise common.HarnessStop(
-                    "refused", "the model has TF1 RNN cells, whose variables Keras lays out otherwise (gate order, "
-                    "split kernels): e2k checkpoint does not carry them (nor their optimizer slots) over yet")
+            layout = _keras_layout(tf, graph, self._variables, len(trainable))
+            table, self._reads = layout.table, layout.reads
             self._nudge = None
             if rec.perturb is not None:  # each training call builds its graph: its own ops
                 self._nudge = _Nudge(tf, trainable, int(rec.perturb.get("seed", 0)),
                                      int(rec.perturb.get("ulps", 1)))
                 rec.nudge = self._nudge
             if rec.checkpoint is not None:
-                self._capture = _CheckpointReads(tf, graph, trainable)
+                self._capture = _CheckpointReads(tf, graph, trainable, layout)
             if rec.variables is None:
                 rec.variables = table
                 if not have_state:
@@ -318,9 +334,11 @@ _BETA_POWERS = ("_beta1_power", "_beta2_power")
 class _CheckpointReads:
     """Read tensors, built in the hook's begin(), for what `e2k checkpoint` carries over besides
     the model's variables: each optimizer slot of each trainable variable (TF1 and Keras legacy
-    optimizers alike: ``get_slot_names``/``get_slot``), TF1 Adam's beta powers, the global step."""
+    optimizers alike: ``get_slot_names``/``get_slot``), TF1 Adam's beta powers, the global step.
+    Slots are numbered by the compared variables of ``layout``: an RNN cell's slots are read
+    in Keras's layout, as its variables are."""
 
-    def __init__(self, tf, graph, trainable):
+    def __init__(self, tf, graph, trainable, layout: _Layout):
         self.slots: list[dict] = []
         self.extra: list[dict] = []
         self._extra_reads: list = []  # one per entry of self.extra, in order
@@ -343,18 +361,40 @@ class _CheckpointReads:
                 self.extra.append({"role": "learning_rate", "name": f"{type(optimizer).__name__} learning rate",
                                    "kind": kind})
                 reads_extra_rate = tf.identity(tf.cast(tf.convert_to_tensor(rate), tf.float64))
+            def slot_of(variable, slot_name):
+                try:
+                    return optimizer.get_slot(variable, slot_name)
+                except Exception:  # noqa: BLE001 - Keras legacy: KeyError before the slots exist
+                    return None
+
+            def entry(place, slot_name, name, shape, **more):
+                return {"variable": place, "slot": slot_name, "name": name, "group": number, "shape": shape,
+                        "kind": kind, "optimizer": type(optimizer).__name__, "scale_by": scale, **more}
+
+            cells = {min(places): (cell, places, start) for cell, places, start in layout.groups}
             for i, variable in enumerate(trainable):
+                if i in cells:  # an RNN cell's slots, one per Keras weight
+                    cell, places, start = cells[i]
+                    for slot_name in names:
+                        slots = [slot_of(trainable[p], slot_name) for p in places]
+                        if any(slot is None or slot.op.name in seen for slot in slots):
+                            continue
+                        seen.update(slot.op.name for slot in slots)
+                        views = _cell_views(tf, cell, [tf.identity(slot) for slot in slots], forget_bias=False)
+                        for k, (name, value) in enumerate(views):
+                            self.slots.append(entry(start + k, slot_name, f"{name}/{slot_name}",
+                                                    [int(d) for d in value.shape],
+                                                    sources=[slot.op.name for slot in slots]))
+                            reads.append(value)
+                    continue
+                if i not in layout.views:
+                    continue  # a cell's other variables: read with its first
                 for slot_name in names:
-                    try:
-                        slot = optimizer.get_slot(variable, slot_name)
-                    except Exception:  # noqa: BLE001 - Keras legacy: KeyError before the slots exist
-                        slot = None
+                    slot = slot_of(variable, slot_name)
                     if slot is None or slot.op.name in seen:
                         continue
                     seen.add(slot.op.name)
-                    self.slots.append({"variable": i, "slot": slot_name, "name": slot.op.name, "group": number,
-                                       "shape": [int(d) for d in slot.shape], "kind": kind,
-                                       "optimizer": type(optimizer).__name__, "scale_by": scale})
+                    self.slots.append(entry(layout.views[i], slot_name, slot.op.name, [int(d) for d in slot.shape]))
                     reads.append(tf.identity(slot))
             if scale is not None:
                 self._extra_reads.append(reads_extra_rate)
