@@ -566,7 +566,9 @@ class _KerasWriter:
                            iterable=self.rewrite_init(helper.loop.iter))
         for app in apps:
             app.attr = helper.loop_attr
-        return _emit.statement("self.{attr} = {value}", attr=helper.loop_attr, value=value)
+        line = _emit.statement("self.{attr} = {value}", attr=helper.loop_attr, value=value)
+        notes = list(dict.fromkeys(app.note for app in apps if app.note is not None))
+        return line.with_changes(leading_lines=[_emit.comment_line(n) for n in notes]) if notes else line
 
     def inference_comment(self, d: _Def) -> list[cst.EmptyLine]:
         """Above the training pass in `call`: where its inference pass went, and what evaluate

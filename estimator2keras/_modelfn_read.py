@@ -191,6 +191,16 @@ class _Def:
     line: cst.BaseStatement
 
 
+def _with_keyword(call: cst.Call, keyword: str, value: cst.BaseExpression) -> cst.Call:
+    """``call`` with ``keyword=value``: the argument's value replaced, or the argument added."""
+    args = list(call.args)
+    for i, arg in enumerate(args):
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            args[i] = arg.with_changes(value=value)
+            return call.with_changes(args=args)
+    return call.with_changes(args=_emit.call_args([*args, _emit.keyword_arg(keyword, value)]))
+
+
 @dataclass
 class _LayerApp:
     call: cst.Call
@@ -1621,23 +1631,24 @@ class _ModelReader(BlockReading):
                 )
         if training == "training" and self.plan is not None:
             self.plan.fixed(call, "E2K303", "training= of the mode -> the model's training flag")
-        if keras_class == "BatchNormalization" and training == "training" and self._keras_made(call):
-            # A Keras layer in a TF1 graph puts no update in UPDATE_OPS (tf.layers' do): the
-            # Estimator never updated its moving averages, whatever its train_op depended on.
-            self.leftover(
-                call,
-                "a Keras BatchNormalization in a model_fn adds nothing to UPDATE_OPS, so the Estimator never updated "
-                "its moving averages (they stayed at their initial values); Keras updates them during fit: evaluation "
-                "results will differ (tf.compat.v1.layers.batch_normalization was updated through UPDATE_OPS)",
-                "E2K303",
-            )
-        elif keras_class == "BatchNormalization" and training == "training" and not self.used_update_ops_anywhere():
-            self.leftover(
-                call,
-                "the Estimator program never ran the UPDATE_OPS, so its moving averages stayed at their "
-                "initial values; Keras updates them during fit: evaluation results will differ",
-                "E2K303",
-            )
+        never_updated = keras_class == "BatchNormalization" and training == "training" and (
+            self._keras_made(call) or not self.used_update_ops_anywhere())
+        if never_updated and not isinstance(app.constructor, cst.Call):
+            self.leftover(call, "the Estimator never updated this batch normalization's moving averages (they stayed "
+                                "at their initial values); Keras updates them during fit: evaluation results will "
+                                "differ (give the layer momentum=1.0 to keep them)", "E2K303")
+        elif never_updated:
+            # A Keras layer in a TF1 graph puts no update in UPDATE_OPS (tf.layers' do), and a
+            # program may never run them: either way the Estimator never updated the moving
+            # averages, which stayed at their initial values. momentum=1.0 keeps them there in
+            # Keras too (each update moves them by (1 - momentum) = 0), as the program ran.
+            why = ("a Keras layer in a model_fn adds nothing to UPDATE_OPS" if self._keras_made(call)
+                   else "the program never ran the UPDATE_OPS")
+            app.constructor = _with_keyword(app.constructor, "momentum", cst.Float("1.0"))
+            app.note = "momentum=1.0: the Estimator never updated these moving averages; neither does this layer"
+            if self.plan is not None:
+                self.plan.fixed(call, "E2K303", f"the Estimator never updated this batch normalization's moving "
+                                                f"averages ({why}): momentum=1.0 keeps them at their initial values")
         return app
 
     def _keras_made(self, call: cst.Call) -> bool:

@@ -54,12 +54,16 @@ class KerasLayerInModelFn(ExpressionRule):
     program, which `e2k parity` cannot see and the Estimator never answered. Making it drop
     would change what the program trains. A dropout whose `training=` e2k cannot read
     (neither the mode nor a literal) is still refused (E2K901).
-    Likewise batch normalisation whose moving averages the Estimator never updated is
-    reported (E2K303, left for a human): Keras updates them, so evaluation differs. That is
+    Likewise batch normalisation whose moving averages the Estimator never updated: that is
     tf.layers' batch normalisation without an `UPDATE_OPS` dependency of the train_op, and a
     Keras `BatchNormalization` used in the model_fn whatever the train_op depended on: a Keras
     layer in a TF1 graph adds nothing to `UPDATE_OPS` (verified on TF 2.15: after training,
-    its moving mean is still zero), only `tf.compat.v1.layers`' do.
+    its moving mean is still zero), only `tf.compat.v1.layers`' do. The Keras layer gets
+    `momentum=1.0` (a comment above it says why): each update moves the averages by
+    `1 - momentum`, so they stay at their initial values, as the Estimator's did, and
+    evaluation normalizes as it did (fixture `keras_batchnorm_never_updated`; parity catches
+    the layer left at the program's own momentum). Delete it to have Keras update them, which
+    the original program probably meant but never did.
 
     ## References
     - https://www.tensorflow.org/guide/migrate/model_mapping

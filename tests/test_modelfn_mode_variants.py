@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
+
 from estimator2keras._engine import rewrite_source
 
 HEAD = '''\
@@ -299,16 +301,19 @@ def test_the_builder_takes_the_name_of_a_helper_that_became_a_method(rules):
     assert "def build_model_2(params):" in kept.new.decode()
 
 
-def test_a_keras_batch_normalization_the_estimator_never_updated_is_left_for_a_human(rules):
+def test_a_keras_batch_normalization_the_estimator_never_updated_keeps_its_moving_averages(rules):
     # Keras layers in a TF1 graph add nothing to UPDATE_OPS: the control dependency ran no
-    # update, and the Estimator evaluated with the initial moving averages. Keras updates them.
+    # update, and the Estimator evaluated with the initial moving averages. momentum=1.0 keeps
+    # them there in Keras too (parity: fixture keras_batchnorm_never_updated).
     keras_bn = BLOCK_HELPER.replace("tf.layers.BatchNormalization(momentum=0.9)", "tf.keras.layers.BatchNormalization(momentum=0.9)")
     result = rewrite_source((HEAD + keras_bn + loop_program("for units in params['hidden']:\n"
                                                             "    net = block(net, units, training=mode == tf.estimator.ModeKeys.TRAIN)")
                              .replace(BLOCK_HELPER, "") + TAIL).encode(), "program.py", rules)
-    assert result.status == "partial"
-    assert any(m.startswith("E2K303 a Keras BatchNormalization in a model_fn adds nothing to UPDATE_OPS") for m in manual(result)), \
-        manual(result)
+    assert result.status == "converted", manual(result)
+    new = result.new.decode()
+    assert "BatchNormalization(momentum=1.0)" in new and "momentum=0.9" not in new, new
+    assert "# momentum=1.0: the Estimator never updated these moving averages" in new
+    assert any(f.code == "E2K303" and "momentum=1.0 keeps them" in f.message for f in result.findings)
     # tf.layers' batch normalization was updated through UPDATE_OPS: it converts.
     result = convert(rules, loop_program("for units in params['hidden']:\n"
                                          "    net = block(net, units, training=mode == tf.estimator.ModeKeys.TRAIN)"))
@@ -337,3 +342,21 @@ def test_a_call_for_predict_beside_one_shared_by_train_and_eval(rules):
         result = convert(rules, helper, shared.format(predict=predict, train=train))
         assert result.status != "converted"
         assert any("is called in another mode with another" in m for m in manual(result)), manual(result)
+
+
+@pytest.mark.slow
+def test_parity_catches_the_moving_averages_updated_where_the_estimator_never_did(tmp_path):
+    """fixtures/keras_batchnorm_never_updated passes parity (tests/test_fixture_parity.py);
+    with Keras's momentum=0.9 the migrated model updates the moving averages the Estimator
+    left at 0 and 1: its final weights differ."""
+    from conftest import FIXTURES
+    from estimator2keras.parity import run_parity
+
+    case = FIXTURES / "keras_batchnorm_never_updated"
+    after = (case / "after.py").read_text()
+    assert after.count("BatchNormalization(momentum=1.0)") == 1, "the fixture's shape changed: update this test"
+    wrong = tmp_path / "after.py"
+    wrong.write_text(after.replace("BatchNormalization(momentum=1.0)", "BatchNormalization(momentum=0.9)"))
+    result = run_parity(case / "before.py", wrong, replicas=2)
+    assert not result.passed, result.report()
+    assert "moving_variance" in result.report()
