@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import difflib
+
 import libcst as cst
 
 from estimator2keras import _emit
@@ -512,6 +514,14 @@ class Tf1LayerFunctionToKeras(ExpressionRule):
             return _contrib_layer(call, ctx, tf, path)
         keras_class, signature, call_time = LAYER_FUNCTIONS[path]
         bound = bind(call, ("inputs", *signature))
+        unknown = [name for name in bound if name not in ("inputs", *signature)]
+        if unknown:
+            # The program's own mistake (mnistmodel's `tf.layers.dense(input=X, ...)`): TF1
+            # raised a TypeError when this code ran.
+            close = difflib.get_close_matches(unknown[0], ("inputs", *signature), n=1)
+            hint = f"; did you mean `{close[0]}=`?" if close else ""
+            raise Unsupported(f"`{_emit.code(call.func)}` has no parameter `{unknown[0]}`: TensorFlow raises a "
+                              f"TypeError where the program runs this{hint}", bound[unknown[0]])
         inputs = bound.pop("inputs", None)
         if inputs is None:
             raise Unsupported("the layer call has no inputs", call)
