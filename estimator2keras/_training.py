@@ -173,15 +173,18 @@ def _same_in_every_branch(ctx: "RewriteContext", name: cst.Name) -> list | None:
 
 
 def _names_read(node: cst.CSTNode) -> list[cst.Name]:
+    """The Name nodes ``node`` reads, in order: not an attribute's name nor a keyword."""
     out, stack = [], [node]
     while stack:
         current = stack.pop()
         if isinstance(current, cst.Attribute):
             stack.append(current.value)
-            continue
-        if isinstance(current, cst.Name):
+        elif isinstance(current, cst.Arg):
+            stack.append(current.value)
+        elif isinstance(current, cst.Name):
             out.append(current)
-        stack.extend(reversed(list(current.children)))
+        else:
+            stack.extend(reversed(list(current.children)))
     return out
 
 
