@@ -21,6 +21,14 @@ class TfCompatV1FileToTf2(UnitRule):
       `tf.gfile.Open` -> `tf.io.gfile.GFile`, `tf.logging` / `tf.app` / `tf.flags` /
       `tf.gfile` -> `tf.compat.v1.<module>` (modules TensorFlow 2 no longer has at its root);
       TF2's own names stay as written;
+    - `tf.contrib` names that TensorFlow moved into TF2 (tf_upgrade_v2's renames to TF2
+      names: `tf.contrib.data.AUTOTUNE` -> `tf.data.AUTOTUNE`,
+      `tf.contrib.cluster_resolver.TPUClusterResolver` ->
+      `tf.distribute.cluster_resolver.TPUClusterResolver`, `tf.contrib.framework.nest` ->
+      `tf.nest`, ...) get their TF2 names, through whatever alias the file reads them
+      (`from tensorflow.contrib import cluster_resolver as contrib_cluster_resolver`); a
+      `tf.contrib` name without one that is left in the converted file is reported (E2K905):
+      TensorFlow 2 has no `tf.contrib`, so that code fails where it runs;
     - `tf.disable_v2_behavior()` and `tf.compat.v1.disable_eager_execution()` are removed,
       unless the file still runs TF1 graph code (sessions, placeholders), in which case the
       call stays and is reported.
