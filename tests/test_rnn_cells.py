@@ -150,6 +150,21 @@ def test_static_rnn_last_output_over_split_time_steps(rules):
     assert "predictions = self.predictions(outputs)" in new
 
 
+def test_static_rnn_outputs_rebound_to_the_last_one(rules):
+    """simplernn's `outputs, _ = rnn.static_rnn(...)` then `outputs = outputs[-1]`: the later
+    reads of `outputs` are of the rebound name, not of the RNN's list."""
+    new = converted(rules, '''
+        steps = tf.split(features["x"], 4, 1)
+        lstm_cell = tf1.nn.rnn_cell.BasicLSTMCell(3, forget_bias=1.0)
+        outputs, _ = tf1.nn.static_rnn(lstm_cell, steps, dtype=tf.float32)
+        outputs = outputs[-1]
+        predictions = tf1.layers.dense(outputs, 1)
+    ''')
+    assert "outputs = self.lstm_cell(tf.stack(steps, axis=1))" in new, new
+    assert "outputs = outputs" not in new and "outputs[-1]" not in new
+    assert "predictions = self.predictions(outputs)" in new
+
+
 @pytest.mark.parametrize(("body", "reason"), [
     ('cell = tf1.nn.rnn_cell.LSTMCell(5, use_peepholes=True)', "peephole"),
     ('cell = tf1.nn.rnn_cell.LSTMCell(5, num_proj=2)', "num_proj"),
