@@ -168,7 +168,8 @@ def signature_names(plan, ctx, call) -> list[str]:
             plan.omitted_outputs.append((name, element))  # left out, as the Estimator did (serving_function checks)
             continue
         ok = isinstance(value, cst.Call) and ctx.call_api_path(value) in PREDICT_OUTPUT and len(value.args) == 1
-        if not ok or not _same_predictions(ctx, follow(value.args[0].value), predictions):
+        # Not the predictions: the model's own method gives it (read with the model_fn).
+        if not ok or not (_same_predictions(ctx, follow(value.args[0].value), predictions) or plan.export_method):
             raise Unsupported(
                 "e2k exports PredictOutput(<the PREDICT predictions>) signatures; this export output is another",
                 element)
@@ -215,6 +216,8 @@ def serving_function(node, plan, ctx, code: str, names: list[str]) -> tuple[str,
     args = bind_arguments(receiver, ("features", "default_batch_size") if raw else ("feature_spec", "default_batch_size"))
     batch = args["default_batch_size"].value if "default_batch_size" in args else cst.Name("None")
     outputs = "model.predict_step({x})" if plan.predictions_kind == "dict" else '{{"output": model.predict_step({x})}}'
+    if plan.export_method is not None:
+        outputs = f"model.{plan.export_method}({{x}})"  # a dict: the export's PredictOutput
     outputs = outputs.replace("model.", f"{plan.model_var}.")
     if raw:
         signature = _raw_signature(args["features"].value, batch, plan, ctx)

@@ -64,15 +64,19 @@ class _KerasWriter:
         metrics = self.read_metrics(evaluation.get("eval_metric_ops"))
         self.mode = PREDICT
         prediction = self.read_predictions(predict.get("predictions"))
+        self.export_output = self.read_export_output(prediction)
         self.mode = TRAIN
         if prediction is not None:
             self.kept.update(d.small for d in prediction[0])
+        if self.export_output is not None:
+            self.kept.update(d.small for d in self.export_output[0])
         self.check_rest(paths)
         self.check_regularizers(regularized)
         self.check_nested_functions()
 
-        sequential = self.sequential(forward, output) if prediction is None else None
-        direct = self.direct_model(forward, output) if prediction is None else None
+        plain = prediction is None and self.export_output is None  # no method of its own: no class needed
+        sequential = self.sequential(forward, output) if plain else None
+        direct = self.direct_model(forward, output) if plain else None
         statements: list[cst.BaseStatement] = []
         if direct is not None:
             model = self.fit(_emit.statement("model = {m}", m=direct), 1)
@@ -385,6 +389,8 @@ class _KerasWriter:
         init_defs, build_defs = self.split_build(init_defs, inputs) if base is not None else (init_defs, [])
         self._init_defs = init_defs
         post = prediction[0] if prediction is not None else []
+        export = getattr(self, "export_output", None)
+        post = [*post, *(d for d in export[0] if d not in post)] if export is not None else post
         call_arguments = self._call_arguments([*forward, *post], [output] + ([prediction[1]] if prediction else []))
         self.call_arguments = call_arguments  # the rewriter reads them as `self.<name>`
         body: list[cst.BaseStatement] = []
@@ -485,19 +491,27 @@ class _KerasWriter:
             if not helper.inline:  # written out at each call instead
                 methods.append(self.helper_method(helper))
         if prediction is not None:
-            post, value = prediction
-            read = {n.value for node in [*(d.value for d in post), value] for n in self.names_read(node)}
-            names = [n for n in [self.output_name, *self.inference_passes] if n is not None and n in read]
-            output_name = " = ".join(names or [self.output_name or "outputs"])
-            lines = [
-                _emit.statement("features, _, _ = {tf}.keras.utils.unpack_x_y_sample_weight(data)", tf=self.tf),
-                _emit.statement(f"{output_name} = self(features, training=False)"),
-            ]
-            lines += [_line(self.rewrite(d.small), d.line, d.small, comments=False) for d in post]
-            lines.append(_emit.statement("return {v}", v=self.rewrite(value)))
+            lines = [_emit.statement("features, _, _ = {tf}.keras.utils.unpack_x_y_sample_weight(data)", tf=self.tf),
+                     *self.from_outputs(*prediction)]
             methods.append(_function("predict_step", "self, data", lines, blank_before=True))
+        if export is not None:
+            # The export's PredictOutput, which is not the predictions: its serving function calls this.
+            methods.append(_function("serving_outputs", "self, features", self.from_outputs(*export), blank_before=True))
+            if self.plan is not None:
+                self.plan.export_method = "serving_outputs"
         klass = _emit.statement(f"class {class_name}({base or self.tf + '.keras.Model'}):\n    pass")
         return klass.with_changes(body=cst.IndentedBlock(body=methods)), class_arguments
+
+    def from_outputs(self, post: list[_Def], value: cst.BaseExpression) -> list[cst.BaseStatement]:
+        """The model run on ``features`` (inference), the statements computing ``value`` from
+        its output, and ``return value``."""
+        read = {n.value for node in [*(d.value for d in post), value] for n in self.names_read(node)}
+        names = [n for n in [self.output_name, *self.inference_passes] if n is not None and n in read]
+        output_name = " = ".join(names or [self.output_name or "outputs"])
+        lines = [_emit.statement(f"{output_name} = self(features, training=False)")]
+        lines += [_line(self.rewrite(d.small), d.line, d.small, comments=False) for d in post]
+        lines.append(_emit.statement("return {v}", v=self.rewrite(value)))
+        return lines
 
     def split_build(self, init_defs: list[_Def], inputs: str) -> tuple[list[_Def], list[_Def]]:
         """Of the values a layer class's constructors read, those computed from its input

@@ -452,6 +452,47 @@ class _CompileReader:
             return None  # Keras predict returns the model output, as the Estimator yielded it
         return self.post_slice([predictions], at), predictions
 
+    def read_export_output(self, prediction):
+        """The dict of the export's PredictOutput when it is not the PREDICT predictions
+        (kubeflow's ``PredictOutput({"predictions": probabilities, "classes": classes})``
+        beside ``predictions={"class": ..., "prob": ...}``): (post-model assignments, the
+        dict) for a method of its own, which the export's serving function calls; None when
+        every export output gives the predictions (or there is no export)."""
+        from estimator2keras._export import PREDICT_OUTPUT, _same_predictions
+
+        if self.plan is None or self.plan.spec_export_outputs is None:
+            return None
+        outputs, follow = self.plan.spec_export_outputs
+        outputs = follow(outputs)
+        if not isinstance(outputs, cst.Dict):
+            return None  # refused where the export is converted
+        predictions = follow(self.plan.spec_predictions) if self.plan.spec_predictions is not None else None
+        same, other = [], []
+        for element in outputs.elements:
+            value = follow(element.value) if isinstance(element, cst.DictElement) else None
+            if not (isinstance(value, cst.Call) and self.ctx.call_api_path(value) in PREDICT_OUTPUT
+                    and len(value.args) == 1):
+                continue  # regression / classification outputs: the export's rules say
+            given = follow(value.args[0].value)
+            (same if _same_predictions(self.ctx, given, predictions) else other).append(given)
+        if not other:
+            return None
+        if same or any(not o.deep_equals(other[0]) for o in other[1:]):
+            self.refuse(other[0], "the export outputs give different dicts (one a PredictOutput of the predictions, "
+                                  "another of something else): e2k writes one serving method per model")
+        at = len(self.order)
+        value = other[0]
+        if isinstance(value, cst.Name) and not self.is_model_output(value.value):
+            d = self.latest_def(value.value, at)
+            if d is not None and isinstance(d.value, cst.Dict):
+                self.consumed.add(d.small)
+                value, at = d.value, d.index
+        post = self.post_slice([value], at)
+        if not isinstance(value, cst.Dict):
+            # PredictOutput(tensor): TF1 named its one output "output".
+            value = cst.Dict([cst.DictElement(cst.SimpleString('"output"'), value)])
+        return post, value
+
     # -- everything accounted for ------------------------------------------------------------
     def check_rest(self, paths) -> None:
         """Every statement the Estimator ran must be in the Keras program, or reported."""

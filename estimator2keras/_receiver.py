@@ -412,7 +412,9 @@ def convert(ctx, plan, function: cst.FunctionDef, visible: bool, code: str) -> s
     if receiver.wrap_feature:
         features = f'{{"{SINGLE_FEATURE}": {features}}}'
     predictions = f"{model}.predict_step({features})"
-    if plan.predictions_kind != "dict":
+    if plan.export_method is not None:
+        predictions = f"{model}.{plan.export_method}({features})"  # the export's PredictOutput, a dict
+    elif plan.predictions_kind != "dict":
         predictions = f'{{"output": {predictions}}}'
     body = function.body.body
     new_body = []

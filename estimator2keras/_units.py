@@ -1768,6 +1768,9 @@ class ConversionPlan:
         #: (name, element) of export outputs the Estimator left out of its export (regression /
         #: classification ones on a receiver of other inputs), read by ``_export.signature_names``.
         self.omitted_outputs: list[tuple[str, cst.DictElement]] = []
+        #: The model's method giving the export's PredictOutput when it is not the PREDICT
+        #: predictions (``PredictOutput({"classes": classes, "probabilities": ...})``); None: predict_step.
+        self.export_method: str | None = None
 
     # -- what rules call ------------------------------------------------------------------
     def replace(self, node: cst.CSTNode, new: cst.CSTNode) -> None:

@@ -59,6 +59,14 @@ class ExportSavedModelToSavedModel(UnitRule):
     (`SERVING_FUNCTIONS[args.export_format]`, in this module or another of the program)
     converts each function, and each one of a single string is reported.
 
+    A `PredictOutput` of something else than the PREDICT predictions (kubeflow's mnist:
+    `predictions={"class": ..., "prob": ...}` but `PredictOutput({"probabilities": ...,
+    "classes": tf.cast(..., tf.uint8)})`, or `PredictOutput(tensor)`, whose one output TF1
+    named `output`) is what the Estimator served: the model gets a `serving_outputs(features)`
+    method computing it from the model's output, as the model_fn did, and the serving function
+    calls it instead of `predict_step` (`model.predict` still gives the predictions). Export
+    outputs of different dicts in one export are refused (one serving method per model).
+
     A model_fn's `export_outputs` holding `RegressionOutput` / `ClassificationOutput`
     entries are treated the same way: the Estimator made their signatures on a single
     string input only and left them out of an export whose receiver fed anything else

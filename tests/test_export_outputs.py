@@ -4,6 +4,8 @@ export with any other receiver. The Keras export leaves them out alike; a receiv
 the Estimator did export them is refused (TF2 saves predict signatures only)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from estimator2keras._engine import rewrite_source
@@ -92,3 +94,74 @@ def test_the_estimator_leaves_them_out_indeed(tmp_path):
     (tmp_path / "program.py").write_text(script)
     done = subprocess.run([sys.executable, "program.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert "SIGNATURES ['pred']" in done.stdout, done.stdout + done.stderr[-3000:]
+
+
+OTHER_OUTPUT = (Path(__file__).parent / "data" / "export_output_other_than_predictions.py")
+SERVE = '''
+loaded = tf.saved_model.load(export_dir)
+out = loaded.signatures["serving_default"](x=tf.constant(x[:3]))
+assert sorted(loaded.signatures) == ["classes", "serving_default"], sorted(loaded.signatures)
+assert sorted(out) == ["classes", "probabilities"] and out["classes"].dtype == tf.uint8, sorted(out)
+assert (out["classes"].numpy() == np.argmax(out["probabilities"].numpy(), 1)).all()
+print("SERVED", json.dumps({k: v.shape.as_list() for k, v in out.items()}))
+'''
+
+
+def test_a_predict_output_other_than_the_predictions_is_a_method_of_the_model(rules):
+    """kubeflow's mnist: `predictions={"class": ..., "prob": ...}` but the export's
+    `PredictOutput({"probabilities": ..., "classes": tf.cast(..., tf.uint8)})`: the Estimator
+    served the latter. The model gets a `serving_outputs` method the serving function calls."""
+    result = rewrite_source(OTHER_OUTPUT.read_bytes(), "program.py", rules)
+    assert result.status == "converted", manual(result)
+    new = result.new.decode()
+    assert ("    def serving_outputs(self, features):\n"
+            "        logits = self(features, training=False)\n"
+            "        probabilities = tf.nn.softmax(logits)\n"
+            "        classes = tf.cast(tf.argmax(probabilities, 1), tf.uint8)\n"
+            '        return {"probabilities": probabilities, "classes": classes}\n') in new, new
+    assert "return model.serving_outputs(inputs)" in new
+    assert 'return {"class": tf.argmax(logits, 1), "prob": probabilities}' in new  # predict() as before
+
+
+def test_a_predict_output_of_one_tensor_is_named_output(rules):
+    source = OTHER_OUTPUT.read_text().replace(
+        'tf.estimator.export.PredictOutput({"probabilities": probabilities, "classes": classes})',
+        "tf.estimator.export.PredictOutput(probabilities)")
+    result = rewrite_source(source.encode(), "program.py", rules)
+    assert result.status == "converted", manual(result)
+    assert 'return {"output": tf.nn.softmax(logits)}' in result.new.decode()
+
+
+def test_predict_outputs_of_the_predictions_and_of_something_else_are_refused(rules):
+    source = OTHER_OUTPUT.read_text().replace(
+        '"classes": tf.estimator.export.PredictOutput(',
+        '"predict": tf.estimator.export.PredictOutput(predictions),\n            "classes": tf.estimator.export.PredictOutput(')
+    result = rewrite_source(source.encode(), "program.py", rules)
+    assert result.status == "partial"
+    assert any("the export outputs give different dicts" in m for m in manual(result)), manual(result)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("python", ["legacy", "newest"])
+def test_the_export_serves_what_the_estimator_served(rules, tmp_path, python):
+    """The Estimator's export (run here on TF 2.15) and the converted model's, on TF 2.15 and
+    the newest TF: the same signatures, output names, dtypes and shapes."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    executable = sys.executable if python == "legacy" else os.environ.get("E2K_TARGET_PYTHON")
+    if not executable:
+        pytest.skip("E2K_TARGET_PYTHON (newest TF) not set")
+    converted = rewrite_source(OTHER_OUTPUT.read_bytes(), "program.py", rules).new.decode()
+    shapes = {}
+    for name, source, runner in (("estimator", OTHER_OUTPUT.read_text(), sys.executable),
+                                 ("migrated", converted, executable)):
+        program = tmp_path / f"{name}_program.py"  # not keras.py, which would shadow Keras
+        program.write_text("import json\n" + source + SERVE)
+        done = subprocess.run([runner, str(program)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+        lines = [line for line in done.stdout.splitlines() if line.startswith("SERVED ")]
+        assert done.returncode == 0 and lines, done.stderr[-3000:]
+        shapes[name] = json.loads(lines[-1][len("SERVED "):])
+    assert shapes["estimator"] == shapes["migrated"] == {"classes": [3], "probabilities": [3, 2]}
