@@ -79,12 +79,13 @@ PATH_FUNCTIONS = frozenset({"tempfile.mkdtemp", "os.path.join", "os.path.abspath
 
 
 def model_dir_base(plan) -> cst.BaseExpression:
-    """The directory the exporters of ``train_and_evaluate`` export under: the model_dir, or,
+    """The directory the exporters of ``train_and_evaluate`` export under: the model_dir, and,
     when it may be None when the program runs (a flag without a default, a parameter), the
-    directory the checkpoints callback uses instead (a temporary one, as the Estimator's)."""
+    directory the checkpoints callback uses in its place (a temporary one, as the Estimator's)."""
     if plan.checkpoints is None or _never_none(plan.ctx, plan.model_dir):
         return plan.model_dir
-    return _emit.expr(f"{plan.checkpoints}.manager.directory")
+    # The model_dir when it is given (the directory the callback writes), else the callback's own.
+    return _emit.expr(f"{_emit.code(plan.model_dir)} or {plan.checkpoints}.manager.directory")
 
 
 def _never_none(ctx, value: cst.BaseExpression, depth: int = 0) -> bool:

@@ -191,6 +191,14 @@ class _Def:
     line: cst.BaseStatement
 
 
+def _has_tf2_home(path: str) -> bool:
+    """Is the contrib API path one the symbol table spells with a TF2 name (the same object)?"""
+    from estimator2keras._symbols import table
+
+    spelling = table().get(path)
+    return spelling is not None and not spelling.target.startswith("compat.")
+
+
 def _with_keyword(call: cst.Call, keyword: str, value: cst.BaseExpression) -> cst.Call:
     """``call`` with ``keyword=value``: the argument's value replaced, or the argument added."""
     args = list(call.args)
@@ -585,7 +593,9 @@ class _ModelReader(BlockReading):
                     continue
                 self.check_helper(call)
                 path = self.ctx.call_api_path(call)
-                contrib_without_rule = (path or "").startswith("contrib.") and self.ctx.rules.expression_role(path) is None
+                # A contrib name TensorFlow moved into TF2 (contrib.framework.nest -> nest) is respelled.
+                contrib_without_rule = (path or "").startswith("contrib.") and self.ctx.rules.expression_role(path) is None \
+                    and not _has_tf2_home(path)
                 if (path in BEYOND_CATALOGUE and self.role(call) is None) or contrib_without_rule:
                     self.refuse(call, f"`{_emit.code(call.func)}` in the model_fn is beyond what e2k converts")
 
@@ -1188,7 +1198,7 @@ class _ModelReader(BlockReading):
                 for inner in iter_calls(stmt):
                     path = self.ctx.call_api_path(inner)
                     role = self.role(inner) if path else None
-                    contrib_without_rule = (path or "").startswith("contrib.") and role is None
+                    contrib_without_rule = (path or "").startswith("contrib.") and role is None and not _has_tf2_home(path)
                     if (path in BEYOND_CATALOGUE and role is None) or contrib_without_rule:
                         self.refuse(inner, f"`{_emit.code(inner.func)}` in `{name}` is beyond what e2k converts")
                     if role in ("layer", "keras_layer") and not self._applied_inline(inner):

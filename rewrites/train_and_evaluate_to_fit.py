@@ -76,8 +76,9 @@ class TrainAndEvaluateToFit(UnitRule):
       with the serving signature the Estimator exported (E2K007), and the assigned result's
       export list holds those paths. The name may be an expression (a flag holding an export
       directory: `os.path.join` keeps the Estimator's meaning, an absolute name winning); where
-      the model_dir may be None when the program runs, the path starts at the checkpoints
-      callback's directory, the temporary one the Estimator would have used. An exporter (or a
+      the model_dir may be None when the program runs, the path falls back to the checkpoints
+      callback's directory (`args.job_dir or checkpoints.manager.directory`), the temporary
+      one the Estimator would have used. An exporter (or a
       serving function's alias) bound alike in each branch of an if/elif is that one exporter.
 
     - `BestExporter` exported after each evaluation whose loss was the lowest so far, keeping

@@ -87,3 +87,28 @@ estimator.train(input_fn, max_steps=10)
     new = result.new.decode()
     assert "TPUConfig" not in new and "tpu_config" not in new and "contrib" not in new, new
     assert 'resolver = tf.distribute.cluster_resolver.TPUClusterResolver("my-tpu")' in new
+
+
+def test_a_contrib_name_with_a_tf2_home_in_the_model_fn_converts(rules):
+    """tester4: `contrib_framework.nest.flatten(features)` in a model_fn refused the model_fn
+    as tf.contrib without a rule, while the same call elsewhere became tf.nest.flatten."""
+    source = PROGRAM.replace(
+        'logits = tf.layers.dense(features["x"], 1)',
+        'logits = tf.layers.dense(contrib_framework.nest.flatten(features)[0], 1)').replace(
+        "from tensorflow.contrib import cluster_resolver as contrib_cluster_resolver\n",
+        "from tensorflow.contrib import cluster_resolver as contrib_cluster_resolver\n"
+        "from tensorflow.contrib import framework as contrib_framework\n")
+    result = rewrite_source(source.encode(), "program.py", rules)
+    assert result.status == "converted", [f.format() for f in result.findings if f.kind == "manual"]
+    assert "self.logits(tf.nest.flatten(features)[0])" in result.new.decode()
+
+
+def test_contrib_left_is_reported_in_a_file_left_partial_for_another_reason(rules):
+    """tester4: a partial file named only its other blocker; its tf.contrib call stayed unmentioned."""
+    source = PROGRAM.replace("return contrib_cluster_resolver.TPUClusterResolver(name)",
+                             "return tf.contrib.lookup.index_table_from_tensor(name)").replace(
+        "estimator.train(input_fn, steps=1)", "estimator.train(input_fn, steps=1)\nprint(estimator.get_variable_names())")
+    result = rewrite_source(source.encode(), "program.py", rules)
+    assert result.status == "partial"
+    assert any(f.code == "E2K905" and "contrib.lookup.index_table_from_tensor" in f.message for f in result.findings), \
+        [f.format() for f in result.findings]
