@@ -169,11 +169,9 @@ class _Applier(cst.CSTTransformer):
                 self._check_nothing_inside_applied(orig)
                 self.applied.add(orig)
                 replacement = edits._statements[orig]
-                carried = pending + own_lines
-                pending = []
+                carried, before, pending = pending + own_lines, pending, []
                 if not replacement:
-                    pending = _without_attached_comments(pending_before=carried[:len(carried) - len(own_lines)],
-                                                         own=own_lines)
+                    pending = _without_attached_comments(before, own_lines)
                     continue
                 first = replacement[0]
                 # A replacement made with `orig.with_changes(...)` already has orig's lines.
@@ -247,7 +245,7 @@ def _is_definition(statement: cst.BaseStatement) -> bool:
     return isinstance(statement, (cst.ClassDef, cst.FunctionDef))
 
 
-def _without_attached_comments(pending_before: list[cst.EmptyLine], own: list[cst.EmptyLine]) -> list[cst.EmptyLine]:
+def _without_attached_comments(before: list[cst.EmptyLine], own: list[cst.EmptyLine]) -> list[cst.EmptyLine]:
     """The lines above a removed statement that move on to the next statement: its own
     comments written right above it (no blank line between) describe it and go with it
     ("# Create the TrainSpec."); a comment a blank line separates from it is about more than
@@ -256,7 +254,7 @@ def _without_attached_comments(pending_before: list[cst.EmptyLine], own: list[cs
     last_blank = max((i for i, line in enumerate(own) if line.comment is None), default=-1)
     attached = own[last_blank + 1:]
     kept = [line for line in attached if line.comment is not None and line.comment.value.startswith("# e2k:")]
-    return [*pending_before, *own[:last_blank + 1], *kept]
+    return [*before, *own[:last_blank + 1], *kept]
 
 
 def _merge(carried: list[cst.EmptyLine], own: list[cst.EmptyLine]) -> list[cst.EmptyLine]:

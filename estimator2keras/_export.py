@@ -308,10 +308,7 @@ def _alias_in_every_branch(node, plan, ctx):
         if not reads or not all(plan.owns(r) for r in reads):
             return node
     for binding in same:
-        if binding.statement not in plan.removed_bindings:
-            plan.removed_bindings.add(binding.statement)
-            plan.remove_statement(binding.statement)
-            plan.owned.append(binding.value)
+        plan.take_binding(binding)
     return same[0].value
 
 

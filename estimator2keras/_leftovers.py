@@ -347,10 +347,14 @@ def find_references(tree: ast.Module) -> list[Reference]:
     return found
 
 
+def _is_contrib_api(qualified: str) -> bool:
+    """Does the fully qualified name name tf.contrib, other than an Estimator API?"""
+    return (api_path_of_qualified(qualified) or "").startswith("contrib.") and not is_estimator_api(qualified)
+
+
 def is_contrib(reference: Reference) -> bool:
     """Is the reference one of ``find_contrib``'s (tf.contrib, not an Estimator API)?"""
-    return bool(reference.qualified) and not is_estimator_api(reference.qualified) \
-        and (api_path_of_qualified(reference.qualified) or "").startswith("contrib.")
+    return bool(reference.qualified) and _is_contrib_api(reference.qualified)
 
 
 def find_contrib(tree: ast.Module) -> list[Reference]:
@@ -371,8 +375,7 @@ def find_contrib(tree: ast.Module) -> list[Reference]:
         if first not in bindings.names or isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
             continue
         qualified = sorted(q + dot + rest for q in bindings.names[first])
-        hits = [q for q in qualified if (api_path_of_qualified(q) or "").startswith("contrib.")
-                and not is_estimator_api(q)]
+        hits = [q for q in qualified if _is_contrib_api(q)]
         if hits:
             found.append(Reference(node.lineno, node.col_offset, dotted, hits[0]))
     return found

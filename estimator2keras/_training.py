@@ -107,35 +107,20 @@ def module_resolver(ctx: "RewriteContext", plan: "ConversionPlan") -> Callable[[
         seen = 0
         while isinstance(node, cst.Name) and seen < 20:
             bound = resolve(ctx, node)
-            if not isinstance(bound, Binding):
-                same = _same_in_every_branch(ctx, node)
-                if same is None:
-                    return node
-                # `if model_type == "LINEAR": ...; exporter = FinalExporter(d, serving_fn) else: ...
-                # exporter = FinalExporter(d, serving_fn)`: one value, whichever branch ran.
-                for binding in same:
-                    reads = accesses_of(ctx, binding.target)
-                    if reads is None:
-                        reads = [r for r, _ in reads_reached(ctx, binding.target) or []]
-                    if not all(plan.owns(read) for read in reads):
-                        raise Unsupported(f"`{binding.name}` is used outside this Estimator's calls too",
-                                          binding.target, UNSUPPORTED_USE)
-                    if binding.statement not in plan.removed_bindings:
-                        plan.removed_bindings.add(binding.statement)
-                        plan.remove_statement(binding.statement)
-                        plan.owned.append(binding.value)
-                bound = same[0]
-                node = bound.value
-                seen += 1
-                continue
-            reads = accesses_of(ctx, bound.target) or []
-            if not all(plan.owns(read) for read in reads):
-                raise Unsupported(f"`{bound.name}` is used outside this Estimator's calls too", bound.target, UNSUPPORTED_USE)
-            if bound.statement not in plan.removed_bindings:
-                plan.removed_bindings.add(bound.statement)
-                plan.remove_statement(bound.statement)
-                plan.owned.append(bound.value)  # what it reads moves with it into the unit's code
-            node = bound.value
+            # Several bindings: `if model_type == "LINEAR": ... exporter = FinalExporter(d, fn)
+            # else: ... exporter = FinalExporter(d, fn)`, one value whichever branch ran.
+            bindings = [bound] if isinstance(bound, Binding) else _same_in_every_branch(ctx, node)
+            if not bindings:
+                return node
+            for binding in bindings:
+                reads = accesses_of(ctx, binding.target)
+                if reads is None:  # the branches' bindings reach the same reads
+                    reads = [] if len(bindings) == 1 else [r for r, _ in reads_reached(ctx, binding.target) or []]
+                if not all(plan.owns(read) for read in reads):
+                    raise Unsupported(f"`{binding.name}` is used outside this Estimator's calls too", binding.target,
+                                      UNSUPPORTED_USE)
+                plan.take_binding(binding)  # what it reads moves with it into the unit's code
+            node = bindings[0].value
             seen += 1
         return node
 
@@ -164,7 +149,7 @@ def _same_in_every_branch(ctx: "RewriteContext", name: cst.Name) -> list | None:
     if not all(b.value.deep_equals(first) for b in bindings[1:]):
         return None
     # The names the expression reads must be the same bindings at each of them.
-    names = [n for n in _names_read(first)]
+    names = _names_read(first)
     for binding in bindings[1:]:
         for a, b in zip(names, _names_read(binding.value)):
             if ctx.reaching(a) != ctx.reaching(b):
@@ -173,7 +158,8 @@ def _same_in_every_branch(ctx: "RewriteContext", name: cst.Name) -> list | None:
 
 
 def _names_read(node: cst.CSTNode) -> list[cst.Name]:
-    """The Name nodes ``node`` reads, in order: not an attribute's name nor a keyword."""
+    """The Name nodes ``node`` reads, in order: not an attribute's name nor a keyword, but
+    those inside its lambdas too (unlike ``_units._names_in``): a lambda reads the branch's names."""
     out, stack = [], [node]
     while stack:
         current = stack.pop()

@@ -191,8 +191,9 @@ def _argument_of(ctx: RewriteContext, param: cst.Param, _depth: int = 0) -> cst.
     return value
 
 
-def _single_return(function: cst.FunctionDef) -> cst.BaseExpression | None:
-    """The value of a function's one ``return``, its last statement."""
+def own_returns(function: cst.FunctionDef) -> list[cst.Return]:
+    """The function's own ``return`` statements (not those of functions, classes or lambdas
+    defined in it)."""
     returns = []
     stack = list(function.body.children)
     while stack:
@@ -202,6 +203,12 @@ def _single_return(function: cst.FunctionDef) -> cst.BaseExpression | None:
         if isinstance(node, cst.Return):
             returns.append(node)
         stack.extend(node.children)
+    return returns
+
+
+def _single_return(function: cst.FunctionDef) -> cst.BaseExpression | None:
+    """The value of a function's one ``return``, its last statement."""
+    returns = own_returns(function)
     body = function.body.body if isinstance(function.body, cst.IndentedBlock) else []
     last = body[-1] if body else None
     if len(returns) != 1 or not (isinstance(last, cst.SimpleStatementLine) and last.body[-1] is returns[0]):
@@ -1978,6 +1985,14 @@ class ConversionPlan:
                 return original
         return None
 
+    def take_binding(self, binding: Binding) -> None:
+        """``name = value`` read only by the unit's code: the statement goes (once), its value
+        moving into the code the unit writes (what it reads is the unit's own)."""
+        if binding.statement not in self.removed_bindings:
+            self.removed_bindings.add(binding.statement)
+            self.remove_statement(binding.statement)
+            self.owned.append(binding.value)
+
     def remove_binding_if_only_here(self, binding: Binding | None, used_at: cst.CSTNode,
                                     replacement: list[cst.BaseStatement] = ()) -> None:
         """Drop ``name = value`` (for ``replacement``, if given) when ``used_at`` is the name's
@@ -2684,32 +2699,45 @@ def _remove_unused_aliases(ctx: RewriteContext) -> None:
         ctx.edits.remove_statement(statement)
 
 
-def remove_unused_tf1_imports(ctx: RewriteContext) -> None:
-    """Drop the compat.v1 / estimator imports that a conversion left unused."""
+def module_imports(ctx: RewriteContext) -> Iterator[tuple[str, str, str | None, str | None]]:
+    """Each name an absolute import of the module binds at module level: (the name bound, the
+    module, the object imported from it or None for ``import module``, the ``as`` name or None),
+    as ``remove_import_if_unused`` takes them."""
     module_scope = ctx.scope(ctx.module.body[0]) if ctx.module.body else None
     if not isinstance(module_scope, GlobalScope):
         return
+    seen: set[int] = set()
     for assignment in module_scope.assignments:
         node = getattr(assignment, "node", None)
+        if id(node) in seen:
+            continue  # one assignment per name the statement binds: its names are read once
+        seen.add(id(node))
         if isinstance(node, cst.Import):
             for alias in node.names:
                 name = _emit.code(alias.name)
-                # tensorflow.contrib is gone from TensorFlow 2: an import of it left unused would
-                # fail where the converted program starts.
-                if name.startswith(("tensorflow.compat", "tensorflow_estimator", "tf_slim", "tensorflow.contrib")) \
-                        or name == "tf_slim" or is_estimator_api(name):
-                    # tf_slim (tf.contrib.layers kept outside TensorFlow): its layers became Keras's.
-                    ctx.remove_import_if_unused(name, asname=alias.asname.name.value if alias.asname else None)
-        elif isinstance(node, cst.ImportFrom) and node.module is not None:
-            module = _emit.code(node.module)
-            if module.startswith(("tensorflow", "tensorflow_estimator", "tf_slim")) and not isinstance(node.names, cst.ImportStar):
-                for alias in node.names:
-                    # `from tensorflow.python.estimator.model_fn import ModeKeys`: any spelling of an
-                    # Estimator API, as the leftovers check reads it.
-                    if _emit.code(alias.name) in ("estimator", "v1", "contrib") or module.startswith(
-                        ("tensorflow.compat", "tensorflow_estimator", "tensorflow.estimator", "tf_slim",
-                         "tensorflow.contrib")
-                    ) or is_estimator_api(f"{module}.{_emit.code(alias.name)}"):
-                        ctx.remove_import_if_unused(
-                            module, _emit.code(alias.name), alias.asname.name.value if alias.asname else None
-                        )
+                asname = alias.asname.name.value if alias.asname else None
+                yield asname or name.split(".")[0], name, None, asname
+        elif isinstance(node, cst.ImportFrom) and node.module is not None and not isinstance(node.names, cst.ImportStar):
+            for alias in node.names:
+                asname = alias.asname.name.value if alias.asname else None
+                yield asname or _emit.code(alias.name), _emit.code(node.module), _emit.code(alias.name), asname
+
+
+def remove_unused_tf1_imports(ctx: RewriteContext) -> None:
+    """Drop the compat.v1 / estimator imports that a conversion left unused."""
+    for _, module, obj, asname in module_imports(ctx):
+        if obj is None:
+            # tensorflow.contrib is gone from TensorFlow 2: an import of it left unused would
+            # fail where the converted program starts.
+            if module.startswith(("tensorflow.compat", "tensorflow_estimator", "tf_slim", "tensorflow.contrib")) \
+                    or module == "tf_slim" or is_estimator_api(module):
+                # tf_slim (tf.contrib.layers kept outside TensorFlow): its layers became Keras's.
+                ctx.remove_import_if_unused(module, asname=asname)
+        elif module.startswith(("tensorflow", "tensorflow_estimator", "tf_slim")) and (
+            # `from tensorflow.python.estimator.model_fn import ModeKeys`: any spelling of an
+            # Estimator API, as the leftovers check reads it.
+            obj in ("estimator", "v1", "contrib") or module.startswith(
+                ("tensorflow.compat", "tensorflow_estimator", "tensorflow.estimator", "tf_slim", "tensorflow.contrib")
+            ) or is_estimator_api(f"{module}.{obj}")
+        ):
+            ctx.remove_import_if_unused(module, obj, asname)

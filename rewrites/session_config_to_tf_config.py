@@ -5,7 +5,7 @@ import libcst.matchers as m
 
 from estimator2keras import _emit
 from estimator2keras._rule import Case, Safety, UnitRule, Unsupported
-from estimator2keras._units import accesses_of, bind_arguments, resolve, resolve_call
+from estimator2keras._units import accesses_of, bind_arguments, module_imports, own_returns, resolve, resolve_call
 from estimator2keras.rewrites.distribute_strategy_scope import MULTI_WORKER, STRATEGIES
 
 CONFIG_PROTO = frozenset({"ConfigProto"})
@@ -377,47 +377,17 @@ def _remove_imports_if_unused(ctx, removed: cst.CSTNode, names: set[str]) -> Non
     try:
         if ctx._modules is not None:
             ctx.current = ctx.path_of(removed)
-        _remove_from(ctx, ctx.module_of(removed), names)
+        for bound, module, obj, asname in module_imports(ctx):
+            if bound in names:
+                ctx.remove_import_if_unused(module, obj, asname)
     finally:
         ctx.current = current
 
 
-def _remove_from(ctx, module: cst.Module, names: set[str]) -> None:
-    for statement in module.body:
-        line = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) else None
-        if isinstance(line, cst.Import):
-            for alias in line.names:
-                bound = alias.asname.name.value if alias.asname else _emit.code(alias.name).split(".")[0]
-                if bound in names:
-                    ctx.remove_import_if_unused(_emit.code(alias.name),
-                                                asname=alias.asname.name.value if alias.asname else None)
-        elif isinstance(line, cst.ImportFrom) and line.module is not None and not isinstance(line.names, cst.ImportStar):
-            for alias in line.names:
-                bound = alias.asname.name.value if alias.asname else _emit.code(alias.name)
-                if bound in names:
-                    ctx.remove_import_if_unused(_emit.code(line.module), _emit.code(alias.name),
-                                                alias.asname.name.value if alias.asname else None)
-
-
 def _returns(function: cst.FunctionDef) -> list[cst.Return]:
-    """The function's own ``return`` statements (not those of functions defined in it); a
-    body that can end without one counts as returning None (an implicit ``Return``)."""
-    found: list[cst.Return] = []
-
-    class Returns(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is function
-
-        def visit_Lambda(self, node: cst.Lambda) -> bool:
-            return False
-
-        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-            return False
-
-        def visit_Return(self, node: cst.Return) -> None:
-            found.append(node)
-
-    function.visit(Returns())
+    """The function's own ``return`` statements; a body that can end without one counts as
+    returning None (an implicit ``Return``)."""
+    found = own_returns(function)
     last = function.body.body[-1] if function.body.body else None
     ends = isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], (cst.Return, cst.Raise))
     return found if ends else [*found, cst.Return()]
