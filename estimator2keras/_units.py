@@ -2655,7 +2655,8 @@ def _check_pair(first: ConversionPlan, other: ConversionPlan, ctx: RewriteContex
     meeting |= {ctx.enclosing_statement(read) for plan, partner in (pair, pair[::-1]) for read in plan.unit.shared
                 if plan.unit.container is None or read in partner.unit.shared}
     touched = set(first._statements) | set(other._statements) | set(first._subst) | set(other._subst)
-    for node in touched:
+    # In the program's order: the first difference is reported, the same one at every run.
+    for node in sorted(touched, key=lambda n: (ctx.path_of(n), ctx.position(n))):
         if ctx.within(node, meeting) and _written(first, node) != _written(other, node):
             one, two = (" ".join(_written(p, node).split()) for p in (first, other))
             start = next((i for i, (a, b) in enumerate(zip(one, two)) if a != b), min(len(one), len(two)))
