@@ -188,6 +188,8 @@ def serving_function(node, plan, ctx, code: str, names: list[str]) -> tuple[str,
     statements to put before the export (a receiver fn that was not a named one; the function a
     hand-written one's factory makes for this model, when more than one signature names it)."""
     inline: list[cst.BaseStatement] = []
+    # `serving_fn = csv_serving_input_fn` in each branch: the function it names, for every check below.
+    node = _alias_in_every_branch(node, plan, ctx)
     receiver, binding = resolve_call(ctx, node, RAW | PARSING)
     if plan.export_signatures:
         _one_string_input(node, receiver, plan, ctx, code)
@@ -346,7 +348,6 @@ def _handwritten(node, plan, ctx, code: str) -> str:
     (``{model}`` standing for the model where the function takes it), the function converted:
     a function of the file, or ``FUNCTIONS[key]`` of a dict of such functions (each converted;
     the key, known only when the program runs, picks one as it picked the receiver fn)."""
-    node = _alias_in_every_branch(node, plan, ctx)
     table = _table(ctx, node)
     if table is not None:
         reads = accesses_of(ctx, table.target)

@@ -55,3 +55,24 @@ def test_different_exporters_in_the_branches_are_refused(rules):
     result = rewrite_source(source.encode(), "program.py", rules)
     assert result.status == "partial"
     assert "export_final = " in result.new.decode() or result.new == source.encode()
+
+
+def test_a_single_string_serving_function_named_through_a_branch_alias_is_reported(rules):
+    """The alias is followed before the export's checks: a CSV-row receiver reached through
+    `serving_fn = csv_serving_input_fn` in each branch had its classify signatures left out
+    with no finding (the check saw the alias, not the function)."""
+    source = PROGRAM.replace('''def serving_input_receiver_fn():
+    inputs = {"x": tf.compat.v1.placeholder(tf.float32, [None, 2])}
+    return tf.estimator.export.ServingInputReceiver(inputs, inputs)''', '''def serving_input_receiver_fn():
+    csv_row = tf.compat.v1.placeholder(tf.string, [None])
+    values = tf.io.decode_csv(csv_row, record_defaults=[[0.0], [0.0]])
+    return tf.estimator.export.ServingInputReceiver({"x": tf.stack(values, axis=1)}, {"csv_row": csv_row})''')
+    # Only export_savedmodel names it, through the alias.
+    source = source.replace(", exporters=export_final)", ")").replace(
+        "        export_final = tf.estimator.FinalExporter(FLAGS_export_dir, "
+        "serving_input_receiver_fn=serving_input_receiver_fn)\n", "")
+    assert "FinalExporter" not in source
+    result = rewrite_source(source.encode(), "program.py", rules)
+    assert result.status == "partial", [f.format() for f in result.findings]
+    assert any(f.code == "E2K007" and "single string input" in f.message for f in result.findings), \
+        [f.format() for f in result.findings]
