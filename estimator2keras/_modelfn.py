@@ -163,6 +163,61 @@ class _Converter(_WeightPenaltyReader, RnnReading, _ModelReader, _LossReader, _O
                 stack.extend(current.children)
         return reads
 
+    def branch_reads(self, node: cst.If) -> tuple[list[cst.Name], set[str]]:
+        """What an `if` kept whole takes from before it, and what it always binds: the names its
+        test and branches read before a branch assigns them (``h = dense(x); h = bn(h)`` reads
+        `x`, not an earlier `h`), and the names every branch assigns (no value from before
+        survives it)."""
+
+        def block_flow(statements, bound: set[str]) -> tuple[list[cst.Name], set[str]]:
+            bound = set(bound)
+            exposed: list[cst.Name] = []
+            for stmt in statements:
+                if isinstance(stmt, cst.If):
+                    inner, always = if_flow(stmt, bound)
+                    exposed += inner
+                    bound |= always
+                    continue
+                if not isinstance(stmt, cst.SimpleStatementLine):
+                    exposed += [n for n in self.names_read(stmt) if n.value not in bound]
+                    continue
+                for small in stmt.body:
+                    value = getattr(small, "value", None) if not isinstance(small, cst.Expr) else small.value
+                    reads = self.names_read(value) if isinstance(value, cst.CSTNode) else self.names_read(small)
+                    if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name):
+                        reads = [small.target, *reads]
+                    exposed += [n for n in reads if n.value not in bound]
+                    targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else \
+                        [small.target] if isinstance(small, (cst.AugAssign, cst.AnnAssign)) else []
+                    bound |= {n.value for t in targets for n in _walk(t) if isinstance(n, cst.Name)}
+            return exposed, bound
+
+        def if_flow(stmt: cst.If, bound: set[str]) -> tuple[list[cst.Name], set[str]]:
+            exposed = [n for n in self.names_read(stmt.test) if n.value not in bound]
+            always: set[str] | None = None
+            branch: cst.CSTNode | None = stmt
+            while branch is not None:
+                lines = branch.body.body if isinstance(branch.body, cst.IndentedBlock) else [branch.body]
+                inner, after = block_flow(lines, bound)
+                exposed += inner
+                always = after if always is None else always & after
+                orelse = getattr(branch, "orelse", None)
+                if isinstance(orelse, cst.If):
+                    exposed += [n for n in self.names_read(orelse.test) if n.value not in bound]
+                    branch = orelse
+                elif isinstance(orelse, cst.Else):
+                    lines = orelse.body.body if isinstance(orelse.body, cst.IndentedBlock) else [orelse.body]
+                    inner, after = block_flow(lines, bound)
+                    exposed += inner
+                    always &= after
+                    branch = None
+                else:
+                    always = set(bound)  # no else: a path through assigns nothing
+                    branch = None
+            return exposed, (always or set()) - bound
+
+        return if_flow(node, set())
+
     def _is_read(self, name: cst.Name) -> bool:
         parent = self.ctx.parent(name)
         if isinstance(parent, cst.Attribute) and parent.attr is name:

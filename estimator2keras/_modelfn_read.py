@@ -532,9 +532,16 @@ class _ModelReader(BlockReading):
             if d.index in needed:
                 continue
             needed[d.index] = d
-            if isinstance(d.small, (cst.AugAssign, cst.If)):
-                # It reads the value before it (`+=`), or may leave it as it was (an `if`).
-                pending.append((cst.Name(d.name), d.index))
+            if isinstance(d.small, cst.If):
+                # What its branches read before they assign it, and the value before it where a
+                # path through it may leave that as it was.
+                exposed, always = self.branch_reads(d.small)
+                pending.extend((n, d.index) for n in exposed)
+                pending.extend((cst.Name(other.name), d.index) for other in self.defs
+                               if other.small is d.small and other.name not in always)
+                continue
+            if isinstance(d.small, cst.AugAssign):
+                pending.append((cst.Name(d.name), d.index))  # it reads the value before it
             pending.extend((n, d.index) for n in self.names_read(d.value))
         return [needed[i] for i in sorted(needed)]
 
@@ -1209,7 +1216,7 @@ class _ModelReader(BlockReading):
                     app = self.layer_app(inner)
                     if app is None:
                         continue
-                    app.constructor = self._bound_constructor(helper, app.constructor, params, local)
+                    app.constructor = self._bound_constructor(helper, app.constructor, params, local, inner)
                     if helper.switches and self.ctx.call_api_path(inner) in DROPOUTS and not app.drop and any(
                             isinstance(n, cst.Name) and n.value in helper.switches for arg in inner.args for n in _walk(arg.value)):
                         app.training = "training"  # off outside TRAIN, by its rate: Keras's flag
@@ -1377,18 +1384,56 @@ class _ModelReader(BlockReading):
             replacements[n] = value
         return _emit.replace_in(constructor, replacements)
 
-    def _bound_constructor(self, helper: _Helper, constructor, params: list[str], local: set[str]):
+    def _settings_in(self, helper: _Helper, constructor, local: set[str], at: cst.CSTNode):
+        """A layer's constructor with the helper's settings written out: ``ksize =
+        hparams.get("ksize", 5)`` assigned once at the top of the helper, before its layers,
+        is a value of the helper's parameters (bound next), so the layer made in __init__
+        takes ``params.get("ksize", 5)``. A name the helper assigns more than once, in an
+        `if`, or from its tensors is refused (the layer would need the forward pass)."""
+        assigned: dict[str, list] = {}
+        for stmt in helper.body:
+            for small in (n for n in _walk(stmt) if isinstance(n, (cst.Assign, cst.AugAssign, cst.AnnAssign))):
+                targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+                for target in targets:
+                    for name in (t for t in _walk(target) if isinstance(t, cst.Name)):
+                        assigned.setdefault(name.value, []).append((stmt, small, target))
+        for _ in range(20):
+            replacements = {}
+            for n in _walk(constructor):
+                if not isinstance(n, cst.Name) or n.value not in local or not self._is_read(n):
+                    continue
+                defs = assigned.get(n.value, [])
+                if len(defs) != 1 or not isinstance(defs[0][1], cst.Assign) or defs[0][2] is not defs[0][1].targets[0].target \
+                        or not isinstance(defs[0][2], cst.Name) or len(defs[0][1].targets) != 1 \
+                        or not isinstance(defs[0][0], cst.SimpleStatementLine) or any(
+                            self.role(c) is not None for c in _walk(defs[0][1].value) if isinstance(c, cst.Call)):
+                    self.refuse(at, f"a layer in `{helper.fn.name.value}` is configured with `{n.value}`, computed in the "
+                                    "helper from more than its settings; e2k makes layers in __init__")
+                value = defs[0][1].value
+                for read in self.names_read(value):
+                    for _, bound in helper.calls if read.value in [p.name.value for p in helper.fn.params.params] else ():
+                        given = bound.get(read.value)
+                        if isinstance(given, cst.CSTNode) and any(
+                                r.value not in self.arguments and not self._is_global(r) and not self._is_module_name(r)
+                                for r in self.names_read(given)):
+                            self.refuse(at, f"a layer in `{helper.fn.name.value}` is configured with `{n.value}`, computed in "
+                                            "the helper from its inputs; e2k makes layers in __init__")
+                replacements[n] = value
+            if not replacements:
+                return constructor
+            constructor = _emit.replace_in(constructor, replacements)
+        self.refuse(at, f"the settings of a layer in `{helper.fn.name.value}` are computed from each other too deeply")
+
+    def _bound_constructor(self, helper: _Helper, constructor, params: list[str], local: set[str], at: cst.CSTNode):
         """A layer's constructor with the helper's parameters replaced by the values the calls
         pass (the same in every call: the layers are made once)."""
+        constructor = self._settings_in(helper, constructor, local, at)
         replacements = self._translated_arguments(constructor)
         skipped = {id(n) for n in _walk(constructor) for n in (
             [n.keyword] if isinstance(n, cst.Arg) and n.keyword is not None else [n.attr] if isinstance(n, cst.Attribute) else [])}
         for n in _walk(constructor):
             if not isinstance(n, cst.Name) or id(n) in skipped:
                 continue
-            if n.value in local:
-                self.refuse(constructor, f"a layer in `{helper.fn.name.value}` is configured with `{n.value}`, computed in the "
-                                         "helper; e2k makes layers in __init__")
             if n.value not in params or n.value in helper.training:
                 continue
             values = {_emit.code(bound[n.value]) for _, bound in helper.calls}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
+
 from estimator2keras._engine import rewrite_source
 
 HEAD = '''\
@@ -176,11 +178,48 @@ def test_a_helper_called_again_without_reuse_becomes_a_layer_class(rules):
     assert "tf.keras.Sequential([Tower(4), Tower(1)])" in new  # one layer per call
 
 
-def test_a_helper_whose_layers_read_its_own_values_is_refused(rules):
+def test_a_helpers_settings_computed_from_its_parameters_configure_its_layers(rules):
+    # `wide = units * 2`, `ksize = hparams.get("ksize", 3)`: values of the settings the calls
+    # pass, assigned once before the layers: the layers made in __init__ take them written out.
     result = convert(rules, '''\
-    def tower(x, units):
+    def tower(x, units, hparams):
         wide = units * 2
+        act = hparams.get("activation", None)
+        return tf.layers.dense(x, wide, activation=act)
+
+
+    def model_fn(features, labels, mode, params):
+        output = tower(features, 1, params)
+        loss = tf.losses.mean_squared_error(labels, output)
+        train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+    ''')
+    assert result.status == "converted", manual(result)
+    new = result.new.decode()
+    assert 'tf.keras.layers.Dense(1 * 2, activation=params.get("activation", None))' in new, new
+
+
+@pytest.mark.parametrize("helper, local", [
+    pytest.param('''\
+    def tower(x, units):
+        wide = units
+        if units > 1:
+            wide = units * 2
         return tf.layers.dense(x, wide)
+    ''', "wide", id="assigned-in-an-if"),
+    pytest.param('''\
+    def tower(x, units):
+        wide = x.shape[-1] * units
+        return tf.layers.dense(x, wide)
+    ''', "wide", id="from-the-input"),
+    pytest.param('''\
+    def tower(x, units):
+        hidden = tf.layers.dense(x, units)
+        return tf.layers.dense(hidden, hidden)
+    ''', "hidden", id="a-layer-output"),
+])
+def test_a_helper_whose_layers_read_its_own_tensors_is_refused(rules, helper, local):
+    result = convert(rules, helper + '''\
 
 
     def model_fn(features, labels, mode, params):
@@ -190,7 +229,7 @@ def test_a_helper_whose_layers_read_its_own_values_is_refused(rules):
         return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
     ''')
     assert result.status == "partial"
-    assert any("is configured with `wide`, computed in the helper" in m for m in manual(result)), manual(result)
+    assert any(f"is configured with `{local}`, computed in the helper" in m for m in manual(result)), manual(result)
 
 
 TWO_PASSES = '''\
