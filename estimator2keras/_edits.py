@@ -49,6 +49,14 @@ class Edits:
             old = self._statements[statement]
             if len(old) == len(new) and all(a.deep_equals(b) for a, b in zip(old, new)):
                 return
+            if len(old) == len(new) and old and all(a.deep_equals(b) for a, b in zip(old[1:], new[1:])) \
+                    and hasattr(old[0], "leading_lines") and old[0].with_changes(leading_lines=[]).deep_equals(
+                        new[0].with_changes(leading_lines=[])):
+                # The same code with different notes above it (one unit's leftover there): both kept.
+                lines = list(old[0].leading_lines)
+                lines += [line for line in new[0].leading_lines if not any(line.deep_equals(o) for o in lines)]
+                self._statements[statement] = [old[0].with_changes(leading_lines=lines), *old[1:]]
+                return
             raise EditConflict("two replacements for one statement")
         self._statements[statement] = list(new)
 

@@ -2628,10 +2628,166 @@ def _together(unit: EstimatorUnit, group: list[EstimatorUnit], ctx: RewriteConte
 def _check_shared_uses(plans: list[ConversionPlan], ctx: RewriteContext) -> None:
     """The plans of a group must write the same code wherever they meet (a shared
     ``est.train(...)``, the model_fn they both convert, a class they both define): compared
-    pair by pair as each plan would commit it, every substitution applied."""
+    pair by pair as each plan would commit it, every substitution applied. Two Estimators
+    built in the two branches of an `if` may write a statement after it differently: it is
+    written in both versions under the same test (``_join_pair``)."""
+    if len(plans) == 2:
+        _join_pair(plans[0], plans[1], ctx)
     for index, first in enumerate(plans):
         for other in plans[index + 1:]:
             _check_pair(first, other, ctx)
+
+
+#: What a test may be made of to be read again after its `if` with the same value: names
+#: (never rebound), their attributes and items, literals, comparisons and boolean operators.
+_STABLE_TEST = (cst.Name, cst.Attribute, cst.Subscript, cst.SubscriptElement, cst.Index, cst.SimpleString,
+                cst.Integer, cst.Float, cst.Comparison, cst.ComparisonTarget, cst.BooleanOperation,
+                cst.UnaryOperation, cst.Not, cst.And, cst.Or, cst.Equal, cst.NotEqual, cst.In, cst.NotIn,
+                cst.Is, cst.IsNot, cst.LessThan, cst.GreaterThan, cst.LessThanEqual, cst.GreaterThanEqual,
+                cst.LeftParen, cst.RightParen, cst.List, cst.Tuple, cst.Element, cst.Comma, cst.Dot)
+
+
+def _separating_if(ctx: RewriteContext, first: EstimatorUnit, other: EstimatorUnit) -> tuple[cst.If, bool] | None:
+    """The `if` whose body builds one of the two Estimators and whose `elif`/`else` the other:
+    (the `if`, whether ``first`` is the one in its body)."""
+    def chain(node):
+        out = []
+        while node is not None:
+            out.append(node)
+            node = ctx.parent(node)
+        return out
+
+    mine, theirs = chain(first.statement), chain(other.statement)
+    for candidate in mine:
+        if not isinstance(candidate, cst.If) or candidate not in theirs:
+            continue
+        in_body = [ctx.within(u.statement, (candidate.body,)) for u in (first, other)]
+        in_else = [candidate.orelse is not None and ctx.within(u.statement, (candidate.orelse,)) for u in (first, other)]
+        if in_body[0] and in_else[1]:
+            return candidate, True
+        if in_body[1] and in_else[0]:
+            return candidate, False
+        return None
+    return None
+
+
+def _stable_test(ctx: RewriteContext, test: cst.BaseExpression) -> bool:
+    """``test`` reads the same after its `if`: made of names bound once (a parameter, a
+    module constant, ``args = parse_args()``) and their attributes, items and comparisons."""
+    for node in _walk_nodes(test):
+        if not isinstance(node, (*_STABLE_TEST, cst.BaseParenthesizableWhitespace, cst.Newline, cst.EmptyLine,
+                                 cst.Comment, cst.TrailingWhitespace)):
+            return False
+    for node in _walk_nodes(test):
+        parent = ctx.parent(node)
+        if not isinstance(node, cst.Name) or isinstance(parent, cst.Attribute) and parent.attr is node:
+            continue
+        scope = ctx.scope(node)
+        if scope is None or len(scope.assignments[node.value]) > 1:
+            return False
+        for access in scope.accesses[node.value]:
+            # `args.use_tpu = False`, `params["use_tpu"] = ...`, `params.update(...)`: the value changes.
+            inner, outer = access.node, ctx.parent(access.node)
+            while isinstance(outer, (cst.Attribute, cst.Subscript)) and outer.value is inner:
+                if isinstance(outer, cst.Attribute) and outer.attr.value in _MUTATORS and isinstance(
+                        ctx.parent(outer), cst.Call):
+                    return False
+                inner, outer = outer, ctx.parent(outer)
+            if inner is not access.node and (isinstance(outer, (cst.AssignTarget, cst.Del)) or isinstance(
+                    outer, (cst.AugAssign, cst.AnnAssign)) and outer.target is inner):
+                return False
+    return True
+
+
+#: Methods that change the object they are called on (a dict of params, a namespace's list).
+_MUTATORS = frozenset({"update", "pop", "popitem", "setdefault", "clear", "append", "extend", "insert", "remove",
+                       "__setitem__", "__setattr__", "__delitem__"})
+
+
+def _walk_nodes(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(current.children)
+
+
+def _join_pair(first: ConversionPlan, other: ConversionPlan, ctx: RewriteContext) -> None:
+    """Statements after an `if` that built one Estimator in each branch, which the two
+    conversions write differently (``model.fit(train_input_fn(params={**params, "batch_size":
+    ...}))`` for a TPUEstimator, ``model.fit(train_input_fn(params=params))`` for an
+    Estimator): each is written as ``if TEST: <one> else: <the other>``, TEST being the `if`'s
+    own test, which reads the same there. Nothing changes where the test could differ, where the
+    statement is a definition (a module-level function has no branch to be in), or where the
+    Estimators are held in a container."""
+    if first.unit.container is not None or other.unit.container is not None:
+        return
+    found = _separating_if(ctx, first.unit, other.unit)
+    if found is None:
+        return
+    branch, first_in_body = found
+    if not _stable_test(ctx, branch.test):
+        return
+    pair = (first, other)
+    touched = set(first._statements) | set(other._statements) | set(first._subst) | set(other._subst)
+    joined: set[cst.CSTNode] = set()
+    end = ctx.position(branch)
+    for node in sorted(touched, key=lambda n: (ctx.path_of(n), ctx.position(n))):
+        if ctx.within(node, joined) or _written(first, node) == _written(other, node):
+            continue
+        statement = node if isinstance(node, cst.BaseStatement) and any(node in p._statements for p in pair) \
+            else ctx.enclosing_statement(node)
+        if statement is None or isinstance(statement, (cst.FunctionDef, cst.ClassDef)) \
+                or ctx.path_of(statement) != ctx.path_of(branch) or ctx.within(statement, (branch,)) \
+                or ctx.position(statement) < end or ctx.scope(statement) is not ctx.scope(branch):
+            continue
+        if any(ctx.within(s, (statement,)) and s is not statement for p in pair for s in p._statements):
+            continue  # a statement inside it rewritten on its own: not joined here
+        versions = []
+        for plan in pair:
+            written = plan._statements.get(statement, [statement])
+            versions.append([plan._retargeted(statement, plan._substituted(s)) for s in written])
+        one, two = versions if first_in_body else versions[::-1]
+        new = _merged(one, two, branch.test)
+        for plan in pair:
+            for key in [k for k in plan._subst if ctx.within(k, (statement,))]:
+                del plan._subst[key]
+            for key in [k for k in plan._wraps if ctx.within(k, (statement,))]:
+                del plan._wraps[key]
+            plan._statements[statement] = list(new)
+        joined.add(statement)
+
+
+def _merged(one: list, two: list, test: cst.BaseExpression) -> list:
+    """Two versions of the same statements, as one: what they share written once, what
+    differs under ``if test: ... else: ...``, as deep as the versions share their blocks
+    (``if steps_left > 0:`` around two different ``model.fit`` calls keeps one `if`)."""
+    same = lambda a, b: _emit.code(a) == _emit.code(b)  # noqa: E731 - one comparison, named
+    start = 0
+    while start < min(len(one), len(two)) and same(one[start], two[start]):
+        start += 1
+    end = 0
+    while end < min(len(one), len(two)) - start and same(one[len(one) - 1 - end], two[len(two) - 1 - end]):
+        end += 1
+    head, tail = one[:start], one[len(one) - end:]
+    a, b = one[start:len(one) - end], two[start:len(two) - end]
+    if not a and not b:
+        return one
+    if len(a) == 1 and len(b) == 1 and isinstance(a[0], (cst.If, cst.With)) and type(a[0]) is type(b[0]) \
+            and isinstance(a[0].body, cst.IndentedBlock) and isinstance(b[0].body, cst.IndentedBlock) \
+            and getattr(a[0], "orelse", None) is None and getattr(b[0], "orelse", None) is None \
+            and same(a[0].with_changes(body=cst.IndentedBlock([])), b[0].with_changes(body=cst.IndentedBlock([]))):
+        inner = _merged(list(a[0].body.body), list(b[0].body.body), test)
+        return [*head, a[0].with_changes(body=a[0].body.with_changes(body=inner)), *tail]
+    lead = a[0].leading_lines if a and hasattr(a[0], "leading_lines") else []
+    a = [*a] or [cst.SimpleStatementLine([cst.Pass()])]
+    b = [*b] or [cst.SimpleStatementLine([cst.Pass()])]
+    for block in (a, b):
+        if hasattr(block[0], "leading_lines"):
+            block[0] = block[0].with_changes(leading_lines=[])
+    branch = cst.If(test=test.deep_clone(), body=cst.IndentedBlock(body=a),
+                    orelse=cst.Else(body=cst.IndentedBlock(body=b)), leading_lines=lead)
+    return [*head, branch, *tail]
 
 
 def _written(plan: ConversionPlan, node) -> str:

@@ -710,12 +710,15 @@ def test_tpu_or_estimator_branches_whose_input_fn_ignores_the_batch_size_tpu_add
             [f.format() for f in result.findings]
         assert "model.fit(train_input_fn(params=params)" in new, new
         assert "TPUEstimator" not in new and "tf.estimator" not in new, new
-    # An input_fn reading the batch size TPUEstimator sets gets it from the TPU branch only.
+    # An input_fn reading the batch size TPUEstimator sets gets it from the TPU branch only:
+    # the call is written for each branch under the branches' test (test_branch_join).
     program = _TPU_OR_NOT_PROGRAM.replace(
         "        dataset = tf", '        BATCH = params["batch_size"]\n        dataset = tf')
     result, new = convert(rules, program)
-    assert any("convert this code differently" in f.message for f in result.findings)
-    assert "tf.contrib.tpu.TPUEstimator(" in new
+    assert not any("convert this code differently" in f.message for f in result.findings)
+    assert 'if args.use_tpu:\n            model.fit(train_input_fn(params={**params, "batch_size": args.train_batch_size})' \
+        in new, new
+    assert "else:\n            model.fit(train_input_fn(params=params)" in new, new
 
 
 def test_tpu_estimator_with_a_flag_and_the_programs_own_resolver(rules):
