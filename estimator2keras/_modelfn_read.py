@@ -411,7 +411,8 @@ class _ModelReader(BlockReading):
                 self.refuse(args[key], f"TPUEstimatorSpec({key}=...) is not converted")
         metrics = args.pop("eval_metrics", None)
         if metrics is not None and path.mode == EVAL:
-            ops = self.metric_fn_ops(metrics)
+            # `evalmetrics = (metric_fn, [class_int, labels])` in the branch EVAL runs.
+            ops = self.metric_fn_ops(self.follower(EVAL)(metrics))
             if ops is None:
                 self.leftover(metrics, "TPUEstimatorSpec(eval_metrics=(metric_fn, tensors)) is not converted: "
                                        "pass its metrics to compile(metrics=...) by hand", "E2K604")

@@ -253,6 +253,10 @@ print(model.evaluate(input_fn(), return_dict=True)["accuracy"])
             raise Unsupported("the metric needs labels and predictions")
         if path == "metrics.accuracy" and _class_of_one_hot(predictions.value, ctx):
             labels, predictions = predictions, labels  # equal or not: the order does not matter
+        if path in SYMMETRIC and _are_labels(predictions) and not _are_labels(labels):
+            # `tf.metrics.accuracy(class_ids, labels)`: the same value either way round; Keras
+            # metrics take the labels first.
+            labels, predictions = predictions, labels
         if path == "metrics.accuracy" and _class_of_one_hot(labels.value, ctx):
             derived = derive(predictions.value)
             if derived is None or derived.kind != "argmax":
@@ -291,6 +295,19 @@ VALUES_ONLY = ("metrics.mean", "metrics.mean_tensor", "metrics.percentage_below"
 #: Casts of the labels that keep their values for the metric (see _check_labels).
 LABEL_CASTS = ("cast", "to_float", "to_double", "to_int32", "to_int64")
 TOP_K = ("nn.top_k", "math.top_k")
+
+
+#: Metrics whose value is the same with labels and predictions swapped.
+SYMMETRIC = frozenset({"metrics.accuracy", "metrics.mean_squared_error", "metrics.root_mean_squared_error",
+                       "metrics.mean_absolute_error"})
+
+
+def _are_labels(arg: cst.Arg) -> bool:
+    try:
+        _check_labels(arg, class_ids=True)
+    except Unsupported:
+        return False
+    return True
 
 
 def _check_labels(labels: cst.Arg, class_ids: bool = False) -> None:

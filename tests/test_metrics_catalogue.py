@@ -89,6 +89,9 @@ CONVERTED = [
     ("classes", M + "average_precision_at_k(labels, output, 3)", "AveragePrecisionAtK"),
     ("classes", M + "sparse_average_precision_at_k(labels, output, 1)", "AveragePrecisionAtK"),
     ("classes", M + "accuracy(labels, tf.argmax(output, 1))", "SparseCategoricalAccuracy"),
+    # Labels and predictions swapped: the same value for metrics symmetric in them.
+    ("classes", M + "accuracy(tf.argmax(output, 1), labels)", "SparseCategoricalAccuracy"),
+    ("vector", M + "root_mean_squared_error(output, labels)", "RootMeanSquaredError"),
     ("classes", M + "precision(labels, tf.argmax(output, 1))", "PrecisionOfArgmax"),
     ("classes", M + "recall(labels, tf.argmax(output, axis=-1))", "RecallOfArgmax"),
     ("classes", M + "true_positives(labels, tf.argmax(output, 1))", "TruePositivesOfArgmax"),

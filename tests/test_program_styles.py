@@ -571,6 +571,22 @@ def test_tpu_eval_metrics_of_a_metric_fn_become_compiled_metrics(rules):
         assert "def metric_fn" not in new  # only the converted spec used it
 
 
+def test_tpu_eval_metrics_bound_to_a_name_in_the_eval_branch(rules):
+    # `evalmetrics = (metric_fn, [...])` where EVAL runs, `evalmetrics = None` elsewhere.
+    program = _TPU_METRICS.replace(
+        "        if mode == tf.estimator.ModeKeys.EVAL:\n            return tf.estimator.tpu.TPUEstimatorSpec(mode=mode, "
+        "loss=loss, eval_metrics=(metric_fn, TENSORS))",
+        "        if mode == tf.estimator.ModeKeys.EVAL:\n            evalmetrics = (metric_fn, [labels, logits])\n"
+        "        else:\n            evalmetrics = None\n"
+        "        if mode == tf.estimator.ModeKeys.EVAL:\n            return tf.estimator.tpu.TPUEstimatorSpec(mode=mode, "
+        "loss=loss, eval_metrics=evalmetrics)")
+    assert "evalmetrics = None" in program
+    result, new = convert(rules, program)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert 'metrics=[tf.keras.metrics.SparseCategoricalAccuracy(name="accuracy")]' in new
+    assert "evalmetrics" not in new
+
+
 def test_tpu_eval_metrics_with_labels_standing_for_something_else_are_left_for_a_human(rules):
     result, new = convert(rules, _TPU_METRICS.replace("TENSORS", "[logits, logits]"))
     assert result.status == "partial"
