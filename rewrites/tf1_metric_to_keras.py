@@ -102,7 +102,10 @@ class Tf1MetricToKeras(ExpressionRule):
 
     The labels may be cast to a float type (their values kept), and for metrics of class ids to an
     integer type (`tf.cast(labels, tf.int64)`, as TF1's set operations needed). Their settings (`k`, `num_classes`,
-    thresholds...) may be literals, `params[...]` or module-level names. The emitted classes keep
+    thresholds...) may be literals, `params[...]` or module-level names. `accuracy`,
+    `mean_squared_error`, `root_mean_squared_error` and `mean_absolute_error`, whose value is the
+    same either way round, may take the labels second (`tf.metrics.accuracy(class_ids, labels)`,
+    a common slip): Keras gets them first. The emitted classes keep
     their state in metric variables (summed across replicas under MirroredStrategy) and run on
     Keras 2 and Keras 3.
 
