@@ -288,6 +288,8 @@ class CannedReader:
             if column.family is not None:
                 self.refuse(column.call, "a linear model of columns whose keys are known only at run time is not "
                             "converted yet")
+        if not columns:
+            self.refuse(columns_expr, "the linear model reads no feature columns (TensorFlow refuses that too)")
         tower = Tower(columns)
         tower.optimizer = self.read_optimizer(optimizer_arg, "Ftrl", self.linear_learning_rate(len(columns)))
         return tower

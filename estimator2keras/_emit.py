@@ -175,6 +175,8 @@ def fit_line(statement: cst.SimpleStatementLine, depth: int, module_indent: str)
             optimizer=optimizer,
             loss=tf.keras.losses.MeanSquaredError())
     """
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return statement  # a block kept as written (an `if` choosing the loss): its lines are the program's
     width = len(module_indent) * depth + max(len(line) for line in code(statement).splitlines() or [""])
     if width <= MAX_LINE:
         return statement

@@ -316,6 +316,15 @@ class ColumnReader:
                 value, env = self._deref(*entered)
         if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == count \
                 and all(isinstance(e, cst.Element) for e in value.elements):
+            for read in accesses_of(self.ctx, target) or []:
+                # `wide, deep = [], []` then `wide.append(...)`: the list is not what was unpacked.
+                outer = self.ctx.parent(read)
+                if read is not name and isinstance(outer, cst.Attribute) and outer.value is read \
+                        and outer.attr.value in ("append", "extend", "insert", "remove", "pop", "clear") \
+                        or isinstance(outer, cst.AugAssign) and outer.target is read:
+                    raise Unsupported(f"`{name.value}` is changed here in a way e2k cannot read (it is unpacked from "
+                                      "a tuple, then changed: bind it alone, `cols = []`, for e2k to follow it)",
+                                      self.ctx.enclosing_statement(read), CODE)
             return value.elements[index].value, env
         key = self._made(value, env)
         if key not in self._lists:

@@ -269,8 +269,10 @@ class _LossReader:
             self.refuse(output_def.small, f"the loss reads `{output_name}`, a collection of the model's values; "
                                           "e2k hands a Keras loss one output tensor")
         last = named[-1] if named else None
-        if last is not None and last.value is expr and isinstance(last.small, cst.Assign) and len(last.small.targets) == 1 \
-                and isinstance(last.small.targets[0].target, cst.Name):
+        if last is not None and last.value is expr and (isinstance(last.small, cst.Assign) and len(last.small.targets) == 1
+                                                        and isinstance(last.small.targets[0].target, cst.Name)
+                                                        or isinstance(last.small, cst.If)):
+            # `loss = ...`, or an `if` choosing the loss (`if params["loss"] == "huber": loss = ...`).
             steps[last.index] = last  # `loss = ...` stays a statement; `call` returns `loss`
             expr = cst.Name(last.name)
         ordered = [steps[i] for i in sorted(steps)]

@@ -494,3 +494,33 @@ def test_a_local_name_rebound_is_refused(rules):
         ''')
     message = refused("tf.estimator.LinearClassifier([pixels])", rules, "E2K504", program=program)
     assert "the column's shape reads `shape`" in message
+
+
+def test_lists_unpacked_from_a_tuple_then_appended_to_are_refused_not_read_empty(rules):
+    # `wide, deep = [], []` then appends in a loop: read as the empty lists unpacked, the
+    # wide part had no columns and e2k crashed (ZeroDivisionError in Ftrl's default rate).
+    program = textwrap.dedent('''\
+        import tensorflow as tf
+
+
+        def build_columns():
+            wide, deep = [], []
+            for name in ["a", "b"]:
+                wide.append(tf.feature_column.categorical_column_with_identity(name, 4))
+                deep.append(tf.feature_column.numeric_column(name))
+            return wide, deep
+
+
+        def input_fn():
+            return tf.data.Dataset.from_tensor_slices(({{"a": [1, 2], "b": [0, 3]}}, [0, 1])).batch(2)
+
+
+        wide, deep = build_columns()
+        estimator = {estimator}
+        estimator.train(input_fn)
+    ''')
+    result, _ = convert("tf.estimator.DNNLinearCombinedClassifier(linear_feature_columns=wide, "
+                        "dnn_feature_columns=deep, dnn_hidden_units=[4])", rules, program=program)
+    assert result.status == "partial", [f.format() for f in result.findings]
+    assert any(f.code == "E2K504" and "is unpacked from a tuple, then changed" in f.message for f in result.findings), \
+        [f.format() for f in result.findings]

@@ -264,3 +264,24 @@ def test_tf1_spellings_in_a_loss_function_of_the_program_are_respelled():
     assert result.status == "converted", [f.format() for f in result.findings]
     new = result.new.decode()
     assert "tf.log(" not in new and "tf.math.log(" in new, new
+
+
+def test_a_loss_chosen_by_an_if_on_params_is_the_loss_objects_if():
+    # `if params["loss"] == "huber": loss = ... else: loss = ...`: the `if` stays in the Loss's
+    # `call`, which returns the name both branches bind (it crashed: E2K903, `return if ...`).
+    source = PROGRAM.replace("def model_fn(features, labels, mode):", "def model_fn(features, labels, mode, params):")
+    source = source.replace("tf.estimator.Estimator(model_fn)", 'tf.estimator.Estimator(model_fn, params={"loss": "huber"})')
+    body = textwrap.indent(textwrap.dedent('''\
+        if params["loss"] == "huber":
+            loss = tf.compat.v1.losses.huber_loss(labels, predictions)
+        else:
+            loss = tf.compat.v1.losses.mean_squared_error(labels, predictions)'''), "    ")
+    result = rewrite_source(source.replace("{body}", body).encode(), "prog.py", RuleSet.load())
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert textwrap.indent(textwrap.dedent('''\
+        def call(self, labels, predictions):
+            if self.params["loss"] == "huber":
+                loss = tf.reduce_mean(tf.keras.losses.Huber(reduction="none")(labels, predictions))
+            else:
+                loss = tf.reduce_mean(tf.keras.losses.MeanSquaredError(reduction="none")(labels, predictions))
+            return loss / tf.distribute.get_strategy().num_replicas_in_sync'''), "    ") in loss_class(result)
