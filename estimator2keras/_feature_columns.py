@@ -404,7 +404,11 @@ class ColumnReader:
                 values, values_env = self._sequence(iterable, env)
                 if values is not None:
                     columns += [self.read_column(call, self._pass(statement, i, env, {
-                        **env, **temps, variable: Bound(v, values_env)})) for i, v in enumerate(values)]
+                        **env, **temps, **self._loop_names(variable, v, values_env, statement)}))
+                        for i, v in enumerate(values)]
+                elif isinstance(variable, tuple):
+                    raise Unsupported("a loop unpacking values known only at run time builds these columns",
+                                      statement, CODE)
                 else:
                     columns.append(self._family(call, variable, iterable, {**env, **temps}))
         return columns
@@ -442,7 +446,7 @@ class ColumnReader:
                 if method in ("append", "extend"):
                     return ("column" if method == "append" else "list"), call.args[0].value
             return None
-        if (isinstance(statement, cst.For) and statement.orelse is None and isinstance(statement.target, cst.Name)
+        if (isinstance(statement, cst.For) and statement.orelse is None and _target_names(statement.target) is not None
                 and isinstance(statement.body, cst.IndentedBlock) and not statement.asynchronous):
             # `for name in CATEGORICAL: vocabulary = df[name].unique(); columns.append(...)`
             # (TensorFlow's linear-model tutorial): temporaries, then the append.
@@ -456,9 +460,19 @@ class ColumnReader:
             inner = self._mutation(body[-1], name)
             if inner is None or inner[0] != "column" or not isinstance(inner[1], cst.Call):
                 return None
-            return "loop", (statement.target.value, self.literal_sequence(statement.iter), statement.iter,
+            return "loop", (_target_names(statement.target), self.literal_sequence(statement.iter), statement.iter,
                             inner[1], temps)
         return None
+
+    def _loop_names(self, variable, value: cst.BaseExpression, env: dict, loop: cst.CSTNode) -> dict:
+        """A pass's loop variable(s) with their values: ``for name, vocab in VOCABS.items()``
+        takes each (key, value) pair apart."""
+        if isinstance(variable, str):
+            return {variable: Bound(value, env)}
+        if not (isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(variable)
+                and all(isinstance(e, cst.Element) for e in value.elements)):
+            raise Unsupported("the loop unpacks values that are not pairs e2k can read", loop, CODE)
+        return {name: Bound(element.value, env) for name, element in zip(variable, value.elements)}
 
     def _loop_local(self, target: cst.Name, loop: cst.For) -> bool:
         """A temporary of the loop body: bound there only and read nowhere else."""
@@ -513,16 +527,17 @@ class ColumnReader:
 
     def _comprehension(self, comp: cst.ListComp, env: dict) -> list[Column]:
         loop = comp.for_in
-        if loop.inner_for_in is not None or loop.ifs or not isinstance(loop.target, cst.Name) or loop.asynchronous:
-            raise Unsupported("only a comprehension with one `for name in <literal list>` is read", comp, CODE)
+        variable = _target_names(loop.target)
+        if loop.inner_for_in is not None or loop.ifs or variable is None or loop.asynchronous:
+            raise Unsupported("only a comprehension with one `for name in <values>` is read", comp, CODE)
         values, values_env = self._sequence(loop.iter, env)
         if values is None:
-            raise Unsupported("the comprehension does not loop over a literal list", loop.iter, CODE)
-        name = loop.target.value
+            raise Unsupported("the comprehension does not loop over values the source spells or computes from "
+                              "constants", loop.iter, CODE)
         # One column per pass, its code reading the pass's value (`numeric_column(k)`,
         # `one_hot_cat_column(name, VOCABULARY[name])`).
-        return [self.read_column(comp.elt, self._pass(comp, i, env, {**env, name: Bound(value, values_env)}))
-                for i, value in enumerate(values)]
+        return [self.read_column(comp.elt, self._pass(comp, i, env, {
+            **env, **self._loop_names(variable, value, values_env, comp)})) for i, value in enumerate(values)]
 
     def _pass(self, loop: cst.CSTNode, index: int, env: dict, values: dict) -> dict:
         """The env of a loop's pass ``index`` (its values ``values``), the same each time the
@@ -552,6 +567,8 @@ class ColumnReader:
             expr, env = self._deref(expr, env)
         again = lambda e: self.literal_sequence(e, _depth + 1, env)  # noqa: E731
         if isinstance(expr, cst.Name):
+            if self._changed(expr):
+                return None  # `KEYS = ["a"]` then `KEYS.append("b")`: not the literal's values
             value = value_of(self.ctx, expr)
             return again(value) if value is not None else None
         if isinstance(expr, cst.Attribute):  # `data.COLUMNS`: another module's, in a program pass
@@ -587,7 +604,49 @@ class ColumnReader:
             if values is None or part.step is not None:
                 return None
             return values[bounds[0]:bounds[1]]
-        return None
+        return self._computed_sequence(expr)
+
+    def _computed_sequence(self, expr: cst.BaseExpression) -> list[cst.BaseExpression] | None:
+        """A sequence the program computes from constants (``"a,b,c".split(",")``, ``["f%d" % i
+        for i in range(4)]``, ``CATEGORICAL.items()``), spelled out as the literals Python makes."""
+        from estimator2keras._constants import NotConstant, as_node, constant_value
+
+        try:
+            value = constant_value(expr, self._constant_binding)
+            if isinstance(value, dict):
+                value = list(value)  # a loop over a dict: its keys
+            if not isinstance(value, (list, tuple)):
+                return None
+            return [as_node(v) for v in value]
+        except NotConstant:
+            return None
+
+    def _constant_binding(self, name: cst.Name) -> cst.BaseExpression | None:
+        """What a name read by a constant computation is bound to: once, and never changed
+        after (``FEATURES.append(...)`` would make the value another)."""
+        scope = self.ctx.scope(name)
+        assignments = list(scope[name.value]) if scope is not None else []
+        if len(assignments) != 1 or isinstance(assignments[0].scope, BuiltinScope) or self._changed(name) \
+                or isinstance(getattr(assignments[0], "node", None), cst.Param):
+            return None  # a parameter stays one: the code built from it keeps taking it
+        return value_of(self.ctx, name)
+
+    def _changed(self, name: cst.Name) -> bool:
+        """The object ``name`` holds is changed after it is bound (``KEYS.append("b")``,
+        ``VOCABS["x"] = ...``, ``KEYS += [...]``): its literal is not its value."""
+        scope = self.ctx.scope(name)
+        assignments = list(scope[name.value]) if scope is not None else []
+        for assignment in assignments:
+            for access in getattr(assignment, "references", ()):
+                parent = self.ctx.parent(access.node)
+                if isinstance(parent, cst.Attribute) and parent.value is access.node and parent.attr.value in _CHANGERS \
+                        and isinstance(self.ctx.parent(parent), cst.Call):
+                    return True
+                if isinstance(parent, cst.Subscript) and isinstance(self.ctx.parent(parent), (cst.AssignTarget, cst.Del)):
+                    return True
+                if isinstance(parent, cst.AugAssign) and parent.target is access.node:
+                    return True
+        return False
 
     # -- one column -----------------------------------------------------------------------------
     def read_column(self, expr: cst.BaseExpression, env: dict | None = None) -> Column:
@@ -1162,3 +1221,18 @@ def all_columns(columns: list[Column]) -> list[Column]:
 
 def respelled(ctx: RewriteContext, node: cst.BaseExpression, tf: str) -> cst.BaseExpression:
     return _emit.replace_in(node, dict(tf2_respellings(ctx, node, tf)))
+
+
+#: Methods that change the list or dict they are called on.
+_CHANGERS = frozenset({"append", "extend", "insert", "remove", "pop", "popitem", "clear", "update", "setdefault",
+                       "sort", "reverse"})
+
+
+def _target_names(target: cst.BaseExpression):
+    """A loop's variable: its name, or the names of a flat tuple it unpacks (``name, vocab``)."""
+    if isinstance(target, cst.Name):
+        return target.value
+    if isinstance(target, (cst.Tuple, cst.List)) and target.elements and all(
+            isinstance(e, cst.Element) and isinstance(e.value, cst.Name) for e in target.elements):
+        return tuple(e.value.value for e in target.elements)
+    return None

@@ -39,10 +39,13 @@ class PerReplicaBatchToGlobalBatch(UnitRule):
     sight: `lambda: input_fn(x, y, 8)` becomes `input_fn(x, y, 8 * strategy.num_replicas_in_sync)`.
     That is done only when the batch size is a parameter of the input_fn that nothing else
     in it reads (a `shuffle(batch_size * 10)` would change too) and every call passes it.
-    An input_fn passed by name that batches by a fixed size (`.batch(8)`, `.batch(BATCH_SIZE)`)
-    gets that size as a parameter, defaulting to it (other callers see no change), and the
-    Keras program passes the global size: `input_fn(batch_size=BATCH_SIZE *
-    strategy.num_replicas_in_sync)`.
+    An input_fn passed by name, or called by a lambda that returns its dataset (`lambda:
+    input_fn(train_x, train_y, True)`), that batches by a fixed size (`.batch(8)`,
+    `.batch(BATCH_SIZE)`, or a parameter's default the calls leave alone) gets that size as a
+    parameter, defaulting to it (other callers, such as an evaluation the Estimator did not
+    distribute, see no change), and the Keras program passes the global size:
+    `input_fn(train_x, train_y, True, batch_size=8 * strategy.num_replicas_in_sync)`
+    (fixture `canned_columns_from_constants`).
 
     When the input_fn computes the size itself (`batch_size // NUM_TOWERS`,
     `params["batch_size"] // 8`) or reads it again (a `set_shape`, a `shuffle` buffer),
@@ -597,10 +600,18 @@ def _batch_parameter(code: cst.CSTNode, batches: list[cst.Call], plan, ctx, read
     else:
         return False
     function = next((d for d in plan.input_definitions() if d.body is code), None)
-    users = [i for i in reads.scaled_input_fns() if i.function is function and i.factory_call is None]
-    if function is None or not users or any(i.lambda_ is not None for i in plan.input_fns if function in i.helpers):
+    scaled = reads.scaled_input_fns()
+    users = [i for i in scaled if i.function is function and i.factory_call is None]
+    # `lambda: input_fn(train_x, train_y, True)`: the lambda's call of the function is where
+    # the Keras program calls it (the lambda's body becomes the dataset fit reads).
+    lambdas = [i for i in scaled if i.lambda_ is not None and function in i.helpers]
+    if function is None or not users and not lambdas:
         return False
+    if any(not any(f is function and c is i.lambda_.body for c, f in i.helper_calls) for i in lambdas):
+        return False  # the lambda does more with the function's dataset than return it
     calls = [call for user in users for call in user.calls_made]
+    own = {id(call) for call in calls}  # written by the plan (the Estimator called the function itself)
+    calls += [call for i in lambdas for call, f in i.helper_calls if f is function]
     sizes = [_batch_size_arg(call) for call in batches]
     if not calls or any(s is None for s in sizes) or len({_emit.code(s.value) for s in sizes}) != 1:
         return False
@@ -616,8 +627,7 @@ def _batch_parameter(code: cst.CSTNode, batches: list[cst.Call], plan, ctx, read
                 # The strategy is local to where the model is built (a factory, or another
                 # module): the model knows it.
                 strategy = f"{plan.model_var}.distribute_strategy"
-            passed = _emit.keyword_arg(size.value, _scaled(default, strategy))
-            plan.replace(call, call.with_changes(args=_emit.call_args([*call.args, passed])))
+            _pass_argument(plan, call, _emit.keyword_arg(size.value, _scaled(default, strategy)), own)
         return True
     if not _fixed_at_definition(size, function, ctx):
         return False
@@ -636,10 +646,19 @@ def _batch_parameter(code: cst.CSTNode, batches: list[cst.Call], plan, ctx, read
     for arg in sizes:
         plan.replace(arg.value, cst.Name(name))
     for call in calls:
-        passed = _emit.keyword_arg(name, _scaled(size, strategy))
-        plan.replace(call, call.with_changes(args=_emit.call_args([*call.args, passed])))
+        _pass_argument(plan, call, _emit.keyword_arg(name, _scaled(size, strategy)), own)
     plan.comment(ctx.enclosing_statement(batches[0]), WHY_PARAMETER)
     return True
+
+
+def _pass_argument(plan, call: cst.Call, passed: cst.Arg, own: set[int]) -> None:
+    """``call`` passes ``passed`` too: a call the plan writes is replaced; one of the program
+    (a lambda's body) is wrapped, so that other rules' edits inside it (ModeKeys as strings)
+    are kept."""
+    if id(call) in own:
+        plan.replace(call, call.with_changes(args=_emit.call_args([*call.args, passed])))
+    else:
+        plan.wrap(call, lambda node: node.with_changes(args=_emit.call_args([*node.args, passed])))
 
 
 WHY_PARAMETER = "The Estimator batched per replica: the Keras program passes the global batch size."
@@ -756,7 +775,8 @@ def _endless_before(call: cst.Call, function: cst.FunctionDef, ctx) -> bool:
 def _defaulted_parameter(size: cst.BaseExpression, sizes: list[cst.Arg], function: cst.FunctionDef,
                          calls: list[cst.Call], ctx) -> bool:
     """Is ``size`` a plain parameter of ``function`` with a literal default, read only as the
-    batch size and passed by none of ``calls`` (the Estimator's own calls, with no arguments)?"""
+    batch size and passed by none of ``calls`` (the Estimator's own calls, with no arguments,
+    or a lambda's, ``lambda: input_fn(ModeKeys.TRAIN)``, with others)?"""
     if not isinstance(size, cst.Name):
         return False
     param = next((p for p in function.params.params if p.name.value == size.value), None)
@@ -765,7 +785,11 @@ def _defaulted_parameter(size: cst.BaseExpression, sizes: list[cst.Arg], functio
     reads = accesses_of(ctx, param.name)
     if reads is None or {id(r) for r in reads} - {id(s.value) for s in sizes}:
         return False  # assigned again, or read other than as a batch size
-    return all(not call.args for call in calls)
+    index = list(function.params.params).index(param)
+    return all(not any(a.star for a in call.args)
+               and sum(1 for a in call.args if a.keyword is None) <= index
+               and not any(a.keyword is not None and a.keyword.value == size.value for a in call.args)
+               for call in calls)
 
 
 def _fixed_at_definition(size: cst.BaseExpression, function: cst.FunctionDef, ctx) -> bool:

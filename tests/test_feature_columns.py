@@ -166,6 +166,55 @@ est.train(lambda: tf.data.Dataset.from_tensor_slices((dict(train), train_y)).bat
     assert "feature_column" not in new and "columns.append" not in new
 
 
+def test_columns_over_values_the_program_computes_from_constants(rules):
+    """`CSV_COLUMNS = "...".split(",")`, features filtered from it, `"f%d" % i` names and a loop
+    taking a vocabulary dict's items apart: Python's values, spelled out as literals."""
+    from estimator2keras._engine import rewrite_source
+
+    program = '''\
+import numpy as np
+import tensorflow as tf
+
+CSV_COLUMNS = "age,hours,color,size,label".split(",")
+LABEL = "label"
+VOCABS = {"color": ["red", "blue"], "size": ["S", "M", "L"]}
+NUMERIC = [c for c in CSV_COLUMNS if c != LABEL and c not in VOCABS]
+EXTRA = ["x%d" % i for i in range(2)]
+
+columns = [tf.feature_column.numeric_column(k) for k in NUMERIC + EXTRA]
+for name, vocab in VOCABS.items():
+    categorical = tf.feature_column.categorical_column_with_vocabulary_list(name, vocab)
+    columns.append(tf.feature_column.indicator_column(categorical))
+est = tf.estimator.DNNClassifier(hidden_units=[4], feature_columns=columns)
+est.train(lambda: tf.data.Dataset.from_tensor_slices(({"age": [1.0]}, [0])).batch(1), steps=1)
+'''
+    result = rewrite_source(program.encode(), "constants.py", rules)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    new = result.new.decode()
+    for key in ("age", "hours", "x0", "x1", "color", "size"):
+        assert f'features["{key}"]' in new, new
+    assert 'features["label"]' not in new
+    assert "vocabulary=['red', 'blue']" in new or 'vocabulary=["red", "blue"]' in new, new
+
+
+def test_a_constant_list_changed_after_it_is_bound_is_not_read_as_computed(rules):
+    from estimator2keras._engine import rewrite_source
+
+    program = '''\
+import tensorflow as tf
+
+NUMERIC = ["a%d" % i for i in range(2)]
+NUMERIC.append("b")
+columns = [tf.feature_column.numeric_column(k) for k in NUMERIC]
+est = tf.estimator.LinearRegressor(feature_columns=columns)
+est.train(lambda: tf.data.Dataset.from_tensor_slices(({"a0": [1.0]}, [0.0])).batch(1), steps=1)
+'''
+    result = rewrite_source(program.encode(), "changed.py", rules)
+    assert result.status == "partial"
+    assert any("does not loop over values the source spells or computes" in f.message for f in result.findings), \
+        [f.format() for f in result.findings]
+
+
 def test_a_list_changed_in_a_way_e2k_cannot_read_is_refused(rules):
     from estimator2keras._engine import rewrite_source
 

@@ -209,3 +209,26 @@ def train_input_fn(batch_size, mode):
     assert ('model.fit(global_batches(train_input_fn(FLAGS.batch_size, "train"), strategy.num_replicas_in_sync), '
             "steps_per_epoch=5)") in new
     assert new.count("global_batches(") == 2  # defined once, called once
+
+
+FLAGGED = '''
+def input_fn(x, training):
+    dataset = tf.data.Dataset.from_tensor_slices((x, x))
+    if training:
+        dataset = dataset.repeat()
+    return dataset.batch(8)
+'''
+
+
+def test_a_fixed_batch_of_an_input_fn_a_lambda_calls_becomes_its_parameter(rules):
+    # One input_fn for training (repeated) and evaluation (one pass), called by lambdas: the
+    # training call passes the global batch; evaluation, which the Estimator did not
+    # distribute, keeps the input_fn's own size (its default).
+    result, new, findings = _rewrite(_program(FLAGGED, "estimator.train(lambda: input_fn([[1.0]] * 64, True), steps=5)\n"
+                                                       "estimator.evaluate(lambda: input_fn([[1.0]] * 16, False))"), rules)
+    assert result.status == "converted", findings
+    assert "def input_fn(x, training, batch_size=8):" in new
+    assert "return dataset.batch(batch_size)" in new
+    assert "model.fit(input_fn([[1.0]] * 64, True, batch_size=8 * strategy.num_replicas_in_sync), steps_per_epoch=5)" \
+        in new, new
+    assert "model.evaluate(input_fn([[1.0]] * 16, False))" in new, new
