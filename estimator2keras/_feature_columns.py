@@ -795,7 +795,9 @@ class ColumnReader:
             raise Unsupported("the feature column's key is not a string literal", column.call, CODE)
         return key
 
-    def string(self, expr: cst.BaseExpression | None, env: dict | None = None) -> str | None:
+    def string(self, expr: cst.BaseExpression | None, env: dict | None = None, computed: bool = True) -> str | None:
+        """The string ``expr`` spells, or (``computed``) that Python computes from constants
+        (``"x%d" % i`` in a pass of a loop over ``range(N)``); None otherwise."""
         if isinstance(expr, cst.Name) and env:
             expr, _ = self._deref(expr, env)
         if isinstance(expr, cst.Name):
@@ -804,7 +806,27 @@ class ColumnReader:
         if isinstance(expr, cst.SimpleString):
             value = expr.evaluated_value
             return value if isinstance(value, str) else None
-        return None
+        value = self._constant(expr, env) if computed else None
+        return value if isinstance(value, str) else None
+
+    def _constant(self, expr: cst.BaseExpression | None, env: dict | None):
+        """``expr``'s value where it is computed from constants and the values of ``env`` (a
+        loop's pass); None otherwise."""
+        from estimator2keras._constants import NotConstant, constant_value
+
+        if expr is None:
+            return None
+
+        def lookup(name: cst.Name):
+            if env and name.value in env:
+                value, _ = self._deref(name, env)
+                return None if value is name or isinstance(value, cst.Name) and value.value == name.value else value
+            return self._constant_binding(name)
+
+        try:
+            return constant_value(expr, lookup)
+        except NotConstant:
+            return None
 
     def integer(self, expr: cst.BaseExpression | None, default: int | None = None, env: dict | None = None) -> int | None:
         if expr is None:
@@ -887,7 +909,8 @@ class ColumnReader:
     def _read_vocabulary_file(self, column: Column) -> None:
         column.key = column.name = self._key(column)
         path = column.value("vocabulary_file")
-        if path is not None and self.string(path, column.frame("vocabulary_file")) is None:
+        if path is not None and self.string(path, column.frame("vocabulary_file"), computed=False) is None:
+            # Not a literal: the path is computed where the model is built, from what it reads.
             self.runtime(path, column.frame("vocabulary_file"), "the vocabulary file", column, "vocabulary_file")
         dtype = self.dtype(column.value("dtype")) or "string"
         if dtype not in STRING_DTYPES | INT_DTYPES:

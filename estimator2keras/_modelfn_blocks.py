@@ -98,7 +98,7 @@ class BlockReading:
     def block_candidate(self, call: cst.Call) -> cst.FunctionDef | None:
         """The function ``call`` calls when it is a module-level function making layers."""
         fn = self._definition(call.func)
-        if not isinstance(fn, cst.FunctionDef) or self.ctx.parent(fn) is not self.ctx.module:
+        if not isinstance(fn, cst.FunctionDef) or self.ctx.parent(fn) is not self.ctx.module_of(fn):
             return None
         if fn.decorators or self.makes_keras_model(call) or not self.makes_layers_deep(fn):
             return None
@@ -248,7 +248,7 @@ class BlockReading:
         for element in table.elements:
             fn = self._definition(element.value) if isinstance(element, cst.DictElement) else None
             if not isinstance(element, cst.DictElement) or not isinstance(element.key, cst.SimpleString) \
-                    or not isinstance(fn, cst.FunctionDef) or self.ctx.parent(fn) is not self.ctx.module:
+                    or not isinstance(fn, cst.FunctionDef) or self.ctx.parent(fn) is not self.ctx.module_of(fn):
                 return None
             functions.append(fn)
         if not functions or not all(self.makes_layers_deep(fn) for fn in functions):

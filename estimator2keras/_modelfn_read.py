@@ -672,6 +672,18 @@ class _ModelReader(BlockReading):
             expr = entry
         kinds = _column_kinds(ctx, expr)
         if kinds is None:
+            # Built by a function of the program, in a loop or a comprehension over constants:
+            # the feature columns' own reader, as the canned Estimators read theirs.
+            from estimator2keras._feature_columns import ColumnReader
+            from estimator2keras._rule import Unsupported
+
+            try:
+                columns = ColumnReader(ctx).read_list(expr)
+            except Unsupported:
+                columns = None
+            if columns is not None:
+                kinds = {"numeric_column" if c.kind == "numeric" else f"{c.kind} column" for c in columns}
+        if kinds is None:
             self.refuse(expr, "e2k cannot read the columns of this input_layer (a list of feature columns, names bound "
                               "once, appends and extends of such a list)")
         return kinds
@@ -1039,7 +1051,7 @@ class _ModelReader(BlockReading):
                     self.check_helper_loop(call, fn, d.value, helper)
                 if helper is None:
                     nested = self.ctx.parent(self.ctx.parent(fn)) is self.fn
-                    if self.ctx.parent(fn) is not self.ctx.module and not nested:
+                    if self.ctx.parent(fn) is not self.ctx.module_of(fn) and not nested:
                         self.refuse(call, f"`{fn.name.value}` makes layers but is defined inside a function; e2k converts "
                                           "helpers defined at the top of the module or of the model_fn")
                     helper = self.helpers[fn] = _Helper(fn, self._attr(fn.name.value), self._helper_body(fn), nested=nested)

@@ -608,3 +608,27 @@ def test_a_function_calling_itself_is_refused(rules):
     result, _ = _rewrite(rules, program)
     assert result.status == "partial"
     assert any(f.code == "E2K504" and "`wide` calls itself" in f.message for f in result.findings)
+
+
+def test_column_keys_and_sizes_computed_from_a_loops_values(rules):
+    """`numeric_column("x%d" % i) for i in range(N)`, `embedding_column(..., 2 * DIM)`: the
+    keys and sizes Python computes, for each pass."""
+    from estimator2keras._engine import rewrite_source
+
+    program = '''\\
+import tensorflow as tf
+
+N = 3
+DIM = 2
+columns = [tf.feature_column.numeric_column("x%d" % i) for i in range(N)]
+city = tf.feature_column.categorical_column_with_vocabulary_list("city", ["a", "b"])
+columns.append(tf.feature_column.embedding_column(city, 2 * DIM))
+est = tf.estimator.DNNRegressor(hidden_units=[4], feature_columns=columns)
+est.train(lambda: tf.data.Dataset.from_tensor_slices(({"x0": [1.0]}, [0.0])).batch(1), steps=1)
+'''
+    result = rewrite_source(program.encode(), "keys.py", rules)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    new = result.new.decode()
+    for key in ("x0", "x1", "x2"):
+        assert f'features["{key}"]' in new, new
+    assert "self.city_embedding = tf.keras.layers.Dense(\n            2 * DIM," in new, new

@@ -79,6 +79,60 @@ def test_a_model_fn_of_another_module_converts_in_both(tmp_path, style, imports,
     assert "tf.estimator" not in model + task
 
 
+def test_a_model_fn_of_another_module_calling_its_layer_helpers_in_a_loop(tmp_path):
+    # The helper is at the top of model.py: it was refused as "defined inside a function"
+    # (its module is not the one building the Estimator), and the columns input_layer reads,
+    # given in params by a function of model.py, were not read.
+    write(tmp_path, {"trainer/__init__.py": "", "trainer/model.py": """
+        import tensorflow as tf
+
+        N_FEATURES = 3
+
+
+        def dense_block(inputs, units, training):
+            net = tf.compat.v1.layers.dense(inputs, units, activation=tf.nn.relu)
+            return tf.compat.v1.layers.dropout(net, rate=0.1, training=training)
+
+
+        def model_fn(features, labels, mode, params):
+            training = mode == tf.estimator.ModeKeys.TRAIN
+            net = tf.compat.v1.feature_column.input_layer(features, params["feature_columns"])
+            for units in params["hidden_units"]:
+                net = dense_block(net, units, training)
+            logits = tf.compat.v1.layers.dense(net, 2)
+            loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, logits)
+            train_op = tf.compat.v1.train.AdamOptimizer(0.01).minimize(
+                loss, global_step=tf.compat.v1.train.get_global_step())
+            return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+        def feature_columns():
+            return [tf.feature_column.numeric_column("x%d" % i) for i in range(N_FEATURES)]
+    """, "trainer/task.py": """
+        import tensorflow as tf
+
+        from trainer import model
+
+
+        def input_fn():
+            features = {"x0": [1.0] * 4, "x1": [2.0] * 4, "x2": [3.0] * 4}
+            return tf.data.Dataset.from_tensor_slices((features, [0, 1] * 2)).repeat().batch(2)
+
+
+        if __name__ == "__main__":
+            estimator = tf.estimator.Estimator(model.model_fn, params={
+                "feature_columns": model.feature_columns(), "hidden_units": [8, 4]})
+            estimator.train(input_fn, steps=2)
+    """})
+    assert main(["rewrite", "--check", str(tmp_path)]) == 1
+    assert main(["rewrite", str(tmp_path)]) == 1
+    model = (tmp_path / "trainer" / "model.py").read_text()
+    task = (tmp_path / "trainer" / "task.py").read_text()
+    assert "tf.estimator" not in model + task and "# e2k:" not in model + task, model + task
+    assert "numeric_input_layer(features, self.params[\"feature_columns\"])" in model, model
+    assert "for units in params[\"hidden_units\"]" in model, model
+
+
 def test_a_canned_factory_given_its_run_config_by_another_module(tmp_path):
     """`def build_estimator(config): return tf.estimator.LinearClassifier(cols, config=config)`
     in trainer/model.py, called by trainer/task.py with the RunConfig (Google's Cloud ML
