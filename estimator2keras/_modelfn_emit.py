@@ -717,6 +717,10 @@ class _KerasWriter:
         """Values the layers' constructors read (``l2 = tf.keras.regularizers.l2(...)`` then
         ``kernel_regularizer=l2``) belong in __init__; the rest of the forward pass in call."""
         ctor_reads = [n for app in self.layer_apps.values() if not app.drop for n in self.names_read(app.constructor)]
+        # `for units in hidden:` making layers: __init__ makes them over the same values.
+        loops = {id(app.loop): app.loop for app in self.layer_apps.values() if getattr(app, "loop", None) is not None}
+        iter_names = {id(n) for loop in loops.values() for n in self.names_read(loop.iter)}
+        ctor_reads += [n for loop in loops.values() for n in self.names_read(loop.iter)]
         init: dict[int, _Def] = {}
         pending = [(n, len(self.order)) for n in ctor_reads]
         while pending:
@@ -735,7 +739,8 @@ class _KerasWriter:
                 if n.value in ("features", "labels", "mode"):
                     self.refuse(n, "a layer's constructor reads a value computed from the inputs")
         call_reads = {
-            n.value for d in forward if d.index not in init for n in self.names_read(d.value) if not self._inside_constructor(n)
+            n.value for d in forward if d.index not in init for n in self.names_read(d.value)
+            if not self._inside_constructor(n) and id(n) not in iter_names  # the loop in call runs over the layers
         }
         call_reads |= {n.value for n in self.names_read(self._output_node)} if self._output_node is not None else set()
         call = [d for d in forward if d.index not in init or d.name in call_reads]

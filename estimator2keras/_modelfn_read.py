@@ -315,13 +315,10 @@ class _ModelReader(BlockReading):
         a loop assigns what its body assigns (its value is the loop itself)."""
         if isinstance(small, cst.For):
             names = []
-            for line in small.body.body:
-                for inner in line.body:
-                    if isinstance(inner, cst.Expr):
-                        continue
-                    for name, _ in self._assigned(inner):
-                        if name not in names:
-                            names.append(name)
+            for inner in (n for n in _walk(small.body) if isinstance(n, (cst.Assign, cst.AugAssign))):
+                for name, _ in self._assigned(inner):
+                    if name not in names:
+                        names.append(name)
             return [(name, small) for name in names]
         if isinstance(small, cst.If):
             # An `if` kept whole assigns what its branches assign; its value is the `if` itself.
@@ -1089,7 +1086,8 @@ class _ModelReader(BlockReading):
         if line is None or self.ctx.parent(self.ctx.parent(line)) is not loop or loop.orelse is not None:
             self.refuse(call, f"{what}, in a block of the loop; e2k converts a call in the loop's own statements")
         for name in self.names_read(loop.iter):
-            if name.value not in self.arguments and not self._is_module_name(name):
+            if name.value not in self.arguments and not self._is_module_name(name) \
+                    and not self._setting(name, self.order.get(loop, len(self.order))):
                 self.refuse(loop.iter, f"{what}, over a value computed in the model_fn; e2k makes its layers in __init__")
 
     def read_helper_loop(self, helper: _Helper, apps: list[_LayerApp], params: list[str], local: set[str]) -> None:
@@ -1562,13 +1560,42 @@ class _ModelReader(BlockReading):
             if name.value in targets:
                 self.refuse(name, "the loop variable feeds a layer's input, which e2k does not convert")
         for name in self.names_read(loop.iter):
-            if name.value not in self.arguments and not self._is_module_name(name):
+            if name.value not in self.arguments and not self._is_module_name(name) \
+                    and not self._setting(name, self.order.get(loop, len(self.order))):
                 self.refuse(loop.iter, "the loop runs over a value computed in the model_fn; e2k builds its layers in __init__")
         item = app.attr
         self.attrs_taken.discard(app.attr)
         app.attr = self._attr(f"{item}_layers")
+        # The loop's variable for this layer: not a name the model_fn reads (`if dropout > 0:`
+        # around a Dropout layer named `dropout` would test the layer).
+        taken = {d.name for d in self.defs} | set(self.params) | {
+            n.value for n in _walk(loop.target) if isinstance(n, cst.Name)}
+        while item in taken:
+            item = f"{item}_layer"
         app.item = item
         app.loop = loop
+
+    def _setting(self, name: cst.Name, before: int, depth: int = 0) -> bool:
+        """``hidden = params.get("hidden_units", [16, 8])``: a value of the model_fn computed
+        from its settings alone (params, module names), assigned once, not in an `if` or a
+        loop: __init__ computes it too."""
+        if depth > 10:
+            return False
+        d = self.latest_def(name.value, before)
+        if d is None or not isinstance(d.small, cst.Assign) or len(d.small.targets) != 1 \
+                or not isinstance(d.small.targets[0].target, cst.Name) \
+                or sum(1 for other in self.defs if other.name == name.value) != 1:
+            return False
+        if any(self.role(call) is not None for call in iter_calls(d.value)):
+            return False
+        for read in self.names_read(d.value):
+            if read.value in ("features", "labels", "mode", *self.input_names):
+                return False
+            if read.value in self.arguments or self._is_module_name(read) or self._is_global(read):
+                continue
+            if not self._setting(read, d.index, depth + 1):
+                return False
+        return True
 
     def _applied_inline(self, call: cst.Call) -> bool:
         parent = self.ctx.parent(call)

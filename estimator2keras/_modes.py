@@ -47,9 +47,22 @@ class ModePath:
 
 
 def _simple_loop(stmt: cst.For) -> bool:
+    """A loop of simple statements, and of `if`s of them (``if dropout > 0: net = dropout(net)``
+    inside a loop making layers), with no `else`, `break`, `continue` or `return`."""
     if stmt.orelse is not None or stmt.asynchronous is not None or not isinstance(stmt.body, cst.IndentedBlock):
         return False
-    for inner in stmt.body.body:
+    return _simple_block(stmt.body.body)
+
+
+def _simple_block(statements) -> bool:
+    for inner in statements:
+        if isinstance(inner, cst.If):
+            branch: cst.CSTNode | None = inner
+            while branch is not None:
+                if not isinstance(branch.body, cst.IndentedBlock) or not _simple_block(branch.body.body):
+                    return False
+                branch = getattr(branch, "orelse", None)
+            continue
         if not isinstance(inner, cst.SimpleStatementLine):
             return False
         if any(isinstance(s, (cst.Return, cst.Break, cst.Continue)) for s in inner.body):

@@ -35,7 +35,11 @@ class EstimatorToKerasModel(UnitRule):
     `__init__` creates the layers (named after the user's variables: `conv1 = ...` becomes
     `self.conv1`) and whose `call(features, training=False)` runs the forward statements,
     comments included; `mode == ModeKeys.TRAIN` tests become the `training` flag, `params`
-    becomes a constructor argument, layers built in a loop become a list of layers. A
+    becomes a constructor argument, layers built in a loop become a list of layers (the loop
+    may run over a setting the model_fn reads from `params`, `hidden = params.get("hidden",
+    [16, 8])`, which `__init__` computes too, and hold the user's `if`s: `if dropout > 0:`
+    around a dropout stays in `call`, its layers made in `__init__` either way; fixture
+    `layer_loop_with_switches`). A
     model_fn given as `functools.partial(model_fn, k=v)`, or returned by a factory
     (`make_model_fn(units)` defining and returning it), becomes a builder taking those
     names as arguments (`build_model(k=v)`); a model_fn reached through an alias

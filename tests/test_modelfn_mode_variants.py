@@ -245,6 +245,20 @@ def test_a_helper_loop_over_a_value_of_the_model_fn_is_refused(rules):
     assert any("called in a loop" in m and "computed in the model_fn" in m for m in manual(result)), manual(result)
 
 
+def test_loops_over_a_setting_the_model_fn_reads_from_params_make_their_layers_in_init(rules):
+    # `hidden = params.get("hidden", [8, 4])`: computed from the settings alone, so __init__
+    # computes it too and makes the loop's layers over it (directly, or through a helper).
+    for body in ("for units in hidden:\n    net = tf.layers.dense(net, units, activation=tf.nn.relu)",
+                 "for units in hidden:\n    net = block(net, units)"):
+        result = convert(rules, loop_program('hidden = params.get("hidden", [8, 4])\n' + body))
+        assert result.status == "converted", (body, manual(result))
+        new = result.new.decode()
+        init = new.split("def __init__(self, params):")[1].split("def call(")[0]
+        call = new.split("def call(")[1]
+        assert 'hidden = params.get("hidden", [8, 4])' in init and "for units in hidden" in init, new
+        assert "hidden" not in call.split("def ")[0], new  # the loop in call runs over the layers
+
+
 def test_a_helper_loop_whose_variable_reaches_the_forward_pass_is_refused(rules):
     # `units` is read by the method itself, at each iteration: the loop in `call` has no `units`.
     helper = BLOCK_HELPER.replace("return tf.nn.relu(layer)", "return tf.nn.relu(layer) * units")
