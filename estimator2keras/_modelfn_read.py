@@ -19,6 +19,7 @@ from estimator2keras import _emit
 from estimator2keras._context import iter_calls
 from estimator2keras._modelfn_blocks import MAKERS, BlockReading
 from estimator2keras._modes import EVAL, PREDICT, TRAIN, ModeAnalysis, ModePath
+from estimator2keras._rule import Unsupported
 
 MODEL_FN_PARAMS = ("features", "labels", "mode", "params", "config")
 ESTIMATOR_SPEC = "estimator.EstimatorSpec"
@@ -515,7 +516,9 @@ class _ModelReader(BlockReading):
         pending = [(name, at) for name in self.names_read(output)]
         while pending:
             name, before = pending.pop()
-            if name.value in ("mode", "tf", self.tf, *self.input_names) or name.value in self.arguments \
+            if name.value in self.input_names and self.latest_def(name.value, before) is not None:
+                pass  # the input rebound (`x = dense(x)` in a function making layers): followed
+            elif name.value in ("mode", "tf", self.tf, *self.input_names) or name.value in self.arguments \
                     or name.value in self.modes.flags:
                 continue  # a mode flag is not computed by the model: it becomes `training`
             if self._calls_nested_function(name):
@@ -672,7 +675,6 @@ class _ModelReader(BlockReading):
             # Built by a function of the program, in a loop or a comprehension over constants:
             # the feature columns' own reader, as the canned Estimators read theirs.
             from estimator2keras._feature_columns import ColumnReader
-            from estimator2keras._rule import Unsupported
 
             try:
                 columns = ColumnReader(ctx).read_list(expr)
@@ -1417,7 +1419,7 @@ class _ModelReader(BlockReading):
                 if len(defs) != 1 or not isinstance(defs[0][1], cst.Assign) or defs[0][2] is not defs[0][1].targets[0].target \
                         or not isinstance(defs[0][2], cst.Name) or len(defs[0][1].targets) != 1 \
                         or not isinstance(defs[0][0], cst.SimpleStatementLine) or any(
-                            self.role(c) is not None for c in _walk(defs[0][1].value) if isinstance(c, cst.Call)):
+                            self.role(c) in MAKERS for c in _walk(defs[0][1].value) if isinstance(c, cst.Call)):
                     self.refuse(at, f"a layer in `{helper.fn.name.value}` is configured with `{n.value}`, computed in the "
                                     "helper from more than its settings; e2k makes layers in __init__")
                 value = defs[0][1].value
@@ -1439,7 +1441,12 @@ class _ModelReader(BlockReading):
         """A layer's constructor with the helper's parameters replaced by the values the calls
         pass (the same in every call: the layers are made once)."""
         constructor = self._settings_in(helper, constructor, local, at)
-        replacements = self._translated_arguments(constructor)
+        try:
+            replacements = self._translated_arguments(constructor)
+        except Unsupported as exc:
+            if exc.node is None or self.ctx.position(exc.node) == (0, 0):
+                exc.node = at  # the code written with the settings has no place in the file: the layer's
+            raise
         skipped = {id(n) for n in _walk(constructor) for n in (
             [n.keyword] if isinstance(n, cst.Arg) and n.keyword is not None else [n.attr] if isinstance(n, cst.Attribute) else [])}
         for n in _walk(constructor):

@@ -154,7 +154,8 @@ class _CompileReader:
             )
         elif self.plan is not None:
             self.plan.fixed(apply, "E2K103", f"gradient clipping -> {clip_keyword}=")
-        return cst.Name(receiver.value), self.builder_slice([d], at)
+        # The threshold is the optimizer's too (`clip_norm = params.get("clip_norm", 5.0)`).
+        return cst.Name(receiver.value), self.builder_slice([d], at, extra=[clip_value])
 
     def read_clipping(self, grads_and_vars, at: int):
         """(Keras keyword, threshold, the compute_gradients assignment) of a clipping idiom."""

@@ -221,3 +221,23 @@ def test_model_functions_e2k_cannot_pick_in_init_are_refused(rules, change, reas
     result = convert(rules, DISPATCH.replace(*change), DISPATCH_MODEL_FN.replace(*change))
     assert result.status == "partial", result.new.decode()
     assert any(reason in m for m in manual(result)), manual(result)
+
+
+def test_a_block_that_rebinds_its_input_and_reads_a_setting_it_computes(rules):
+    # `x = dense(x)` in a loop: the input rebound is the block's result (the forward pass was
+    # read as empty, "does not compute its result"); `reg = l2(...) if l2 else None`, computed
+    # from its settings, is computed in __init__.
+    result = convert(rules, '''\
+    def network(x, params, training):
+        reg = tf.keras.regularizers.l2(params["l2"]) if params["l2"] else None
+        for units in params["hidden"]:
+            x = tf.layers.dense(x, units, activation=tf.nn.relu, kernel_regularizer=reg)
+        x = tf.layers.dropout(x, 0.1, training=training)
+        return tf.layers.dense(x, 3)
+    ''', MODEL_FN.replace("loss = tf.losses.sparse_softmax_cross_entropy(labels, logits)",
+                          "loss = tf.losses.sparse_softmax_cross_entropy(labels, logits) + "
+                          "tf.losses.get_regularization_loss()").replace('"norm": True', '"l2": 0.01'))
+    assert result.status == "converted", manual(result)
+    new = result.new.decode()
+    assert 'reg = tf.keras.regularizers.l2(params["l2"]) if params["l2"] else None' in new.split("def call(")[0], new
+    assert "kernel_regularizer=reg" in new

@@ -605,3 +605,22 @@ def test_a_helper_called_in_a_loop_makes_its_layers_per_iteration(rules):
     ''')
     assert twice.status == "partial"
     assert any("`dense(...)` makes layers and is called in a loop" in m for m in manual(twice)), manual(twice)
+
+
+def test_a_clipping_threshold_the_model_fn_reads_from_params_is_the_builders_too(rules):
+    # `clip_norm = params.get("clip_norm", 5.0)`: global_clipnorm=clip_norm was written in the
+    # builder without it (a NameError where the model is built).
+    result = convert(rules, '''\
+    def model_fn(features, labels, mode, params):
+        clip_norm = params.get("clip_norm", 5.0)
+        output = tf.layers.dense(features, 1)
+        loss = tf.losses.mean_squared_error(labels, output)
+        optimizer = tf.train.AdamOptimizer(0.01)
+        grads, variables = zip(*optimizer.compute_gradients(loss))
+        grads, _ = tf.clip_by_global_norm(grads, clip_norm)
+        train_op = optimizer.apply_gradients(zip(grads, variables), global_step=tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+    ''')
+    assert result.status == "converted", manual(result)
+    builder = result.new.decode().split("def build_model(params):")[1]
+    assert builder.index('clip_norm = params.get("clip_norm", 5.0)') < builder.index("global_clipnorm=clip_norm"), builder
