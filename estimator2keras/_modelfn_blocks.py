@@ -170,6 +170,10 @@ class BlockReading:
         if not names:
             self.refuse(fn, f"`{name}` makes layers but takes no input")
         training = self.training_parameters(fn)
+        if not training:
+            # `def network(x, params, training)` whose layers do not read it (yet): still the
+            # training flag its callers pass, not a setting made from the mode.
+            training = {n for n in names if n in TRAINING_KEYWORDS}
         if len(training) > 1:
             self.refuse(fn, f"`{name}` takes two training flags ({', '.join(sorted(training))})")
         mode = "mode" if "mode" in names and "mode" not in training else None

@@ -241,3 +241,15 @@ def test_a_block_that_rebinds_its_input_and_reads_a_setting_it_computes(rules):
     new = result.new.decode()
     assert 'reg = tf.keras.regularizers.l2(params["l2"]) if params["l2"] else None' in new.split("def call(")[0], new
     assert "kernel_regularizer=reg" in new
+
+
+def test_a_training_parameter_no_layer_reads_is_still_the_training_flag(rules):
+    # It became a constructor argument given `mode == TRAIN`, refused as "computed from the inputs".
+    result = convert(rules, '''\
+    def network(x, params, training):
+        for units in params["hidden"]:
+            x = tf.layers.dense(x, units, activation=tf.nn.relu)
+        return tf.layers.dense(x, 3)
+    ''')
+    assert result.status == "converted", manual(result)
+    assert "Network(params)" in result.new.decode()
