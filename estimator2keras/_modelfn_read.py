@@ -1512,7 +1512,7 @@ class _ModelReader(BlockReading):
                                       "and predict) cannot reproduce")
                 self.refuse(call, f"`{helper.name.value}(...)` makes layers for a value the TRAIN loss does not read (a second "
                                   "forward pass, for evaluation or predictions), which e2k does not convert yet")
-            if role in MAKERS or (path in BEYOND_CATALOGUE and role is None):
+            if role in MAKERS or (path in BEYOND_CATALOGUE and role is None and not self.is_update_ops(inner)):
                 self.refuse(call, f"`{helper.name.value}(...)` makes layers or variables of its own "
                                   f"(`{_emit.code(inner.func)}`); e2k converts layers written in the model_fn itself")
             self.check_helper(inner, depth + 1)
@@ -1763,9 +1763,21 @@ class _ModelReader(BlockReading):
         return (path or "").startswith("keras.")
 
     def used_update_ops_anywhere(self) -> bool:
-        for call in iter_calls(self.root.fn.body):  # the model_fn's, for a block's layers too
-            if self.ctx.call_api_path(call) == "control_dependencies":
-                return True
+        """The model_fn (for a block's layers too) runs its train_op under control
+        dependencies, itself or in a function of the program it calls (``train_op =
+        make_train_op(loss, mode)``, whose `with tf.control_dependencies(update_ops):` ran them)."""
+        pending, seen = [self.root.fn], set()
+        while pending:
+            fn = pending.pop()
+            if id(fn) in seen or len(seen) > 20:
+                continue
+            seen.add(id(fn))
+            for call in iter_calls(fn.body):
+                if self.ctx.call_api_path(call) == "control_dependencies":
+                    return True
+                target = self._definition(call.func) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
+                if isinstance(target, cst.FunctionDef):
+                    pending.append(target)
         return False
 
     def training_value(self, value: cst.BaseExpression) -> str:

@@ -36,6 +36,10 @@ class _CompileReader:
             return self.read_apply_gradients(minimize, loss_expr, at)
         if isinstance(minimize, cst.Call) and self.role(minimize) == "optimize_loss":
             return self.read_optimize_loss(minimize, loss_expr, at)
+        if isinstance(minimize, cst.Call) and isinstance(minimize.func, cst.Name):
+            helper = self._train_op_helper(minimize)
+            if helper is not None:
+                return self.read_train_op_helper(minimize, helper, loss_expr, at)
         if not (isinstance(minimize, cst.Call) and isinstance(minimize.func, cst.Attribute) and minimize.func.attr.value == "minimize"):
             self.refuse(minimize, "the train_op is not `optimizer.minimize(loss)` nor a clipped `apply_gradients`")
         from estimator2keras._units import bind_arguments
@@ -59,6 +63,153 @@ class _CompileReader:
             self.refuse(receiver, "the optimizer is not a tf.train optimizer e2k converts")
         self.check_momentum_schedule(receiver, at)
         return self.translate("optimizer", receiver), self.builder_slice([], at, extra=[receiver])
+
+    def _train_op_helper(self, call: cst.Call) -> cst.FunctionDef | None:
+        from estimator2keras._units import resolve
+
+        helper = resolve(self.ctx, call.func)
+        if not isinstance(helper, cst.FunctionDef) or not isinstance(self.ctx.parent(helper), cst.Module):
+            return None
+        return helper
+
+    def read_train_op_helper(self, call: cst.Call, helper: cst.FunctionDef, loss_expr: cst.BaseExpression, at: int):
+        """``train_op = get_train_op(loss, params)``, a function of the program making the
+        train_op: its statements read as TRAIN runs them (`if mode == TRAIN:` taken, `with
+        tf.control_dependencies(update_ops):` unwrapped), ending in
+        ``return optimizer.minimize(loss, global_step)``. The Keras optimizer is its optimizer,
+        written with the function's names replaced by the values the call gives them."""
+        from estimator2keras._units import bind_arguments
+
+        what = f"`{helper.name.value}(...)`"
+        params = helper.params
+        if helper.decorators or isinstance(params.star_arg, (cst.Param, cst.ParamStar)) or params.star_kwarg \
+                or params.kwonly_params or params.posonly_params:
+            self.refuse(call, f"the train_op comes from {what}, whose signature e2k does not read")
+        names = [p.name.value for p in params.params]
+        try:
+            bound = {k: a.value for k, a in bind_arguments(call, tuple(names)).items()}
+        except Exception:  # noqa: BLE001 - arguments that do not fit: the program's own error
+            self.refuse(call, f"the arguments of {what} cannot be matched to its parameters")
+        for p in params.params:
+            if p.name.value not in bound and p.default is not None:
+                bound[p.name.value] = p.default
+        modes = {k for k, v in bound.items() if isinstance(v, cst.Name) and v.value == "mode"}
+        env: dict[str, cst.BaseExpression] = {}
+        returned = self._train_op_statements(list(helper.body.body), helper, what, modes, env)
+        if not (isinstance(returned, cst.Call) and isinstance(returned.func, cst.Attribute)
+                and returned.func.attr.value == "minimize"):
+            self.refuse(call, f"{what} does not return `optimizer.minimize(loss, global_step)`")
+        args = {k: a.value for k, a in bind_arguments(returned, ("loss", "global_step", "var_list")).items()}
+        loss = args.pop("loss", None)
+        if not (isinstance(loss, cst.Name) and loss.value in bound and isinstance(bound[loss.value], cst.Name)
+                and isinstance(loss_expr, cst.Name) and bound[loss.value].value == loss_expr.value):
+            self.refuse(returned, f"{what} does not minimize the loss the EstimatorSpec returns")
+        step = args.pop("global_step", None)
+        if step is not None:
+            step = env.get(step.value, bound.get(step.value, step)) if isinstance(step, cst.Name) else step
+            if not self.is_global_step(step, at):
+                self.refuse(returned, f"{what} minimizes with another step than the global step")
+        if args:
+            self.refuse(returned, f"`minimize({', '.join(args)}=...)` in {what} is not converted")
+        receiver = returned.func.value
+        while isinstance(receiver, cst.Name) and receiver.value in env:
+            receiver = env[receiver.value]
+        if not (isinstance(receiver, cst.Call) and self.role(receiver) == "optimizer"):
+            self.refuse(returned, f"the optimizer {what} minimizes with is not a tf.train optimizer e2k converts")
+        optimizer = self.translate("optimizer", receiver)
+        # The function's names, as the call gives them (its locals, as they were computed).
+        replacements: dict = {}
+        for node in _walk(optimizer):
+            if not isinstance(node, cst.Name) or not self._is_read_in(node, optimizer):
+                continue
+            value = node
+            for _ in range(20):
+                if not isinstance(value, cst.Name):
+                    break
+                if value.value in env:
+                    value = env[value.value]
+                elif value.value in bound:
+                    value = bound[value.value]
+                    break
+                else:
+                    break
+            if value is not node:
+                if any(isinstance(n, cst.Name) and n.value in env for n in _walk(value)):
+                    self.refuse(call, f"{what} computes its optimizer's settings in several steps, which e2k does not "
+                                      "write out")
+                replacements[node] = value
+        optimizer = _emit.replace_in(optimizer, replacements)
+        if self.plan is not None:
+            from estimator2keras._units import accesses_of
+
+            reads = accesses_of(self.ctx, helper.name)
+            if reads and all(self.ctx.within(r, (self.fn,)) for r in reads):
+                self.plan.remove_statement(helper)  # only the converted model_fn used it
+            self.plan.fixed(call, "E2K101", f"the train_op {what} makes -> the Keras optimizer it minimizes with")
+        # What the optimizer reads of the model_fn (`lr`, given as an argument) is the builder's too.
+        return optimizer, self.builder_slice([], at, extra=list(replacements.values()))
+
+    def _is_read_in(self, name: cst.Name, root: cst.CSTNode) -> bool:
+        """``name`` is a read in ``root`` (new code: no metadata): not an attribute's or a keyword's name."""
+        for node in _walk(root):
+            if isinstance(node, cst.Attribute) and node.attr is name:
+                return False
+            if isinstance(node, cst.Arg) and node.keyword is name:
+                return False
+        return True
+
+    def _train_op_statements(self, body: list, helper: cst.FunctionDef, what: str, modes: set[str],
+                             env: dict) -> cst.BaseExpression | None:
+        """The value the statements return as TRAIN runs them; their assignments into ``env``."""
+        for index, statement in enumerate(body):
+            if isinstance(statement, cst.If):
+                param = next(iter(modes), None)
+                train = self._mode_test(statement.test, param, "train") if param is not None else None
+                if train is None:
+                    self.refuse(statement, f"{what} makes the train_op under an `if` that does not test the mode")
+                if train:
+                    taken = list(statement.body.body)
+                elif isinstance(statement.orelse, cst.If):
+                    taken = [statement.orelse]
+                elif isinstance(statement.orelse, cst.Else):
+                    taken = list(statement.orelse.body.body)
+                else:
+                    taken = []
+                returned = self._train_op_statements(taken, helper, what, modes, env)
+                if returned is not None:
+                    return returned
+                continue
+            if isinstance(statement, cst.With) and len(statement.items) == 1 and isinstance(statement.items[0].item, cst.Call) \
+                    and (self.ctx.call_api_path(statement.items[0].item) or "").endswith("control_dependencies"):
+                returned = self._train_op_statements(list(statement.body.body), helper, what, modes, env)
+                if returned is not None:
+                    return returned
+                continue
+            if not isinstance(statement, cst.SimpleStatementLine):
+                self.refuse(statement, f"{what} makes the train_op with a `{type(statement).__name__.lower()}`, which "
+                                       "e2k does not read")
+            for small in statement.body:
+                if isinstance(small, cst.Return):
+                    value = small.value
+                    while isinstance(value, cst.Name) and value.value in env:
+                        value = env[value.value]
+                    return value
+                if isinstance(small, cst.Expr) and index == 0 and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString)):
+                    continue  # a docstring
+                if isinstance(small, cst.Expr) and (self.ctx.call_api_path(small.value) or "").startswith(
+                        ("summary.", "compat.v1.summary.")):
+                    continue  # a summary: TensorBoard's, which the Keras callback writes its own way
+                if not (isinstance(small, cst.Assign) and len(small.targets) == 1
+                        and isinstance(small.targets[0].target, cst.Name)):
+                    self.refuse(small, f"{what} has a statement e2k does not read in a function making the train_op")
+                name = small.targets[0].target.value
+                if name in env:
+                    self.refuse(small, f"`{name}` is assigned twice in {what}")
+                value = small.value
+                if isinstance(value, cst.Call) and (self.ctx.call_api_path(value) or "").endswith("get_collection"):
+                    continue  # `update_ops = tf.get_collection(UPDATE_OPS)`: Keras runs the updates itself
+                env[name] = value
+        return None
 
     def read_optimize_loss(self, call: cst.Call, loss_expr: cst.BaseExpression, at: int):
         """``tf.contrib.layers.optimize_loss(loss, global_step, lr, "Adam")`` (E2K104)."""

@@ -71,6 +71,16 @@ class Tf1OptimizerToKeras(ExpressionRule):
     | `RMSPropOptimizer(lr, decay, momentum, epsilon, centered)` | `TF1RMSprop(lr, rho=decay, ..., epsilon=1e-10)`: Keras `RMSprop`, its accumulators starting at 1.0 (a small class added to the file) |
     | `FtrlOptimizer(...)` | `Ftrl(...)` (same parameter names) |
 
+    The train_op may come from a function of the program (`train_op = get_train_op(loss,
+    mode, params)`, as courses split a model_fn into loss, train_op and metrics functions): its
+    statements are read as TRAIN runs them (its `if mode == ModeKeys.TRAIN:` taken, `with
+    tf.control_dependencies(update_ops):` unwrapped), it must end in
+    `return optimizer.minimize(loss, global_step)`, and the Keras optimizer is that optimizer
+    with the function's names replaced by the values its call gives them (a value it computes
+    in several steps is refused). The function goes with the model_fn when nothing else calls
+    it; batch normalizations whose updates it ran keep their moving averages (fixture
+    `model_fn_parts_from_helpers`).
+
     Where Keras and TF1 defaults differ, the TF1 value is written out: Adam and Adadelta
     `epsilon=1e-08` (Keras: 1e-07), RMSprop `epsilon=1e-10` (Keras: 1e-07). `use_locking` has
     no meaning in TF2 and is dropped; positional arguments after the learning rate become
