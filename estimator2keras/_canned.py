@@ -22,6 +22,7 @@ that ``e2k parity`` pairs them one to one.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -308,6 +309,27 @@ class CannedReader:
         return "0.2"
 
     def read_optimizer(self, name: str, default: str, learning_rate: str | None) -> cst.BaseExpression:
+        optimizer = self._read_optimizer(name, default, learning_rate)
+        self._check_sparse_updates(optimizer)
+        return optimizer
+
+    def _check_sparse_updates(self, optimizer: cst.BaseExpression) -> None:
+        """Embedding columns give their tables sparse gradients: the Estimator's RMSprop and
+        momentum (TF1's or Keras's legacy ones) updated the accumulators of the rows a batch
+        looked up only, the new Keras optimizers decay every row's: reported (E2K101)."""
+        text = _emit.code(optimizer)
+        momentum = re.search(r"momentum=([0-9.e+-]+)", text)
+        differs = "RMSprop" in text or (momentum is not None and float(momentum.group(1)) != 0.0)
+        embedded = next((c for c in self.columns.columns.values() if c.kind in ("embedding", "shared_embedding")), None)
+        if differs and embedded is not None and not getattr(self, "_sparse_reported", False):
+            self._sparse_reported = True
+            self.plan.leftover(embedded.call, "E2K101", (
+                "this embedding column gives its table a sparse gradient: the Estimator's optimizer updated the "
+                "accumulators of the rows each batch looked up only, while Keras's RMSprop and SGD with momentum decay "
+                "every row's at every step, so rows move differently after their next lookup; keep Adagrad, Adam or "
+                "plain SGD, or check with e2k parity on realistic data"))
+
+    def _read_optimizer(self, name: str, default: str, learning_rate: str | None) -> cst.BaseExpression:
         given = self.value(name)
         if given is None and name in self.args:
             # `optimizer=None`: the linear Estimators' own default, Ftrl(min(0.2, 1/sqrt(n)))

@@ -15,6 +15,15 @@ from estimator2keras._modelfn_read import Derived, MetricConversion, _Def, _walk
 from estimator2keras._rule import Unsupported
 
 GLOBAL_STEP = frozenset({"train.get_global_step", "train.get_or_create_global_step"})
+#: TF1 optimizers whose sparse updates touch the looked-up rows only, where Keras's decay all rows.
+SPARSE_DIFFERS = frozenset({"train.RMSPropOptimizer", "train.MomentumOptimizer"})
+#: Calls that give a variable a sparse (IndexedSlices) gradient.
+SPARSE_SOURCES = frozenset({
+    "nn.embedding_lookup", "nn.embedding_lookup_sparse", "nn.safe_embedding_lookup_sparse",
+    "compat.v1.nn.embedding_lookup", "compat.v1.nn.embedding_lookup_sparse", "keras.layers.Embedding",
+    "feature_column.embedding_column", "feature_column.shared_embedding_columns",
+    "feature_column.shared_embeddings", "contrib.layers.embed_sequence",
+})
 SUMMARIES = ("summary.",)
 
 
@@ -116,6 +125,7 @@ class _CompileReader:
             receiver = env[receiver.value]
         if not (isinstance(receiver, cst.Call) and self.role(receiver) == "optimizer"):
             self.refuse(returned, f"the optimizer {what} minimizes with is not a tf.train optimizer e2k converts")
+        self.check_momentum_schedule(receiver, at)
         optimizer = self.translate("optimizer", receiver)
         # The function's names, as the call gives them (its locals, as they were computed).
         replacements: dict = {}
@@ -251,7 +261,9 @@ class _CompileReader:
 
     def check_momentum_schedule(self, optimizer: cst.Call, at: int) -> None:
         """TF1 Momentum multiplies the whole accumulator by the current rate, Keras SGD only
-        each new gradient: with a rate that changes, the steps after a change differ."""
+        each new gradient: with a rate that changes, the steps after a change differ. (And
+        the updates of rows an embedding lookup did not read: ``check_sparse_updates``.)"""
+        self.check_sparse_updates(optimizer)
         if self.ctx.call_api_path(optimizer) != "train.MomentumOptimizer" or not optimizer.args:
             return
         rate = optimizer.args[0].value
@@ -266,6 +278,45 @@ class _CompileReader:
                 "rate while Keras SGD scales each new gradient: the steps after each change differ; check with e2k parity",
                 "E2K101",
             )
+
+    def check_sparse_updates(self, optimizer: cst.Call) -> None:
+        """An embedding lookup gives its table a sparse gradient: TF1's RMSProp and Momentum
+        updated the accumulators of the rows a batch looked up only, Keras's RMSprop and SGD
+        decay every row's at every step. The Keras optimizer is written, and reported: the
+        rows that a batch does not read move differently after their next lookup."""
+        path = self.ctx.call_api_path(optimizer)
+        if path not in SPARSE_DIFFERS or getattr(self, "_sparse_reported", False):
+            return
+        lookup = self._sparse_source()
+        if lookup is None:
+            return
+        self._sparse_reported = True
+        name = path.rsplit(".", 1)[-1]
+        self.leftover(
+            optimizer,
+            f"`{_emit.code(lookup.func)}` gives its table a sparse gradient: TF1's {name} updated the accumulators of "
+            "the rows each batch looked up only, while Keras decays every row's at every step, so rows move "
+            "differently after their next lookup (more with a larger vocabulary); keep Adam, Adagrad or plain SGD "
+            "for those variables, or check with e2k parity on realistic data",
+            "E2K101",
+        )
+
+    def _sparse_source(self) -> cst.Call | None:
+        """A call of the model_fn (or of a function of the program it calls) giving a variable a
+        sparse gradient: an embedding lookup, a Keras Embedding layer, an embedding column."""
+        pending, seen = [self.root.fn], set()
+        while pending:
+            fn = pending.pop()
+            if id(fn) in seen or len(seen) > 20:
+                continue
+            seen.add(id(fn))
+            for call in iter_calls(fn.body):
+                if (self.ctx.call_api_path(call) or "") in SPARSE_SOURCES:
+                    return call
+                target = self._definition(call.func) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
+                if isinstance(target, cst.FunctionDef):
+                    pending.append(target)
+        return None
 
     # -- gradient clipping ---------------------------------------------------------------------
     def read_apply_gradients(self, apply: cst.Call, loss_expr: cst.BaseExpression, at: int):
