@@ -359,7 +359,9 @@ class InputFn:
             return epochs is not None and not isinstance(epochs, cst.Integer)
         if self.function is not None:
             bound = _partial_call(self.partial) if self.partial is not None else None
-            code = [(self.function.body, _Decider(ctx, self.function, bound, mode), self.function, bound)]
+            decider = _Decider(ctx, self.function, bound, mode)
+            decider.add_enclosing(self._factory_decider(ctx), self.function)
+            code = [(self.function.body, decider, self.function, bound)]
             code += [(fn.body, _Decider(ctx, fn, call, None), fn, call) for call, fn in self.helper_calls]
         else:
             code = [(fn.body, _Decider(ctx, fn, call, None), fn, call) for call, fn in self.helper_calls]
@@ -379,6 +381,31 @@ class InputFn:
                     if not isinstance(self._factory_value(ctx, count), cst.Integer):
                         return True
         return False
+
+    def _factory_decider(self, ctx: RewriteContext) -> "_Decider | None":
+        """What the factory call that made this input_fn passes its flags (``input_fn(x, y,
+        repeat=False)`` returning a nested ``_fn`` that tests ``if repeat:``)."""
+        if self.chain is not None and self.function is not None:
+            # The flags the nested function tests, followed out through the chain's calls.
+            decider = _Decider(ctx, None, None, None)
+            own = {p.name.value for p in self.function.params.params}
+            for node in _walk_names(self.function.body):
+                if node.value in own or node.value in decider.constants:
+                    continue
+                value = self.chain.value(ctx, node)
+                if value is not node and _literal_bool(value) is not None:
+                    decider.constants[node.value] = _literal_bool(value)
+            return decider
+        if self.chain is not None:
+            return None
+        call = self.factory_call
+        if isinstance(call, cst.Name):
+            bound_name = resolve(ctx, call)
+            call = bound_name.value if isinstance(bound_name, Binding) else None
+        factory = resolve(ctx, call.func) if isinstance(call, cst.Call) else None
+        if not isinstance(factory, cst.FunctionDef):
+            return None
+        return _Decider(ctx, factory, call, None)
 
     def _factory_value(self, ctx: RewriteContext, node) -> cst.BaseExpression | None:
         """``repeat(num_epochs)`` in the input_fn a factory returns (TensorFlow's linear-model
@@ -615,6 +642,16 @@ class _Decider:
             scope = ctx.scope(param.name)
             if scope is None or len(scope.assignments[param.name.value]) != 1:
                 self.constants.pop(param.name.value, None)
+
+    def add_enclosing(self, outer: "_Decider | None", fn: cst.FunctionDef) -> None:
+        """The flags of the function ``fn`` is nested in, as its call fixed them, where ``fn``
+        reads them as its closure (not shadowed by its own parameters)."""
+        if outer is None:
+            return
+        own = {p.name.value for p in fn.params.params}
+        for name, value in outer.constants.items():
+            if name not in own:
+                self.constants.setdefault(name, value)
 
     def decide(self, test: cst.BaseExpression) -> bool | None:
         if isinstance(test, cst.Name) and test.value in self.constants:
@@ -2898,3 +2935,12 @@ def remove_unused_tf1_imports(ctx: RewriteContext) -> None:
             ) or is_estimator_api(f"{module}.{obj}")
         ):
             ctx.remove_import_if_unused(module, obj, asname)
+
+
+def _walk_names(node: cst.CSTNode) -> Iterator[cst.Name]:
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Name):
+            yield current
+        stack.extend(current.children)

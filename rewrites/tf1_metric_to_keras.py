@@ -101,7 +101,9 @@ class Tf1MetricToKeras(ExpressionRule):
     | `percentage_below` of the same | | emitted `PercentageBelow(threshold=...)` |
 
     The labels may be cast to a float type (their values kept), and for metrics of class ids to an
-    integer type (`tf.cast(labels, tf.int64)`, as TF1's set operations needed). Their settings (`k`, `num_classes`,
+    integer type (`tf.cast(labels, tf.int64)`, as TF1's set operations needed), reshaped to one
+    column or row (`[-1, 1]`, `[-1]`, `expand_dims`, `squeeze`), and reach the metric through
+    a name bound once (`labels_f = tf.cast(labels, tf.float32)`). Their settings (`k`, `num_classes`,
     thresholds...) may be literals, `params[...]` or module-level names. `accuracy`,
     `mean_squared_error`, `root_mean_squared_error` and `mean_absolute_error`, whose value is the
     same either way round, may take the labels second (`tf.metrics.accuracy(class_ids, labels)`,
@@ -266,7 +268,7 @@ print(model.evaluate(input_fn(), return_dict=True)["accuracy"])
                 raise Unsupported("the metric compares the one-hot labels' classes with something other than "
                                   "the model output's")
             return _emit.expr('{tf}.keras.metrics.CategoricalAccuracy(name={name})', tf=tf, name=_quote(name))
-        _check_labels(labels)
+        _check_labels(labels, ctx=ctx)
         derived: Derived | None = derive(predictions.value)
         kind = derived.kind if derived else None
         if path in ("metrics.precision", "metrics.recall") and kind == "argmax":
@@ -313,23 +315,55 @@ def _are_labels(arg: cst.Arg) -> bool:
     return True
 
 
-def _check_labels(labels: cst.Arg, class_ids: bool = False) -> None:
+def _check_labels(labels: cst.Arg, class_ids: bool = False, ctx=None) -> None:
     """The metric's labels must be the model_fn's ``labels`` (Keras metrics receive them as they
     come), or them cast to a float type, which keeps their values (Keras casts them too); metrics
-    of class ids also take them cast to an integer type (``tf.cast(labels, tf.int64)``)."""
+    of class ids also take them cast to an integer type (``tf.cast(labels, tf.int64)``). A
+    reshape to one column or one row (``[-1, 1]``, ``[-1]``, ``expand_dims(labels, -1)``,
+    ``squeeze``) keeps their values too (Keras metrics match the ranks of labels and
+    predictions), and with ``ctx`` a name bound once to such a value is followed
+    (``labels_f = tf.cast(labels, tf.float32)``)."""
+    from estimator2keras._units import value_of
+
     value = labels.value
-    while isinstance(value, cst.Call) and value.args and _emit.code(value.func).split(".")[-1] in LABEL_CASTS:
+    for _ in range(16):
+        if isinstance(value, cst.Name) and value.value != "labels" and ctx is not None:
+            bound_value = value_of(ctx, value)
+            if bound_value is None:
+                break
+            value = bound_value
+            continue
+        if not (isinstance(value, cst.Call) and value.args):
+            break
         function = _emit.code(value.func).split(".")[-1]
-        bound = bind(value, ("x", "dtype", "name")) if function == "cast" else {"dtype": None}
-        if "x" not in bound and function == "cast" or "dtype" not in bound:
-            break
-        target = _emit.code(bound["dtype"].value) if function == "cast" else function
-        if not ("float" in target or "double" in target or class_ids and "int" in target):
-            break
-        value = (bound["x"] if function == "cast" else value.args[0]).value
+        if function in LABEL_CASTS:
+            bound = bind(value, ("x", "dtype", "name")) if function == "cast" else {"dtype": None}
+            if "x" not in bound and function == "cast" or "dtype" not in bound:
+                break
+            target = _emit.code(bound["dtype"].value) if function == "cast" else function
+            if not ("float" in target or "double" in target or class_ids and "int" in target):
+                break
+            value = (bound["x"] if function == "cast" else value.args[0]).value
+            continue
+        if function in ("reshape", "expand_dims", "squeeze") and _keeps_values(value, function):
+            value = value.args[0].value
+            continue
+        break
     if not (isinstance(value, cst.Name) and value.value == "labels"):
         raise Unsupported("the metric's labels are not the model_fn's `labels` (nor them cast to a float type, or "
                           "for class ids an integer type)")
+
+
+def _keeps_values(call: cst.Call, function: str) -> bool:
+    """``reshape(x, [-1, 1])``, ``reshape(x, [-1])``, ``expand_dims(x, -1)``, ``squeeze(x)`` or
+    ``squeeze(x, axis=-1)`` / ``[1]``: one column or one row of the same values."""
+    rest = [_emit.code(a.value).replace(" ", "") for a in call.args[1:] if a.keyword is None or a.keyword.value in (
+        "shape", "axis")]
+    if function == "reshape":
+        return rest in (["[-1,1]"], ["[-1]"])
+    if function == "expand_dims":
+        return rest in (["-1"], ["1"])
+    return rest in ([], ["-1"], ["1"], ["[1]"], ["[-1]"])
 
 
 def _kind(derive, node: cst.BaseExpression) -> str | None:
@@ -458,7 +492,7 @@ def _counts(self, call, ctx, tf, name, derive, bound):
     keras = COUNTS[path]
     if "labels" not in bound or "predictions" not in bound:
         raise Unsupported("the metric needs labels and predictions")
-    _check_labels(bound["labels"])
+    _check_labels(bound["labels"], ctx=ctx)
     kind = _kind(derive, bound["predictions"].value)
     if path.endswith("_at_thresholds"):
         thresholds = _carried(bound.get("thresholds"), "thresholds", ctx, call)
@@ -483,7 +517,7 @@ def _counts(self, call, ctx, tf, name, derive, bound):
 def _at_thresholds(self, call, ctx, tf, name, derive, bound):
     """precision_at_thresholds / recall_at_thresholds: one value per threshold, TF1's epsilon kept."""
     path = ctx.call_api_path(call)
-    _check_labels(bound["labels"])
+    _check_labels(bound["labels"], ctx=ctx)
     thresholds = _carried(bound.get("thresholds"), "thresholds", ctx, call)
     if thresholds is None:
         raise Unsupported("the metric needs its thresholds")
@@ -497,7 +531,7 @@ def _at_thresholds(self, call, ctx, tf, name, derive, bound):
 
 def _sensitivity(self, call, ctx, tf, name, derive, bound):
     path = ctx.call_api_path(call)
-    _check_labels(bound["labels"])
+    _check_labels(bound["labels"], ctx=ctx)
     kind = _kind(derive, bound["predictions"].value)
     if kind not in ("output", "sigmoid"):
         raise Unsupported("its predictions are not the model output (probabilities) nor its sigmoid")
@@ -514,7 +548,7 @@ def _sensitivity(self, call, ctx, tf, name, derive, bound):
 def _top_k(self, call, ctx, tf, name, derive, bound):
     """precision/recall/average precision at k of sparse labels (class ids)."""
     path = ctx.call_api_path(call)
-    _check_labels(bound["labels"], class_ids=True)
+    _check_labels(bound["labels"], class_ids=True, ctx=ctx)
     if "predictions_idx" in bound:  # precision_at_top_k(labels, tf.nn.top_k(logits, k).indices)
         scores, k = _top_k_source(bound["predictions_idx"].value, ctx)
     else:
@@ -552,7 +586,7 @@ def _top_k_source(node: cst.BaseExpression, ctx):
 def _classes(self, call, ctx, tf, name, derive, bound):
     """mean_iou and mean_per_class_accuracy of the predicted classes (argmax of the output)."""
     path = ctx.call_api_path(call)
-    _check_labels(bound["labels"], class_ids=True)
+    _check_labels(bound["labels"], class_ids=True, ctx=ctx)
     num_classes = _carried(bound.get("num_classes"), "num_classes", ctx, call)
     if num_classes is None:
         raise Unsupported("the metric needs num_classes")
@@ -567,7 +601,7 @@ def _classes(self, call, ctx, tf, name, derive, bound):
 def _regression(self, call, ctx, tf, name, derive, bound):
     """mean_cosine_distance and mean_relative_error of the model output."""
     path = ctx.call_api_path(call)
-    _check_labels(bound["labels"])
+    _check_labels(bound["labels"], ctx=ctx)
     if _kind(derive, bound["predictions"].value) != "output":
         raise Unsupported("its predictions are not the model output")
     if path == "metrics.mean_cosine_distance":

@@ -117,3 +117,26 @@ def test_an_input_fn_reading_a_defaulted_config_is_refused(rules):
     result = rewrite_source(source.encode(), "program.py", rules)
     assert result.status == "partial"
     assert any("reads the Estimator's `config`" in f.message for f in result.findings)
+
+
+@pytest.mark.parametrize("flag, repeats", [("False", False), ("True", True), ("flag", True)])
+def test_predict_on_an_input_fn_factory_whose_flag_the_call_fixes(flag, repeats, rules):
+    # `make_input_fn(x, repeat=False)` returning a nested `_fn` that tests `if repeat:`: the
+    # factory call's flag decides it (the predict was refused as repeating forever).
+    source = REPEATING.replace('''def input_fn(x, training=True):
+    dataset = tf.data.Dataset.from_tensor_slices((x, x))
+    PREAMBLE
+    if training:
+        dataset = dataset.repeat()
+    return dataset.batch(1)''', '''def make_input_fn(x, repeat):
+    def _fn():
+        dataset = tf.data.Dataset.from_tensor_slices((x, x))
+        if repeat:
+            dataset = dataset.repeat()
+        return dataset.batch(1)
+    return _fn''').replace("lambda: input_fn([[1.0]])", "make_input_fn([[1.0]], True)").replace(
+        "lambda: PREDICT_CALL", f"make_input_fn([[1.0]], {flag})")
+    assert "def make_input_fn" in source
+    result = rewrite_source(source.encode(), "program.py", rules)
+    refused = [f for f in result.findings if "may repeat forever" in f.message]
+    assert bool(refused) is repeats, [f.format() for f in result.findings]

@@ -248,3 +248,24 @@ def test_every_tf1_metric_is_in_the_catalogue():
     for name in names:
         parameters = tuple(inspect.signature(getattr(tf.compat.v1.metrics, name)).parameters)
         assert SIGNATURES["metrics." + name] == parameters, name
+
+
+@pytest.mark.parametrize("kind, local, metric", [
+    ("logit", "tf.cast(tf.reshape(labels, [-1, 1]), tf.float32)", M + "auc(labels_f, tf.sigmoid(output))"),
+    ("classes", "tf.reshape(labels, [-1])", M + "accuracy(labels_f, tf.argmax(output, 1))"),
+])
+def test_labels_through_a_name_bound_to_them_cast_or_reshaped(rules, kind, local, metric):
+    # `labels_f = tf.cast(tf.reshape(labels, [-1, 1]), tf.float32)` then the metric of `labels_f`:
+    # the same values as the labels Keras hands the metric (it was refused, E2K202).
+    units, activation, loss, labels = KINDS[kind]
+    source = PROGRAM.format(units=units, activation=activation, loss=loss, labels=labels, metric=metric)
+    source = source.replace("    metric =", f"    labels_f = {local}\n    metric =")
+    result = rewrite_source(source.encode(), "program.py", rules)
+    assert result.status == "converted", manual(result)
+    keras, text = keras_metric(result.new.decode())
+    data = batches(kind)
+    expected = tf1_value(kind, metric.replace("labels_f", local), data)
+    keras.reset_state()
+    for labels_np, output_np in data:
+        keras.update_state(labels_np, output_np)
+    np.testing.assert_allclose(np.reshape(np.asarray(keras.result()), expected.shape), expected, rtol=1e-6, atol=1e-7)
