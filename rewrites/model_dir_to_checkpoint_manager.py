@@ -38,8 +38,10 @@ class ModelDirToCheckpointManager(UnitRule):
     - `train(max_steps=N)` trains only up to global step N from `checkpoints.global_step()`
       (E2K003), so that a second run of the program resumes, or skips training, as before.
 
-    `estimator.model_dir` becomes the directory and `estimator.latest_checkpoint()`
-    `checkpoints.manager.latest_checkpoint`.
+    `estimator.model_dir` becomes the directory, `estimator.latest_checkpoint()`
+    `checkpoints.manager.latest_checkpoint`, and `estimator.eval_dir()` the path it named,
+    `os.path.join(<model_dir>, "eval")` (Keras's TensorBoard callback writes its evaluation
+    summaries elsewhere: code reading event files there finds none).
 
     ## Why
     An Estimator restores the newest checkpoint of its `model_dir` at every `train`,
@@ -233,6 +235,14 @@ if steps_left > 0:
                 plan.claim_use(use)
             elif use.kind == "method" and use.method == "latest_checkpoint" and not use.call.args:
                 plan.replace(use.call, _emit.expr("{m}.manager.latest_checkpoint", m=manager))
+                plan.claim_use(use)
+            elif use.kind == "method" and use.method == "eval_dir" and len(use.call.args) <= 1 \
+                    and all(not a.star and (a.keyword is None or a.keyword.value == "name") for a in use.call.args):
+                # Estimator.eval_dir(name=None): the model_dir's "eval" (or "eval_<name>") folder.
+                name = use.call.args[0].value if use.call.args else None
+                folder = _emit.expr('"eval"') if name is None or _is_none(name) else _emit.expr('"eval_" + {n}', n=name)
+                plan.replace(use.call, _emit.expr("os.path.join({d}, {f})", d=directory.deep_clone(), f=folder))
+                ctx.add_import("os")
                 plan.claim_use(use)
 
 

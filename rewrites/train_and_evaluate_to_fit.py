@@ -600,9 +600,11 @@ model.evaluate(input_fn(), steps=1, callbacks=[checkpoints])
         if not isinstance(interval, cst.Integer):
             if not hooks.early_stops:
                 return None  # time-based checkpoints: the evaluations cannot be placed; the final one is kept
+            given = "save_checkpoints_steps" in unit.config_args
             raise Unsupported(
                 f"{why} needs the evaluations at every checkpoint: RunConfig(save_checkpoints_steps=N) with a "
-                "literal N says where they were", hooks.early_stops[0].node)
+                "literal N says where they were" + ("" if given else " (with no such setting the Estimator "
+                "checkpointed every 600 seconds, at steps no conversion can know)"), hooks.early_stops[0].node)
         steps = interval.evaluated_value
         if not (isinstance(max_steps, cst.Integer) and max_steps.evaluated_value % steps == 0):
             if not hooks.early_stops:

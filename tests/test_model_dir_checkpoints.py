@@ -45,3 +45,30 @@ def test_a_keras_checkpoint_in_the_model_dir_is_restored(tmp_path):
     tf.train.CheckpointManager(tf.train.Checkpoint(model=model, optimizer=model.optimizer), str(tmp_path), 1).save(7)
     callback = _callback_class()(_model(), str(tmp_path))
     assert callback.global_step() == 7
+
+
+def test_estimator_eval_dir_becomes_the_path_it_named(rules):
+    from estimator2keras._engine import rewrite_source
+
+    source = '''\
+import os
+import tensorflow as tf
+
+
+def model_fn(features, labels, mode):
+    out = tf.compat.v1.layers.dense(features, 1)
+    loss = tf.compat.v1.losses.mean_squared_error(labels, out)
+    train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss, tf.compat.v1.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+est = tf.estimator.Estimator(model_fn, model_dir="/tmp/m")
+os.makedirs(est.eval_dir(), exist_ok=True)
+print(est.eval_dir("holdout"))
+est.train(lambda: tf.data.Dataset.from_tensor_slices(([[1.0]], [[1.0]])).batch(1), steps=1)
+'''
+    result = rewrite_source(source.encode(), "program.py", rules)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    new = result.new.decode()
+    assert 'os.makedirs(os.path.join("/tmp/m", "eval"), exist_ok=True)' in new
+    assert 'print(os.path.join("/tmp/m", "eval_" + "holdout"))' in new
