@@ -701,6 +701,11 @@ model.evaluate(input_fn(), steps=1, callbacks=[checkpoints])
                     callbacks.append(callback)
                     continue
             elif kind not in EXPORTERS:
+                if isinstance(exporter, cst.Name):
+                    # Bound otherwise on some path (an exporter per branch of an `if`, each another).
+                    raise Unsupported(f"`{exporter.value}` may hold different exporters where it is read (bound in "
+                                      "branches to different ones, or to something else): e2k converts one exporter "
+                                      "per use", element.value)
                 raise Unsupported("only FinalExporter, LatestExporter and BestExporter are converted", element.value)
             found = bind_arguments(exporter, EXPORTER_SIGNATURE if kind in EXPORTERS else BEST_EXPORTER_SIGNATURE)
             for name in ("assets_extra", "as_text"):

@@ -103,3 +103,39 @@ def test_a_note_one_branch_leaves_on_shared_code_is_kept_with_the_others(rules):
     assert result.status == "partial", [f.format() for f in result.findings]
     assert [f.code for f in result.findings if f.kind == "manual"] == ["E2K201"], [f.format() for f in result.findings]
     assert result.new.decode().count("# e2k: E2K201") == 1, result.new.decode()
+
+
+def test_exporters_bound_differently_in_branches_are_named_as_such(rules):
+    source = textwrap.dedent('''\
+    import sys
+    import tensorflow as tf
+
+
+    def model_fn(features, labels, mode):
+        out = tf.compat.v1.layers.dense(features["x"], 1)
+        loss = tf.compat.v1.losses.mean_squared_error(labels, out)
+        train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss, tf.compat.v1.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, predictions=out, loss=loss, train_op=train_op)
+
+
+    def serving():
+        x = tf.compat.v1.placeholder(tf.float32, [None, 1])
+        return tf.estimator.export.ServingInputReceiver({"x": x}, {"x": x})
+
+
+    def input_fn():
+        return tf.data.Dataset.from_tensor_slices(({"x": [[1.0]]}, [[1.0]])).repeat().batch(1)
+
+
+    est = tf.estimator.Estimator(model_fn, model_dir="/tmp/m")
+    if len(sys.argv) > 1:
+        exporter = tf.estimator.FinalExporter("final", serving)
+    else:
+        exporter = tf.estimator.LatestExporter("latest", serving)
+    tf.estimator.train_and_evaluate(est, tf.estimator.TrainSpec(input_fn, max_steps=2),
+                                    tf.estimator.EvalSpec(input_fn, steps=1, exporters=exporter))
+    ''').encode()
+    result = rewrite_source(source, "program.py", rules)
+    assert result.status == "partial"
+    assert any("may hold different exporters where it is read" in f.message for f in result.findings), \
+        [f.format() for f in result.findings]
