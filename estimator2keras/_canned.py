@@ -835,7 +835,8 @@ class ModelWriter:
                       f"    probabilities = {tf}.nn.softmax(logits)"]
         lines.append(f"    all_class_ids = {tf}.tile({tf}.range({n})[None], [{tf}.shape(logits)[0], 1])")
         if self.c.label_vocabulary is not None:
-            lines.append(f"    vocabulary = {tf}.constant(self.label_lookup.get_vocabulary())")
+            # The vocabulary as written (StringLookup.get_vocabulary() is Python: it fails in predict's graph).
+            lines.append(f"    vocabulary = {tf}.constant({self.code(self.c.label_vocabulary)})")
             classes, all_classes = f"{tf}.gather(vocabulary, class_ids)", f"{tf}.gather(vocabulary, all_class_ids)"
         else:
             classes, all_classes = f"{tf}.strings.as_string(class_ids)", f"{tf}.strings.as_string(all_class_ids)"

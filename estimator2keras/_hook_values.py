@@ -70,6 +70,8 @@ def keras_value(site, ctx, node: cst.BaseExpression) -> KerasValue:
             raise Unsupported(f"the tensor {name!r} is not named with tf.identity(..., {name!r}) in the model_fn, "
                               "so e2k cannot tell what it holds", node)
         fn, call, value = named
+        if _is_spec_loss(ctx, plan, fn, call):
+            return _LOSS_VALUE  # `loss = tf.identity(<the loss>, name="loss_value")`, then `loss=loss`
         found = _classify(ctx, plan, fn, call, value)
         if found is None:
             raise Unsupported(f"the tensor {name!r} (`{_emit.code(value)}` in the model_fn) is not the loss, a compiled "
@@ -146,6 +148,24 @@ def _classify(ctx, plan, fn: cst.FunctionDef, at: cst.CSTNode, value: cst.BaseEx
                                   "entry computes the same way, so the Keras model does not compile it", value)
             return KerasValue(f"logs[{key!r}]".replace("'", '"'), f"the metric {key!r}")
     return None
+
+
+def _is_spec_loss(ctx, plan, fn: cst.FunctionDef, call: cst.Call) -> bool:
+    """The named op's result is what the EstimatorSpec returns as its loss: the op itself, or
+    a name bound to it alone, once in the model_fn."""
+    loss = plan.spec_loss
+    if loss is None:
+        return False
+    if loss is call or _same(loss, call):
+        return True
+    parent = ctx.parent(call)
+    if not (isinstance(loss, cst.Name) and isinstance(parent, cst.Assign) and parent.value is call
+            and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name)
+            and parent.targets[0].target.value == loss.value):
+        return False
+    bindings = [n for n in _walk(fn) if isinstance(n, cst.AssignTarget) and isinstance(n.target, cst.Name)
+                and n.target.value == loss.value]
+    return len(bindings) == 1
 
 
 def _global_step_or_loss(ctx, plan, chain) -> KerasValue | None:

@@ -240,11 +240,85 @@ def call_hooks(plan, ctx, phase: str, hooks_arg, resolve) -> Hooks:
     """The hooks of one call: those passed to it, and those its model_fn's EstimatorSpec returns."""
     hooks = Hooks()
     for expr, spec_resolve in plan.spec_hooks[phase]:
-        hooks.extend(convert_hooks(HookSite(plan, phase, spec_resolve), expr, ctx))
+        converted = convert_hooks(HookSite(plan, phase, _with_params(plan, ctx, spec_resolve)), expr, ctx)
+        # The callbacks are made where the Keras program trains: what they read of the model_fn
+        # (`SummarySaverHook(output_dir=params["model_dir"])`) is written as the call site has it.
+        converted.callbacks = [_at_call_site(plan, ctx, callback, expr) for callback in converted.callbacks]
+        hooks.extend(converted)
     if hooks_arg is not None:
         hooks.extend(convert_hooks(HookSite(plan, phase, resolve), hooks_arg.value, ctx))
     return hooks
 
+
+
+def _params_entry(plan, ctx: "RewriteContext", node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``params["key"]`` in the model_fn: the entry of the dict literal the Estimator was given
+    as its params (or a name bound once to one), else None."""
+    from estimator2keras._units import Binding, resolve
+
+    if not (isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and node.value.value == "params"
+            and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index)
+            and isinstance(node.slice[0].slice.value, cst.SimpleString)):
+        return None
+    key = node.slice[0].slice.value.evaluated_value
+    given = plan.unit.arg_value("params")
+    if isinstance(given, cst.Name):
+        bound = resolve(ctx, given)
+        given = bound.value if isinstance(bound, Binding) else None
+    if not isinstance(given, cst.Dict):
+        return None
+    return next((e.value for e in given.elements if isinstance(e, cst.DictElement)
+                 and isinstance(e.key, cst.SimpleString) and e.key.evaluated_value == key), None)
+
+
+def _with_params(plan, ctx: "RewriteContext", follow: Callable) -> Callable:
+    """The model_fn's follower, reading ``params["key"]`` as the Estimator's params give it."""
+    def resolve(node: cst.BaseExpression) -> cst.BaseExpression:
+        node = follow(node)
+        entry = _params_entry(plan, ctx, node)
+        return entry if entry is not None else node
+
+    return resolve
+
+
+def _at_call_site(plan, ctx: "RewriteContext", callback: cst.BaseExpression, origin: cst.CSTNode) -> cst.BaseExpression:
+    """``callback``, made from a hook the model_fn returned, as the code that trains can write
+    it: ``params["key"]`` becomes the entry of the params the Estimator was given (a dict
+    literal, or a name bound once to one); any other name of the model_fn is refused (it
+    raised a NameError where fit is called)."""
+    from libcst.metadata import FunctionScope
+
+    site_scope = ctx.scope(plan.unit.call)
+    replacements: dict = {}
+    for node in _walk_all(callback):
+        if not isinstance(node, cst.Name):
+            continue
+        scope = ctx.scope(node)
+        if not isinstance(scope, FunctionScope) or scope is site_scope or node.value not in scope:
+            continue
+        parent = ctx.parent(node)
+        if isinstance(parent, cst.Attribute) and parent.attr is node or isinstance(parent, cst.Arg) and parent.keyword is node:
+            continue
+        entry = _params_entry(plan, ctx, parent) if isinstance(parent, cst.Subscript) and parent.value is node else None
+        if entry is not None:
+            if all(
+                    not isinstance(ctx.scope(n), FunctionScope) or ctx.scope(n) is site_scope
+                    for n in _walk_all(entry) if isinstance(n, cst.Name)):
+                replacements[parent] = entry.deep_clone()
+                continue
+        read = parent if isinstance(parent, cst.Subscript) and parent.value is node else node
+        raise Unsupported(f"a hook the model_fn returns reads `{_emit.code(read)}` of the model_fn, which the code "
+                          "that trains has not: compute it where the Estimator is built, or pass the hook to train()",
+                          origin, UNSUPPORTED_USE)
+    return _emit.replace_in(callback, replacements) if replacements else callback
+
+
+def _walk_all(node: cst.CSTNode):
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(current.children)
 
 
 def _module_class(ctx: "RewriteContext", func: cst.BaseExpression) -> cst.ClassDef | None:
@@ -425,6 +499,17 @@ def needs_step_guard(plan: "ConversionPlan", ctx: "RewriteContext", call: cst.CS
 def callbacks_arg(plan: "ConversionPlan", hooks: Hooks | None, training: bool) -> cst.Arg | None:
     """``callbacks=...`` for a call: the unit's (training only) and the hooks' callbacks."""
     own = list(hooks.callbacks) if hooks else []
+    if training and plan.fit_callbacks:
+        # A hook's TensorBoard writing what the RunConfig's summaries already write (a
+        # SummarySaverHook on the model_dir): one TensorBoard callback per fit, which is all
+        # Keras runs (two crash when their summary writers close).
+        shared_code = {_emit.code(c) for c in plan.fit_callbacks}
+        own = [c for c in own if _emit.code(c) not in shared_code]
+        boards = [c for c in [*plan.fit_callbacks, *own] if isinstance(c, cst.Call) and _emit.code(c.func).endswith("TensorBoard")]
+        if len(boards) > 1:
+            raise Unsupported("two TensorBoard callbacks would write during one fit (the RunConfig's summaries and a "
+                              "summary hook's, with other settings), which Keras cannot run: keep one",
+                              next((c for c in own if c in boards), boards[-1]), UNSUPPORTED_USE)
     if not training and plan.checkpoints is not None:
         own.insert(0, cst.Name(plan.checkpoints))  # restores model_dir before an evaluation or prediction
     shared = plan.callbacks_name() if training else None

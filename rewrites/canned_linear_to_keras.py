@@ -140,7 +140,7 @@ class LinearClassifierModel(tf.keras.Model):
         class_ids = tf.argmax(logits, axis=1)[:, None]
         probabilities = tf.nn.softmax(logits)
         all_class_ids = tf.tile(tf.range(3)[None], [tf.shape(logits)[0], 1])
-        vocabulary = tf.constant(self.label_lookup.get_vocabulary())
+        vocabulary = tf.constant(["small", "medium", "large"])
         return {
             "logits": logits,
             "probabilities": probabilities,

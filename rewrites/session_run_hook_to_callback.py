@@ -505,7 +505,9 @@ model.fit(input_fn(), steps_per_epoch=100)
             raise Unsupported("CheckpointSaverHook needs exactly one of save_steps and save_secs", call)
         saver = model_dir_checkpoints(site.plan, args["checkpoint_dir"], steps=args.get("save_steps"),
                                       secs=args.get("save_secs"), restore=False)
-        if site.plan.model_dir is None or _emit.code(site.plan.model_dir) != _emit.code(args["checkpoint_dir"]):
+        given = args["checkpoint_dir"]
+        if site.plan.model_dir is None or _emit.code(site.plan.model_dir) not in (
+                _emit.code(given), _emit.code(site.resolve(given))):  # `params["model_dir"]` given the model_dir
             site.plan.leftover(call, self.code, NOT_MODEL_DIR)
         return HookConversion(callback=saver, note="CheckpointSaverHook -> a ModelDirCheckpoints callback that saves")
 

@@ -524,3 +524,37 @@ def test_lists_unpacked_from_a_tuple_then_appended_to_are_refused_not_read_empty
     assert result.status == "partial", [f.format() for f in result.findings]
     assert any(f.code == "E2K504" and "is unpacked from a tuple, then changed" in f.message for f in result.findings), \
         [f.format() for f in result.findings]
+
+
+def test_a_label_vocabulary_classifier_predicts_its_classes(rules, tmp_path):
+    # predict_step read StringLookup.get_vocabulary(), Python that fails in predict's graph:
+    # every converted classifier with label_vocabulary crashed in predict().
+    import runpy
+
+    source = textwrap.dedent('''\
+        import numpy as np
+        import tensorflow as tf
+
+        LABELS = ["low", "mid", "high"]
+        size = tf.feature_column.numeric_column("size")
+        classifier = tf.estimator.LinearClassifier(feature_columns=[size], n_classes=3, label_vocabulary=LABELS)
+
+
+        def input_fn(repeat=True):
+            features = {"size": np.array([0.1, 0.5, 0.9, 0.3], np.float32)}
+            dataset = tf.data.Dataset.from_tensor_slices((features, ["low", "mid", "high", "low"]))
+            if repeat:
+                dataset = dataset.repeat()
+            return dataset.batch(2)
+
+
+        classifier.train(input_fn, steps=2)
+        PREDICTIONS = list(classifier.predict(lambda: input_fn(repeat=False)))
+    ''')
+    result = rewrite_source(source.encode(), "program.py", rules)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    path = tmp_path / "converted.py"
+    path.write_text(result.new.decode())
+    predictions = runpy.run_path(str(path))["PREDICTIONS"]
+    assert len(predictions) == 4
+    assert all(p["classes"][0] in (b"low", b"mid", b"high") for p in predictions), predictions
