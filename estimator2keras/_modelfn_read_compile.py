@@ -524,6 +524,11 @@ class _CompileReader:
                 if path in ("greater", "math.greater") and len(expr.args) == 2:
                     return self._threshold(inner, expr.args[1].value)
                 return None
+            if isinstance(expr, cst.Subscript) and len(expr.slice) == 2 and isinstance(expr.slice[0].slice, cst.Slice) \
+                    and _emit.code(expr.slice[0].slice).strip() == ":" and isinstance(expr.slice[1].slice, cst.Index) \
+                    and _emit.code(expr.slice[1].slice.value) == "1":
+                # `probabilities[:, 1]` of two classes' softmax: the positive class's probability.
+                return Derived("softmax_positive") if self.derive(expr.value, at) == Derived("softmax") else None
             if isinstance(expr, cst.Subscript):
                 element = self._dict_element(expr, at)
                 if element is None:

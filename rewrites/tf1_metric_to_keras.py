@@ -82,6 +82,7 @@ class Tf1MetricToKeras(ExpressionRule):
     | `root_mean_squared_error` | the output | `RootMeanSquaredError` (it averages every element already) |
     | `auc` | `tf.sigmoid(logits)` | `AUC(name=..., from_logits=True)` |
     | `auc` | the output (probabilities) | `AUC(name=...)` |
+    | `auc` | `tf.nn.softmax(logits)[:, 1]` (two classes), directly or through a predictions dict | emitted `AUCOfSecondSoftmax(name=...)`: Keras's AUC of that column |
     | `auc(..., thresholds=[...])` | as above | `AUC(name=..., thresholds=[...])`: both add `-1e-7` and `1 + 1e-7` and ignore `num_thresholds` |
     | `accuracy`, `precision`, `recall` | `tf.round(probabilities)`, `probabilities > 0.5` | `BinaryAccuracy`, `Precision(thresholds=0.5)`, `Recall(thresholds=0.5)` |
     | `precision`, `recall` | `tf.round(tf.sigmoid(logits))` | `PrecisionOfLogits`, `RecallOfLogits`: Keras's classes fed `sigmoid(y_pred)`, emitted once beside the model |
@@ -280,6 +281,15 @@ print(model.evaluate(input_fn(), return_dict=True)["accuracy"])
             keras_class, definition = ON_LOGITS[path]
             metric = _emit.expr('{cls}(name={name}, thresholds=0.5)', cls=keras_class, name=_quote(name))
             return MetricConversion(metric, [_emit.statement(definition.format(tf=tf))])
+        if path == "metrics.auc" and kind == "softmax_positive":
+            # A binary classifier of two logits: the AUC of softmax(logits)[:, 1], as tf.metrics took it.
+            args = _auc_arguments(bound)
+            thresholds = _carried(bound.get("thresholds"), "thresholds", ctx, call)
+            if thresholds is not None and _emit.code(thresholds) != "None":
+                args.append(_emit.keyword_arg("thresholds", thresholds))
+            metric = cst.Call(cst.Name("AUCOfSecondSoftmax"), args=_emit.call_args(
+                [_emit.keyword_arg("name", cst.SimpleString(_quote(name))), *args]))
+            return MetricConversion(metric, [_emit.statement(AUC_OF_SECOND_SOFTMAX.format(tf=tf))])
         if (path, kind) not in TABLE:
             raise Unsupported("its predictions are not computed from the model output in a way e2k maps")
         keras, extra = TABLE[(path, kind)]
@@ -644,6 +654,15 @@ OF_ELEMENTS = {
     "metrics.mean_squared_error": "MeanSquaredError",
     "metrics.mean_absolute_error": "MeanAbsoluteError",
 }
+
+
+AUC_OF_SECOND_SOFTMAX = """
+class AUCOfSecondSoftmax({tf}.keras.metrics.AUC):
+    \"\"\"AUC of the second class's probability, softmax(logits)[:, 1], as tf.metrics.auc took it.\"\"\"
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        return super().update_state(y_true, {tf}.nn.softmax(y_pred)[:, 1], sample_weight)
+"""
 
 
 def _of_elements(keras: str) -> str:

@@ -46,6 +46,7 @@ KINDS = {
     "probability": (1, ", activation=tf.sigmoid", "tf.compat.v1.losses.mean_squared_error(labels, output)",
                     "np.zeros((4, 1), np.float32)"),
     "vector": (3, "", "tf.compat.v1.losses.mean_squared_error(labels, output)", "np.zeros((4, 3), np.float32)"),
+    "pair": (2, "", "tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, output)", "np.zeros((4,), np.int64)"),
 }
 
 
@@ -61,6 +62,9 @@ def batches(kind: str, seed: int = 0):
             labels = rng.randint(0, 2, size=(size, 1)).astype(np.float32)
             output = rng.normal(size=(size, 1)).astype(np.float32) * 2
             output[1, 0], output[2, 0] = 20.0, -120.0  # sigmoid exactly 1 and 0: the edge thresholds
+        elif kind == "pair":  # a binary classifier of two logits
+            labels = rng.randint(0, 2, size=size).astype(np.int64)
+            output = rng.normal(size=(size, 2)).astype(np.float32)
         elif kind == "probability":
             labels = rng.randint(0, 2, size=(size, 1)).astype(np.float32)
             output = rng.uniform(size=(size, 1)).astype(np.float32)
@@ -89,6 +93,9 @@ CONVERTED = [
     ("classes", M + "average_precision_at_k(labels, output, 3)", "AveragePrecisionAtK"),
     ("classes", M + "sparse_average_precision_at_k(labels, output, 1)", "AveragePrecisionAtK"),
     ("classes", M + "accuracy(labels, tf.argmax(output, 1))", "SparseCategoricalAccuracy"),
+    ("pair", M + "auc(labels, tf.nn.softmax(output)[:, 1])", "AUCOfSecondSoftmax"),
+    ("pair", M + "auc(labels, tf.nn.softmax(output)[:, 1], curve='PR', summation_method='careful_interpolation')",
+     "AUCOfSecondSoftmax"),
     # Labels and predictions swapped: the same value for metrics symmetric in them.
     ("classes", M + "accuracy(tf.argmax(output, 1), labels)", "SparseCategoricalAccuracy"),
     ("vector", M + "root_mean_squared_error(output, labels)", "RootMeanSquaredError"),
