@@ -294,8 +294,8 @@ def _at_call_site(plan, ctx: "RewriteContext", callback: cst.BaseExpression, ori
         if not isinstance(node, cst.Name):
             continue
         scope = ctx.scope(node)
-        if not isinstance(scope, FunctionScope) or scope is site_scope or node.value not in scope:
-            continue
+        if not isinstance(scope, FunctionScope) or scope is site_scope or not scope.assignments[node.value]:
+            continue  # a module's name (or a builtin): the same where fit is called
         parent = ctx.parent(node)
         if isinstance(parent, cst.Attribute) and parent.attr is node or isinstance(parent, cst.Arg) and parent.keyword is node:
             continue

@@ -2720,7 +2720,7 @@ def _stable_test(ctx: RewriteContext, test: cst.BaseExpression) -> bool:
         if not isinstance(node, cst.Name) or isinstance(parent, cst.Attribute) and parent.attr is node:
             continue
         scope = ctx.scope(node)
-        if scope is None or len(scope.assignments[node.value]) > 1:
+        if scope is None or len(list(scope[node.value])) > 1:  # bound more than once, here or in an outer scope
             return False
         for access in scope.accesses[node.value]:
             # `args.use_tpu = False`, `params["use_tpu"] = ...`, `params.update(...)`: the value changes.

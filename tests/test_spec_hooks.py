@@ -94,3 +94,12 @@ def test_a_named_identity_of_the_loss_written_inline_is_the_loss(rules):
     result = rewrite_source(source.encode(), "program.py", rules)
     assert result.status == "converted", [f.format() for f in result.findings]
     assert 'logs["loss"]' in result.new.decode()
+
+
+def test_a_module_constant_a_spec_hook_reads_stays(rules):
+    result = rewrite_source(("EVERY = 5\n" + PROGRAM.replace(
+        "HOOK", 'tf.estimator.CheckpointSaverHook(params["model_dir"], save_steps=EVERY)').replace("LOSS", LOSS)).encode(),
+        "program.py", rules)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    fit = next(line for line in result.new.decode().splitlines() if "model.fit(" in line)
+    assert "save_steps=EVERY" in fit, fit
