@@ -260,3 +260,12 @@ def nested(definitions: list[cst.BaseStatement], indent: str) -> list[cst.BaseSt
             statement = statement.with_changes(leading_lines=[blank_line()])
         out.append(statement)
     return out
+
+
+def walk(node: cst.CSTNode):
+    """``node`` and every node below it, without a visitor's metadata."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(current.children)

@@ -32,7 +32,8 @@ from estimator2keras._context import RewriteContext
 from estimator2keras._rule import Unsupported
 from estimator2keras._symbols import tf2_respellings
 from estimator2keras._units import (
-    Binding, _in_estimator_call, _single_return, accesses_of, bind_arguments, resolve, unpacking, value_of,
+    Binding, _in_estimator_call, _single_return, accesses_of, bind_arguments, changed_in_place, resolve, unpacking,
+    value_of,
 )
 
 CODE = "E2K504"
@@ -567,7 +568,7 @@ class ColumnReader:
             expr, env = self._deref(expr, env)
         again = lambda e: self.literal_sequence(e, _depth + 1, env)  # noqa: E731
         if isinstance(expr, cst.Name):
-            if self._changed(expr):
+            if changed_in_place(self.ctx, expr):
                 return None  # `KEYS = ["a"]` then `KEYS.append("b")`: not the literal's values
             value = value_of(self.ctx, expr)
             return again(value) if value is not None else None
@@ -626,29 +627,11 @@ class ColumnReader:
         after (``FEATURES.append(...)`` would make the value another)."""
         scope = self.ctx.scope(name)
         assignments = list(scope[name.value]) if scope is not None else []
-        if len(assignments) != 1 or isinstance(assignments[0].scope, BuiltinScope) or self._changed(name) \
+        if len(assignments) != 1 or isinstance(assignments[0].scope, BuiltinScope) or changed_in_place(self.ctx, name) \
                 or isinstance(getattr(assignments[0], "node", None), cst.Param):
             return None  # a parameter stays one: the code built from it keeps taking it
         return value_of(self.ctx, name)
 
-    def _changed(self, name: cst.Name) -> bool:
-        """The object ``name`` holds is changed after it is bound (``KEYS.append("b")``,
-        ``VOCABS["x"] = ...``, ``KEYS += [...]``): its literal is not its value."""
-        scope = self.ctx.scope(name)
-        assignments = list(scope[name.value]) if scope is not None else []
-        for assignment in assignments:
-            for access in getattr(assignment, "references", ()):
-                parent = self.ctx.parent(access.node)
-                if isinstance(parent, cst.Attribute) and parent.value is access.node and parent.attr.value in _CHANGERS \
-                        and isinstance(self.ctx.parent(parent), cst.Call):
-                    return True
-                if isinstance(parent, cst.Subscript) and isinstance(self.ctx.parent(parent), (cst.AssignTarget, cst.Del)):
-                    return True
-                if isinstance(parent, cst.AugAssign) and parent.target is access.node:
-                    return True
-        return False
-
-    # -- one column -----------------------------------------------------------------------------
     def read_column(self, expr: cst.BaseExpression, env: dict | None = None) -> Column:
         """The column ``expr`` makes, read with ``env`` (see ``read_list``): a column inside a
         column of a loop's body (``indicator_column(categorical_column_with_vocabulary_list(
@@ -1244,11 +1227,6 @@ def all_columns(columns: list[Column]) -> list[Column]:
 
 def respelled(ctx: RewriteContext, node: cst.BaseExpression, tf: str) -> cst.BaseExpression:
     return _emit.replace_in(node, dict(tf2_respellings(ctx, node, tf)))
-
-
-#: Methods that change the list or dict they are called on.
-_CHANGERS = frozenset({"append", "extend", "insert", "remove", "pop", "popitem", "clear", "update", "setdefault",
-                       "sort", "reverse"})
 
 
 def _target_names(target: cst.BaseExpression):

@@ -645,29 +645,16 @@ class _ModelReader(BlockReading):
         ``params['feature_columns']`` read where the Estimator is given its params (a dict),
         or an expression of the program; a list followed through its appends and extends
         (TensorFlow's tutorial makes one column per key of its data, known at run time)."""
-        from estimator2keras._units import resolve
+        from estimator2keras._units import params_entry
 
         ctx = self.ctx
         if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Name) and expr.value.value == "params" \
                 and "params" in self.params and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index) \
                 and isinstance(expr.slice[0].slice.value, cst.SimpleString):
-            key = expr.slice[0].slice.value.evaluated_value
-            unit = self.plan.unit
-            given = unit.arg_value("params") if unit is not None else None
             ctx = self.plan.ctx
-            for _ in range(8):
-                if isinstance(given, cst.Name):
-                    binding = resolve(ctx, given)
-                    given = getattr(binding, "value", None)
-                    continue
-                break
-            entry = None
-            if isinstance(given, cst.Dict):
-                entry = next((e.value for e in given.elements if isinstance(e, cst.DictElement)
-                              and isinstance(e.key, cst.SimpleString) and e.key.evaluated_value == key), None)
-            elif isinstance(given, cst.Call) and isinstance(given.func, cst.Name) and given.func.value == "dict":
-                entry = next((a.value for a in given.args if a.keyword is not None and a.keyword.value == key), None)
+            entry = params_entry(ctx, self.plan.unit, expr)
             if entry is None:
+                key = expr.slice[0].slice.value.evaluated_value
                 self.refuse(expr, f"e2k cannot read the Estimator's params[{key!r}], the columns of this input_layer")
             expr = entry
         kinds = _column_kinds(ctx, expr)
@@ -1766,6 +1753,11 @@ class _ModelReader(BlockReading):
         """The model_fn (for a block's layers too) runs its train_op under control
         dependencies, itself or in a function of the program it calls (``train_op =
         make_train_op(loss, mode)``, whose `with tf.control_dependencies(update_ops):` ran them)."""
+        return any(self.ctx.call_api_path(call) == "control_dependencies" for call in self.model_fn_calls())
+
+    def model_fn_calls(self):
+        """The calls of the model_fn (the root's, for a block) and of the functions of the
+        program it calls, transitively (at most 20 functions)."""
         pending, seen = [self.root.fn], set()
         while pending:
             fn = pending.pop()
@@ -1773,12 +1765,10 @@ class _ModelReader(BlockReading):
                 continue
             seen.add(id(fn))
             for call in iter_calls(fn.body):
-                if self.ctx.call_api_path(call) == "control_dependencies":
-                    return True
+                yield call
                 target = self._definition(call.func) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
                 if isinstance(target, cst.FunctionDef):
                     pending.append(target)
-        return False
 
     def training_value(self, value: cst.BaseExpression) -> str:
         if isinstance(value, cst.Name) and value.value in getattr(self, "_helper_training", ()):

@@ -129,8 +129,11 @@ class _CompileReader:
         optimizer = self.translate("optimizer", receiver)
         # The function's names, as the call gives them (its locals, as they were computed).
         replacements: dict = {}
+        # Names that are not reads: attributes' and keywords' (new code: no metadata to ask).
+        skipped = {id(n.attr) for n in _walk(optimizer) if isinstance(n, cst.Attribute)}
+        skipped |= {id(n.keyword) for n in _walk(optimizer) if isinstance(n, cst.Arg) and n.keyword is not None}
         for node in _walk(optimizer):
-            if not isinstance(node, cst.Name) or not self._is_read_in(node, optimizer):
+            if not isinstance(node, cst.Name) or id(node) in skipped:
                 continue
             value = node
             for _ in range(20):
@@ -158,15 +161,6 @@ class _CompileReader:
             self.plan.fixed(call, "E2K101", f"the train_op {what} makes -> the Keras optimizer it minimizes with")
         # What the optimizer reads of the model_fn (`lr`, given as an argument) is the builder's too.
         return optimizer, self.builder_slice([], at, extra=list(replacements.values()))
-
-    def _is_read_in(self, name: cst.Name, root: cst.CSTNode) -> bool:
-        """``name`` is a read in ``root`` (new code: no metadata): not an attribute's or a keyword's name."""
-        for node in _walk(root):
-            if isinstance(node, cst.Attribute) and node.attr is name:
-                return False
-            if isinstance(node, cst.Arg) and node.keyword is name:
-                return False
-        return True
 
     def _train_op_statements(self, body: list, helper: cst.FunctionDef, what: str, modes: set[str],
                              env: dict) -> cst.BaseExpression | None:
@@ -304,19 +298,8 @@ class _CompileReader:
     def _sparse_source(self) -> cst.Call | None:
         """A call of the model_fn (or of a function of the program it calls) giving a variable a
         sparse gradient: an embedding lookup, a Keras Embedding layer, an embedding column."""
-        pending, seen = [self.root.fn], set()
-        while pending:
-            fn = pending.pop()
-            if id(fn) in seen or len(seen) > 20:
-                continue
-            seen.add(id(fn))
-            for call in iter_calls(fn.body):
-                if (self.ctx.call_api_path(call) or "") in SPARSE_SOURCES:
-                    return call
-                target = self._definition(call.func) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
-                if isinstance(target, cst.FunctionDef):
-                    pending.append(target)
-        return None
+        return next((call for call in self.model_fn_calls() if (self.ctx.call_api_path(call) or "") in SPARSE_SOURCES),
+                    None)
 
     # -- gradient clipping ---------------------------------------------------------------------
     def read_apply_gradients(self, apply: cst.Call, loss_expr: cst.BaseExpression, at: int):

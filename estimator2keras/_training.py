@@ -250,32 +250,13 @@ def call_hooks(plan, ctx, phase: str, hooks_arg, resolve) -> Hooks:
     return hooks
 
 
-
-def _params_entry(plan, ctx: "RewriteContext", node: cst.BaseExpression) -> cst.BaseExpression | None:
-    """``params["key"]`` in the model_fn: the entry of the dict literal the Estimator was given
-    as its params (or a name bound once to one), else None."""
-    from estimator2keras._units import Binding, resolve
-
-    if not (isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and node.value.value == "params"
-            and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index)
-            and isinstance(node.slice[0].slice.value, cst.SimpleString)):
-        return None
-    key = node.slice[0].slice.value.evaluated_value
-    given = plan.unit.arg_value("params")
-    if isinstance(given, cst.Name):
-        bound = resolve(ctx, given)
-        given = bound.value if isinstance(bound, Binding) else None
-    if not isinstance(given, cst.Dict):
-        return None
-    return next((e.value for e in given.elements if isinstance(e, cst.DictElement)
-                 and isinstance(e.key, cst.SimpleString) and e.key.evaluated_value == key), None)
-
-
 def _with_params(plan, ctx: "RewriteContext", follow: Callable) -> Callable:
     """The model_fn's follower, reading ``params["key"]`` as the Estimator's params give it."""
+    from estimator2keras._units import params_entry
+
     def resolve(node: cst.BaseExpression) -> cst.BaseExpression:
         node = follow(node)
-        entry = _params_entry(plan, ctx, node)
+        entry = params_entry(ctx, plan.unit, node)
         return entry if entry is not None else node
 
     return resolve
@@ -288,9 +269,11 @@ def _at_call_site(plan, ctx: "RewriteContext", callback: cst.BaseExpression, ori
     raised a NameError where fit is called)."""
     from libcst.metadata import FunctionScope
 
+    from estimator2keras._units import params_entry
+
     site_scope = ctx.scope(plan.unit.call)
     replacements: dict = {}
-    for node in _walk_all(callback):
+    for node in _emit.walk(callback):
         if not isinstance(node, cst.Name):
             continue
         scope = ctx.scope(node)
@@ -299,11 +282,11 @@ def _at_call_site(plan, ctx: "RewriteContext", callback: cst.BaseExpression, ori
         parent = ctx.parent(node)
         if isinstance(parent, cst.Attribute) and parent.attr is node or isinstance(parent, cst.Arg) and parent.keyword is node:
             continue
-        entry = _params_entry(plan, ctx, parent) if isinstance(parent, cst.Subscript) and parent.value is node else None
+        entry = params_entry(ctx, plan.unit, parent) if isinstance(parent, cst.Subscript) and parent.value is node else None
         if entry is not None:
             if all(
                     not isinstance(ctx.scope(n), FunctionScope) or ctx.scope(n) is site_scope
-                    for n in _walk_all(entry) if isinstance(n, cst.Name)):
+                    for n in _emit.walk(entry) if isinstance(n, cst.Name)):
                 replacements[parent] = entry.deep_clone()
                 continue
         read = parent if isinstance(parent, cst.Subscript) and parent.value is node else node
@@ -311,14 +294,6 @@ def _at_call_site(plan, ctx: "RewriteContext", callback: cst.BaseExpression, ori
                           "that trains has not: compute it where the Estimator is built, or pass the hook to train()",
                           origin, UNSUPPORTED_USE)
     return _emit.replace_in(callback, replacements) if replacements else callback
-
-
-def _walk_all(node: cst.CSTNode):
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(current.children)
 
 
 def _module_class(ctx: "RewriteContext", func: cst.BaseExpression) -> cst.ClassDef | None:

@@ -251,6 +251,27 @@ def accesses_of(ctx: RewriteContext, target: cst.Name) -> list[cst.Name] | None:
     return [read for read, _ in reached]
 
 
+def params_entry(ctx: RewriteContext, unit, node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``params["key"]`` read in a model_fn: the entry the Estimator's params give that key (a
+    dict literal or ``dict(key=...)``, written there or bound to a name), else None."""
+    if not (isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and node.value.value == "params"
+            and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index)
+            and isinstance(node.slice[0].slice.value, cst.SimpleString)):
+        return None
+    key = node.slice[0].slice.value.evaluated_value
+    given = unit.arg_value("params") if unit is not None else None
+    for _ in range(8):
+        if not isinstance(given, cst.Name):
+            break
+        given = getattr(resolve(ctx, given), "value", None)
+    if isinstance(given, cst.Dict):
+        return next((e.value for e in given.elements if isinstance(e, cst.DictElement)
+                     and isinstance(e.key, cst.SimpleString) and e.key.evaluated_value == key), None)
+    if isinstance(given, cst.Call) and isinstance(given.func, cst.Name) and given.func.value == "dict":
+        return next((a.value for a in given.args if a.keyword is not None and a.keyword.value == key), None)
+    return None
+
+
 def resolve_call(ctx: RewriteContext, node: cst.BaseExpression, paths: set[str] | frozenset[str]):
     """``node`` is a call to one of ``paths``, or a name bound once to such a call.
 
@@ -389,8 +410,8 @@ class InputFn:
             # The flags the nested function tests, followed out through the chain's calls.
             decider = _Decider(ctx, None, None, None)
             own = {p.name.value for p in self.function.params.params}
-            for node in _walk_names(self.function.body):
-                if node.value in own or node.value in decider.constants:
+            for node in _emit.walk(self.function.body):
+                if not isinstance(node, cst.Name) or node.value in own or node.value in decider.constants:
                     continue
                 value = self.chain.value(ctx, node)
                 if value is not node and _literal_bool(value) is not None:
@@ -398,14 +419,17 @@ class InputFn:
             return decider
         if self.chain is not None:
             return None
+        factory, call = self._factory(ctx)
+        return _Decider(ctx, factory, call, None) if factory is not None else None
+
+    def _factory(self, ctx: RewriteContext) -> tuple[cst.FunctionDef | None, cst.Call | None]:
+        """The function of the program whose call made this input_fn, and that call."""
         call = self.factory_call
-        if isinstance(call, cst.Name):
+        if isinstance(call, cst.Name):  # `train_input_fn = make_input_fn(...)`, passed by name
             bound_name = resolve(ctx, call)
             call = bound_name.value if isinstance(bound_name, Binding) else None
         factory = resolve(ctx, call.func) if isinstance(call, cst.Call) else None
-        if not isinstance(factory, cst.FunctionDef):
-            return None
-        return _Decider(ctx, factory, call, None)
+        return (factory, call) if isinstance(factory, cst.FunctionDef) else (None, None)
 
     def _factory_value(self, ctx: RewriteContext, node) -> cst.BaseExpression | None:
         """``repeat(num_epochs)`` in the input_fn a factory returns (TensorFlow's linear-model
@@ -414,14 +438,8 @@ class InputFn:
         (``get_train_input_fn()`` returning ``make_input_fn(x, y, num_epochs=epochs)``)."""
         if self.chain is not None:
             return self.chain.value(ctx, node)
-        call = self.factory_call
-        if isinstance(call, cst.Name):  # `train_input_fn = make_input_fn(...)`, passed by name
-            bound_name = resolve(ctx, call)
-            call = bound_name.value if isinstance(bound_name, Binding) else None
-        factory = resolve(ctx, call.func) if isinstance(call, cst.Call) else None
-        if not isinstance(factory, cst.FunctionDef):
-            return None
-        return _argument_given(ctx, factory, call, node)
+        factory, call = self._factory(ctx)
+        return _argument_given(ctx, factory, call, node) if factory is not None else None
 
     def call_expression(self, params: cst.BaseExpression | None, mode: str | None = None) -> cst.BaseExpression:
         """The expression that gives the dataset, as the Estimator would have called it in
@@ -2711,42 +2729,46 @@ def _separating_if(ctx: RewriteContext, first: EstimatorUnit, other: EstimatorUn
 def _stable_test(ctx: RewriteContext, test: cst.BaseExpression) -> bool:
     """``test`` reads the same after its `if`: made of names bound once (a parameter, a
     module constant, ``args = parse_args()``) and their attributes, items and comparisons."""
-    for node in _walk_nodes(test):
+    for node in _emit.walk(test):
         if not isinstance(node, (*_STABLE_TEST, cst.BaseParenthesizableWhitespace, cst.Newline, cst.EmptyLine,
                                  cst.Comment, cst.TrailingWhitespace)):
             return False
-    for node in _walk_nodes(test):
+    for node in _emit.walk(test):
         parent = ctx.parent(node)
         if not isinstance(node, cst.Name) or isinstance(parent, cst.Attribute) and parent.attr is node:
             continue
         scope = ctx.scope(node)
         if scope is None or len(list(scope[node.value])) > 1:  # bound more than once, here or in an outer scope
             return False
-        for access in scope.accesses[node.value]:
-            # `args.use_tpu = False`, `params["use_tpu"] = ...`, `params.update(...)`: the value changes.
-            inner, outer = access.node, ctx.parent(access.node)
-            while isinstance(outer, (cst.Attribute, cst.Subscript)) and outer.value is inner:
-                if isinstance(outer, cst.Attribute) and outer.attr.value in _MUTATORS and isinstance(
-                        ctx.parent(outer), cst.Call):
-                    return False
-                inner, outer = outer, ctx.parent(outer)
-            if inner is not access.node and (isinstance(outer, (cst.AssignTarget, cst.Del)) or isinstance(
-                    outer, (cst.AugAssign, cst.AnnAssign)) and outer.target is inner):
-                return False
+        if changed_in_place(ctx, node):  # `args.use_tpu = False`, `params.update(...)`: the value changes
+            return False
     return True
 
 
-#: Methods that change the object they are called on (a dict of params, a namespace's list).
-_MUTATORS = frozenset({"update", "pop", "popitem", "setdefault", "clear", "append", "extend", "insert", "remove",
-                       "__setitem__", "__setattr__", "__delitem__"})
+def changed_in_place(ctx: RewriteContext, name: cst.Name) -> bool:
+    """The object ``name`` holds is changed after it is bound, wherever it is read: a method
+    that changes it (``KEYS.append("b")``, ``params.update(...)``), an assignment to an
+    attribute or an item of it (``args.use_tpu = False``, ``VOCABS["x"] = ...``, ``del``), or
+    ``KEYS += [...]``."""
+    scope = ctx.scope(name)
+    for assignment in (scope[name.value] if scope is not None else ()):
+        for access in getattr(assignment, "references", ()):
+            inner, outer = access.node, ctx.parent(access.node)
+            while isinstance(outer, (cst.Attribute, cst.Subscript)) and outer.value is inner:
+                if isinstance(outer, cst.Attribute) and outer.attr.value in MUTATORS and isinstance(
+                        ctx.parent(outer), cst.Call):
+                    return True
+                inner, outer = outer, ctx.parent(outer)
+            if inner is not access.node and isinstance(outer, (cst.AssignTarget, cst.Del)):
+                return True
+            if isinstance(outer, (cst.AugAssign, cst.AnnAssign)) and outer.target is inner:
+                return True
+    return False
 
 
-def _walk_nodes(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(current.children)
+#: Methods that change the object they are called on (a dict of params, a list of keys).
+MUTATORS = frozenset({"update", "pop", "popitem", "setdefault", "clear", "append", "extend", "insert", "remove",
+                      "sort", "reverse", "__setitem__", "__setattr__", "__delitem__"})
 
 
 def _join_pair(first: ConversionPlan, other: ConversionPlan, ctx: RewriteContext) -> None:
@@ -2935,12 +2957,3 @@ def remove_unused_tf1_imports(ctx: RewriteContext) -> None:
             ) or is_estimator_api(f"{module}.{obj}")
         ):
             ctx.remove_import_if_unused(module, obj, asname)
-
-
-def _walk_names(node: cst.CSTNode) -> Iterator[cst.Name]:
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, cst.Name):
-            yield current
-        stack.extend(current.children)
