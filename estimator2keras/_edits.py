@@ -148,6 +148,10 @@ class _Applier(cst.CSTTransformer):
             updated_node = replacement
         if isinstance(original_node, _Body):
             updated_node = self._rebuild_body(original_node, updated_node)
+        if isinstance(updated_node, cst.If) and isinstance(updated_node.orelse, cst.Else) \
+                and _emptied(original_node.orelse.body, updated_node.orelse.body):
+            # An `else:` whose statements all went (a RunConfig of that branch): no `else: pass`.
+            updated_node = updated_node.with_changes(orelse=None)
         return updated_node
 
     def _check_nothing_inside_applied(self, original: cst.CSTNode) -> None:
@@ -213,6 +217,19 @@ class _Applier(cst.CSTTransformer):
             new_body = [cst.SimpleStatementLine([cst.Pass()], leading_lines=pending)]
             pending = []
         return updated.with_changes(body=new_body, footer=list(pending) + list(updated.footer))
+
+
+def _emptied(original: cst.BaseSuite, updated: cst.BaseSuite) -> bool:
+    """Did the edits leave ``updated``, once ``original`` (which did something), with only the
+    ``pass`` they put there, and no comment?"""
+    def only_pass(block):
+        return isinstance(block, cst.IndentedBlock) and len(block.body) == 1 and isinstance(
+            block.body[0], cst.SimpleStatementLine) and len(block.body[0].body) == 1 and isinstance(
+            block.body[0].body[0], cst.Pass)
+    if not only_pass(updated) or only_pass(original):
+        return False
+    lines = [*updated.body[0].leading_lines, *updated.footer]
+    return all(line.comment is None for line in lines)
 
 
 def _space_new_definitions(body: list[cst.BaseStatement], kept: set[int]) -> list[cst.BaseStatement]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 
 import builtins
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Iterator
 
 import libcst as cst
@@ -1181,6 +1181,11 @@ class EstimatorUnit:
     forwarding_converted: bool = False
     #: Their metric_fns, read by the model's conversion (None: it did not take them).
     metric_fns: list | None = None
+    #: ``if use_tpu: config = RunConfig(A) else: config = RunConfig(B)`` then one Estimator
+    #: reading ``config``: one unit per branch's RunConfig (this one's is ``config_binding``),
+    #: converted together like Estimators built in the two branches (``_join_pair``). The
+    #: statement that places this unit in its branch (its RunConfig's); None: ``statement``.
+    anchor: cst.BaseStatement | None = None
 
     @property
     def var(self) -> str:
@@ -1249,7 +1254,11 @@ def find_units(ctx: RewriteContext, owners: dict[str, type[UnitRule]]) -> Iterat
         if owner is None:
             continue
         try:
-            yield _build_unit(ctx, call, path, owner)
+            unit = _build_unit(ctx, call, path, owner)
+            yield unit
+            for binding in getattr(unit, "_other_configs", ()):
+                variant = replace(unit, config_args={}, config_reads=[], config_earlier=[], anchor=None)
+                yield _configure_unit(ctx, variant, binding)
         except Unsupported as exc:
             exc.node = exc.node or call
             exc.code = exc.code or UNSUPPORTED_USE
@@ -1364,8 +1373,9 @@ def _check_experiment(ctx: RewriteContext, unit: EstimatorUnit) -> None:
                 "train_and_evaluate reads them", use.name, UNSUPPORTED_USE)
 
 
-def _configure_unit(ctx: RewriteContext, unit: EstimatorUnit) -> EstimatorUnit:
-    """The unit's RunConfig, followed from ``config=``."""
+def _configure_unit(ctx: RewriteContext, unit: EstimatorUnit, chosen: Binding | None = None) -> EstimatorUnit:
+    """The unit's RunConfig, followed from ``config=`` (``chosen``: the binding of one branch
+    of an `if` that binds it in each, ``_config_branches``)."""
     factory = unit.factory
     config = unit.arg_value("config")
     if config is not None and factory is not None:
@@ -1373,6 +1383,13 @@ def _configure_unit(ctx: RewriteContext, unit: EstimatorUnit) -> EstimatorUnit:
     if config is not None:
         config_call, binding = resolve_call(ctx, config, RUN_CONFIG)
         replacements: list[cst.Call] = []
+        if config_call is None and chosen is None:
+            branches = _config_branches(ctx, config)
+            if branches:
+                chosen = branches[0]
+                unit._other_configs = branches[1:]
+        if chosen is not None:
+            config_call, binding, unit.anchor = chosen.value, chosen, chosen.statement
         if config_call is None:
             config_call, binding, replacements, unit.config_earlier = _replaced_run_config(ctx, config)
         if config_call is None:
@@ -1387,7 +1404,10 @@ def _configure_unit(ctx: RewriteContext, unit: EstimatorUnit) -> EstimatorUnit:
                     raise Unsupported("RunConfig.replace(...) takes its settings by keyword", arg)
                 unit.config_args[arg.keyword.value] = arg
         if binding is not None:
-            others = [n for n in accesses_of(ctx, binding.target) or [None] if n is not config]
+            # A branch's RunConfig: the reads after the `if` reach the other branch's too.
+            reads = [r for r, _ in reads_reached(ctx, binding.target) or []] if chosen is not None \
+                else accesses_of(ctx, binding.target)
+            others = [n for n in reads or [None] if n is not config]
             for other in others:
                 setting = _config_setting_read(ctx, other, unit.config_args)
                 if setting is not None:
@@ -1396,6 +1416,33 @@ def _configure_unit(ctx: RewriteContext, unit: EstimatorUnit) -> EstimatorUnit:
                     raise Unsupported(f"the RunConfig `{binding.name}` is used elsewhere too", binding.target)
         unit.config_call, unit.config_binding = config_call, binding
     return unit
+
+
+def _config_branches(ctx: RewriteContext, config: cst.BaseExpression) -> list[Binding] | None:
+    """``if params["use_tpu"]: config = tpu.RunConfig(cluster=...) else: config =
+    tpu.RunConfig()`` and one Estimator reading ``config`` after the `if`: the RunConfig
+    binding of each branch, the `if`'s body first; None when ``config`` is not two such
+    bindings, or when the `if`'s test may read differently after it (the join writes the
+    Estimator's code under that test again)."""
+    if not isinstance(config, cst.Name):
+        return None
+    reaching = ctx.reaching(config)
+    if not reaching or len(reaching) != 2:
+        return None
+    bindings = []
+    for assignment in reaching:
+        target = getattr(assignment, "node", None)
+        statement = ctx.enclosing_statement(target) if isinstance(target, cst.Name) else None
+        small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 \
+            else None
+        if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and small.targets[0].target is target
+                and isinstance(small.value, cst.Call) and ctx.call_api_path(small.value) in RUN_CONFIG):
+            return None
+        bindings.append(Binding(target.value, statement, target, small.value))
+    branch = _branch_between(ctx, bindings[0].statement, bindings[1].statement)
+    if branch is None or not _stable_test(ctx, branch[0].test) or ctx.within(config, (branch[0],)):
+        return None
+    return bindings if branch[1] else bindings[::-1]
 
 
 def _config_not_followed(ctx: RewriteContext, unit: EstimatorUnit, config: cst.BaseExpression) -> str:
@@ -2206,12 +2253,13 @@ class ConversionPlan:
             return _emit.replace_in(node, self._subst)
         return _emit.replace_in(node, {**queued, **self._subst, **self._wraps})
 
-    def commit(self) -> None:
-        ctx, unit = self.ctx, self.unit
+    def _build_and_after(self) -> tuple[list[cst.BaseStatement], list[cst.BaseStatement]]:
+        """The statements building the model (under the strategy's scope), and those after it
+        (its callbacks)."""
         build = [self._substituted(s) for s in self.build]
         # A factory given its RunConfig by its caller: the strategy is the caller's, and the
         # factory's call is what runs under its scope (the model is built in that call).
-        scope_at_site = unit.factory is not None and unit.config_parameter is not None
+        scope_at_site = self.unit.factory is not None and self.unit.config_parameter is not None
         if self.scope_strategy is not None and not scope_at_site and build:  # (a model built before: nothing here)
             block = _emit.statement("with {s}.scope():\n    pass", s=self.scope_strategy)
             build = [block.with_changes(body=cst.IndentedBlock(body=build))]
@@ -2220,6 +2268,18 @@ class ConversionPlan:
             listed = _emit.vertical_list(self.fit_callbacks) if len(self.fit_callbacks) > 1 else cst.List(
                 [cst.Element(self.fit_callbacks[0])])
             after.append(_emit.statement("{n} = {v}", n=self.callbacks_var, v=listed))
+        return build, after
+
+    def unit_statement(self) -> list[cst.BaseStatement]:
+        """What the Estimator's own statement becomes (an Estimator bound to a name, not in a
+        factory): the strategy, the model built under its scope, its callbacks."""
+        build, after = self._build_and_after()
+        return [*(self._substituted(s) for s in self.before_build), *build, *(self._substituted(s) for s in after)]
+
+    def commit(self) -> None:
+        ctx, unit = self.ctx, self.unit
+        build, after = self._build_and_after()
+        scope_at_site = unit.factory is not None and unit.config_parameter is not None
         statements = dict(self._statements)
         inserted: list[cst.BaseStatement] = []
         if unit.detached:
@@ -2227,8 +2287,8 @@ class ConversionPlan:
             inserted = [*(self._substituted(s) for s in self.before_build), *build,
                         *(self._substituted(s) for s in after)]
         elif unit.factory is None:
-            statements[unit.statement] = [
-                *(self._substituted(s) for s in self.before_build), *build, *(self._substituted(s) for s in after)]
+            if unit.statement not in statements:  # (joined with another branch's RunConfig: written then)
+                statements[unit.statement] = self.unit_statement()
         else:
             # The factory builds and returns the model; what the Estimator's callers get
             # besides (its checkpoints callback...) is made where it is called.
@@ -2590,6 +2650,13 @@ def _groups(ctx: RewriteContext, found: list) -> Iterator[list[EstimatorUnit] | 
             for member in theirs:
                 group_of[id(member)] = mine
 
+    # One Estimator read by a RunConfig of each branch of an `if`: a unit each, together.
+    by_call: dict[int, EstimatorUnit] = {}
+    for unit in units:
+        if id(unit.call) in by_call:
+            join(unit, by_call[id(unit.call)])
+        else:
+            by_call[id(unit.call)] = unit
     # Estimators built from one definition (a model_fn, a list of feature columns, a
     # RunConfig: a notebook cell run again with other settings) convert together: the
     # definition is replaced once, for all of them.
@@ -2699,12 +2766,20 @@ _STABLE_TEST = (cst.Name, cst.Attribute, cst.Subscript, cst.SubscriptElement, cs
                 cst.Integer, cst.Float, cst.Comparison, cst.ComparisonTarget, cst.BooleanOperation,
                 cst.UnaryOperation, cst.Not, cst.And, cst.Or, cst.Equal, cst.NotEqual, cst.In, cst.NotIn,
                 cst.Is, cst.IsNot, cst.LessThan, cst.GreaterThan, cst.LessThanEqual, cst.GreaterThanEqual,
-                cst.LeftParen, cst.RightParen, cst.List, cst.Tuple, cst.Element, cst.Comma, cst.Dot)
+                cst.LeftParen, cst.RightParen, cst.LeftSquareBracket, cst.RightSquareBracket, cst.List, cst.Tuple,
+                cst.Element, cst.Comma, cst.Dot)
 
 
 def _separating_if(ctx: RewriteContext, first: EstimatorUnit, other: EstimatorUnit) -> tuple[cst.If, bool] | None:
-    """The `if` whose body builds one of the two Estimators and whose `elif`/`else` the other:
-    (the `if`, whether ``first`` is the one in its body)."""
+    """The `if` whose body builds one of the two Estimators (or binds its RunConfig, when the
+    two share one Estimator) and whose `elif`/`else` the other: (the `if`, whether ``first``
+    is the one in its body)."""
+    return _branch_between(ctx, first.anchor or first.statement, other.anchor or other.statement)
+
+
+def _branch_between(ctx: RewriteContext, one: cst.CSTNode, two: cst.CSTNode) -> tuple[cst.If, bool] | None:
+    """The innermost `if` holding ``one`` in its body and ``two`` in its `elif`/`else`, or the
+    reverse: (the `if`, whether ``one`` is in its body); None when no `if` separates them."""
     def chain(node):
         out = []
         while node is not None:
@@ -2712,12 +2787,12 @@ def _separating_if(ctx: RewriteContext, first: EstimatorUnit, other: EstimatorUn
             node = ctx.parent(node)
         return out
 
-    mine, theirs = chain(first.statement), chain(other.statement)
+    mine, theirs = chain(one), chain(two)
     for candidate in mine:
         if not isinstance(candidate, cst.If) or candidate not in theirs:
             continue
-        in_body = [ctx.within(u.statement, (candidate.body,)) for u in (first, other)]
-        in_else = [candidate.orelse is not None and ctx.within(u.statement, (candidate.orelse,)) for u in (first, other)]
+        in_body = [ctx.within(n, (candidate.body,)) for n in (one, two)]
+        in_else = [candidate.orelse is not None and ctx.within(n, (candidate.orelse,)) for n in (one, two)]
         if in_body[0] and in_else[1]:
             return candidate, True
         if in_body[1] and in_else[0]:
@@ -2788,6 +2863,12 @@ def _join_pair(first: ConversionPlan, other: ConversionPlan, ctx: RewriteContext
     if not _stable_test(ctx, branch.test):
         return
     pair = (first, other)
+    if first.unit.statement is other.unit.statement:
+        # One Estimator read by each branch's RunConfig: its statement is written for each.
+        one, two = first.unit_statement(), other.unit_statement()
+        new = _merged(*((one, two) if first_in_body else (two, one)), branch.test)
+        for plan in pair:
+            plan._statements[plan.unit.statement] = list(new)
     touched = set(first._statements) | set(other._statements) | set(first._subst) | set(other._subst)
     joined: set[cst.CSTNode] = set()
     end = ctx.position(branch)
@@ -2839,14 +2920,32 @@ def _merged(one: list, two: list, test: cst.BaseExpression) -> list:
         inner = _merged(list(a[0].body.body), list(b[0].body.body), test)
         return [*head, a[0].with_changes(body=a[0].body.with_changes(body=inner)), *tail]
     lead = a[0].leading_lines if a and hasattr(a[0], "leading_lines") else []
-    a = [*a] or [cst.SimpleStatementLine([cst.Pass()])]
-    b = [*b] or [cst.SimpleStatementLine([cst.Pass()])]
+    a = _decided(a, test, True) or [cst.SimpleStatementLine([cst.Pass()])]
+    b = _decided(b, test, False) or [cst.SimpleStatementLine([cst.Pass()])]
     for block in (a, b):
         if hasattr(block[0], "leading_lines"):
             block[0] = block[0].with_changes(leading_lines=[])
     branch = cst.If(test=test.deep_clone(), body=cst.IndentedBlock(body=a),
                     orelse=cst.Else(body=cst.IndentedBlock(body=b)), leading_lines=lead)
     return [*head, branch, *tail]
+
+
+def _decided(statements: list, test: cst.BaseExpression, value: bool) -> list:
+    """``statements`` written under ``if test:`` (``value`` True) or its `else`: an `if` among
+    them testing the same (a TPUEstimator's ``use_tpu=params["use_tpu"]`` when the RunConfig
+    was chosen by that test too) is its body, or its `else`, there."""
+    out = []
+    for statement in statements:
+        if isinstance(statement, cst.If) and statement.test.deep_equals(test) and (
+                value or statement.orelse is None or isinstance(statement.orelse, cst.Else)):
+            kept = statement.body.body if value else statement.orelse.body.body if statement.orelse else []
+            kept = list(kept)
+            if kept and hasattr(kept[0], "leading_lines"):
+                kept[0] = kept[0].with_changes(leading_lines=[*statement.leading_lines, *kept[0].leading_lines])
+            out += kept
+        else:
+            out.append(statement)
+    return out
 
 
 def _written(plan: ConversionPlan, node) -> str:
