@@ -290,7 +290,7 @@ def _finish(
             after = parsed_new = _leftovers.parse(new)
         if after is not None:
             references = _leftovers.find_references(after)
-    if rules.enabled(ESTIMATOR_CODE_LEFT) and new != source and b"contrib" in new \
+    if rules.enabled(ESTIMATOR_CODE_LEFT) and new != source and (b"contrib" in new or b"examples.tutorials" in new) \
             and _leftovers.mentions_estimator(source):
         # A converted file runs on TensorFlow 2, which has no tf.contrib: what is left of it fails there.
         after = parsed_new if parsed_new is not None else _leftovers.parse(new)
@@ -375,7 +375,8 @@ def _report_left(
             continue
         seen.add((line, reference.text))
         col = _leftovers.column(new_lines, reference.line, reference.offset) if kept else 1
-        what = "TensorFlow 1 API left (TensorFlow 2 has no tf.contrib)" if _leftovers.is_contrib(reference) \
+        what = f"TensorFlow 1 API left (TensorFlow 2 has no {_leftovers.removed_module(reference)})" \
+            if _leftovers.is_contrib(reference) \
             else "Estimator API left"
         finding = Finding(result.path, line, col, ESTIMATOR_CODE_LEFT, f"{what}: {reference.describe()}", "manual")
         if suppressions.covers(line, ESTIMATOR_CODE_LEFT):

@@ -207,7 +207,9 @@ def serving_function(node, plan, ctx, code: str, names: list[str]) -> tuple[str,
         made = _handwritten(node, plan, ctx, code)
         if "{model}" not in made:
             return made, []
-        made = made.format(model=plan.model_var)
+        # The function takes the model's method giving what is served (two models, a canned
+        # one's predict_step and a model_fn's serving_outputs, may share the function).
+        made = made.format(model=f"{plan.model_var}.{plan.export_method or 'predict_step'}")
         if len(names) == 1:
             return made, []
         name = plan.unique_name("serving_fn")
@@ -373,6 +375,7 @@ def _handwritten(node, plan, ctx, code: str) -> str:
         if made is None:
             made = _receiver.convert(ctx, plan, function, visible, code)
             plan.serving_functions[function] = made
+            _receiver.convert_unused(ctx, plan, function, code)
         elif ("{model}" in made) == visible:
             raise Unsupported("a serving function used both where the model is visible and where it is not", node)
     if table is None:

@@ -347,9 +347,20 @@ def find_references(tree: ast.Module) -> list[Reference]:
     return found
 
 
+#: TensorFlow 1 modules TensorFlow 2 has not even under ``tf.compat.v1``.
+REMOVED = ("contrib.", "examples.tutorials.")
+
+
 def _is_contrib_api(qualified: str) -> bool:
-    """Does the fully qualified name name tf.contrib, other than an Estimator API?"""
-    return (api_path_of_qualified(qualified) or "").startswith("contrib.") and not is_estimator_api(qualified)
+    """Does the fully qualified name name tf.contrib (or the tutorials' ``input_data``, also
+    gone from TensorFlow 2), other than an Estimator API?"""
+    return (api_path_of_qualified(qualified) or "").startswith(REMOVED) and not is_estimator_api(qualified)
+
+
+def removed_module(reference: Reference) -> str:
+    """The module of TensorFlow 1 the reference names, which TensorFlow 2 has not."""
+    path = api_path_of_qualified(reference.qualified) or ""
+    return "tensorflow.examples.tutorials" if path.startswith("examples.") else "tf.contrib"
 
 
 def is_contrib(reference: Reference) -> bool:

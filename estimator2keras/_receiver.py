@@ -19,7 +19,9 @@ returned, the model's ``predict_step`` on those features::
         return model.predict_step(features)
 
 Where the model is not visible from the function (it is built inside another function), the
-function takes it: ``def serving_input_fn(model)`` returns the ``tf.function`` (``serve``).
+function takes the model's method giving what is served: ``def serving_input_fn(predict)``
+returns the ``tf.function`` (``serve``), and an export passes ``model.predict_step`` (or the
+model's ``serving_outputs``, where the Estimator exported other outputs than its predictions).
 Anything else in the function e2k cannot account for refuses the conversion (fail closed).
 """
 from __future__ import annotations
@@ -393,28 +395,37 @@ def _alias_read_by_unit(ctx, plan, read: cst.Name) -> bool:
     return bool(reads) and all(plan.owns(r) for r, _ in reads)
 
 
-def convert(ctx, plan, function: cst.FunctionDef, visible: bool, code: str) -> str:
+def convert(ctx, plan, function: cst.FunctionDef, visible: bool, code: str, orphan: bool = False) -> str:
     """Replace ``function`` by its serving tf.function (``visible``: the model is visible
     where the function is defined) and return how an export names it: the function, or
-    ``function(<model>)``'s name placeholder ``{model}``."""
+    ``function(<model>)``'s name placeholder ``{model}``. ``orphan``: nothing calls it (an
+    alternative the program kept, `linear_serving_input_receiver_fn` beside the one it
+    exports with): it becomes the function taking the method that gives what is served."""
     respell = {"tf": plan.tf, "map": dict(tf2_respellings(ctx, function, plan.tf))}
     receiver = read(ctx, plan, function, respell)
     name = function.name.value
     reads = accesses_of(ctx, function.name)
-    if reads is None or not reads:
+    if orphan:
+        if reads != []:
+            raise Unsupported(f"`{name}` is used: e2k converts it with the export that uses it", function)
+        visible = False
+    elif reads is None or not reads:
         raise Unsupported(f"`{name}` is rebound; e2k cannot tell which function the Estimator exported with", function)
     outside = [r for r in reads if not plan.owns(r) and not _alias_read_by_unit(ctx, plan, r)]
     if outside:
         raise Unsupported(f"`{name}` is used outside this Estimator's exports, which still need it as it is", outside[0])
     taken = _names_in(function)
-    model = plan.model_var if visible else _emit.unique_name("model", taken)
     features = _emit.code(receiver.features)
     if receiver.wrap_feature:
         features = f'{{"{SINGLE_FEATURE}": {features}}}'
-    predictions = f"{model}.predict_step({features})"
-    if plan.export_method is not None:
-        predictions = f"{model}.{plan.export_method}({features})"  # the export's PredictOutput, a dict
-    elif plan.predictions_kind != "dict":
+    if visible:
+        predictions = f"{plan.model_var}.{plan.export_method or 'predict_step'}({features})"
+    else:
+        # It takes the model's method that gives what is served: models sharing it (a canned
+        # Estimator's and a model_fn's, by a flag) each pass their own.
+        predict = _emit.unique_name("predict", taken)
+        predictions = f"{predict}({features})"
+    if plan.export_method is None and plan.predictions_kind != "dict" and not orphan:
         predictions = f'{{"output": {predictions}}}'
     body = function.body.body
     new_body = []
@@ -453,11 +464,31 @@ def convert(ctx, plan, function: cst.FunctionDef, visible: bool, code: str) -> s
     else:
         closing = _emit.statement(f"return {inner_name}")
         outer = [*([docstring] if docstring is not None else []), inner.with_changes(leading_lines=[_emit.comment_line(COMMENT)]), closing]
-        new = function.with_changes(params=cst.Parameters([cst.Param(cst.Name(model))]),
+        new = function.with_changes(params=cst.Parameters([cst.Param(cst.Name(predict))]),
                                     body=function.body.with_changes(body=outer), leading_lines=[])
     plan.replace_statement(function, [new])
-    plan.fixed(function, code, f"`{name}` (a hand-written serving_input_receiver_fn) -> a serving tf.function")
+    if orphan:
+        plan.fixed(function, code, f"`{name}` (a hand-written serving_input_receiver_fn nothing exports with) -> a "
+                                   "serving tf.function of the method passed to it (`model.predict_step`)")
+    else:
+        plan.fixed(function, code, f"`{name}` (a hand-written serving_input_receiver_fn) -> a serving tf.function")
     return name if visible else f"{name}({{model}})"
+
+
+def convert_unused(ctx, plan, near: cst.FunctionDef, code: str) -> None:
+    """The serving_input_receiver_fns of ``near``'s module that nothing reads, converted as
+    ``near`` was (an export converted it): the program's alternatives stay usable, and no
+    ServingInputReceiver is left for TensorFlow 2, which has none."""
+    module = ctx.module_of(near) if ctx._modules is not None else ctx.module
+    for statement in module.body:
+        if not isinstance(statement, cst.FunctionDef) or statement is near or statement in plan.serving_functions:
+            continue
+        returned = _single_return(statement)
+        if not (isinstance(returned, cst.Call) and ctx.call_api_path(returned) in RECEIVERS):
+            continue
+        if accesses_of(ctx, statement.name) != []:
+            continue
+        plan.serving_functions[statement] = convert(ctx, plan, statement, False, code, orphan=True)
 
 
 def _depth(ctx, node) -> int:

@@ -88,7 +88,7 @@ def test_a_dict_of_serving_functions_in_another_module_converts_each(tmp_path, c
     inputs, task, out = convert(tmp_path, capsys)
     assert "tf.estimator." not in task, task
     assert 'signatures={"predict": input_module.SERVING_FUNCTIONS[args.export_format](' in task
-    assert "def json_serving_input_fn(model):" in inputs and "def csv_serving_input_fn(model):" in inputs
+    assert "def json_serving_input_fn(predict):" in inputs and "def csv_serving_input_fn(predict):" in inputs
     # Both loops of placeholders are the signature: their comprehensions merged, in order.
     assert ("[{**{name: tf.TensorSpec([None], tf.float32, name=name) for name in NUMERIC}, "
             "**{name: tf.TensorSpec([None], tf.string, name=name) for name in WORDS}}]") in inputs, inputs

@@ -76,3 +76,49 @@ def test_a_single_string_serving_function_named_through_a_branch_alias_is_report
     assert result.status == "partial", [f.format() for f in result.findings]
     assert any(f.code == "E2K007" and "single string input" in f.message for f in result.findings), \
         [f.format() for f in result.findings]
+
+
+def test_a_serving_function_shared_by_a_canned_model_and_a_model_fn_exporting_other_outputs(rules):
+    # kubeflow's mnist: the CNN's model_fn exports PredictOutput({...}) that is not its
+    # predictions (its model's serving_outputs), the LinearClassifier its predictions
+    # (predict_step). The shared function takes the method: each export passes its own.
+    model_fn = '''
+
+def model_fn(features, labels, mode):
+    logits = tf.compat.v1.layers.dense(features["x"], 2)
+    probabilities = tf.nn.softmax(logits)
+    if mode == tf.estimator.ModeKeys.PREDICT:
+        return tf.estimator.EstimatorSpec(mode, predictions={"class": tf.argmax(logits, 1)}, export_outputs={
+            "classes": tf.estimator.export.PredictOutput({"probabilities": probabilities})})
+    loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
+    train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
+        loss, global_step=tf.compat.v1.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+'''
+    source = PROGRAM.replace("\n\ndef main(model_type):", model_fn + "\ndef main(model_type):").replace(
+        'classifier = tf.estimator.DNNClassifier(hidden_units=[4], feature_columns=columns, model_dir="/tmp/mnist")',
+        'classifier = tf.estimator.Estimator(model_fn, model_dir="/tmp/mnist")')
+    result = rewrite_source(source.encode(), "program.py", rules)
+    assert result.status == "converted", [f.format() for f in result.findings if f.kind == "manual"]
+    new = result.new.decode()
+    assert "def serving_input_receiver_fn(predict):" in new and "return predict(inputs)" in new, new
+    assert "serving_input_receiver_fn(model.predict_step)" in new, new  # the LinearClassifier's
+    assert "serving_input_receiver_fn(model.serving_outputs)" in new, new  # the model_fn's export outputs
+    assert "def serving_outputs(self, features):" in new, new
+
+
+def test_a_serving_function_nothing_exports_with_is_converted_beside_the_one_exported(rules):
+    # kubeflow's mnist keeps `linear_serving_input_receiver_fn` unused: it is converted too
+    # (taking the served method), not left holding a ServingInputReceiver.
+    unused = '''
+
+def unused_serving_input_receiver_fn():
+    inputs = {"x": tf.compat.v1.placeholder(tf.float32, [None, 2])}
+    return tf.estimator.export.ServingInputReceiver(inputs, inputs)
+'''
+    source = PROGRAM.replace("\n\ndef main(model_type):", unused + "\n\ndef main(model_type):")
+    result = rewrite_source(source.encode(), "program.py", rules)
+    assert result.status == "converted", [f.format() for f in result.findings if f.kind == "manual"]
+    new = result.new.decode()
+    assert "def unused_serving_input_receiver_fn(predict):" in new and "ServingInputReceiver" not in new, new
