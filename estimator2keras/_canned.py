@@ -670,6 +670,13 @@ class ModelWriter:
                     lines.append(f"{var} = {tf}.where({condition}, {tf}.constant(-1, {tf}.int64), {var})")
             elif kind == "weighted":
                 lines.append(f'{var} = {tf}.reshape({tf}.cast(features["{column.key}"], {tf}.float32), [-1])')
+        if self.values_vars:
+            lines[:0] = [
+                "# tf.Examples parsed with the columns' spec (make_parse_example_spec) give categorical",
+                "# features as SparseTensors: dense, a missing value is the one the feature columns ignore.",
+                f'features = {{key: {tf}.sparse.to_dense(value, "" if value.dtype == {tf}.string else -1)',
+                f"            if isinstance(value, {tf}.SparseTensor) else value for key, value in features.items()}}",
+            ]
         self.inputs = [c.var for c in self.columns if c in needed]
         lines += _packed("inputs = (", self.inputs, ")")
         lines.append("if labels is None:")

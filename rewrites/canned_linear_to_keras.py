@@ -113,6 +113,10 @@ class LinearClassifierModel(tf.keras.Model):
 
     def preprocess(self, features, labels=None):
         """Raw features -> the model's inputs, as the Estimator's feature columns computed them."""
+        # tf.Examples parsed with the columns' spec (make_parse_example_spec) give categorical
+        # features as SparseTensors: dense, a missing value is the one the feature columns ignore.
+        features = {key: tf.sparse.to_dense(value, "" if value.dtype == tf.string else -1)
+                    if isinstance(value, tf.SparseTensor) else value for key, value in features.items()}
         size = tf.reshape(tf.cast(features["size"], tf.float32), [-1, 1])
         color_values = tf.reshape(features["color"], [-1])
         color = self.color_hashing(color_values)

@@ -1,0 +1,57 @@
+"""A canned Estimator exported on tf.Examples parsed with its columns' spec: the categorical
+feature comes as a SparseTensor (VarLenFeature), which the converted model's `preprocess`
+takes as the feature columns did — it crashed reshaping it (a tester's census program)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from estimator2keras._engine import rewrite_source
+
+PROGRAM = Path(__file__).parent / "data" / "canned_parsing_export.py"
+SERVE = '''
+def example(age, workclass=None):
+    feature = {"age": tf.train.Feature(float_list=tf.train.FloatList(value=[age]))}
+    if workclass is not None:
+        feature["workclass"] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[workclass.encode()]))
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+loaded = tf.saved_model.load(export_dir.decode())  # bytes, from both
+# A known value, one outside the vocabulary, and a missing one.
+examples = tf.constant([example(30.0, "gov"), example(50.0, "unknown"), example(45.0)])
+out = loaded.signatures["predict"](examples=examples)
+print("SERVED", json.dumps({key: value.shape.as_list() for key, value in sorted(out.items())}))
+'''
+
+
+def test_the_converted_model_preprocesses_sparse_categorical_features(rules):
+    new = rewrite_source(PROGRAM.read_bytes(), "program.py", rules).new.decode()
+    assert "tf.sparse.to_dense(value" in new, new
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("python", ["legacy", "newest"])
+def test_the_export_serves_parsed_examples_as_the_estimator_did(rules, tmp_path, python):
+    executable = sys.executable if python == "legacy" else os.environ.get("E2K_TARGET_PYTHON")
+    if not executable:
+        pytest.skip("E2K_TARGET_PYTHON (newest TF) not set")
+    converted = rewrite_source(PROGRAM.read_bytes(), "program.py", rules).new.decode()
+    shapes = {}
+    for name, source, runner in (("estimator", PROGRAM.read_text(), sys.executable),
+                                 ("migrated", converted, executable)):
+        program = tmp_path / f"{name}_program.py"
+        program.write_text("import json\n" + source + SERVE)
+        done = subprocess.run([runner, str(program)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+        lines = [line for line in done.stdout.splitlines() if line.startswith("SERVED ")]
+        assert done.returncode == 0 and lines, done.stderr[-3000:]
+        shapes[name] = json.loads(lines[-1][len("SERVED "):])
+    # The Estimator's predictions dict, per example, for the three examples.
+    assert shapes["migrated"] == shapes["estimator"], shapes
+    assert shapes["estimator"]["probabilities"] == [3, 2], shapes
+
