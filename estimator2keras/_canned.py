@@ -1343,9 +1343,10 @@ def convert(unit, plan, ctx, code: str) -> None:
     # The model's predict_step gives the head's predictions dict. A canned Estimator exported
     # them as its "predict" signature; its classification / regression signatures needed one
     # serialized-Example input, and were left out of an export from other receiver tensors
-    # (_export.serving_function refuses the receivers that had them).
+    # (_export.export_signatures writes them where the receiver is one string tensor).
     plan.predictions_kind = "dict"
     plan.export_signatures = [CANNED_PREDICT_SIGNATURE]
+    plan.canned_head = canned.head
     plan.claimed_args.update(name for name in reader.args if name not in NOT_CARRIED)
 
 

@@ -136,6 +136,8 @@ def signatures_dict(names: list[str], function: str) -> cst.Dict:
 def save_statement(plan, ctx, path, signatures) -> cst.BaseStatement:
     save = _emit.statement("{tf}.saved_model.save({m}, {p}, signatures={s})",
                            tf=plan.tf, m=plan.model_var, p=path, s=signatures)
+    if "\n" in _emit.code(signatures):  # one signature a line already
+        return save
     return _emit.fit_line(save, 0, ctx.module.default_indent)
 
 
@@ -183,16 +185,86 @@ def signature_names(plan, ctx, call) -> list[str]:
     return names
 
 
-def serving_function(node, plan, ctx, code: str, names: list[str]) -> tuple[str, list[cst.BaseStatement]]:
+#: The method names TensorFlow Serving's Classify and Regress APIs require of a signature.
+CLASSIFY_METHOD = "tensorflow/serving/classify"
+REGRESS_METHOD = "tensorflow/serving/regress"
+SIGNATURE_METHODS = '''
+def {name}(export_dir, methods):
+    """Mark the export's signatures as the Estimator marked them: tf.saved_model.save marks
+    every one a predict signature, and TensorFlow Serving's Classify and Regress APIs only
+    take signatures marked as theirs."""
+    path = os.path.join(os.fsdecode(export_dir), "saved_model.pb")
+    saved_model = saved_model_pb2.SavedModel()
+    with {tf}.io.gfile.GFile(path, "rb") as f:
+        saved_model.ParseFromString(f.read())
+    for key, method in methods.items():
+        saved_model.meta_graphs[0].signature_def[key].method_name = method
+    with {tf}.io.gfile.GFile(path, "wb") as f:
+        f.write(saved_model.SerializeToString())
+'''
+#: What a canned head's classify / regress signature returns, from its predictions dict.
+EXAMPLE_OUTPUTS_OF = {
+    "classify": '{{"classes": predictions["all_classes"], "scores": predictions["probabilities"]}}',
+    "regress": '{{"outputs": predictions["{value}"]}}',
+}
+
+
+def export_signatures(node, plan, ctx, code: str, names: list[str]) -> tuple[cst.Dict, list[cst.BaseStatement], str]:
+    """The signatures an export writes (a dict), the statements to put before it, and the
+    template (``{path}``) of a statement to put after it ("": none). A canned Estimator whose
+    receiver is one string tensor (serialized tf.Examples) also exported classify / regress
+    signatures, `serving_default` among them: each is a tf.function of the same input named
+    `inputs`, giving the outputs TensorFlow Serving's API expects, marked as such after the save."""
+    single: list[bool] = []
+    function, inline = serving_function(node, plan, ctx, code, names, single=single)
+    if not single:
+        return signatures_dict(names, function), inline, ""
+    if not isinstance(_emit.expr(function), cst.Name):  # `serving_input_fn(model.predict_step)`: made once
+        made = plan.unique_name("serving_fn")
+        inline.append(_emit.statement("{n} = {v}", n=made, v=function))
+        function = made
+    head, tf = plan.canned_head, plan.tf
+    kinds = ["regress"] if head == "regression" else ["classify", "regress"] if head == "binary" else ["classify"]
+    methods: dict[str, str] = {}
+    signatures: dict[str, str] = {}
+    for kind in kinds:
+        name = plan.unique_name(f"{function}_{kind}")
+        outputs = EXAMPLE_OUTPUTS_OF[kind].format(value="logistic" if head == "binary" else "predictions")
+        statement = _emit.statement(
+            "@{tf}.function(input_signature=[{tf}.TensorSpec([None], {tf}.string, name=\"inputs\")])\n"
+            "def {name}(inputs):\n    predictions = {function}(inputs)\n    return " + _braces(outputs),
+            tf=tf, name=name, function=function)
+        also = " (serving_default too)" if kind == kinds[0] else ""
+        inline.append(_emit.with_comment(statement, f"The Estimator's {kind} signature{also}: the same input, "
+                                                    "named `inputs`."))
+        key = "classification" if kind == "classify" else "regression"
+        for signature in (["serving_default", key] if kind == kinds[0] else [key]):
+            signatures[signature] = name
+            methods[signature] = CLASSIFY_METHOD if kind == "classify" else REGRESS_METHOD
+    signatures.update({n: function for n in names})
+    plan.imports += [("os", None, None), ("tensorflow.core.protobuf", "saved_model_pb2", None)]
+    helper = plan.add_helper("set_signature_methods",
+                             lambda given: _emit.statements(SIGNATURE_METHODS, name=given, tf=tf))
+    listed = "".join(f'\n    "{k}": "{v}",' for k, v in methods.items())
+    signatures_code = "{" + "".join(f'\n    "{k}": {v},' for k, v in signatures.items()) + "\n}"
+    return _emit.expr(signatures_code), inline, f"{helper}({{path}}, {{{{{listed}\n}}}})"
+
+
+def serving_function(node, plan, ctx, code: str, names: list[str],
+                     single: list | None = None) -> tuple[str, list[cst.BaseStatement]]:
     """The serving tf.function of a serving_input_receiver_fn: how the export names it, and the
     statements to put before the export (a receiver fn that was not a named one; the function a
-    hand-written one's factory makes for this model, when more than one signature names it)."""
+    hand-written one's factory makes for this model, when more than one signature names it).
+    ``single``: the caller (``export_signatures``) writes a canned Estimator's classify /
+    regress signatures where the receiver is one string tensor: True is appended to it then,
+    rather than that receiver reported."""
     inline: list[cst.BaseStatement] = []
     # `serving_fn = csv_serving_input_fn` in each branch: the function it names, for every check below.
     node = _alias_in_every_branch(node, plan, ctx)
     receiver, binding = resolve_call(ctx, node, RAW | PARSING)
     if plan.export_signatures:
-        _one_string_input(node, receiver, plan, ctx, code)
+        if _one_string_input(node, receiver, plan, ctx, code, report=single is None):
+            single.append(True)
     omitted = plan.omitted_outputs
     if omitted:
         listed = ", ".join(f"`{name}`" for name, _ in omitted)
@@ -259,7 +331,7 @@ def serving_function(node, plan, ctx, code: str, names: list[str]) -> tuple[str,
     return name, inline
 
 
-def _one_string_input(node, receiver, plan, ctx, code: str, why: str | None = None) -> None:
+def _one_string_input(node, receiver, plan, ctx, code: str, why: str | None = None, report: bool = True) -> bool:
     """Report the receivers of an export that had a single string tensor (serialized
     tf.train.Examples) when its classification / regression signatures were made on them:
     a canned Estimator's (``serving_default`` among them), or a model_fn's export outputs,
@@ -270,8 +342,9 @@ def _one_string_input(node, receiver, plan, ctx, code: str, why: str | None = No
                   "predict signature: clients of the Classify/Regress APIs or of serving_default need a change")
     if receiver is not None:
         if ctx.call_api_path(receiver) in PARSING:
-            plan.leftover(receiver, code, why)
-            return
+            if report:
+                plan.leftover(receiver, code, why)
+            return True
         features = bind_arguments(receiver, ("features", "default_batch_size")).get("features")
         value = features.value if features is not None else None
         if isinstance(value, cst.Name):
@@ -281,19 +354,29 @@ def _one_string_input(node, receiver, plan, ctx, code: str, why: str | None = No
             plan.leftover(receiver, code, why if isinstance(value, cst.Dict) else (
                 "the raw receiver's features are not a dict e2k can read: it cannot tell which signatures the "
                 "canned Estimator exported; e2k exports its predict signature"))
-        return
+        return False
     table = _table(ctx, node)
+    if table is None and not report:
+        function = _receiver.handwritten(ctx, node)
+        if function is not None and _single_string_function(ctx, plan, function):
+            return True
     for candidate in [e.value for e in table.value.elements] if table is not None else [node]:
         # Each serving function of a dict (``SERVING_FUNCTIONS[args.export_format]``) may be the one.
         function = _receiver.handwritten(ctx, candidate)
         if function is None:
             continue  # refused where it is converted
-        respell = {"tf": plan.tf, "map": dict(tf2_respellings(ctx, function, plan.tf))}
-        specs = [spec for _, spec in _receiver.read(ctx, plan, function, respell).params]
-        text = " ".join(specs)
-        # One TensorSpec: one input, or a comprehension of them (its dtype written once).
-        if "string" in text and text.count("TensorSpec(") == 1:
+        if _single_string_function(ctx, plan, function):
             plan.leftover(function, code, why)
+    return False
+
+
+def _single_string_function(ctx, plan, function: cst.FunctionDef) -> bool:
+    """Does the hand-written serving_input_receiver_fn receive one string tensor?"""
+    respell = {"tf": plan.tf, "map": dict(tf2_respellings(ctx, function, plan.tf))}
+    specs = [spec for _, spec in _receiver.read(ctx, plan, function, respell).params]
+    text = " ".join(specs)
+    # One TensorSpec: one input, or a comprehension of them (its dtype written once).
+    return "string" in text and text.count("TensorSpec(") == 1
 
 
 def _alias_in_every_branch(node, plan, ctx):

@@ -1874,6 +1874,9 @@ class ConversionPlan:
         self.serving_functions: dict[cst.CSTNode, str] = {}
         #: The signatures a canned Estimator exports (set by _canned); None: the model_fn's.
         self.export_signatures: list[str] | None = None
+        #: A canned Estimator's head ("binary", "multi", "regression"): its classify / regress
+        #: signatures on a single string input (_export.export_signatures).
+        self.canned_head: str | None = None
         #: (name, element) of export outputs the Estimator left out of its export (regression /
         #: classification ones on a receiver of other inputs), read by ``_export.signature_names``.
         self.omitted_outputs: list[tuple[str, cst.DictElement]] = []

@@ -3,7 +3,7 @@ from __future__ import annotations
 import libcst as cst
 
 from estimator2keras import _emit
-from estimator2keras._export import save_statement, serving_function, signature_names, signatures_dict, export_path
+from estimator2keras._export import export_path, export_signatures, save_statement, signature_names
 from estimator2keras._rule import Case, Safety, UnitRule, Unsupported
 from estimator2keras._units import bind_arguments
 
@@ -36,10 +36,14 @@ class ExportSavedModelToSavedModel(UnitRule):
       placeholder named `input`; `placeholder_with_default` of a literal default too). The function keeps its name, comments and feature code (TF1
       names put in TF2 spelling) and returns the model's `predict_step` on its features.
       Where the model is not visible from the function (it is built inside another function),
-      the function takes it, `def serving_input_fn(model)`, and returns the `tf.function`;
-      the export calls `serving_input_fn(model)`. A dict of such functions picked by a key
+      the function takes the model's method that gives what is served, `def
+      serving_input_fn(predict)`, and returns the `tf.function`; the export calls
+      `serving_input_fn(model.predict_step)` (two models sharing the function, a canned one
+      and a model_fn's, each pass their own). A dict of such functions picked by a key
       known only when the program runs (`SERVING_FUNCTIONS[args.export_format]`) converts
-      each of them and keeps the pick: `SERVING_FUNCTIONS[args.export_format](model)`.
+      each of them and keeps the pick: `SERVING_FUNCTIONS[args.export_format](model.predict_step)`.
+      A serving function of the module that nothing exports with (an alternative the program
+      kept) is converted the same way, beside the one exported.
 
     `estimator.export_saved_model(base, serving_input_receiver_fn)` (and the older
     `export_savedmodel`) becomes `tf.saved_model.save(model, <base>/<timestamp>,
@@ -51,13 +55,19 @@ class ExportSavedModelToSavedModel(UnitRule):
     `predict`; its `classification` / `regression` signatures (and `serving_default`, one of
     them) needed a single string input, serialized `tf.train.Example`s, and were left out of
     an export whose receiver fed anything else. The converted model's `predict_step` gives
-    that dict, exported as `predict`; a receiver of a single string tensor
-    (`build_parsing_serving_input_receiver_fn`, one string placeholder, a CSV row) is
-    reported where it is written: the rest of the program converts and the `predict`
-    signature is exported, but clients of the Classify / Regress APIs or of
-    `serving_default` need a human's change. A dict of serving functions picked by a flag
-    (`SERVING_FUNCTIONS[args.export_format]`, in this module or another of the program)
-    converts each function, and each one of a single string is reported.
+    that dict, exported as `predict`. On a receiver of a single string tensor
+    (`build_parsing_serving_input_receiver_fn`, one string placeholder, a CSV row) the
+    Estimator also exported its head's classify signature (`classification`, and
+    `serving_default`: `classes`, every class name per example, and `scores`, their
+    probabilities) and, for a regressor or a binary classifier, its regress signature
+    (`regression`: `outputs`), each taking that tensor as `inputs`: each becomes a
+    `tf.function` over the predict one, and a small helper of the file,
+    `set_signature_methods`, marks them `tensorflow/serving/classify` / `regress` in the
+    saved `saved_model.pb` (tf.saved_model.save marks every signature a predict one, and
+    TensorFlow Serving's Classify and Regress APIs refuse those). A dict of serving functions
+    picked by a flag (`SERVING_FUNCTIONS[args.export_format]`, in this module or another of
+    the program) converts each function, and each one of a single string is reported there
+    (only one of them had those signatures). A BestExporter's is reported too.
 
     A `PredictOutput` of something else than the PREDICT predictions (kubeflow's mnist:
     `predictions={"class": ..., "prob": ...}` but `PredictOutput({"probabilities": ...,
@@ -462,18 +472,21 @@ tf.saved_model.save(
             if mode is not None and not _emit.code(mode.value).endswith(("PREDICT", '"infer"')):
                 raise Unsupported("only the PREDICT graph is exported by e2k", mode)
             names = signature_names(plan, ctx, use.call)
-            function, inline = serving_function(args["serving_input_receiver_fn"].value, plan, ctx, self.code, names)
+            signatures, inline, after = export_signatures(
+                args["serving_input_receiver_fn"].value, plan, ctx, self.code, names)
             path = export_path(plan, args["export_dir_base"].value)
             statement = ctx.enclosing_statement(use.call)
             small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
-            signatures = signatures_dict(names, function)
-            if isinstance(small, cst.Expr) and small.value is use.call:
+            if isinstance(small, cst.Expr) and small.value is use.call and not after:
                 new = [save_statement(plan, ctx, path, signatures)]
-            elif isinstance(small, cst.Assign) and small.value is use.call and len(small.targets) == 1 \
-                    and isinstance(small.targets[0].target, cst.Name):
-                target = small.targets[0].target.value
+            elif isinstance(small, (cst.Expr, cst.Assign)) and small.value is use.call and (
+                    isinstance(small, cst.Expr) or len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
+                # Bound to a name: the signatures' methods are set in the directory written.
+                target = small.targets[0].target.value if isinstance(small, cst.Assign) else plan.unique_name("export_path")
                 new = [_emit.statement("{t} = {p}", t=target, p=path),
                        save_statement(plan, ctx, cst.Name(target), signatures)]
+                if after:
+                    new.append(_emit.statement(after.format(path=target)))
             else:
                 raise Unsupported(f"{use.method}(...) is used inside an expression e2k does not rewrite", use.call)
             new[0] = new[0].with_changes(leading_lines=statement.leading_lines)

@@ -6,7 +6,8 @@ from libcst.metadata import QualifiedNameProvider
 from estimator2keras import _emit
 from estimator2keras import _eval_result as eval_result
 from estimator2keras._export import (
-    best_export, export_path, model_dir_base, save_statement, serving_function, signature_names, signatures_dict,
+    best_export, export_path, export_signatures, model_dir_base, save_statement, serving_function, signature_names,
+    signatures_dict,
 )
 from estimator2keras._rule import Case, Safety, UnitRule, Unsupported
 from estimator2keras._training import (
@@ -718,13 +719,16 @@ model.evaluate(input_fn(), steps=1, callbacks=[checkpoints])
                 plan.fixed(exporter, self.code, "no model_dir: the Estimator exported into a temporary directory")
                 continue
             names = signature_names(plan, ctx, exporter)
-            function, inline = serving_function(found["serving_input_receiver_fn"].value, plan, ctx, self.code, names)
+            signatures, inline, after = export_signatures(
+                found["serving_input_receiver_fn"].value, plan, ctx, self.code, names)
             # The Estimator exported to <model_dir>/export/<name> (os.path.join: an absolute name wins).
             part = name.value.evaluated_value if isinstance(name.value, cst.SimpleString) else name.value
             path = export_path(plan, model_dir_base(plan), "export", part)
             target = plan.unique_name("export_path")
             statements += [*inline, _emit.statement("{t} = {p}", t=target, p=path),
-                           save_statement(plan, ctx, cst.Name(target), signatures_dict(names, function))]
+                           save_statement(plan, ctx, cst.Name(target), signatures)]
+            if after:
+                statements.append(_emit.statement(after.format(path=target)))
             paths.append(target)
             plan.fixed(exporter, self.code, f"{kind.rsplit('.', 1)[-1]} -> the model exported after training")
         return statements, paths, callbacks

@@ -57,10 +57,11 @@ def test_different_exporters_in_the_branches_are_refused(rules):
     assert "export_final = " in result.new.decode() or result.new == source.encode()
 
 
-def test_a_single_string_serving_function_named_through_a_branch_alias_is_reported(rules):
+def test_a_single_string_serving_function_named_through_a_branch_alias_gets_its_classify_signatures(rules):
     """The alias is followed before the export's checks: a CSV-row receiver reached through
     `serving_fn = csv_serving_input_fn` in each branch had its classify signatures left out
-    with no finding (the check saw the alias, not the function)."""
+    with no finding (the check saw the alias, not the function). They are exported now, on
+    that single string input as the Estimator made them."""
     source = PROGRAM.replace('''def serving_input_receiver_fn():
     inputs = {"x": tf.compat.v1.placeholder(tf.float32, [None, 2])}
     return tf.estimator.export.ServingInputReceiver(inputs, inputs)''', '''def serving_input_receiver_fn():
@@ -73,9 +74,11 @@ def test_a_single_string_serving_function_named_through_a_branch_alias_is_report
         "serving_input_receiver_fn=serving_input_receiver_fn)\n", "")
     assert "FinalExporter" not in source
     result = rewrite_source(source.encode(), "program.py", rules)
-    assert result.status == "partial", [f.format() for f in result.findings]
-    assert any(f.code == "E2K007" and "single string input" in f.message for f in result.findings), \
-        [f.format() for f in result.findings]
+    assert result.status == "converted", [f.format() for f in result.findings]
+    new = result.new.decode()
+    assert "serving_fn_2 = serving_input_receiver_fn(model.predict_step)" in new, new
+    assert '"serving_default": serving_fn_2_classify,' in new and '"predict": serving_fn_2,' in new, new
+    assert '"serving_default": "tensorflow/serving/classify",' in new, new
 
 
 def test_a_serving_function_shared_by_a_canned_model_and_a_model_fn_exporting_other_outputs(rules):
