@@ -118,7 +118,8 @@ def export_path(plan, base: cst.BaseExpression, *parts: str | cst.BaseExpression
     """``<base>/<parts...>/<timestamp>`` as bytes, as the Estimator returned it; a part is a
     name (a string) or the program's expression giving it."""
     plan.imports += [("os", None, None), ("time", None, None)]
-    joined = ", ".join([_emit.code(base), *(f'"{p}"' if isinstance(p, str) else _emit.code(p) for p in parts),
+    code = lambda node: _emit.code(plan._substituted(node))  # noqa: E731 - the plan's edits inside (config.model_dir)
+    joined = ", ".join([code(base), *(f'"{p}"' if isinstance(p, str) else code(p) for p in parts),
                         "str(int(time.time()))"])
     return _emit.expr(f"os.fsencode(os.path.join({joined}))")
 

@@ -1151,6 +1151,10 @@ class EstimatorUnit:
     config_parameter: tuple[cst.Param, cst.Arg] | None = None
     #: Settings of the RunConfig read back (``run_config.model_dir``): (attribute, value).
     config_reads: list[tuple[cst.Attribute, cst.BaseExpression]] = field(default_factory=list)
+    #: Settings read back whose value is computed (``model_dir=args.model_dir or
+    #: tempfile.mkdtemp()``, once): bound to a name where the RunConfig was, read by that name
+    #: there and wherever the program gives it: (the setting's value, the name).
+    config_bound: list[tuple[cst.BaseExpression, str]] = field(default_factory=list)
     #: Reads of the variable that another assignment may reach too (``if tpu: est = A(...)
     #: else: est = B(...)``; ``est.train()``), each with those assignments.
     shared: dict[cst.Name, frozenset] = field(default_factory=dict)
@@ -1409,7 +1413,8 @@ def _configure_unit(ctx: RewriteContext, unit: EstimatorUnit, chosen: Binding | 
                 else accesses_of(ctx, binding.target)
             others = [n for n in reads or [None] if n is not config]
             for other in others:
-                setting = _config_setting_read(ctx, other, unit.config_args)
+                setting = _config_setting_read(ctx, other, unit.config_args) or _config_setting_bound(
+                    ctx, unit, other, binding)
                 if setting is not None:
                     unit.config_reads.append(setting)
                 elif other is None or not _in_estimator_call(ctx, other):
@@ -1682,6 +1687,29 @@ def _config_setting_read(ctx: RewriteContext, read: cst.CSTNode | None, settings
     return parent, arg.value
 
 
+def _config_setting_bound(ctx: RewriteContext, unit: EstimatorUnit, read: cst.CSTNode | None, binding: Binding):
+    """``config.model_dir`` where the RunConfig was given ``model_dir=args.model_dir or
+    tempfile.mkdtemp()``, computed once: the value is bound to a name where the RunConfig was
+    (``model_dir = ...``), and that name is read here and wherever the setting is given."""
+    parent = ctx.parent(read) if read is not None else None
+    if not (isinstance(parent, cst.Attribute) and parent.value is read and isinstance(read, cst.Name)) \
+            or isinstance(ctx.parent(parent), cst.AssignTarget):
+        return None
+    arg = unit.config_args.get(parent.attr.value)
+    if arg is None or ctx.path_of(arg.value) != ctx.path_of(read) \
+            or ctx.scope(binding.target) is not ctx.scope(read):
+        return None
+    for value, name in unit.config_bound:
+        if value is arg.value:
+            return parent, cst.Name(name)
+    scope = ctx.scope(binding.target)
+    taken = {n for n, _ in ((a.name, a) for a in scope.assignments)} if scope is not None else set()
+    taken |= {name for _, name in unit.config_bound}
+    name = _emit.unique_name(parent.attr.value, taken)
+    unit.config_bound.append((arg.value, name))
+    return parent, cst.Name(name)
+
+
 def _through_parameter(ctx: RewriteContext, unit: EstimatorUnit, value: cst.BaseExpression) -> cst.BaseExpression:
     """``config=config`` in ``def build_estimator(config, ...)``: the factory's parameter
     stands for the argument its one call gives (``build_estimator(config=run_config)``,
@@ -1883,6 +1911,12 @@ class ConversionPlan:
         #: The model's method giving the export's PredictOutput when it is not the PREDICT
         #: predictions (``PredictOutput({"classes": classes, "probabilities": ...})``); None: predict_step.
         self.export_method: str | None = None
+        # RunConfig settings read back (``run_config.model_dir``) read their value, or the name it
+        # is bound to: known to every rule from the start (an export path written from them).
+        for attribute, value in unit.config_reads:
+            self.replace(attribute, value.deep_clone())
+        for value, name in unit.config_bound:
+            self.replace(value, cst.Name(name))  # wherever a rule writes the setting
 
     # -- what rules call ------------------------------------------------------------------
     def replace(self, node: cst.CSTNode, new: cst.CSTNode) -> None:
@@ -2012,6 +2046,8 @@ class ConversionPlan:
     def stable_expression(self, value: cst.BaseExpression, preferred: str) -> cst.BaseExpression:
         """``value`` when it can be written twice (a name, a literal), else a new variable
         bound to it after the model is built."""
+        if isinstance(self._subst.get(value), cst.Name):  # bound to a name already (config_bound)
+            return self._subst[value].deep_clone()
         if isinstance(value, (cst.Name, cst.SimpleString, cst.Integer, cst.Float)) or (
             isinstance(value, cst.Attribute) and _emit.code(value).replace(".", "").replace("_", "").isalnum()
         ):
@@ -2148,8 +2184,6 @@ class ConversionPlan:
                 self.leftover(arg, "E2K400", f"RunConfig({name}=...) is not converted; the Keras program ignores it")
         if not self.build and not self.prebuilt:
             raise Unsupported("no rule built a Keras model for this Estimator", unit.call, UNSUPPORTED_USE)
-        for attribute, value in unit.config_reads:
-            self.replace(attribute, value.deep_clone())
         if unit.factory is not None:
             self._prepare_factory_sites()
         if unit.container is not None:
@@ -2334,7 +2368,9 @@ class ConversionPlan:
                     first = [*first, *made]
                 statements[site] = [*first, renamed_line, *moved]
         if unit.config_binding is not None:
-            statements.setdefault(unit.config_binding.statement, [])
+            # A setting read back, computed once: bound where the RunConfig was.
+            statements.setdefault(unit.config_binding.statement, [
+                _emit.statement("{n} = {v}", n=name, v=value.deep_clone()) for value, name in unit.config_bound])
         for earlier in unit.config_earlier:
             statements.setdefault(earlier.statement, [])
         for original, new in list(statements.items()):

@@ -123,3 +123,24 @@ def train(output_dir, hparams):
     assert body.count('if hparams["use_tpu"]:') == 2, body  # the RunConfig's, and the joined one
     assert "TPUStrategy(resolver)" in body and "get_strategy()" in body, body
     assert "TPUClusterResolver()" not in body, body  # the other branch's resolver: never run
+
+
+def test_a_computed_setting_read_back_is_computed_once_where_the_runconfig_was(rules):
+    # `config.model_dir` read after `model_dir=args.model_dir or tempfile.mkdtemp()`: one
+    # directory, as the RunConfig held it (it was refused as "used elsewhere too").
+    program = PROGRAM.replace("import tensorflow as tf\n", "import os\nimport tempfile\n\nimport tensorflow as tf\n").replace(
+        '''    if args.num_gpus > 1:
+        strategy = tf.distribute.MirroredStrategy()
+        config = tf.estimator.RunConfig(model_dir=args.model_dir, train_distribute=strategy,
+                                        save_checkpoints_steps=5)
+    else:
+        config = tf.estimator.RunConfig(model_dir=args.model_dir)
+''', '''    config = tf.estimator.RunConfig(model_dir=args.model_dir or tempfile.mkdtemp())
+''').replace("    estimator.train(input_fn, steps=10)\n",
+             "    estimator.train(input_fn, steps=10)\n    print(os.listdir(config.model_dir))\n")
+    result = convert(rules, program=program)
+    assert result.status == "converted", [f.message for f in result.findings]
+    body = result.new.decode().split("def main(args):")[1]
+    assert body.count("tempfile.mkdtemp()") == 1, body
+    assert "model_dir = args.model_dir or tempfile.mkdtemp()" in body, body
+    assert "ModelDirCheckpoints(model, model_dir," in body and "print(os.listdir(model_dir))" in body, body
