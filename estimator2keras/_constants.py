@@ -173,3 +173,27 @@ def as_node(value) -> cst.BaseExpression:
             isinstance(v, (*_SCALARS, tuple, list)) for v in value):
         return cst.parse_expression(repr(value))
     raise NotConstant("not a literal")
+
+
+def integer_of(ctx, expr: cst.BaseExpression | None) -> int | None:
+    """The integer ``expr`` always is: a literal, or a module constant computed from literals
+    (``MAX_STEPS = 60``, bound once and never changed); None otherwise (a flag, a parameter)."""
+    from libcst.metadata import BuiltinScope
+
+    from estimator2keras._units import changed_in_place, value_of
+
+    def lookup(name: cst.Name):
+        scope = ctx.scope(name)
+        assignments = list(scope[name.value]) if scope is not None else []
+        if len(assignments) != 1 or isinstance(assignments[0].scope, BuiltinScope) \
+                or isinstance(getattr(assignments[0], "node", None), cst.Param) or changed_in_place(ctx, name):
+            return None
+        return value_of(ctx, name)
+
+    if expr is None:
+        return None
+    try:
+        value = constant_value(expr, lookup)
+    except NotConstant:
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

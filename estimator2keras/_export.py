@@ -511,7 +511,8 @@ def _raw_signature(features, batch, plan, ctx) -> cst.BaseExpression:
                 else cst.MaybeSentinel.DEFAULT
             specs.append(cst.DictElement(element.key, spec, comma=comma))
         return cst.Dict(specs)
-    if not isinstance(features, (cst.Dict, cst.Name)):
+    if not isinstance(features, (cst.Dict, cst.Name, cst.DictComp)) and not (
+            isinstance(features, cst.Call) and isinstance(features.func, cst.Name) and features.func.value == "dict"):
         raise Unsupported("a raw serving receiver of one tensor (not a dict of features) is not converted", features)
     helper = plan.add_helper("serving_signature", lambda name: _emit.statements(SERVING_SIGNATURE, name=name, tf=plan.tf))
     respelled = _emit.replace_in(features, dict(tf2_respellings(ctx, features, plan.tf)))

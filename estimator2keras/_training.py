@@ -445,6 +445,13 @@ def start_step(plan: "ConversionPlan") -> cst.BaseExpression:
 def min_of(values: list[cst.BaseExpression], node: cst.CSTNode, what: str) -> cst.BaseExpression | None:
     """The smallest of step limits (literal integers), or the only one."""
     values = [v for v in values if not (isinstance(v, cst.Name) and v.value == "None")]
+    # The same limit written twice (`StopAtStepHook(last_step=MAX_STEPS)` and
+    # `max_steps=MAX_STEPS`, or `args.max_steps` both times): one limit.
+    unique: dict[str, cst.BaseExpression] = {}
+    for value in values:
+        plain = not any(isinstance(n, (cst.Call, cst.Subscript, cst.BinaryOperation)) for n in _emit.walk(value))
+        unique.setdefault(_emit.code(value) if plain else str(id(value)), value)
+    values = list(unique.values())
     if not values:
         return None
     if len(values) == 1:

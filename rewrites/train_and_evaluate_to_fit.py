@@ -5,6 +5,7 @@ from libcst.metadata import QualifiedNameProvider
 
 from estimator2keras import _emit
 from estimator2keras import _eval_result as eval_result
+from estimator2keras._constants import integer_of
 from estimator2keras._export import (
     best_export, export_path, export_signatures, model_dir_base, save_statement, serving_function, signature_names,
     signatures_dict,
@@ -528,7 +529,7 @@ model.evaluate(input_fn(), steps=1, callbacks=[checkpoints])
 
             model = plan.model_var
             dataset = [cst.Arg(plan.dataset(train_input.call_expression(plan.params_for("train"), "train")))]
-            periodic = self._periodic(unit, train_hooks, evaluation, max_steps, train_call)
+            periodic = self._periodic(unit, train_hooks, evaluation, max_steps, train_call, ctx)
             fit_callbacks: list[cst.BaseExpression] = []
             exports, paths, export_callbacks = self._exporters(
                 unit, evaluation.get("exporters"), plan, ctx, resolve, periodic is not None)
@@ -586,7 +587,7 @@ model.evaluate(input_fn(), steps=1, callbacks=[checkpoints])
             if name in evaluation:
                 plan.fixed(evaluation[name], self.code, TIMING_NOTES[name])
 
-    def _periodic(self, unit, hooks, evaluation, max_steps, train_call) -> int | None:
+    def _periodic(self, unit, hooks, evaluation, max_steps, train_call, ctx) -> int | None:
         """Every how many steps `fit` evaluates (the checkpoint interval), or None for once at the end.
 
         The Estimator evaluated each new checkpoint once `throttle_secs` had passed: at every
@@ -607,7 +608,8 @@ model.evaluate(input_fn(), steps=1, callbacks=[checkpoints])
                 "literal N says where they were" + ("" if given else " (with no such setting the Estimator "
                 "checkpointed every 600 seconds, at steps no conversion can know)"), hooks.early_stops[0].node)
         steps = interval.evaluated_value
-        if not (isinstance(max_steps, cst.Integer) and max_steps.evaluated_value % steps == 0):
+        total = integer_of(ctx, max_steps)  # a literal, or a constant (MAX_STEPS = 60)
+        if not (total is not None and total % steps == 0):
             if not hooks.early_stops:
                 return None
             raise Unsupported(
@@ -618,7 +620,9 @@ model.evaluate(input_fn(), steps=1, callbacks=[checkpoints])
     def _periodic_fit(self, plan, ctx, call, steps, dataset, eval_input, params, eval_steps, train_hooks, eval_hooks,
                       max_steps, export_callbacks=()):
         model = plan.model_var
-        fit_args = [*dataset, _emit.keyword_arg("epochs", cst.Integer(str(max_steps.evaluated_value // steps)))]
+        epochs = cst.Integer(str(max_steps.evaluated_value // steps)) if isinstance(max_steps, cst.Integer) \
+            else _emit.expr("{m} // {s}", m=max_steps, s=str(steps))
+        fit_args = [*dataset, _emit.keyword_arg("epochs", epochs)]
         if plan.may_restore:
             fit_args.append(_emit.keyword_arg(
                 "initial_epoch", _emit.expr("{s} // {n}", s=start_step(plan), n=str(steps))))
