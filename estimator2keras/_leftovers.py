@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import dataclasses
 import difflib
 from dataclasses import dataclass
 from functools import lru_cache
@@ -94,18 +95,21 @@ class Reference:
     text: str
     #: The fully qualified name it resolves to (``tensorflow.estimator.EstimatorSpec``).
     qualified: str = ""
+    #: Why it is left, where the reference says more than its name (a class derived from it).
+    note: str = ""
 
     def describe(self) -> str:
         """``tf.estimator.EstimatorSpec`` as written; a name that an import or an alias
         renamed, with what it stands for (``Modes.EVAL (tf.estimator.ModeKeys.EVAL)``)."""
         if not self.qualified:
             return self.text
+        note = f": {self.note}" if self.note else ""
         path = api_path_of_qualified(self.qualified) or self.qualified
         rest = self.text.partition(".")[2]
         if rest and (rest == path or rest.endswith("." + path)):
-            return self.text
+            return self.text + note
         spelled = "tf." + self.qualified[len("tensorflow."):] if self.qualified.startswith("tensorflow.") else self.qualified
-        return f"{self.text} ({spelled})"
+        return f"{self.text} ({spelled}){note}"
 
 
 def _dotted(node: ast.expr) -> str | None:
@@ -344,6 +348,24 @@ def find_references(tree: ast.Module) -> list[Reference]:
         for node, module in bindings.stars:
             found.append(Reference(node.lineno, node.col_offset, f"from {module} import *"))
     found.sort(key=lambda r: (r.line, r.offset))
+    if any(r.text.endswith("Estimator") for r in found):
+        found = _subclassed(tree, found)
+    return found
+
+
+def _subclassed(tree: ast.Module, found: list[Reference]) -> list[Reference]:
+    """References that are the base of a class of the program (``class RegressionEstimator(
+    tf.estimator.Estimator)``), noted as such: the program builds its own Estimator class."""
+    at = {(r.line, r.offset): i for i, r in enumerate(found)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for base in node.bases:
+                index = at.get((base.lineno, base.col_offset))
+                if index is not None:
+                    found[index] = dataclasses.replace(found[index], note=(
+                        f"the program's class `{node.name}` derives from it, which e2k does not convert (it "
+                        "converts Estimators of tf.estimator's own classes): build the Estimator with a "
+                        "function that returns it, its model_fn a function of the module, then convert"))
     return found
 
 

@@ -252,3 +252,25 @@ def test_a_broken_file_that_only_mentions_contributors_is_left_alone(rules):
     source = b"# Copyright: the contributors\nprint 'hello'\n"
     result = rewrite_source(source, "py2.py", rules)
     assert result.status == "unchanged" and result.findings == []
+
+
+def test_an_estimator_subclass_is_named_as_the_construct_left():
+    """A program's own Estimator class: the finding on its base says why nothing converts."""
+    from estimator2keras._registry import RuleSet
+
+    source = b'''import tensorflow as tf
+
+
+class RegressionEstimator(tf.estimator.Estimator):
+    def __init__(self, model_dir=None):
+        def _model_fn(features, labels, mode):
+            pred = tf.compat.v1.layers.dense(features, 1)
+            loss = tf.compat.v1.losses.mean_squared_error(labels, pred)
+            train_op = tf.compat.v1.train.AdamOptimizer().minimize(loss, tf.compat.v1.train.get_global_step())
+            return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+        super().__init__(model_fn=_model_fn, model_dir=model_dir)
+'''
+    result = rewrite_source(source, "subclass.py", RuleSet.load())
+    assert result.status == "partial"
+    base = [f for f in result.findings if f.line == 4]
+    assert base and "class `RegressionEstimator` derives from it" in base[0].message, [f.message for f in result.findings]
