@@ -297,6 +297,15 @@ def _at_call_site(plan, ctx: "RewriteContext", callback: cst.BaseExpression, ori
 
 
 def _module_class(ctx: "RewriteContext", func: cst.BaseExpression) -> cst.ClassDef | None:
+    """The class of the program ``func`` names: of this module, or, in a pass over a program's
+    modules, of another one (``hooks_lib.ExamplesPerSecondHook``, or the name imported)."""
+    if ctx._modules is not None and isinstance(func, (cst.Name, cst.Attribute)):
+        from estimator2keras._units import _foreign, _single_assignment
+
+        assignment = _foreign(ctx, func) if isinstance(func, cst.Attribute) or isinstance(
+            getattr(_single_assignment(ctx, func), "node", None), cst.ImportFrom) else None
+        if isinstance(getattr(assignment, "node", None), cst.ClassDef):
+            return assignment.node
     if not isinstance(func, cst.Name):
         return None
     scope = ctx.scope(func)

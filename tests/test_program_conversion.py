@@ -239,3 +239,44 @@ def test_one_estimator_file_and_a_columns_module_without_a_rules_word(tmp_path):
     assert main(["rewrite", str(tmp_path)]) == 1
     train = (tmp_path / "train.py").read_text()
     assert "tf.estimator." not in train and "DNNClassifierModel" in train, train
+
+
+HOOKS_LIB = '''\
+import time
+
+import tensorflow as tf
+
+
+class ExamplesPerSecondHook(tf.compat.v1.train.SessionRunHook):
+    def __init__(self, batch_size):
+        self._batch_size = batch_size
+
+    def begin(self):
+        self._start = time.time()
+
+    def after_run(self, run_context, run_values):
+        tf.compat.v1.logging.info("examples/sec: %g", self._batch_size / max(time.time() - self._start, 1e-6))
+'''
+
+
+@pytest.mark.parametrize("imports, spelled", [
+    ("import hooks_lib", "hooks_lib.ExamplesPerSecondHook"),
+    ("from hooks_lib import ExamplesPerSecondHook", "ExamplesPerSecondHook"),
+])
+def test_a_session_run_hook_class_of_another_module_becomes_a_callback_there(tmp_path, imports, spelled):
+    train = MODEL + f'''
+{imports}
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0, 2.0]] * 8, [0, 1] * 4)).repeat().batch(4)
+
+
+estimator = tf.estimator.Estimator(model_fn=model_fn, params={{"classes": 3}})
+estimator.train(input_fn, steps=2, hooks=[{spelled}(4)])
+'''
+    write(tmp_path, {"hooks_lib.py": HOOKS_LIB, "train.py": train})
+    assert main(["rewrite", str(tmp_path)]) == 1
+    hooks = (tmp_path / "hooks_lib.py").read_text()
+    assert "class ExamplesPerSecondHook(tf.keras.callbacks.Callback):" in hooks, hooks
+    assert f"callbacks=[{spelled}(4)]" in (tmp_path / "train.py").read_text()
