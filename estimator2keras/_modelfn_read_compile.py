@@ -66,10 +66,10 @@ class _CompileReader:
         if isinstance(receiver, cst.Name):
             d = self.through_wrappers(self.latest_def(receiver.value, at))
             if d is None or self.role(d.value) != "optimizer":
-                self.refuse(receiver, "the optimizer is not a tf.train optimizer e2k converts")
+                self.refuse(receiver, _not_an_optimizer(d.value if d is not None else None))
             return cst.Name(receiver.value), self.builder_slice([d], at)
         if self.role(receiver) != "optimizer":
-            self.refuse(receiver, "the optimizer is not a tf.train optimizer e2k converts")
+            self.refuse(receiver, _not_an_optimizer(receiver))
         self.check_momentum_schedule(receiver, at)
         return self.translate("optimizer", receiver), self.builder_slice([], at, extra=[receiver])
 
@@ -328,7 +328,7 @@ class _CompileReader:
             self.refuse(compute, "compute_gradients is not called on the loss alone")
         d = self.latest_def(receiver.value, computed.index)
         if d is None or self.role(d.value) != "optimizer":
-            self.refuse(receiver, "the optimizer is not a tf.train optimizer e2k converts")
+            self.refuse(receiver, _not_an_optimizer(d.value if d is not None else None))
         self.clipping = (clip_keyword, clip_value)
         if self.plan is not None and self.plan.unit.config_value("train_distribute") is not None:
             self.leftover(
@@ -787,3 +787,14 @@ def _is_zip_star(node: cst.BaseExpression) -> bool:
     return (
         isinstance(node, cst.Call) and _emit.code(node.func) == "zip" and len(node.args) == 1 and node.args[0].star == "*"
     )
+
+
+def _not_an_optimizer(value: cst.BaseExpression | None) -> str:
+    """Why the optimizer is refused, naming what makes it (``hvd.DistributedOptimizer(...)``,
+    a wrapper no rule converts) where e2k can tell."""
+    if isinstance(value, cst.Call) and isinstance(value.func, (cst.Name, cst.Attribute)):
+        from estimator2keras import _emit
+
+        return (f"the optimizer is made by `{_emit.code(value.func)}(...)`, which is not a tf.train optimizer "
+                "e2k converts")
+    return "the optimizer is not a tf.train optimizer e2k converts"
