@@ -11,6 +11,7 @@ from __future__ import annotations
 
 
 import builtins
+import os
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Iterator
 
@@ -2561,6 +2562,11 @@ def convert_units(ctx: RewriteContext) -> None:
         except Unsupported as exc:
             del ctx.findings[reported:]
             ctx.mark(exc.node or group[0].call, exc.reason, exc.code or UNSUPPORTED_USE)
+            if exc.node is not None and ctx.path_of(exc.node) != ctx.path_of(group[0].call):
+                # Refused in another module of the program (its model_fn's): said here too, where
+                # the Estimator and the code left with it are.
+                where = f"{os.path.basename(ctx.path_of(exc.node))}:{ctx.position(exc.node)[0]}"
+                ctx.mark(group[0].call, f"not converted: {exc.reason} ({where})", exc.code or UNSUPPORTED_USE)
             for node, reason, code in getattr(exc, "also", ()):  # the unit's other blockers
                 ctx.mark(node, reason, code)
             if len(group) > 1:

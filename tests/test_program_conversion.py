@@ -280,3 +280,17 @@ estimator.train(input_fn, steps=2, hooks=[{spelled}(4)])
     hooks = (tmp_path / "hooks_lib.py").read_text()
     assert "class ExamplesPerSecondHook(tf.keras.callbacks.Callback):" in hooks, hooks
     assert f"callbacks=[{spelled}(4)]" in (tmp_path / "train.py").read_text()
+
+
+def test_a_model_fn_refused_in_its_module_is_said_at_the_estimator_too(tmp_path, capsys):
+    # census/customestimator: the model_fn (model.py) is refused; task.py, holding the
+    # Estimator and its specs, said only "Estimator API left" line by line.
+    refused = MODEL.replace(
+        "    loss = tf.losses",
+        "    labels = tf.contrib.lookup.index_table_from_tensor(tf.constant(['a', 'b'])).lookup(labels)\n"
+        "    loss = tf.losses")
+    write(tmp_path, {"model.py": refused, "task.py": TASK.format(imports="import model", model_fn="model.model_fn")})
+    assert main(["rewrite", "--check", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if line.startswith(str(tmp_path / "task.py") + ":")]
+    assert any("not converted: " in line and "(model.py:" in line for line in lines), out
