@@ -294,3 +294,39 @@ def test_a_model_fn_refused_in_its_module_is_said_at_the_estimator_too(tmp_path,
     out = capsys.readouterr().out
     lines = [line for line in out.splitlines() if line.startswith(str(tmp_path / "task.py") + ":")]
     assert any("model.py" in line and "index_table_from_tensor" in line for line in lines), out
+
+
+def test_a_model_fn_factory_refused_in_its_module_is_said_at_the_estimator_too(tmp_path, capsys):
+    # census/customestimator's `model_fn = model.generate_model_fn(...)`: the model_fn the
+    # factory returns is refused in model.py; task.py says so where the Estimator is built.
+    factory = '''\\
+import tensorflow as tf
+
+
+def generate_model_fn(units=3):
+    def _model_fn(features, labels, mode):
+        logits = tf.compat.v1.layers.dense(features["x"], units)
+        labels = tf.contrib.lookup.index_table_from_tensor(tf.constant(["a", "b"])).lookup(labels)
+        loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
+        train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
+            loss, global_step=tf.compat.v1.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+    return _model_fn
+'''
+    task = '''\\
+import tensorflow as tf
+import model
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": [[1.0, 2.0]] * 8}, ["a", "b"] * 4)).repeat().batch(4)
+
+
+estimator = tf.estimator.Estimator(model_fn=model.generate_model_fn(units=2))
+estimator.train(input_fn, steps=2)
+'''
+    write(tmp_path, {"model.py": factory, "task.py": task})
+    assert main(["rewrite", "--check", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if line.startswith(str(tmp_path / "task.py") + ":")]
+    assert any("not converted: " in line and "(model.py:" in line for line in lines), out
