@@ -483,6 +483,11 @@ def convert_unused(ctx, plan, near: cst.FunctionDef, code: str) -> None:
     for statement in module.body:
         if not isinstance(statement, cst.FunctionDef) or statement is near or statement in plan.serving_functions:
             continue
+        last = statement.body.body[-1] if isinstance(statement.body, cst.IndentedBlock) else None
+        small = last.body[0] if isinstance(last, cst.SimpleStatementLine) else None
+        if not (isinstance(small, cst.Return) and isinstance(small.value, cst.Call)
+                and _emit.code(small.value.func).endswith("ServingInputReceiver")):
+            continue  # (a cheap look first: its last statement returns no receiver)
         returned = _single_return(statement)
         if not (isinstance(returned, cst.Call) and ctx.call_api_path(returned) in RECEIVERS):
             continue

@@ -3,6 +3,7 @@ from __future__ import annotations
 import libcst as cst
 
 from estimator2keras import _emit
+from estimator2keras._context import nodes_below
 from estimator2keras._rule import Case, ModuleRule, Safety
 
 #: The loaders that gave MNIST as DataSets (the tutorials' ``input_data`` re-exported
@@ -21,6 +22,8 @@ LOAD_DATASET = frozenset({"contrib.learn.datasets.load_dataset", "contrib.learn.
 SIGNATURE = ("train_dir", "fake_data", "one_hot", "dtype", "reshape", "validation_size", "seed", "source_url")
 #: What a DataSet had that the helper's has not: a program using them keeps its loader.
 DATASET_ONLY = frozenset({"next_batch", "epochs_completed"})
+#: The last part of the loaders' names, as a call spells them (a cheap test before resolving it).
+LOADER_NAMES = frozenset({"read_data_sets", "load_mnist", "load_dataset", "DATASETS"})
 
 HELPER = '''
 MnistDataSet = collections.namedtuple("MnistDataSet", ["images", "labels", "num_examples"])
@@ -213,18 +216,20 @@ model.fit(input_fn(), steps_per_epoch=100)
     def transform(self, module: cst.Module, ctx) -> cst.Module:
         calls: list[tuple[cst.Call, list[cst.Arg]]] = []
         dataset_only = False
-        stack: list[cst.CSTNode] = [module]
-        while stack:
-            node = stack.pop()
-            if isinstance(node, cst.Attribute) and node.attr.value in DATASET_ONLY:
+        taken: set[str] = set()
+        for node in nodes_below(module):
+            if isinstance(node, cst.Name):
+                taken.add(node.value)
+            elif isinstance(node, cst.Attribute) and node.attr.value in DATASET_ONLY:
                 dataset_only = True
-            if isinstance(node, cst.Call):
+            elif isinstance(node, cst.Call) and isinstance(node.func, (cst.Attribute, cst.Subscript, cst.Name)) \
+                    and _emit.code(node.func).rpartition(".")[2].split("[")[0] in LOADER_NAMES:
                 args = _loader_arguments(node, ctx)
                 if args is not None:
                     calls.append((node, args))
-            stack.extend(node.children)
         if not calls or "stimator" not in module.code:
             return module  # (only in files with Estimator code: the migration's own)
+        calls.sort(key=lambda c: ctx.position(c[0]))
         refused = "fake_data" in {a.keyword.value for _, args in calls for a in args if a.keyword is not None}
         if dataset_only or refused:
             for call, _ in calls:
@@ -232,7 +237,6 @@ model.fit(input_fn(), steps_per_epoch=100)
                                "(next_batch, epochs_completed, fake_data); TensorFlow 2 has no such loader",
                          self.code)
             return module
-        taken = {n.value for n in _emit.walk(module) if isinstance(n, cst.Name)}
         name = _emit.unique_name("read_data_sets", taken - {"read_data_sets"} if not _defined(module, "read_data_sets")
                                  else taken)
         for call, args in calls:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from estimator2keras._context import nodes_below
 from estimator2keras._rule import Case, ModuleRule, Safety
 
 #: What each ModeKeys constant is: the string itself (tensorflow_estimator's model_fn.py).
@@ -89,23 +90,23 @@ def shuffle_for(mode):
 
     def transform(self, module: cst.Module, ctx) -> cst.Module:
         imports = set()
-        stack: list[cst.CSTNode] = [module]
-        while stack:
-            node = stack.pop()
-            if isinstance(node, (cst.Import, cst.ImportFrom)):
-                continue
-            if isinstance(node, cst.FunctionDef) and {"features", "labels"} <= {p.name.value for p in node.params.params}:
-                continue  # a model_fn: its mode tests go with its conversion, or it stays as it was
-            if isinstance(node, cst.Attribute) and node.attr.value in MODE_STRINGS:
-                path = ctx.api_path(node) or ""
-                if path.rpartition(".")[0].endswith("ModeKeys") and "estimator" in path or path.startswith(
-                        ("contrib.learn.ModeKeys.", "estimator.ModeKeys.")):
-                    ctx.edits.replace(node, cst.SimpleString(f'"{MODE_STRINGS[node.attr.value]}"'))
-                    ctx.report(node, f"ModeKeys.{node.attr.value} -> \"{MODE_STRINGS[node.attr.value]}\"", kind="fixed")
-                    if isinstance(node.value, cst.Name):
-                        imports.add(node.value.value)
-                    continue
-            stack.extend(node.children)
+        found = []
+
+        def prune(node) -> bool:
+            # An import; a model_fn, whose mode tests go with its conversion or stay as they were;
+            # a mode key (nothing inside it to look at).
+            return isinstance(node, (cst.Import, cst.ImportFrom)) or isinstance(node, cst.FunctionDef) and {
+                "features", "labels"} <= {p.name.value for p in node.params.params} or isinstance(
+                node, cst.Attribute) and node.attr.value in MODE_STRINGS and _mode_key(node, ctx)
+
+        for node in nodes_below(module, prune):
+            if isinstance(node, cst.Attribute) and node.attr.value in MODE_STRINGS and _mode_key(node, ctx):
+                found.append(node)
+        for node in sorted(found, key=ctx.position):  # reported in the file's order
+            ctx.edits.replace(node, cst.SimpleString(f'"{MODE_STRINGS[node.attr.value]}"'))
+            ctx.report(node, f"ModeKeys.{node.attr.value} -> \"{MODE_STRINGS[node.attr.value]}\"", kind="fixed")
+            if isinstance(node.value, cst.Name):
+                imports.add(node.value.value)
         for statement in module.body:
             small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
             if isinstance(small, cst.ImportFrom) and small.module is not None and not isinstance(small.names, cst.ImportStar):
@@ -115,3 +116,9 @@ def shuffle_for(mode):
                         ctx.remove_import_if_unused(
                             cst.Module([]).code_for_node(small.module), "ModeKeys", bound if alias.asname else None)
         return module
+
+
+def _mode_key(node: cst.Attribute, ctx) -> bool:
+    path = ctx.api_path(node) or ""
+    return path.rpartition(".")[0].endswith("ModeKeys") and "estimator" in path or path.startswith(
+        ("contrib.learn.ModeKeys.", "estimator.ModeKeys."))
