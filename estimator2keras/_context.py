@@ -21,6 +21,7 @@ from libcst.metadata import (
 from libcst._metadata_dependent import LazyValue  # not re-exported; see get_metadata
 
 from estimator2keras import _names
+from estimator2keras._nodes import _FIELDS, fields_children, node_fields as _node_fields
 from estimator2keras._edits import Edits
 from estimator2keras._suppress import Suppressions
 
@@ -109,9 +110,6 @@ def _scopes(wrapper: MetadataWrapper):
     return MappingProxyType(dict(provider._computed))
 
 
-_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
 def parent_map(module: cst.Module) -> dict[cst.CSTNode, cst.CSTNode]:
     """Each node of ``module`` but the module itself -> its parent: ``ParentNodeProvider``'s
     map (the children of a node are the nodes its fields hold, alone or in a sequence),
@@ -135,35 +133,6 @@ def parent_map(module: cst.Module) -> dict[cst.CSTNode, cst.CSTNode]:
                         out[item] = node
                         push(item)
     return out
-
-
-def nodes_below(node: cst.CSTNode, prune=None):
-    """``node`` and every node below it, in no particular order, from the nodes' fields (a
-    tenth of the cost of libcst's ``children``); ``prune(n)`` true: nothing below ``n``."""
-    stack: list = [node]
-    fields, node_type, sequence = _FIELDS, cst.CSTNode, (list, tuple)
-    pop, push = stack.pop, stack.append
-    while stack:
-        current = pop()
-        yield current
-        if prune is not None and prune(current):
-            continue
-        kind = type(current)
-        for name in fields.get(kind) or _node_fields(kind):
-            value = getattr(current, name)
-            if isinstance(value, node_type):
-                push(value)
-            elif isinstance(value, sequence):
-                for item in value:
-                    if isinstance(item, node_type):
-                        push(item)
-
-
-def _node_fields(kind: type) -> tuple[str, ...]:
-    names = _FIELDS.get(kind)
-    if names is None:
-        names = _FIELDS[kind] = tuple(f.name for f in dataclasses.fields(kind))
-    return names
 
 
 def expression_contexts(module: cst.Module) -> dict[cst.CSTNode, ExpressionContext]:
@@ -954,4 +923,4 @@ def iter_calls(node: cst.CSTNode) -> Iterable[cst.Call]:
         current = stack.pop()
         if isinstance(current, cst.Call):
             yield current
-        stack.extend(reversed(list(current.children)))
+        stack.extend(reversed(fields_children(current)))

@@ -11,6 +11,8 @@ from typing import Iterable, Sequence
 
 import libcst as cst
 
+from estimator2keras._nodes import fields_children
+
 _Body = (cst.Module, cst.IndentedBlock)
 
 
@@ -157,12 +159,12 @@ class _Applier(cst.CSTTransformer):
     def _check_nothing_inside_applied(self, original: cst.CSTNode) -> None:
         if not self.applied:
             return
-        stack = list(original.children)
+        stack = fields_children(original)
         while stack:
             node = stack.pop()
             if node in self.applied:
                 raise EditConflict(f"an edit inside a replaced {type(original).__name__} would be lost")
-            stack.extend(node.children)
+            stack.extend(fields_children(node))
 
     def _rebuild_body(self, original, updated):
         edits = self.edits

@@ -263,9 +263,12 @@ def nested(definitions: list[cst.BaseStatement], indent: str) -> list[cst.BaseSt
 
 
 def walk(node: cst.CSTNode):
-    """``node`` and every node below it, without a visitor's metadata."""
+    """``node`` and every node below it, without a visitor's metadata (nor libcst's
+    ``children``, which rebuilds each node)."""
+    from estimator2keras._nodes import fields_children
+
     stack = [node]
     while stack:
         current = stack.pop()
         yield current
-        stack.extend(current.children)
+        stack.extend(fields_children(current))

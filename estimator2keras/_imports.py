@@ -172,11 +172,13 @@ def v2_switches(ctx: RewriteContext, replaced: set) -> None:
 
 
 def _walk(node: cst.CSTNode):
+    from estimator2keras._nodes import fields_children
+
     stack = [node]
     while stack:
         current = stack.pop()
         yield current
-        stack.extend(current.children)
+        stack.extend(fields_children(current))
 
 
 # -- imports the converted code needs ----------------------------------------------------

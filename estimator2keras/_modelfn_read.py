@@ -1932,11 +1932,13 @@ def _is_none(node: cst.BaseExpression) -> bool:
 
 
 def _walk(node: cst.CSTNode):
+    from estimator2keras._nodes import fields_children
+
     stack = [node]
     while stack:
         current = stack.pop()
         yield current
-        stack.extend(current.children)
+        stack.extend(fields_children(current))
 
 
 def _snake(name: str) -> str:
@@ -1946,11 +1948,13 @@ def _snake(name: str) -> str:
 
 def _walk_own(node: cst.CSTNode):
     """Nodes of a function's own body: not those of functions, classes or lambdas inside it."""
+    from estimator2keras._nodes import fields_children
+
     stack = [node]
     while stack:
         current = stack.pop()
         yield current
-        stack.extend(c for c in current.children if not isinstance(c, (cst.FunctionDef, cst.ClassDef, cst.Lambda)))
+        stack.extend(c for c in fields_children(current) if not isinstance(c, (cst.FunctionDef, cst.ClassDef, cst.Lambda)))
 
 
 def _with_training(call: cst.Call, value: str | None) -> cst.Call:

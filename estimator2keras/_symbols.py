@@ -23,6 +23,7 @@ from libcst.metadata import QualifiedNameProvider
 
 from estimator2keras import _emit
 from estimator2keras._context import RewriteContext
+from estimator2keras._nodes import fields_children
 
 _TABLE = Path(__file__).with_name("tf2_symbols.txt")
 COMPAT = "compat.v1."
@@ -109,7 +110,7 @@ def tf2_respellings(ctx: RewriteContext, within: cst.CSTNode, tf: str) -> Iterat
                 yield from found
                 if isinstance(node, cst.Attribute):
                     continue
-        stack.extend(reversed(list(node.children)))
+        stack.extend(reversed(fields_children(node)))
 
 
 def _inside_chain(ctx: RewriteContext, node: cst.CSTNode) -> bool:
@@ -163,7 +164,7 @@ def _walk(node: cst.CSTNode):
     while stack:
         current = stack.pop()
         yield current
-        stack.extend(current.children)
+        stack.extend(fields_children(current))
 
 
 def respell_or_compat(ctx: RewriteContext, name: cst.Name, tf: str) -> list[tuple[cst.CSTNode, cst.CSTNode]]:

@@ -19,6 +19,7 @@ import libcst as cst
 from libcst.metadata import Assignment, GlobalScope
 
 from estimator2keras import _emit
+from estimator2keras._nodes import fields_children
 from estimator2keras._context import RewriteContext, iter_calls
 from estimator2keras._modes import ModeTests
 from estimator2keras._leftovers import is_estimator_api
@@ -2766,9 +2767,9 @@ def _names_read(node: cst.CSTNode) -> Iterator[str]:
         elif isinstance(current, cst.Arg):
             stack.append(current.value)
         elif isinstance(current, (cst.FunctionDef, cst.ClassDef)):
-            stack.extend(c for c in current.children if c is not current.name)
+            stack.extend(c for c in fields_children(current) if c is not current.name)
         else:
-            stack.extend(current.children)
+            stack.extend(fields_children(current))
 
 
 def _names_in(node: cst.CSTNode) -> Iterator[cst.Name]:
@@ -2783,7 +2784,7 @@ def _names_in(node: cst.CSTNode) -> Iterator[cst.Name]:
         elif isinstance(current, cst.Arg):
             stack.append(current.value)
         elif not isinstance(current, (cst.Lambda, cst.FunctionDef)):
-            stack.extend(current.children)
+            stack.extend(fields_children(current))
 
 
 def _together(unit: EstimatorUnit, group: list[EstimatorUnit], ctx: RewriteContext) -> str:

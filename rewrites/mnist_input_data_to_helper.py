@@ -3,7 +3,7 @@ from __future__ import annotations
 import libcst as cst
 
 from estimator2keras import _emit
-from estimator2keras._context import nodes_below
+from estimator2keras._nodes import nodes_below
 from estimator2keras._rule import Case, ModuleRule, Safety
 
 #: The loaders that gave MNIST as DataSets (the tutorials' ``input_data`` re-exported

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from estimator2keras._context import nodes_below
+from estimator2keras._nodes import nodes_below
 from estimator2keras._rule import Case, ModuleRule, Safety
 
 #: What each ModeKeys constant is: the string itself (tensorflow_estimator's model_fn.py).

@@ -19,6 +19,8 @@ from __future__ import annotations
 from typing import Callable, Iterable
 
 import libcst as cst
+
+from estimator2keras._nodes import fields_children
 from libcst.metadata import Assignment, BaseAssignment, ComprehensionScope, GlobalScope, Scope
 
 State = dict[str, frozenset]  # name -> the assignments that may hold its value here
@@ -208,7 +210,7 @@ class _ScopeWalk:
                 state = self.generic(current.value, state)
                 state = self.bind(current.target, state)
                 continue
-            stack.extend(reversed(current.children))
+            stack.extend(reversed(fields_children(current)))
         return state
 
     def bind(self, target: cst.CSTNode, state: State) -> State:
