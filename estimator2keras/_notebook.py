@@ -284,6 +284,34 @@ class _Program:
     bad: list[_Cell] = field(default_factory=list)  # cells that do not parse, left out
 
 
+#: Line magics whose argument is Python code the program runs.
+_CODE_MAGICS = frozenset({"time", "timeit", "prun", "debug"})
+
+
+def _names_used(text: str) -> set[str]:
+    """The Python names IPython lines may read: not a magic's own name (`%%time`) nor a shell
+    command's words, but what IPython expands in them (`{expr}`, `$name`), the code `%time`
+    and the like run, and the name `files = !ls` binds; any other line, every name in it."""
+    names: set[str] = set()
+    for line in text.splitlines():
+        stripped = line.strip()
+        target = re.match(r"([\w\s,()\[\].]+?)\s*=\s*(?=[!%])", stripped)
+        if target:
+            names |= set(_NAME.findall(target.group(1)))
+            stripped = stripped[target.end():]
+        if not stripped.startswith(("%", "!")):
+            names |= set(_NAME.findall(stripped))
+            continue
+        for expression in re.findall(r"\{([^{}]*)\}", stripped):
+            names |= set(_NAME.findall(expression))
+        names |= set(re.findall(r"\$(\w+)", stripped))
+        if stripped.startswith("%") and not stripped.startswith("%%"):
+            magic, _, rest = stripped[1:].partition(" ")
+            if magic in _CODE_MAGICS:
+                names |= set(_NAME.findall(rest))
+    return names
+
+
 def _cell_text(cell) -> str:
     source = cell.get("source", "")
     return "".join(source) if isinstance(source, list) else str(source)
@@ -711,7 +739,7 @@ def rewrite_notebook(source: bytes, path: str, rules: RuleSet) -> FileResult:
         return left_alone(note(*lost_at, f"{why}; the notebook is left as it was"))
     changed = _changed_names(program.source, new_source)
     for hidden in program.hidden:
-        used = set(_NAME.findall(hidden.text))
+        used = _names_used(hidden.text)
         used = used if changed is None else changed & used
         if used:
             message = (f"this IPython line uses `{sorted(used)[0]}`, which the conversion changes; write it as Python "
