@@ -200,6 +200,8 @@ class ColumnReader:
                 self._use_binding(bound, self.list_bindings)
                 return self.read_list(bound.value, inner)
             unpacked = self._unpacked(expr, env)
+            if isinstance(unpacked, list):  # built by appends after it (`wide, deep = [], []`)
+                return unpacked
             if unpacked is not None and not isinstance(unpacked, Column):
                 return self.read_list(*unpacked)
         raise Unsupported("these feature columns are not a list e2k can read (a list literal, names bound once, "
@@ -318,14 +320,21 @@ class ColumnReader:
         if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == count \
                 and all(isinstance(e, cst.Element) for e in value.elements):
             for read in accesses_of(self.ctx, target) or []:
-                # `wide, deep = [], []` then `wide.append(...)`: the list is not what was unpacked.
+                # `wide, deep = [], []` then `wide.append(...)`: the list is built by what follows,
+                # as one bound alone (`wide = []`) would be.
                 outer = self.ctx.parent(read)
                 if read is not name and isinstance(outer, cst.Attribute) and outer.value is read \
                         and outer.attr.value in ("append", "extend", "insert", "remove", "pop", "clear") \
                         or isinstance(outer, cst.AugAssign) and outer.target is read:
-                    raise Unsupported(f"`{name.value}` is changed here in a way e2k cannot read (it is unpacked from "
-                                      "a tuple, then changed: bind it alone, `cols = []`, for e2k to follow it)",
-                                      self.ctx.enclosing_statement(read), CODE)
+                    built = None
+                    if value is assign.value and isinstance(statement, cst.SimpleStatementLine):
+                        built = self._built_list(name, Binding(target.value, statement, target,
+                                                               value.elements[index].value), env)
+                    if built is None:
+                        raise Unsupported(f"`{name.value}` is changed here in a way e2k cannot read (it is unpacked "
+                                          "from a tuple, then changed: bind it alone, `cols = []`, for e2k to follow "
+                                          "it)", self.ctx.enclosing_statement(read), CODE)
+                    return built
             return value.elements[index].value, env
         key = self._made(value, env)
         if key not in self._lists:
@@ -451,16 +460,25 @@ class ColumnReader:
                 and isinstance(statement.body, cst.IndentedBlock) and not statement.asynchronous):
             # `for name in CATEGORICAL: vocabulary = df[name].unique(); columns.append(...)`
             # (TensorFlow's linear-model tutorial): temporaries, then the append.
-            body = statement.body.body
+            # A loop filling two lists at once (`cat = ...; deep.append(embedding_column(cat, 8));
+            # wide.append(cat)`, the wide & deep idiom): the other list's appends are its own.
             temps: dict[str, cst.BaseExpression] = {}
-            for line in body[:-1]:
+            inner = None
+            for line in statement.body.body:
                 target = _assigned_name(line)
-                if target is None or target.value in temps or not self._loop_local(target, statement):
+                if target is not None and inner is None:
+                    if target.value in temps or not self._loop_local(target, statement):
+                        return None
+                    temps[target.value] = line.body[0].value
+                    continue
+                mine = self._mutation(line, name)
+                if mine is not None and inner is None:
+                    inner = mine
+                elif not _appends_to_another(line, name):
                     return None
-                temps[target.value] = line.body[0].value
-            inner = self._mutation(body[-1], name)
-            if inner is None or inner[0] != "column" or not isinstance(inner[1], cst.Call):
-                return None
+            if inner is None or inner[0] != "column" or not (isinstance(inner[1], cst.Call) or (
+                    isinstance(inner[1], cst.Name) and isinstance(temps.get(inner[1].value), cst.Call))):
+                return None  # (a temporary column: `wide.append(cat)` after `cat = ...`)
             return "loop", (_target_names(statement.target), self.literal_sequence(statement.iter), statement.iter,
                             inner[1], temps)
         return None
@@ -650,6 +668,8 @@ class ColumnReader:
                 unpacked = self._unpacked(expr, env)
                 if isinstance(unpacked, Column):
                     return unpacked
+                if isinstance(unpacked, list):
+                    raise Unsupported(f"`{expr.value}` is a list of columns where one column is read", expr, CODE)
                 if unpacked is not None:
                     return self.read_column(*unpacked)
                 value = value_of(self.ctx, expr)  # a parameter of the function building the Estimator
@@ -1237,3 +1257,12 @@ def _target_names(target: cst.BaseExpression):
             isinstance(e, cst.Element) and isinstance(e.value, cst.Name) for e in target.elements):
         return tuple(e.value.value for e in target.elements)
     return None
+
+
+def _appends_to_another(statement: cst.BaseStatement, name: str) -> bool:
+    """``other.append(...)`` / ``other.extend(...)`` of a list other than ``name``."""
+    small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
+    call = small.value if isinstance(small, cst.Expr) else None
+    return (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+            and call.func.attr.value in ("append", "extend") and isinstance(call.func.value, cst.Name)
+            and call.func.value.value != name)

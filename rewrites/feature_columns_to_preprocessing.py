@@ -78,6 +78,8 @@ class FeatureColumnsToPreprocessingLayers(UnitRule):
     ## Limitations
     Columns must be built where e2k can read them (calls bound to names once, list
     literals, `+` of lists, a comprehension or a loop of `append`s, after temporaries,
+    one loop filling several lists (`wide.append(cat); deep.append(embedding_column(cat,
+    8))`), lists bound together empty (`wide, deep = [], []`) and filled after,
     over values the source spells or over keys known at run time, the appended column built
     of columns made in the same pass (`indicator_column(categorical_column_with_vocabulary_list(
     name, vocabulary))`, one of each per name), functions of the program that end in one
