@@ -110,6 +110,16 @@ def constant_value(expr: cst.BaseExpression, lookup, env: dict | None = None, de
             return value[slice(*bounds)]
         except (TypeError, KeyError, IndexError, ValueError) as exc:
             raise NotConstant(str(exc)) from exc
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "keys" \
+            and not expr.args:
+        # `x.keys()` of a dict literal whose keys are constants, whatever its values (arrays).
+        receiver = expr.func.value
+        for _ in range(8):
+            if not (isinstance(receiver, cst.Name) and receiver.value not in env):
+                break
+            receiver = lookup(receiver)
+        if isinstance(receiver, cst.Dict) and all(isinstance(e, cst.DictElement) for e in receiver.elements):
+            return _sized([again(e.key) for e in receiver.elements])
     if isinstance(expr, cst.Call) and not any(a.star for a in expr.args):
         args = [again(a.value) for a in expr.args if a.keyword is None]
         kwargs = {a.keyword.value: again(a.value) for a in expr.args if a.keyword is not None}

@@ -11,6 +11,7 @@ MODULE = {
     "LABEL": '"label"',
     "VOCABS": '{"color": ["red", "blue"], "size": ["S", "M"]}',
     "N": "3",
+    "ARRAYS": '{"pickuplon": pickup_lon, "pickuplat": np.zeros(3)}',  # keys constant, values arrays
 }
 
 
@@ -26,6 +27,7 @@ def lookup(name: cst.Name):
     ("sorted(VOCABS.keys()) + CSV_COLUMNS[:1]", ["color", "size", "age"]),
     ('[k.upper() for k, v in VOCABS.items() if len(v) > 1]', ["COLOR", "SIZE"]),
     ('"-".join(CSV_COLUMNS[1:3])', "hours-color"),
+    ("sorted(ARRAYS.keys())", ["pickuplat", "pickuplon"]),  # a tester's taxi notebook
 ])
 def test_what_python_computes_from_constants(expr, value):
     assert constant_value(cst.parse_expression(expr), lookup) == value
@@ -37,6 +39,7 @@ def test_what_python_computes_from_constants(expr, value):
     "open('cols.txt').read().split()",
     'f"{LABEL}_x"',
     "list(range(2000))",  # too large to spell out
+    "ARRAYS.values()",  # its values are arrays
 ])
 def test_what_is_not_a_constant(expr):
     with pytest.raises(NotConstant):
