@@ -45,6 +45,11 @@ class KerasModelToEstimatorUnwrap(UnitRule):
     Safe: the Estimator trained the Keras model's own loss, optimizer and metrics; `fit`
     does the same steps on the same batches.
 
+    A Keras model made by a call of a function of the program (`model_to_estimator(
+    keras_model=build_model(), ...)`) is built by that call where the Estimator was, under
+    the strategy's scope. `KerasV2RMSprop` updates an embedding's sparse gradient as
+    OptimizerV2 did: only the rows a batch looked up.
+
     ## Limitations
     A RunConfig with a distribution strategy needs the model built under the strategy's
     `scope()`, where Keras makes its variables (`compile` enters the model's strategy
@@ -133,10 +138,22 @@ model.evaluate(input_fn(), steps=2)
             if name in unit.args:
                 raise Unsupported(f"model_to_estimator({name}=...) is not converted", unit.args[name], "E2K902")
         model = unit.arg_value("keras_model")
-        if not isinstance(model, cst.Name):
-            raise Unsupported("the Keras model is not a variable e2k can use in the Estimator's place", unit.call, "E2K902")
         strategy = next((unit.config_value(k) for k in ("train_distribute", "eval_distribute", "experimental_distribute")
                          if unit.config_value(k) is not None), None)
+        if isinstance(model, cst.Call) and isinstance(model.func, (cst.Name, cst.Attribute)) \
+                and isinstance(resolve(ctx, model.func), cst.FunctionDef):
+            # `model_to_estimator(keras_model=build_model(), ...)`: the model is built where the
+            # Estimator was (under the strategy's scope, by the plan), by that call.
+            plan.build.append(_emit.statement("{n} = {v}", n=plan.model_var, v=model))
+            plan.predictions_kind = "output"
+            plan.claimed_args.update({"keras_model", "config", "checkpoint_format"})
+            self._keras_optimizer(cst.Name(plan.model_var), plan, ctx, strategy, builder_call=model)
+            plan.fixed(unit.call, self.code, f"model_to_estimator -> the Keras model `{_emit.code(model.func)}()` "
+                                             "builds")
+            return
+        if not isinstance(model, cst.Name):
+            raise Unsupported("the Keras model is not a variable, nor a call of a function of the program, e2k "
+                              "can use in the Estimator's place", unit.call, "E2K902")
         bound = resolve(ctx, model)
         if not isinstance(bound, Binding):
             raise Unsupported(f"`{model.value}` is not one model e2k can follow here", model, "E2K902")
@@ -157,20 +174,22 @@ model.evaluate(input_fn(), steps=2)
         self._keras_optimizer(model, plan, ctx, strategy)
         plan.fixed(unit.call, self.code, f"model_to_estimator -> the Keras model `{model.value}` itself")
 
-    def _keras_optimizer(self, model: cst.Name, plan, ctx, strategy=None) -> None:
+    def _keras_optimizer(self, model: cst.Name, plan, ctx, strategy=None, builder_call=None) -> None:
         """`model.compile(optimizer=tf.train.GradientDescentOptimizer(0.2))`, or an optimizer
         bound to a name first: Keras 3 takes no TF1 optimizer; the one it stands for, TF1
-        defaults written out. A TF1 optimizer e2k has no rule for is refused."""
-        scope = ctx.scope(model)
+        defaults written out. A TF1 optimizer e2k has no rule for is refused. ``builder_call``:
+        the model is what that call returns (no variable of the program holds it)."""
+        scope = ctx.scope(model) if builder_call is None else None
         # Compiled where it is bound, or in the function of the program that builds it
         # (`model = build_keras_model()`, whose own `model.compile(...)` it returns).
-        bound = resolve(ctx, model)
+        bound = resolve(ctx, model) if builder_call is None else Binding(model.value, None, model, builder_call)
         builder = resolve(ctx, bound.value.func) if isinstance(bound, Binding) and isinstance(bound.value, cst.Call) else None
         builder_calls = {id(c) for c in iter_calls(builder.body)} if isinstance(builder, cst.FunctionDef) else set()
         for call in iter_calls(ctx.module):
             func = call.func
             if not (isinstance(func, cst.Attribute) and func.attr.value == "compile" and isinstance(func.value, cst.Name)
-                    and ((func.value.value == model.value and ctx.scope(func.value) is scope) or id(call) in builder_calls)):
+                    and ((scope is not None and func.value.value == model.value and ctx.scope(func.value) is scope)
+                         or id(call) in builder_calls)):
                 continue
             for index, arg in enumerate(call.args):
                 if not ((arg.keyword is None and index == 0) or (arg.keyword is not None and arg.keyword.value == "optimizer")):
@@ -233,9 +252,20 @@ class {name}({tf}.keras.optimizers.RMSprop):
             velocity = self._velocities[self._get_variable_index(variable)]
         else:  # Keras 2 (TF 2.15)
             velocity = self._velocities[self._index_dict[self._var_key(variable)]]
-        gradient = {tf}.convert_to_tensor(gradient)
-        velocity.assign(self.rho * velocity + (1 - self.rho) * {tf}.square(gradient))
-        variable.assign_sub(lr * gradient / ({tf}.sqrt({tf}.convert_to_tensor(velocity)) + self.epsilon))
+        touched = None
+        if isinstance(gradient, {tf}.IndexedSlices):
+            # An embedding's rows: OptimizerV2 updated those a batch looked up, and no other.
+            ones = {tf}.ones_like(gradient.indices, variable.dtype)
+            rows = {tf}.math.unsorted_segment_max(ones, gradient.indices, {tf}.shape(variable)[0]) > 0
+            touched = {tf}.reshape(rows, [-1] + [1] * (len(variable.shape) - 1))
+        gradient = {tf}.convert_to_tensor(gradient)  # (duplicate rows summed, as OptimizerV2 did)
+        mean_square = self.rho * velocity + (1 - self.rho) * {tf}.square(gradient)
+        step = lr * gradient / ({tf}.sqrt(mean_square) + self.epsilon)
+        if touched is not None:
+            mean_square = {tf}.where(touched, mean_square, velocity)
+            step = {tf}.where(touched, step, {tf}.zeros_like(step))
+        velocity.assign(mean_square)
+        variable.assign_sub(step)
 '''
 
 

@@ -40,6 +40,18 @@ def formula(lr, rho, eps):
     return x
 
 
+# An embedding's sparse gradient: only the rows looked up change (a duplicate row summed).
+def sparse(optimizer):
+    rng = np.random.RandomState(1)
+    table = tf.Variable(np.ones((5, 2), np.float32))
+    for scale in (1e-3, 0.5):
+        values = tf.constant(rng.normal(scale=scale, size=(3, 2)).astype(np.float32))
+        optimizer.apply_gradients([(tf.IndexedSlices(values, tf.constant([0, 3, 3]), tf.constant([5, 2])), table)])
+    return table.numpy()
+
+
+rows = sparse(KerasV2RMSprop(0.01))
+assert (rows[[1, 2, 4]] == 1).all() and (rows[[0, 3]] != 1).all(), rows
 mine = run(KerasV2RMSprop(0.01, rho=0.8))
 np.testing.assert_allclose(mine, formula(0.01, 0.8, 1e-7), rtol=1e-5)
 if tf.__version__.startswith("2.15"):  # Keras 2, with its OptimizerV2 optimizers
@@ -47,6 +59,7 @@ if tf.__version__.startswith("2.15"):  # Keras 2, with its OptimizerV2 optimizer
     # With momentum both apply the same kernel (epsilon under the root).
     np.testing.assert_allclose(run(KerasV2RMSprop(0.01, momentum=0.5)),
                                run(tf.keras.optimizers.legacy.RMSprop(0.01, momentum=0.5)), rtol=1e-6)
+    np.testing.assert_allclose(rows, sparse(tf.keras.optimizers.legacy.RMSprop(0.01)), rtol=1e-6)
     print("LEGACY-CHECKED")
 print("OK")
 '''
@@ -73,3 +86,21 @@ def test_model_to_estimator_of_an_rmsprop_model_compiles_the_helper(rules):
     new = rewrite_source(source, "program.py", rules).new.decode()
     assert "model.compile(optimizer=KerasV2RMSprop(learning_rate=0.005)," in new, new
     assert "class KerasV2RMSprop(tf.keras.optimizers.RMSprop):" in new
+
+
+def test_a_keras_model_built_by_a_call_in_model_to_estimator_is_built_there(rules):
+    # `model_to_estimator(keras_model=build_model(), config=config)`, the tutorials' form:
+    # it was refused ("the Keras model is not a variable e2k can use").
+    from estimator2keras._engine import rewrite_source
+    from conftest import FIXTURES
+
+    source = (FIXTURES / "keras_model_rmsprop_to_estimator" / "before.py").read_text().replace(
+        "    keras_model = build_model()\n    estimator = tf.keras.estimator.model_to_estimator(keras_model=keras_model, ",
+        "    estimator = tf.keras.estimator.model_to_estimator(keras_model=build_model(), ")
+    assert "keras_model=build_model()" in source
+    result = rewrite_source(source.encode(), "program.py", rules)
+    assert result.status == "converted", [f.format() for f in result.findings if f.kind == "manual"]
+    new = result.new.decode()
+    assert "    with strategy.scope():\n        model = build_model()\n" in new, new
+    assert "model.fit(input_fn(x, y, 16 * strategy.num_replicas_in_sync, True), steps_per_epoch=40)" in new, new
+    assert "KerasV2RMSprop(learning_rate=0.005)" in new
