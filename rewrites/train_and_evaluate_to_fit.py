@@ -66,8 +66,9 @@ class TrainAndEvaluateToFit(UnitRule):
     Safe for the final evaluation. Evaluations timed in seconds (`throttle_secs`, 600 by
     default, against checkpoints every `save_checkpoints_secs`) cannot be placed at a step;
     the Keras program evaluates once, at the end. `start_delay_secs` only delayed a separate
-    evaluator job. An assignment of the result becomes the `evaluate(..., return_dict=True)`
-    dict and an empty list of exports; its reads are checked as E2K003 checks `evaluate()`'s
+    evaluator job. An assignment of the result (or `return train_and_evaluate(...)`) becomes
+    the `evaluate(..., return_dict=True)` dict and the list of exports; an assignment's reads
+    are checked as E2K003 checks `evaluate()`'s
     (`metrics["global_step"]` reads `model.optimizer.iterations`, a key the Keras dict lacks is
     marked at the read). When `max_steps` was already reached (a restored
     model), the Estimator skipped training and returned no metrics; the Keras program still
@@ -574,6 +575,14 @@ model.evaluate(input_fn(), steps=1, callbacks=[checkpoints])
                         and isinstance(result.elements[0].value, cst.Name):
                     eval_result.check_reads(result.elements[0].value, plan, ctx, self.code)
                 new = [*fit_statements, assigned[0], *exports, *assigned[1:]]  # exported after the last evaluation
+            elif isinstance(small, cst.Return) and small.value is call:
+                # `return tf.estimator.train_and_evaluate(...)`: what it returned, (eval_result,
+                # export_results), the evaluation's metrics and the exporters' paths.
+                eval_args.append(_emit.keyword_arg("return_dict", cst.Name("True")))
+                evaluate = method_call(model, "evaluate", eval_args)
+                metrics = plan.unique_name("eval_result")
+                new = [*fit_statements, _emit.statement("{t} = {e}", t=metrics, e=evaluate), *exports,
+                       _emit.statement(f"return {metrics}, [{', '.join(paths)}]")]
             else:
                 raise Unsupported("train_and_evaluate(...) is used inside an expression e2k does not rewrite", call)
             plan.replace_statement(statement, new)

@@ -84,3 +84,17 @@ def test_a_raw_receiver_of_a_dict_comprehension_exports_one_input_per_feature(ru
     result = rewrite_source(source.encode(), "trainer.py", rules)
     assert result.status == "converted", [f.message for f in result.findings if f.kind == "manual"]
     assert 'serving_signature({key: tf.zeros([1, 2], tf.float32) for key in ["x"]})' in result.new.decode()
+
+
+def test_train_and_evaluate_returned_gives_the_metrics_and_the_export_paths(rules):
+    # `return tf.estimator.train_and_evaluate(...)` with the caller unpacking `metrics, _ = ...`
+    # (a tester's Cloud ML Engine package): refused as "used inside an expression".
+    source = PROGRAM.replace("HOOKS", "hooks = []").replace("LIMIT", "10").replace(
+        "    tf.estimator.train_and_evaluate(estimator, train_spec, eval_spec)\n",
+        "    return tf.estimator.train_and_evaluate(estimator, train_spec, eval_spec)\n")
+    assert "return tf.estimator.train_and_evaluate(" in source
+    result = rewrite_source(source.encode(), "trainer.py", rules)
+    assert result.status == "converted", [f.message for f in result.findings if f.kind == "manual"]
+    new = result.new.decode()
+    assert "eval_result = model.evaluate(" in new and "return_dict=True" in new, new
+    assert "return eval_result, []" in new, new
