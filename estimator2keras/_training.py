@@ -131,20 +131,11 @@ def _same_in_every_branch(ctx: "RewriteContext", name: cst.Name) -> list | None:
     """The bindings of ``name`` that reach this read when there are several (an if/elif
     binding it in each branch) and all bind the same expression, written alike and reading
     the same names: each as a Binding; None otherwise."""
-    from estimator2keras._units import Binding
+    from estimator2keras._units import reaching_bindings
 
-    reaching = ctx.reaching(name)
-    if not reaching or len(reaching) < 2:
+    bindings = reaching_bindings(ctx, name)
+    if bindings is None or len(bindings) < 2:
         return None
-    bindings = []
-    for assignment in reaching:
-        target = getattr(assignment, "node", None)
-        statement = ctx.enclosing_statement(target) if isinstance(target, cst.Name) else None
-        small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 \
-            else None
-        if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and small.targets[0].target is target):
-            return None
-        bindings.append(Binding(target.value, statement, target, small.value))
     first = bindings[0].value
     if not all(b.value.deep_equals(first) for b in bindings[1:]):
         return None

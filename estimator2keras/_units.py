@@ -1425,6 +1425,24 @@ def _configure_unit(ctx: RewriteContext, unit: EstimatorUnit, chosen: Binding | 
     return unit
 
 
+def reaching_bindings(ctx: RewriteContext, read: cst.Name) -> list[Binding] | None:
+    """The assignments that may reach ``read`` (flow-sensitive), each a plain ``name = value``
+    statement, as Bindings; None when that cannot be told or one of them is something else."""
+    reaching = ctx.reaching(read)
+    if not reaching:
+        return None
+    bindings = []
+    for assignment in reaching:
+        target = getattr(assignment, "node", None)
+        statement = ctx.enclosing_statement(target) if isinstance(target, cst.Name) else None
+        small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 \
+            else None
+        if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and small.targets[0].target is target):
+            return None
+        bindings.append(Binding(target.value, statement, target, small.value))
+    return bindings
+
+
 def _config_branches(ctx: RewriteContext, config: cst.BaseExpression) -> list[Binding] | None:
     """``if params["use_tpu"]: config = tpu.RunConfig(cluster=...) else: config =
     tpu.RunConfig()`` and one Estimator reading ``config`` after the `if`: the RunConfig
@@ -1433,19 +1451,10 @@ def _config_branches(ctx: RewriteContext, config: cst.BaseExpression) -> list[Bi
     Estimator's code under that test again)."""
     if not isinstance(config, cst.Name):
         return None
-    reaching = ctx.reaching(config)
-    if not reaching or len(reaching) != 2:
+    bindings = reaching_bindings(ctx, config)
+    if bindings is None or len(bindings) != 2 or not all(
+            isinstance(b.value, cst.Call) and ctx.call_api_path(b.value) in RUN_CONFIG for b in bindings):
         return None
-    bindings = []
-    for assignment in reaching:
-        target = getattr(assignment, "node", None)
-        statement = ctx.enclosing_statement(target) if isinstance(target, cst.Name) else None
-        small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 \
-            else None
-        if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and small.targets[0].target is target
-                and isinstance(small.value, cst.Call) and ctx.call_api_path(small.value) in RUN_CONFIG):
-            return None
-        bindings.append(Binding(target.value, statement, target, small.value))
     branch = _branch_between(ctx, bindings[0].statement, bindings[1].statement)
     if branch is None or not _stable_test(ctx, branch[0].test) or ctx.within(config, (branch[0],)):
         return None
