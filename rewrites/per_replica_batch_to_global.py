@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+
 import libcst as cst
 
 from estimator2keras import _emit
@@ -471,6 +473,7 @@ print(model.evaluate(input_fn(), steps=2, return_dict=True))
                     if why is not None:
                         plan.leftover(batches[0], self.code, f"the strategy is not visible here, and {why}; multiply "
                                                              "the batch by its num_replicas_in_sync")
+                        _note_consumers(code, plan, ctx, reads, self.code, batches[0])
                         continue
                 plan.fixed(code, self.code, "per-replica batch -> global batch, where the input_fn is called")
                 continue
@@ -916,6 +919,20 @@ class _Reads:
     def scaled_input_fns(self) -> list:
         """The input_fns whose calls get the global batch: those read under the strategy."""
         return [i for i in self.plan.input_fns if (self.passed.get(id(i.expr)) or (True,))[0]]
+
+
+def _note_consumers(code: cst.CSTNode, plan, ctx, reads: "_Reads", rule_code: str, batch: cst.Call) -> None:
+    """Where the Keras program reads the datasets of an input_fn whose per-replica batch was
+    left for a human: each such read says so too (it reads the Estimator's per-replica batches
+    as global ones until the batch is changed where it is made)."""
+    function = next((d for d in plan.input_definitions() if d.body is code), None)
+    line = f"{os.path.basename(ctx.path_of(batch))}:{ctx.position(batch)[0]}"
+    for user in reads.scaled_input_fns():
+        if function is not None and function in user.definitions():
+            plan.leftover(user.expr, rule_code, (
+                f"this dataset is batched per replica ({line}): Keras splits each batch across the replicas, "
+                "so each replica trains on a part of what the Estimator gave it until that batch is multiplied by "
+                "num_replicas_in_sync"))
 
 
 def _given(arg) -> bool:
