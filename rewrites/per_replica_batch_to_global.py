@@ -85,7 +85,9 @@ class PerReplicaBatchToGlobalBatch(UnitRule):
     `repeat()` before the batch: the Estimator gave that batch to one replica alone, which
     no global batch reproduces), `padded_batch` with a computed size (padded shapes differ
     between batches), a lambda that does more with the input_fn's dataset than return it,
-    and when no `.batch()` is found.
+    and when no `.batch()` is found. Where the strategy is not visible in the input_fn, each
+    place the Keras program reads its dataset (`fit`, `evaluate`) is marked too: it reads the
+    per-replica batches as global ones until the batch is changed where it is made.
 
     ## References
     - https://www.tensorflow.org/guide/migrate/mirrored_strategy
