@@ -36,7 +36,11 @@ class RunConfigDistributeToStrategyScope(UnitRule):
     is called once, as `strategy = distribution_strategy()`, and each strategy its `return`s
     give gets its TF2 name there. `tf.contrib.distribute.MirroredStrategy(num_gpus=n)`
     becomes `tf.distribute.MirroredStrategy(devices=[f"/gpu:{i}" for i in range(n)])`, the
-    devices contrib's `num_gpus` meant. A strategy returned by a function another module
+    devices contrib's `num_gpus` meant. A strategy or None by a condition (`strategy =
+    MirroredStrategy() if args.num_gpus > 1 else None`, or `strategy = None` then `if ...:
+    strategy = MirroredStrategy()`) keeps the choice, with `tf.distribute.get_strategy()`,
+    TensorFlow's default strategy (one device, as RunConfig(train_distribute=None) trained),
+    in place of None. A strategy returned by a function another module
     defines (`distribution_utils.get_distribution_strategy(...)`) is taken as that function
     makes it: the model is built under its scope, and that module converts on its own.
 
@@ -128,6 +132,14 @@ model.fit(input_fn())
         if evaluation is not None and not evaluation.deep_equals(train):
             raise Unsupported("training and evaluation use different strategies", evaluation)
         call, binding = resolve_call(ctx, train, frozenset(STRATEGIES))
+        optional = _optional_strategy(ctx, train) if call is None else None
+        if optional is not None:
+            # `strategy = MirroredStrategy() if args.num_gpus > 1 else None` (or `strategy = None`
+            # then `if ...: strategy = MirroredStrategy()`): without one, the Estimator trained
+            # on one device, which is TensorFlow's default strategy.
+            call, binding, nones = optional
+            for none in nones:
+                plan.replace(none, _emit.expr("{tf}.distribute.get_strategy()", tf=plan.tf))
         if call is None:
             made = _made_by_function(ctx, train)
             if made is not None:
@@ -205,6 +217,34 @@ model.fit(input_fn())
         if isinstance(ctx.scope(unit.statement), GlobalScope):
             plan.strategy_name = name
         plan.fixed(train, self.code, "the model is built and compiled under the strategy the function returns")
+
+
+def _optional_strategy(ctx, train: cst.BaseExpression):
+    """A strategy name bound to a strategy or None by a condition: ``s = Mirrored() if c else
+    None``, or ``s = None`` and ``s = Mirrored()`` in an `if`, both reaching the RunConfig's
+    read. (the strategy's call, a Binding of its name, the `None` nodes); None otherwise."""
+    from estimator2keras._units import Binding, reaching_bindings
+
+    if not isinstance(train, cst.Name):
+        return None
+    bindings = reaching_bindings(ctx, train)
+    if not bindings:
+        return None
+    calls, nones = [], []
+    for binding in bindings:
+        value = binding.value
+        options = [value.body, value.orelse] if isinstance(value, cst.IfExp) else [value]
+        for option in options:
+            if isinstance(option, cst.Name) and option.value == "None":
+                nones.append(option)
+            elif isinstance(option, cst.Call) and ctx.call_api_path(option) in STRATEGIES:
+                calls.append((option, binding))
+            else:
+                return None
+    if len(calls) != 1 or not nones:
+        return None
+    call, binding = calls[0]
+    return call, Binding(binding.name, binding.statement, binding.target, call), nones
 
 
 def _imported_call(ctx, node):

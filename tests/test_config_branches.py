@@ -144,3 +144,36 @@ def test_a_computed_setting_read_back_is_computed_once_where_the_runconfig_was(r
     assert body.count("tempfile.mkdtemp()") == 1, body
     assert "model_dir = args.model_dir or tempfile.mkdtemp()" in body, body
     assert "ModelDirCheckpoints(model, model_dir," in body and "print(os.listdir(model_dir))" in body, body
+
+
+@pytest.mark.parametrize("made", [
+    "    strategy = tf.distribute.MirroredStrategy() if args.num_gpus > 1 else None\n",
+    "    strategy = None\n    if args.num_gpus > 1:\n        strategy = tf.distribute.MirroredStrategy()\n",
+])
+def test_a_strategy_or_none_by_a_condition_is_the_default_strategy_for_none(rules, made):
+    # RunConfig(train_distribute=None) trained on one device: TensorFlow's default strategy.
+    program = PROGRAM.replace('''    if args.num_gpus > 1:
+        strategy = tf.distribute.MirroredStrategy()
+        config = tf.estimator.RunConfig(model_dir=args.model_dir, train_distribute=strategy,
+                                        save_checkpoints_steps=5)
+    else:
+        config = tf.estimator.RunConfig(model_dir=args.model_dir)
+''', made + "    config = tf.estimator.RunConfig(model_dir=args.model_dir, train_distribute=strategy)\n")
+    result = convert(rules, program=program)
+    assert result.status == "converted", [f.message for f in result.findings]
+    body = result.new.decode().split("def main(args):")[1]
+    assert "tf.distribute.get_strategy()" in body and "None" not in body.split("with strategy.scope()")[0], body
+    assert "with strategy.scope():\n        model = build_model()" in body, body
+
+
+def test_a_strategy_that_may_be_something_else_is_still_refused(rules):
+    program = PROGRAM.replace('''    if args.num_gpus > 1:
+        strategy = tf.distribute.MirroredStrategy()
+        config = tf.estimator.RunConfig(model_dir=args.model_dir, train_distribute=strategy,
+                                        save_checkpoints_steps=5)
+    else:
+        config = tf.estimator.RunConfig(model_dir=args.model_dir)
+''', "    strategy = tf.distribute.MirroredStrategy() if args.num_gpus > 1 else make_strategy()\n"
+     "    config = tf.estimator.RunConfig(model_dir=args.model_dir, train_distribute=strategy)\n")
+    result = convert(rules, program=program)
+    assert result.status == "partial"
