@@ -40,6 +40,7 @@ from estimator2keras._feature_columns import (
 )
 from estimator2keras._rule import Unsupported
 from estimator2keras._units import Binding, bind_arguments, resolve
+from estimator2keras._nodes import walk as _walk
 
 CLASSIFIERS = ("DNNClassifier", "LinearClassifier", "DNNLinearCombinedClassifier")
 #: Each canned class's parameters, in order, as tensorflow_estimator 2.15 declares them.
@@ -405,14 +406,6 @@ class CannedReader:
 
 def _float(value: float) -> str:
     return repr(round(value, 12))
-
-
-def _walk(node: cst.CSTNode):
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(current.children)
 
 
 # ---------------------------------------------------------------------------------------------

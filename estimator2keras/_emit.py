@@ -7,6 +7,8 @@ from typing import Iterable
 
 import libcst as cst
 
+from estimator2keras._nodes import walk  # noqa: F401 - `_emit.walk`, as the rules call it
+
 _EMPTY_MODULE = cst.Module(body=[])
 
 
@@ -260,15 +262,3 @@ def nested(definitions: list[cst.BaseStatement], indent: str) -> list[cst.BaseSt
             statement = statement.with_changes(leading_lines=[blank_line()])
         out.append(statement)
     return out
-
-
-def walk(node: cst.CSTNode):
-    """``node`` and every node below it, without a visitor's metadata (nor libcst's
-    ``children``, which rebuilds each node)."""
-    from estimator2keras._nodes import fields_children
-
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(fields_children(current))

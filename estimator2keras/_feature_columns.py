@@ -35,6 +35,7 @@ from estimator2keras._units import (
     Binding, _in_estimator_call, _single_return, accesses_of, bind_arguments, changed_in_place, resolve, unpacking,
     value_of,
 )
+from estimator2keras._nodes import walk as _walk
 
 CODE = "E2K504"
 
@@ -1187,14 +1188,6 @@ def _dimension(shape: cst.BaseExpression) -> int | None:
             width *= int(element.value.evaluated_value)
         return width
     return None
-
-
-def _walk(node: cst.CSTNode):
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(current.children)
 
 
 # ---------------------------------------------------------------------------------------------

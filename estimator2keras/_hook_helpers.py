@@ -21,6 +21,7 @@ import libcst as cst
 
 from estimator2keras import _emit
 from estimator2keras._rule import Unsupported
+from estimator2keras._nodes import walk_in_order as _walk
 
 UNSUPPORTED_USE = "E2K902"
 #: TensorFlow's official models' hook factory (`official.utils.logs.hooks_helper`, and
@@ -303,11 +304,3 @@ def _has_rule(ctx, call: cst.Call) -> bool:
 
     path = ctx.call_api_path(call)
     return bool(path) and ctx.rules.expression_rule(HOOK_ROLE, path) is not None
-
-
-def _walk(node: cst.CSTNode):
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(reversed(current.children))

@@ -26,6 +26,7 @@ import libcst as cst
 
 from estimator2keras import _emit
 from estimator2keras._rule import Unsupported
+from estimator2keras._nodes import walk_in_order as _walk
 
 GLOBAL_STEP_CALLS = frozenset({"train.get_global_step", "train.get_or_create_global_step"})
 SPEC_SIGNATURE = (
@@ -319,14 +320,6 @@ def _bind(call: cst.Call, signature: tuple[str, ...], partial: bool = False) -> 
         else:
             bound[arg.keyword.value] = arg.value
     return bound
-
-
-def _walk(node: cst.CSTNode):
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(reversed(current.children))
 
 
 def _contains(root: cst.CSTNode, node: cst.CSTNode) -> bool:

@@ -24,6 +24,7 @@ from estimator2keras import _emit
 from estimator2keras._context import RewriteContext
 from estimator2keras._edits import is_docstring
 from estimator2keras._symbols import COMPAT, _is_compat_v1, respell_or_compat, tf2_respellings
+from estimator2keras._nodes import walk as _walk
 
 CODE = "E2K005"
 COMPAT_V1_MODULES = ("tensorflow.compat.v1",)
@@ -169,16 +170,6 @@ def v2_switches(ctx: RewriteContext, replaced: set) -> None:
             continue
         ctx.edits.remove_statement(statement)
         ctx.report(call, "TF1 behaviour switch removed: the Keras code runs eagerly", code=CODE)
-
-
-def _walk(node: cst.CSTNode):
-    from estimator2keras._nodes import fields_children
-
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(fields_children(current))
 
 
 # -- imports the converted code needs ----------------------------------------------------

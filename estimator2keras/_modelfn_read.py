@@ -20,6 +20,7 @@ from estimator2keras._context import iter_calls
 from estimator2keras._modelfn_blocks import MAKERS, BlockReading
 from estimator2keras._modes import EVAL, PREDICT, TRAIN, ModeAnalysis, ModePath
 from estimator2keras._rule import Unsupported
+from estimator2keras._nodes import walk as _walk
 
 MODEL_FN_PARAMS = ("features", "labels", "mode", "params", "config")
 ESTIMATOR_SPEC = "estimator.EstimatorSpec"
@@ -1929,16 +1930,6 @@ def _constant(node: cst.BaseExpression) -> float | None:
 
 def _is_none(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Name) and node.value == "None"
-
-
-def _walk(node: cst.CSTNode):
-    from estimator2keras._nodes import fields_children
-
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(fields_children(current))
 
 
 def _snake(name: str) -> str:

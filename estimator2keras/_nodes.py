@@ -51,3 +51,18 @@ def fields_children(node: cst.CSTNode) -> list[cst.CSTNode]:
         elif isinstance(value, (list, tuple)):
             out.extend(item for item in value if isinstance(item, cst.CSTNode))
     return out
+
+
+def walk(node: cst.CSTNode):
+    """``node`` and every node below it, depth first (each node's fields last to first)."""
+    return nodes_below(node)
+
+
+def walk_in_order(node: cst.CSTNode):
+    """``node`` and every node below it, depth first in field order (the source's order, but
+    a definition's decorators, a class's bases and a conditional expression's test)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(fields_children(current)))

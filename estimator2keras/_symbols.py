@@ -23,7 +23,7 @@ from libcst.metadata import QualifiedNameProvider
 
 from estimator2keras import _emit
 from estimator2keras._context import RewriteContext
-from estimator2keras._nodes import fields_children
+from estimator2keras._nodes import fields_children, walk as _walk
 
 _TABLE = Path(__file__).with_name("tf2_symbols.txt")
 COMPAT = "compat.v1."
@@ -157,14 +157,6 @@ def _choose(ctx, chain, prefix, path, spelling, compat):
     ):
         return (None, ()) if compat else (COMPAT + path, ())
     return spelling.target, [(k, renames[k.value]) for k in keywords if k.value in renames]
-
-
-def _walk(node: cst.CSTNode):
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(fields_children(current))
 
 
 def respell_or_compat(ctx: RewriteContext, name: cst.Name, tf: str) -> list[tuple[cst.CSTNode, cst.CSTNode]]:

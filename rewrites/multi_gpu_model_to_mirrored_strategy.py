@@ -4,6 +4,7 @@ import libcst as cst
 
 from estimator2keras import _emit
 from estimator2keras._context import statements_of
+from estimator2keras._nodes import walk as _walk
 from estimator2keras._rule import Case, ModuleRule, Safety, Unsupported
 from estimator2keras._units import bind_arguments, tf_alias
 
@@ -236,11 +237,3 @@ def _inside(ctx, node, statements) -> bool:
 
 def _names(ctx) -> set[str]:
     return {n.value for n in _walk(ctx.module) if isinstance(n, cst.Name)}
-
-
-def _walk(node):
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(current.children)

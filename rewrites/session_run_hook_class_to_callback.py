@@ -5,6 +5,7 @@ import libcst as cst
 from estimator2keras import _emit
 from estimator2keras._context import MARK_PREFIX
 from estimator2keras._edits import is_docstring
+from estimator2keras._nodes import walk as _walk
 from estimator2keras._hook_values import GLOBAL_STEP, KerasValue, keras_value
 from estimator2keras._rule import Case, ExpressionRule, Safety, Unsupported
 from estimator2keras._training import PHASE_METHODS, HookSite
@@ -657,11 +658,3 @@ def _fetch_return(fn: cst.FunctionDef, ctx):
 
 def _self_attribute(node) -> bool:
     return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self"
-
-
-def _walk(node: cst.CSTNode):
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(current.children)
