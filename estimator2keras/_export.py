@@ -357,16 +357,14 @@ def _one_string_input(node, receiver, plan, ctx, code: str, why: str | None = No
                 "canned Estimator exported; e2k exports its predict signature"))
         return False
     table = _table(ctx, node)
-    if table is None and not report:
-        function = _receiver.handwritten(ctx, node)
-        if function is not None and _single_string_function(ctx, plan, function):
-            return True
     for candidate in [e.value for e in table.value.elements] if table is not None else [node]:
         # Each serving function of a dict (``SERVING_FUNCTIONS[args.export_format]``) may be the one.
         function = _receiver.handwritten(ctx, candidate)
         if function is None:
             continue  # refused where it is converted
         if _single_string_function(ctx, plan, function):
+            if table is None and not report:
+                return True  # the caller writes its classify / regress signatures
             plan.leftover(function, code, why)
     return False
 

@@ -479,8 +479,7 @@ def convert_unused(ctx, plan, near: cst.FunctionDef, code: str) -> None:
     """The serving_input_receiver_fns of ``near``'s module that nothing reads, converted as
     ``near`` was (an export converted it): the program's alternatives stay usable, and no
     ServingInputReceiver is left for TensorFlow 2, which has none."""
-    module = ctx.module_of(near) if ctx._modules is not None else ctx.module
-    for statement in module.body:
+    for statement in ctx.module_of(near).body:
         if not isinstance(statement, cst.FunctionDef) or statement is near or statement in plan.serving_functions:
             continue
         last = statement.body.body[-1] if isinstance(statement.body, cst.IndentedBlock) else None

@@ -1192,6 +1192,8 @@ class EstimatorUnit:
     #: converted together like Estimators built in the two branches (``_join_pair``). The
     #: statement that places this unit in its branch (its RunConfig's); None: ``statement``.
     anchor: cst.BaseStatement | None = None
+    #: The other branches' RunConfig bindings, each a unit of its own (``find_units``).
+    other_configs: list[Binding] = field(default_factory=list)
 
     @property
     def var(self) -> str:
@@ -1262,8 +1264,9 @@ def find_units(ctx: RewriteContext, owners: dict[str, type[UnitRule]]) -> Iterat
         try:
             unit = _build_unit(ctx, call, path, owner)
             yield unit
-            for binding in getattr(unit, "_other_configs", ()):
-                variant = replace(unit, config_args={}, config_reads=[], config_earlier=[], anchor=None)
+            for binding in unit.other_configs:
+                variant = replace(unit, config_args={}, config_reads=[], config_earlier=[], config_bound=[],
+                                  anchor=None, other_configs=[])
                 yield _configure_unit(ctx, variant, binding)
         except Unsupported as exc:
             exc.node = exc.node or call
@@ -1392,8 +1395,7 @@ def _configure_unit(ctx: RewriteContext, unit: EstimatorUnit, chosen: Binding | 
         if config_call is None and chosen is None:
             branches = _config_branches(ctx, config)
             if branches:
-                chosen = branches[0]
-                unit._other_configs = branches[1:]
+                chosen, unit.other_configs = branches[0], branches[1:]
         if chosen is not None:
             config_call, binding, unit.anchor = chosen.value, chosen, chosen.statement
         if config_call is None:
@@ -1714,7 +1716,7 @@ def _config_setting_bound(ctx: RewriteContext, unit: EstimatorUnit, read: cst.CS
         if value is arg.value:
             return parent, cst.Name(name)
     scope = ctx.scope(binding.target)
-    taken = {n for n, _ in ((a.name, a) for a in scope.assignments)} if scope is not None else set()
+    taken = {a.name for a in scope.assignments} if scope is not None else set()
     taken |= {name for _, name in unit.config_bound}
     name = _emit.unique_name(parent.attr.value, taken)
     unit.config_bound.append((arg.value, name))

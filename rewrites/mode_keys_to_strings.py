@@ -93,11 +93,9 @@ def shuffle_for(mode):
         found = []
 
         def prune(node) -> bool:
-            # An import; a model_fn, whose mode tests go with its conversion or stay as they were;
-            # a mode key (nothing inside it to look at).
+            # An import; a model_fn, whose mode tests go with its conversion or stay as they were.
             return isinstance(node, (cst.Import, cst.ImportFrom)) or isinstance(node, cst.FunctionDef) and {
-                "features", "labels"} <= {p.name.value for p in node.params.params} or isinstance(
-                node, cst.Attribute) and node.attr.value in MODE_STRINGS and _mode_key(node, ctx)
+                "features", "labels"} <= {p.name.value for p in node.params.params}
 
         for node in nodes_below(module, prune):
             if isinstance(node, cst.Attribute) and node.attr.value in MODE_STRINGS and _mode_key(node, ctx):

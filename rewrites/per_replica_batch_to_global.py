@@ -928,9 +928,11 @@ def _note_consumers(code: cst.CSTNode, plan, ctx, reads: "_Reads", rule_code: st
     left for a human: each such read says so too (it reads the Estimator's per-replica batches
     as global ones until the batch is changed where it is made)."""
     function = next((d for d in plan.input_definitions() if d.body is code), None)
+    if function is None:
+        return
     line = f"{os.path.basename(ctx.path_of(batch))}:{ctx.position(batch)[0]}"
     for user in reads.scaled_input_fns():
-        if function is not None and function in user.definitions():
+        if function in user.definitions():
             plan.leftover(user.expr, rule_code, (
                 f"this dataset is batched per replica ({line}): Keras splits each batch across the replicas, "
                 "so each replica trains on a part of what the Estimator gave it until that batch is multiplied by "
