@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from estimator2keras import _emit
 from estimator2keras._context import RewriteContext
 from estimator2keras._rule import Unsupported
 
@@ -180,7 +181,7 @@ class ModeAnalysis(ModeTests):
             elif isinstance(stmt, cst.With):
                 kind = self._with_kind(stmt)
                 if kind is None:
-                    raise Unsupported("this `with` block is not converted", stmt, UNSUPPORTED)
+                    raise Unsupported(self.unknown_with(stmt), stmt, UNSUPPORTED)
                 inner = under_dependencies or kind == "control_dependencies"
                 if self._walk_block(stmt.body.body, path, inner):
                     return True
@@ -268,8 +269,8 @@ class ModeAnalysis(ModeTests):
 
     def _kept_if(self, stmt: cst.If) -> str | None:
         """Why an ``if`` that does not test the mode cannot be kept as one step (None: it can):
-        its branches hold simple statements, loops of them and further such ``if``s, and
-        neither return nor test the mode."""
+        its branches hold simple statements, loops of them, helper functions, scope ``with``s
+        and further such ``if``s, and neither return nor test the mode."""
         branches: list[cst.BaseSuite] = [stmt.body]
         orelse = stmt.orelse
         while orelse is not None:
@@ -282,20 +283,52 @@ class ModeAnalysis(ModeTests):
                 branches.append(orelse.body)
                 orelse = None
         for branch in branches:
-            for inner in branch.body if isinstance(branch, cst.IndentedBlock) else [branch]:
-                if isinstance(inner, cst.If):
-                    if self.modes_where_true(inner.test) is not None:
-                        return "an `if` on the mode inside an `if` on something else is not converted"
-                    reason = self._kept_if(inner)
-                    if reason is not None:
-                        return reason
-                elif isinstance(inner, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
-                    for small in inner.body:
-                        if isinstance(small, (cst.Return, cst.Break, cst.Continue)):
-                            return "an `if` that does not test the mode and returns from the model_fn is not converted"
-                else:
-                    return f"a `{type(inner).__name__.lower()}` statement inside an `if` of the model_fn is not converted"
+            reason = self._kept_block(branch)
+            if reason is not None:
+                return reason
         return None
+
+    def _kept_block(self, block: cst.BaseSuite) -> str | None:
+        for inner in block.body if isinstance(block, cst.IndentedBlock) else [block]:
+            if isinstance(inner, cst.If):
+                if self.modes_where_true(inner.test) is not None:
+                    return "an `if` on the mode inside an `if` on something else is not converted"
+                reason = self._kept_if(inner)
+                if reason is not None:
+                    return reason
+            elif isinstance(inner, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+                for small in inner.body:
+                    if isinstance(small, (cst.Return, cst.Break, cst.Continue)):
+                        return "an `if` that does not test the mode and returns from the model_fn is not converted"
+            elif isinstance(inner, cst.FunctionDef) and not self._called(inner.name.value):
+                # A function handed on, not called here (`if use_tpu: def tpu_scaffold(): ...`
+                # then `scaffold_fn = tpu_scaffold`): where it goes says what it is for.
+                continue
+            elif isinstance(inner, cst.With) and self._with_kind(inner) is not None:
+                reason = self._kept_block(inner.body)
+                if reason is not None:
+                    return reason
+            elif isinstance(inner, cst.With):
+                return self.unknown_with(inner)
+            else:
+                return f"a `{type(inner).__name__.lower()}` statement inside an `if` of the model_fn is not converted"
+        return None
+
+    def _called(self, name: str) -> bool:
+        return any(isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == name
+                   for node in _emit.walk(self.fn))
+
+    def unknown_with(self, stmt: cst.With) -> str:
+        """Why a ``with`` block of the model_fn is not converted, naming what it enters."""
+        named = []
+        for item in stmt.items:
+            call = item.item
+            path = self.ctx.call_api_path(call) if isinstance(call, cst.Call) else None
+            if path is not None and path not in FLATTENED_WITH:
+                named.append(f"`{_emit.code(call.func)}` (tf.{path})")
+        if named:
+            return f"the model_fn runs its code inside {', '.join(named)}, which e2k has no rule for"
+        return "this `with` block is not converted"
 
     def _with_kind(self, stmt: cst.With) -> str | None:
         kinds = set()

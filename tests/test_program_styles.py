@@ -199,6 +199,27 @@ def test_layers_a_converted_model_cannot_hold_are_refused_not_half_converted(rul
         assert "tf.estimator.Estimator(model_fn" in new  # the unit is left as it was
 
 
+def test_a_scope_under_a_users_switch_is_kept_and_an_unknown_one_is_named(rules):
+    # bert and the TPU resnet: `with` blocks and functions under an `if` on params were refused
+    # as "a `with` statement inside an `if`", which named no construct.
+    body = '    if params["deep"]:\n            with tf.name_scope("deep"):\n                x = dense_block(x, 8)'
+    result, new = convert(rules, MODEL_FN_WITH.format(body=body))
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert 'if self.params["deep"]:\n            with tf.compat.v1.name_scope("deep"):\n                x = self.dense_block(x)' in new
+    for body in ('    if params["deep"]:\n            with tf.device("/cpu:0"):\n                x = dense_block(x, 8)',
+                 '    with tf.device("/cpu:0"):\n            x = dense_block(x, 8)'):
+        result, new = convert(rules, MODEL_FN_WITH.format(body=body))
+        assert result.status == "partial", new
+        assert any("inside `tf.device` (tf.device), which e2k has no rule for" in f.message for f in result.findings), \
+            [f.format() for f in result.findings]
+    # A function defined under the switch and called there is still refused, as what it is.
+    body = ('    if params["deep"]:\n            def act(t):\n                return tf.nn.relu(t)\n'
+            '            x = act(tf.layers.dense(x, 8))')
+    result, new = convert(rules, MODEL_FN_WITH.format(body=body))
+    assert result.status == "partial"
+    assert any("`functiondef` statement inside an `if`" in f.message for f in result.findings)
+
+
 def test_labels_the_keras_loss_casts_and_reshapes_itself(rules):
     # `labels = tf.cast(tf.reshape(labels, [-1, 1]), tf.float32)` before a loss of one value per
     # example: Keras casts y_true to the prediction's dtype and matches its rank. The label
