@@ -16,7 +16,7 @@ import libcst as cst
 
 from estimator2keras import _emit
 from estimator2keras._context import iter_calls
-from estimator2keras._modelfn_read import BEYOND_CATALOGUE, REGULARIZATION_LOSS, LossConversion, _Def, _walk
+from estimator2keras._modelfn_read import BEYOND_CATALOGUE, REGULARIZATION_LOSS, LossConversion, _Def, _unpacked, _walk
 from estimator2keras._rule import Unsupported
 
 HAND_WRITTEN = "E2K204"
@@ -71,6 +71,11 @@ class _LossReader:
                     if not (isinstance(d.small.operator, cst.AddAssign) and self._is_regularization(d.value)):
                         self.refuse(d.small, "this change to the loss is not converted")
                     regularized = True
+                    at = d.index
+                    continue
+                position = _unpacked(d, d.name)
+                if position is not None:
+                    expr = self._unpacked_loss(d, position)
                     at = d.index
                     continue
                 expr, at = d.value, d.index
@@ -130,6 +135,22 @@ class _LossReader:
                 raise refused from None
             return conversion, at, used + defs, regularized
         return conversion, at, used, regularized
+
+    def _unpacked_loss(self, d: _Def, position: int) -> cst.BaseExpression:
+        """The loss bound by ``loss, other = ...``: the element of a tuple written there. A
+        function's result unpacked (``loss, rmse = compute_errors(...)``) is refused: the
+        function computes the loss with other values, which Keras computes elsewhere (metrics
+        in compile, not in the loss)."""
+        value = d.value
+        if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(d.small.targets[0].target.elements) \
+                and not any(isinstance(e, cst.StarredElement) for e in value.elements):
+            return value.elements[position].value
+        others = [e.value.value for e in d.small.targets[0].target.elements
+                  if isinstance(e.value, cst.Name) and e.value.value != d.name]
+        what = f"`{_emit.code(value.func)}(...)`" if isinstance(value, cst.Call) else f"`{_emit.code(value)}`"
+        self.refuse(d.small, f"the loss `{d.name}` is one of the values {what} returns, with "
+                             f"{', '.join(f'`{o}`' for o in others) or 'others'}: e2k converts a loss computed on its own "
+                             "(a Keras loss computes only the loss)")
 
     def sparse_labels(self, labels: cst.BaseExpression, conversion: LossConversion, at: int):
         """Class ids the loss one-hot encodes itself (``tf.one_hot(labels, 10)`` compared by a

@@ -193,6 +193,19 @@ class _Def:
     line: cst.BaseStatement
 
 
+def _unpacked(d: _Def | None, name: str) -> int | None:
+    """The position ``name`` takes in ``a, b = ...`` (None: not a tuple assignment)."""
+    if d is None or not isinstance(d.small, cst.Assign):
+        return None
+    target = d.small.targets[0].target
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return None
+    for i, element in enumerate(target.elements):
+        if isinstance(element.value, cst.Name) and element.value.value == name:
+            return i
+    return None
+
+
 def _has_tf2_home(path: str) -> bool:
     """Is the contrib API path one the symbol table spells with a TF2 name (the same object)?"""
     from estimator2keras._symbols import table

@@ -11,7 +11,7 @@ import libcst as cst
 from estimator2keras import _emit
 from estimator2keras._context import iter_calls
 from estimator2keras._modelfn_blocks import MAKERS
-from estimator2keras._modelfn_read import Derived, MetricConversion, _Def, _walk
+from estimator2keras._modelfn_read import Derived, MetricConversion, _Def, _unpacked, _walk
 from estimator2keras._rule import Unsupported
 
 GLOBAL_STEP = frozenset({"train.get_global_step", "train.get_or_create_global_step"})
@@ -665,7 +665,10 @@ class _CompileReader:
                     and len(value.args) == 1):
                 continue  # regression / classification outputs: the export's rules say
             given = follow(value.args[0].value)
-            (same if _same_predictions(self.ctx, given, predictions) else other).append(given)
+            if _same_predictions(self.ctx, given, predictions):
+                same.append(given)
+            else:  # as written: a name of the model output is not followed into the model
+                other.append(value.args[0].value)
         if not other:
             return None
         if same or any(not o.deep_equals(other[0]) for o in other[1:]):
@@ -767,19 +770,6 @@ class _CompileReader:
                 for arg in app.constructor.args:
                     if arg.keyword and arg.keyword.value.endswith("_regularizer") and _emit.code(arg.value) != "None":
                         self.refuse(arg, "this layer's regularizer was not part of the Estimator's loss; Keras would add it")
-
-
-def _unpacked(d: "_Def | None", name: str) -> int | None:
-    """The position ``name`` takes in ``a, b = ...`` (None: not a tuple assignment)."""
-    if d is None or not isinstance(d.small, cst.Assign):
-        return None
-    target = d.small.targets[0].target
-    if not isinstance(target, (cst.Tuple, cst.List)):
-        return None
-    for i, element in enumerate(target.elements):
-        if isinstance(element.value, cst.Name) and element.value.value == name:
-            return i
-    return None
 
 
 def _is_zip_star(node: cst.BaseExpression) -> bool:

@@ -167,3 +167,24 @@ def test_a_mode_test_that_differs_between_train_and_eval_is_refused():
             return scale * tf.reduce_mean(tf.square(predictions - tf.reshape(labels, [-1, N_OUTPUTS])))
     ''')
     assert "reads `mode` (the mode) otherwise than in a test of the mode" in refusal(result)
+
+
+def test_a_loss_unpacked_with_other_values_of_a_function_is_refused():
+    # sinemodel: `loss, rmse = compute_errors(...)` was carried into compute_loss as
+    # `loss = compute_errors(...)`, the pair, and the TF1 metric with it: it crashed.
+    helper = '''
+    def compute_errors(labels, predictions):
+        loss = tf.compat.v1.losses.mean_squared_error(labels, predictions)
+        rmse = tf.compat.v1.metrics.root_mean_squared_error(labels, predictions)
+        return loss, rmse
+    '''
+    source = PROGRAM.replace("    loss = {call}", "    loss, rmse = {call}").format(
+        helper=textwrap.dedent(helper).strip("\n"), call="compute_errors(labels, predictions)")
+    result = rewrite_source(source.encode(), "prog.py", RuleSet.load())
+    assert "the loss `loss` is one of the values `compute_errors(...)` returns, with `rmse`" in refusal(result)
+    # A tuple written out is read element by element.
+    source = PROGRAM.replace("    loss = {call}", "    loss, scale = {call}, 2.0").format(
+        helper="", call="tf.compat.v1.losses.mean_squared_error(labels, predictions)")
+    result = rewrite_source(source.encode(), "prog.py", RuleSet.load())
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert "loss=tf.keras.losses.MeanSquaredError()" in result.new.decode()
