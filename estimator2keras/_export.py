@@ -282,7 +282,11 @@ def serving_function(node, plan, ctx, code: str, names: list[str],
             return made, []
         # The function takes the model's method giving what is served (two models, a canned
         # one's predict_step and a model_fn's serving_outputs, may share the function).
-        made = made.format(model=f"{plan.model_var}.{plan.export_method or 'predict_step'}")
+        method = f"{plan.model_var}.{plan.export_method or 'predict_step'}"
+        if plan.export_method is None and plan.predictions_kind != "dict":
+            # The export named its one tensor "output"; the function serves what it is handed.
+            method = f'lambda features: {{"output": {method}(features)}}'
+        made = made.format(model=method)
         if len(names) == 1:
             return made, []
         name = plan.unique_name("serving_fn")

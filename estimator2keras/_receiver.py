@@ -425,7 +425,7 @@ def convert(ctx, plan, function: cst.FunctionDef, visible: bool, code: str, orph
         # Estimator's and a model_fn's, by a flag) each pass their own.
         predict = _emit.unique_name("predict", taken)
         predictions = f"{predict}({features})"
-    if plan.export_method is None and plan.predictions_kind != "dict" and not orphan:
+    if visible and plan.export_method is None and plan.predictions_kind != "dict":
         predictions = f'{{"output": {predictions}}}'
     body = function.body.body
     new_body = []

@@ -1421,7 +1421,7 @@ def _configure_unit(ctx: RewriteContext, unit: EstimatorUnit, chosen: Binding | 
                     ctx, unit, other, binding)
                 if setting is not None:
                     unit.config_reads.append(setting)
-                elif other is None or not _in_estimator_call(ctx, other):
+                elif other is None or not (_in_estimator_call(ctx, other) or _config_into_factory(ctx, other)):
                     raise Unsupported(f"the RunConfig `{binding.name}` is used elsewhere too", binding.target)
         unit.config_call, unit.config_binding = config_call, binding
     return unit
@@ -1756,6 +1756,27 @@ def _config_of_estimator(ctx: RewriteContext, read: cst.Name, factory: cst.Funct
     call = ctx.parent(arg) if isinstance(arg, cst.Arg) else None
     return (isinstance(arg, cst.Arg) and arg.keyword is not None and arg.keyword.value == "config"
             and isinstance(call, cst.Call) and _in_estimator_call(ctx, read) and ctx.within(call, (factory,)))
+
+
+def _config_into_factory(ctx: RewriteContext, read: cst.CSTNode) -> bool:
+    """Is ``read`` an argument of a call of a factory of the program whose parameter is only
+    the ``config=`` of the Estimators it builds (``if use_keras: est = make_keras_estimator(
+    output_dir, config) else: est = Estimator(..., config=config)``: that Estimator's own unit)?"""
+    arg = ctx.parent(read)
+    call = ctx.parent(arg) if isinstance(arg, cst.Arg) else None
+    if not isinstance(call, cst.Call) or arg.star:
+        return False
+    factory = resolve(ctx, call.func) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
+    if not isinstance(factory, cst.FunctionDef):
+        return False
+    names = tuple(p.name.value for p in factory.params.params)
+    try:
+        bound = bind_arguments(call, names)
+    except Unsupported:
+        return False
+    param = next((p for p in factory.params.params if bound.get(p.name.value) is arg), None)
+    reads = accesses_of(ctx, param.name) if param is not None else None
+    return bool(reads) and all(_config_of_estimator(ctx, r, factory) for r in reads)
 
 
 def _without(items, dropped):
@@ -2831,7 +2852,18 @@ def _separating_if(ctx: RewriteContext, first: EstimatorUnit, other: EstimatorUn
     """The `if` whose body builds one of the two Estimators (or binds its RunConfig, when the
     two share one Estimator) and whose `elif`/`else` the other: (the `if`, whether ``first``
     is the one in its body)."""
-    return _branch_between(ctx, first.anchor or first.statement, other.anchor or other.statement)
+    return _branch_between(ctx, _placed(first), _placed(other))
+
+
+def _placed(unit: EstimatorUnit) -> cst.CSTNode:
+    """The statement that places ``unit``'s Estimator where the program holds it: its
+    RunConfig's branch, the one call of the factory building it (``if use_keras: est =
+    make_keras_estimator(...) else: est = Estimator(...)``), else its own statement."""
+    if unit.anchor is not None:
+        return unit.anchor
+    if unit.factory is not None and len(unit.sites) == 1:
+        return unit.sites[0][0]
+    return unit.statement
 
 
 def _branch_between(ctx: RewriteContext, one: cst.CSTNode, two: cst.CSTNode) -> tuple[cst.If, bool] | None:

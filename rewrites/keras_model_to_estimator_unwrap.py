@@ -60,7 +60,10 @@ class KerasModelToEstimatorUnwrap(UnitRule):
     is built under it: `with strategy.scope():` goes around those statements, and a
     strategy made further down (`strategy = tf.distribute.MirroredStrategy()` after the
     model, TensorFlow's distribution examples) is made above them first, when its
-    arguments read nothing the statements in between compute.
+    arguments read nothing the statements in between compute. A function of the program that
+    builds the model and wraps it, given the RunConfig (`make_keras_estimator(output_dir,
+    config)`), returns the model, and its call goes under the strategy's scope where the
+    RunConfig was made.
 
     The TF1 optimizer the model was compiled with (given to `compile`, or bound to a name
     first, where the model is bound or in the function of the program that builds it)
@@ -157,7 +160,11 @@ model.evaluate(input_fn(), steps=2)
         bound = resolve(ctx, model)
         if not isinstance(bound, Binding):
             raise Unsupported(f"`{model.value}` is not one model e2k can follow here", model, "E2K902")
-        if strategy is not None and not _built_under(ctx, bound.statement, strategy) \
+        # A factory given the RunConfig (`make_keras_estimator(output_dir, config)`) builds the
+        # model where it is called: that call goes under the strategy's scope (the plan's sites).
+        at_site = unit.factory is not None and unit.config_parameter is not None \
+            and ctx.within(bound.statement, (unit.factory,))
+        if strategy is not None and not at_site and not _built_under(ctx, bound.statement, strategy) \
                 and not _build_under_scope(ctx, plan, model, bound, strategy):
             if isinstance(strategy, cst.Name):
                 how = (f"write `with {strategy.value}.scope():` around `{model.value} = ...` (the model's "

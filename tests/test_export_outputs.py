@@ -129,7 +129,18 @@ def test_a_predict_output_of_one_tensor_is_named_output(rules):
         "tf.estimator.export.PredictOutput(probabilities)")
     result = rewrite_source(source.encode(), "program.py", rules)
     assert result.status == "converted", manual(result)
-    assert 'return {"output": tf.nn.softmax(logits)}' in result.new.decode()
+    assert 'probabilities = tf.nn.softmax(logits)\n        return {"output": probabilities}' in result.new.decode()
+
+
+def test_a_predict_output_of_the_model_output_itself_serves_it(rules):
+    """``PredictOutput(outputs=predictions)``, the model's own output, beside a PREDICT dict:
+    served as "output" from the model's pass, not followed into the layers that made it."""
+    source = OTHER_OUTPUT.read_text().replace(
+        'tf.estimator.export.PredictOutput({"probabilities": probabilities, "classes": classes})',
+        "tf.estimator.export.PredictOutput(outputs=logits)")
+    result = rewrite_source(source.encode(), "program.py", rules)
+    assert result.status == "converted", manual(result)
+    assert 'logits = self(features, training=False)\n        return {"output": logits}' in result.new.decode()
 
 
 def test_predict_outputs_of_the_predictions_and_of_something_else_are_refused(rules):
