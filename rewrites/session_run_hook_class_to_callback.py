@@ -57,7 +57,9 @@ class SessionRunHookClassToCallback(ExpressionRule):
     model still has. The fetches may be a value, a list, a tuple or a dict of: attributes set
     in `begin` / `after_create_session` / `__init__`, `tf.train.get_global_step()`, tensor names
     (`"cross_entropy:0"`, `graph.get_tensor_by_name(self.loss_name + ":0")` with the name given
-    to the hook's constructor, the same for every instance). Each is read as E2K406 reads a
+    to the hook's constructor, the same for every instance). An attribute set in several of
+    those methods holds what the last one that ran gave it (`__init__` keeps the tensor's
+    name, `begin` rebinds it to the tensor looked up by that name). Each is read as E2K406 reads a
     `LoggingTensorHook`'s tensors: the loss is `logs["loss"]`, a compiled metric
     `logs["<name>"]`, the learning rate `self.model.optimizer.learning_rate.numpy()`, the global
     step `self.model.optimizer.iterations.numpy() - 1`. `run_values.results` becomes the same
@@ -536,18 +538,30 @@ class _Fetches:
         return node
 
     def _assigned(self, attribute: str, at: cst.CSTNode) -> cst.BaseExpression:
-        """What ``self.<attribute>`` holds: its only assignment in a setup method."""
+        """What ``self.<attribute>`` holds where ``at`` reads it: the last assignment that ran
+        before, the setup methods running in their order (``__init__`` keeps the tensor's name,
+        ``begin`` looks the tensor up by it; ``before_run`` fetches what ``begin`` made)."""
         found = []
-        for name in SETUP_METHODS:
+        for order, name in enumerate(SETUP_METHODS):
             fn = self.methods.get(name)
-            for statement in fn.body.body if fn is not None else ():
+            for index, statement in enumerate(fn.body.body if fn is not None else ()):
                 small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
                 if isinstance(small, cst.Assign) and len(small.targets) == 1 and _self_attribute(small.targets[0].target) \
                         and small.targets[0].target.attr.value == attribute:
-                    found.append((name, small.value))
+                    if self.ctx.within(at, (statement,)):
+                        continue  # `self.x = f(self.x)` reads the value before it
+                    found.append(((order, index), statement, small.value))
+        if len(found) > 1:
+            inside = [(order, fn) for order, fn in enumerate(self.methods.get(n) for n in SETUP_METHODS)
+                      if fn is not None and self.ctx.within(at, (fn,))]
+            if inside:
+                order, fn = inside[0]
+                here = next(i for i, statement in enumerate(fn.body.body) if self.ctx.within(at, (statement,)))
+                found = [f for f in found if f[0] < (order, here)]
+            found = sorted(found, key=lambda f: f[0])[-1:]
         if len(found) != 1:
             raise Unsupported(f"e2k cannot tell which value `self.{attribute}` holds when the hook fetches it", at)
-        return found[0][1]
+        return found[0][2]
 
     def _constructor_argument(self, name: cst.Name) -> cst.BaseExpression:
         """A parameter of ``__init__``: the value every instantiation of the class gives it."""
@@ -578,19 +592,23 @@ class _Fetches:
         """The statements that only made the fetched attributes (they go)."""
         statements = set()
         for attribute in attributes:
-            uses = 0
-            for fn in self.methods.values():
-                for node in _walk(fn):
-                    if _self_attribute(node) and node.attr.value == attribute:
-                        uses += 1
-            for name in ("begin", "after_create_session"):  # __init__ keeps what it was given
+            made = []  # the statements making it (`self.x = x` in __init__, then `self.x = f(self.x)`...)
+            for name in SETUP_METHODS:
                 fn = self.methods.get(name)
                 for statement in fn.body.body if fn is not None else ():
                     small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
                     if isinstance(small, cst.Assign) and _self_attribute(small.targets[0].target) \
                             and small.targets[0].target.attr.value == attribute:
-                        statements.add(statement)
-            if uses > 2:  # its assignment, its fetch: anything more reads the graph tensor itself
+                        made.append(statement)
+                        if name != "__init__":  # __init__ keeps what it was given
+                            statements.add(statement)
+            uses = 0
+            for fn in self.methods.values():
+                for node in _walk(fn):
+                    if _self_attribute(node) and node.attr.value == attribute and not any(
+                            self.ctx.within(node, (statement,)) for statement in made):
+                        uses += 1
+            if uses > 1:  # its fetch: anything more reads the graph tensor itself
                 raise Unsupported(f"`self.{attribute}` is used besides being fetched", at)
         return statements
 

@@ -186,3 +186,23 @@ def test_fetches_in_evaluation_are_not_converted():
     result = rewrite_source(source.encode(), "prog.py", RuleSet.load())
     assert result.status == "partial"
     assert any("a hook that fetches values in eval is not converted" in m for m in manual(result))
+
+
+def test_an_attribute_set_again_in_begin_holds_what_begin_made():
+    # tf-playground's hook: `__init__` keeps the tensor's name, `begin` rebinds the attribute
+    # to the tensor looked up by it, `before_run` fetches it (was "cannot tell which value").
+    result = rewrite('''
+        def __init__(self, loss_tensor):
+            self.loss_tensor = loss_tensor
+
+        def begin(self):
+            self.loss_tensor = tf1.get_default_graph().get_tensor_by_name(self.loss_tensor + ":0")
+
+        def before_run(self, run_context):
+            return tf1.train.SessionRunArgs(self.loss_tensor)
+
+        def after_run(self, run_context, run_values):
+            print(run_values.results)
+    ''', instances='ReportHook("cross_entropy")')
+    assert result.status == "converted", manual(result)
+    assert '        print(logs["loss"])' in hook_class(result)
