@@ -214,7 +214,9 @@ class CannedReader:
             n = self.value("n_classes")
             count = 2 if n is None else self.columns.integer(n)
             if count is None:
-                self.refuse(n, "n_classes is not an int literal")
+                self.refuse(n, "n_classes is not an int literal, nor a constant of the module")
+            if count < 2:
+                self.refuse(n, f"n_classes is {count}; a classifier has 2 classes or more")
             return ("binary", "1") if count == 2 else ("multi", str(count))
         dimension = self.value("label_dimension")
         if dimension is None:

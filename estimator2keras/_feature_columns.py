@@ -841,7 +841,9 @@ class ColumnReader:
             expr = value_of(self.ctx, expr) or expr  # a binding, or a parameter given at its one call
         if isinstance(expr, cst.Integer):
             return int(expr.evaluated_value)
-        return None
+        from estimator2keras._constants import integer_of
+
+        return integer_of(self.ctx, expr)  # `len(TARGET_LABELS)` of a module constant, `2 * K`
 
     def dtype(self, expr: cst.BaseExpression | None) -> str | None:
         """``"string"``, ``"int64"``, ``"float32"``..., from ``tf.string`` / ``tf.int64``."""

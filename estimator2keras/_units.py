@@ -1136,6 +1136,21 @@ class Use:
 
 
 @dataclass
+class ConfigFactory:
+    """``def create_run_config(args): ...; return tf.estimator.RunConfig(...)`` and its call."""
+
+    function: cst.FunctionDef
+    call: cst.Call
+    #: ``return RunConfig(...)``, the function's last statement.
+    returned: cst.SimpleStatementLine
+    #: Each parameter the settings read -> the value the call gives it.
+    values: dict[str, cst.BaseExpression]
+    #: The strategy the function computes itself (``train_distribute=distribution_strategy``,
+    #: a local of it): the function then returns it, and its call binds that name.
+    strategy: str | None = None
+
+
+@dataclass
 class EstimatorUnit:
     owner: type[UnitRule]
     api_path: str
@@ -1194,6 +1209,10 @@ class EstimatorUnit:
     anchor: cst.BaseStatement | None = None
     #: The other branches' RunConfig bindings, each a unit of its own (``find_units``).
     other_configs: list[Binding] = field(default_factory=list)
+    #: The RunConfig is made by a function of the program (``run_config =
+    #: create_run_config(args)``): its settings are read where that function's one
+    #: ``return`` makes it, its parameters standing for the call's values.
+    config_factory: ConfigFactory | None = None
 
     @property
     def var(self) -> str:
@@ -1401,6 +1420,9 @@ def _configure_unit(ctx: RewriteContext, unit: EstimatorUnit, chosen: Binding | 
         if config_call is None:
             config_call, binding, replacements, unit.config_earlier = _replaced_run_config(ctx, config)
         if config_call is None:
+            unit.config_factory, binding = _config_factory(ctx, config)
+            config_call = unit.config_factory.returned.body[0].value if unit.config_factory is not None else None
+        if config_call is None:
             raise Unsupported(_config_not_followed(ctx, unit, config), config)
         tpu = ctx.call_api_path(config_call) in TPU_RUN_CONFIG
         learn = ctx.call_api_path(config_call) == LEARN_RUN_CONFIG
@@ -1417,7 +1439,7 @@ def _configure_unit(ctx: RewriteContext, unit: EstimatorUnit, chosen: Binding | 
                 else accesses_of(ctx, binding.target)
             others = [n for n in reads or [None] if n is not config]
             for other in others:
-                setting = _config_setting_read(ctx, other, unit.config_args) or _config_setting_bound(
+                setting = _config_setting_read(ctx, other, unit.config_args, unit.config_factory is not None) or _config_setting_bound(
                     ctx, unit, other, binding)
                 if setting is not None:
                     unit.config_reads.append(setting)
@@ -1461,6 +1483,96 @@ def _config_branches(ctx: RewriteContext, config: cst.BaseExpression) -> list[Bi
     if branch is None or not _stable_test(ctx, branch[0].test) or ctx.within(config, (branch[0],)):
         return None
     return bindings if branch[1] else bindings[::-1]
+
+
+def _config_factory(ctx: RewriteContext, config: cst.BaseExpression) -> tuple[ConfigFactory | None, Binding | None]:
+    """``config=create_run_config(args)``, or ``run_config = create_run_config(args)`` read
+    there: a function of the program ending in ``return tf.estimator.RunConfig(...)`` (its
+    only return). Each setting must read the function's parameters (the call gives them),
+    names of the module, or, for the strategy, a local the function computes (it then
+    returns that). (None, None) when ``config`` is not such a call; refused, naming the
+    setting, when a setting reads another local."""
+    call, binding = config, None
+    if isinstance(config, cst.Name):
+        bound = resolve(ctx, config)
+        if not isinstance(bound, Binding):
+            return None, None
+        call, binding = bound.value, bound
+    if not (isinstance(call, cst.Call) and isinstance(call.func, (cst.Name, cst.Attribute))):
+        return None, None
+    function = resolve(ctx, call.func)
+    if not isinstance(function, cst.FunctionDef) or function.decorators or not isinstance(function.body, cst.IndentedBlock):
+        return None, None
+    last = function.body.body[-1]
+    small = last.body[0] if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 else None
+    if not (isinstance(small, cst.Return) and isinstance(small.value, cst.Call)
+            and ctx.call_api_path(small.value) in RUN_CONFIG):
+        return None, None
+    what = f"`{_emit.code(call.func)}(...)`"
+    if any(isinstance(node, cst.Return) and node is not small for node in _emit.walk(function.body)):
+        raise Unsupported(f"the RunConfig is made by {what}, which returns elsewhere too", call, UNSUPPORTED_USE)
+    params = function.params
+    if params.star_arg != cst.MaybeSentinel.DEFAULT or params.kwonly_params or params.star_kwarg or params.posonly_params:
+        raise Unsupported(f"the RunConfig is made by {what}, whose parameters e2k does not read (*args, **kwargs)",
+                          call, UNSUPPORTED_USE)
+    names = tuple(p.name.value for p in params.params)
+    given = {k: a.value for k, a in bind_arguments(call, names).items()}
+    values: dict[str, cst.BaseExpression] = {}
+    strategy = None
+    local_scope = ctx.scope(small)
+    for arg in small.value.args:
+        for node in _emit.walk(arg.value):
+            if not isinstance(node, cst.Name) or not _is_read(ctx, node):
+                continue
+            assignment = _single_assignment(ctx, node)
+            target = getattr(assignment, "node", None)
+            param = next((p for p in params.params if target is p or target is p.name), None) if target is not None else None
+            if param is not None:
+                value = given.get(param.name.value, param.default)
+                if value is None:
+                    raise Unsupported(f"{what} is called without `{param.name.value}`", call, UNSUPPORTED_USE)
+                values[param.name.value] = value
+                continue
+            scope = ctx.scope(node)
+            if not (scope is local_scope and scope.assignments[node.value]):
+                if ctx.path_of(function) != ctx.path_of(call) and ctx.api_path(node) is None \
+                        and not hasattr(builtins, node.value):
+                    # Read where the function is called, another module: its names are not there.
+                    raise Unsupported(f"the RunConfig made by {what} reads `{node.value}`, a name of its module, "
+                                      "which e2k would have to import where the function is called",
+                                      node, UNSUPPORTED_USE)
+                continue  # a name of the module
+            setting = arg.keyword.value if arg.keyword is not None else None
+            if setting in ("train_distribute", "eval_distribute") and arg.value is node and strategy in (None, node.value):
+                strategy = node.value
+                continue
+            raise Unsupported(f"the RunConfig's {f'`{setting}`' if setting else 'setting'} reads `{node.value}`, which "
+                              f"{what} computes; e2k reads the settings where the function is called",
+                              node, UNSUPPORTED_USE)
+    reads = accesses_of(ctx, function.name)
+    if reads is None or any(r is not call.func for r in reads):
+        # It returns the strategy from now on (or goes): a second caller would get that.
+        raise Unsupported(f"{what} makes the RunConfig, and is used elsewhere too", call, UNSUPPORTED_USE)
+    if strategy is None:
+        rest = [s for s in function.body.body[:-1] if not _is_docstring_line(s)]
+        if rest:
+            raise Unsupported(f"{what} does more than make the RunConfig (`{_emit.code(rest[0]).strip()[:60]}`), "
+                              "which the Keras program would lose", rest[0], UNSUPPORTED_USE)
+    return ConfigFactory(function, call, last, values, strategy), binding
+
+
+def _is_docstring_line(statement: cst.BaseStatement) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 and isinstance(
+        statement.body[0], cst.Expr) and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+
+
+def _is_read(ctx: RewriteContext, node: cst.Name) -> bool:
+    parent = ctx.parent(node)
+    if isinstance(parent, cst.Attribute) and parent.attr is node:
+        return False
+    if isinstance(parent, cst.Arg) and parent.keyword is node:
+        return False
+    return True
 
 
 def _config_not_followed(ctx: RewriteContext, unit: EstimatorUnit, config: cst.BaseExpression) -> str:
@@ -1686,14 +1798,17 @@ def _replaced_run_config(ctx: RewriteContext, node: cst.BaseExpression, _depth: 
 _STABLE = (cst.Name, cst.Attribute, cst.SimpleString, cst.Integer, cst.Float)
 
 
-def _config_setting_read(ctx: RewriteContext, read: cst.CSTNode | None, settings: dict[str, cst.Arg]):
+def _config_setting_read(ctx: RewriteContext, read: cst.CSTNode | None, settings: dict[str, cst.Arg],
+                         factory: bool = False):
     """``run_config.model_dir`` where the RunConfig was given ``model_dir=args.job_dir``: the
-    setting's value, read in place of the attribute (the RunConfig goes)."""
+    setting's value, read in place of the attribute (the RunConfig goes). ``factory``: the
+    settings were written in a function of the program, their names made the call's values
+    where they are read (``_config_factory``)."""
     parent = ctx.parent(read) if read is not None else None
     if not (isinstance(parent, cst.Attribute) and parent.value is read):
         return None
     arg = settings.get(parent.attr.value)
-    if arg is None or not isinstance(arg.value, _STABLE) or ctx.path_of(arg.value) != ctx.path_of(read):
+    if arg is None or not isinstance(arg.value, _STABLE) or ctx.path_of(arg.value) != ctx.path_of(read) and not factory:
         return None
     if isinstance(ctx.parent(parent), cst.AssignTarget) or not isinstance(read, cst.Name):
         return None
@@ -2222,6 +2337,49 @@ class ConversionPlan:
             self._prepare_factory_sites()
         if unit.container is not None:
             self._prepare_container()
+        if unit.config_factory is not None:
+            self._prepare_config_factory()
+
+    def _prepare_config_factory(self) -> None:
+        """The function that made the RunConfig: its settings are read where it is called (its
+        parameters become the call's values). When it computes the strategy itself, it returns
+        that instead, renamed for it (``create_run_config`` -> ``create_strategy``), and its call
+        binds the strategy's name; otherwise it goes, with its call."""
+        unit, ctx = self.unit, self.ctx
+        made = unit.config_factory
+        function, call = made.function, made.call
+        config = made.returned.body[0].value
+        for arg in config.args:
+            for node in _emit.walk(arg.value):
+                if isinstance(node, cst.Name) and node.value in made.values and _is_read(ctx, node) \
+                        and node.value != made.strategy:
+                    self.replace(node, made.values[node.value].deep_clone())
+        site = unit.config_binding.statement if unit.config_binding is not None else None
+        bound = [_emit.statement("{n} = {v}", n=name, v=value.deep_clone()) for value, name in unit.config_bound]
+        if made.strategy is None:
+            self.remove_statement(function)
+            if site is not None:
+                self.replace_statement(site, bound)
+            return
+        name = function.name.value
+        renamed = name.replace("run_config", "strategy").replace("config", "strategy")
+        if renamed != name and renamed not in self.names_taken():
+            self.replace(function.name, cst.Name(renamed))
+            func = call.func
+            self.replace(func, cst.Name(renamed) if isinstance(func, cst.Name) else func.with_changes(attr=cst.Name(renamed)))
+        else:
+            renamed = name
+        self.replace_statement(made.returned, [_emit.statement(f"return {made.strategy}").with_changes(
+            leading_lines=made.returned.leading_lines)])
+        func = _emit.code(call.func).rpartition(".")[0]
+        called = call.with_changes(func=_emit.expr(f"{func}.{renamed}" if func else renamed))
+        statement = _emit.statement("{n} = {v}", n=made.strategy, v=called)
+        if site is not None:
+            self.replace_statement(site, [statement.with_changes(leading_lines=site.leading_lines), *bound])
+        else:
+            self.before_build.insert(0, statement)
+        self.fixed(call, "E2K001", f"RunConfig made by `{name}(...)` -> its settings where it is called, its "
+                                    f"strategy returned by `{renamed}(...)`")
 
     def _prepare_container(self) -> None:
         """An Estimator of a dict or list literal: its model is built above the literal and

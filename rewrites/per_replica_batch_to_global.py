@@ -583,12 +583,21 @@ def _scale_factory_calls(code: cst.CSTNode, batches: list[cst.Call], plan, ctx, 
             if arg is None:
                 return False  # left at its default: no argument to scale
             scope = ctx.scope(call)
-            if not plan.replicas_of_model and (scope is None or strategy not in scope):
+            if not plan.replicas_of_model and (scope is None or strategy not in scope) \
+                    and not _bound_by_config_factory(plan, ctx, strategy, scope):
                 return False  # the strategy is not visible where the factory is called
             scaled.append(arg.value)
     for value in {id(v): v for v in scaled}.values():
         plan.replace(value, _scaled(value, strategy))
     return True
+
+
+def _bound_by_config_factory(plan, ctx, strategy: str, scope) -> bool:
+    """``strategy`` is the name the call of the function that made the RunConfig binds in
+    ``scope`` (``distribution_strategy = create_strategy(args)``, ``_prepare_config_factory``)."""
+    made, binding = plan.unit.config_factory, plan.unit.config_binding
+    return made is not None and made.strategy == strategy and binding is not None \
+        and scope is not None and ctx.scope(binding.statement) is scope
 
 
 def _batch_parameter(code: cst.CSTNode, batches: list[cst.Call], plan, ctx, reads: "_Reads") -> bool:

@@ -76,7 +76,21 @@ run_experiment(experiment_fn, run_config=tf.estimator.RunConfig(model_dir="m"), 
 
 
 def test_run_config_made_by_a_function(rules):
+    # Converted since the settings are read where the function is called (test_config_factory);
+    # one that computes a setting from its own locals is still refused, naming the setting.
     messages = findings(rules, '''
+def create_run_config(model_dir):
+    directory = model_dir + "/run"
+    return tf.estimator.RunConfig(model_dir=directory, tf_random_seed=7)
+
+
+def main():
+    run_config = create_run_config("m")
+    estimator = tf.estimator.Estimator(model_fn, config=run_config, params={"n": 1})
+    estimator.train(input_fn, steps=3)
+''')
+    assert any("`model_dir` reads `directory`, which `create_run_config(...)` computes" in m for m in messages), messages
+    result = rewrite_source((MODEL_FN + '''
 def create_run_config(model_dir):
     return tf.estimator.RunConfig(model_dir=model_dir, tf_random_seed=7)
 
@@ -85,8 +99,9 @@ def main():
     run_config = create_run_config("m")
     estimator = tf.estimator.Estimator(model_fn, config=run_config, params={"n": 1})
     estimator.train(input_fn, steps=3)
-''')
-    assert any("it is made by `create_run_config(...)`" in m for m in messages), messages
+''').encode(), "task.py", rules)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert 'ModelDirCheckpoints(model, "m", save_secs=600)' in result.new.decode()
 
 
 FACTORY = '''\
