@@ -158,7 +158,8 @@ class Job:
         # The syntactic pre-filter: most files that mention "estimator" build none (_prefilter).
         screening = screen(source, rules.constructor_paths(), bool(module_rules))
         self.requested = program is not None and bool(program.requests_for(path))
-        if (self.requested or force) and not screening.error:
+        told = program is not None and bool(program.left_for(path))  # its model_fn left: said there
+        if (self.requested or told or force) and not screening.error:
             screening = dataclasses.replace(screening, parse=True, units=True)  # its model_fn converts for another file
         self.screening = screening
         if screening.error:

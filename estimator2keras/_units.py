@@ -752,11 +752,17 @@ def _not_followed(ctx: RewriteContext, node: cst.BaseExpression) -> str:
         if bound is None and isinstance(node, cst.Name) and _single_assignment(ctx, node) is None:
             scope = ctx.scope(node)
             if scope is not None and not scope.assignments[node.value] and not hasattr(builtins, node.value):
+                if not scope[node.value]:
+                    return (f"`{node.value}` is defined nowhere the program can see: Python raises a NameError "
+                            "here (a missing import?)")
                 return f"`{node.value}` is not defined here"
         if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
             scope = ctx.scope(node.value)
             if scope is not None and not scope.assignments[node.value.value] and \
                     not hasattr(builtins, node.value.value):
+                if not scope[node.value.value]:
+                    return (f"`{node.value.value}` (of `{_emit.code(node)}`) is defined nowhere the program can see: "
+                            "Python raises a NameError here (a missing import?)")
                 return f"`{node.value.value}` (of `{_emit.code(node)}`) is not defined here"
     if isinstance(call, cst.Call) and isinstance(call.func, (cst.Name, cst.Attribute)):
         function = resolve(ctx, call.func)
@@ -1290,6 +1296,7 @@ def find_units(ctx: RewriteContext, owners: dict[str, type[UnitRule]]) -> Iterat
         except Unsupported as exc:
             exc.node = exc.node or call
             exc.code = exc.code or UNSUPPORTED_USE
+            exc.estimator_calls = [call]
             yield exc
 
 
@@ -2732,6 +2739,7 @@ def convert_units(ctx: RewriteContext) -> None:
     for group in _groups(ctx, found):
         if isinstance(group, Unsupported):
             ctx.mark(group.node, group.reason, group.code)
+            _mark_model_fns_left(ctx, getattr(group, "estimator_calls", []), group)
             continue
         if any(ctx.is_suppressed(unit.call, unit.owner.code) for unit in group):
             continue  # `# e2k: ignore` on the Estimator: the whole unit stays as it is
@@ -2758,6 +2766,7 @@ def convert_units(ctx: RewriteContext) -> None:
                 # the Estimator and the code left with it are.
                 where = f"{os.path.basename(ctx.path_of(exc.node))}:{ctx.position(exc.node)[0]}"
                 ctx.mark(group[0].call, f"not converted: {exc.reason} ({where})", exc.code or UNSUPPORTED_USE)
+            _mark_model_fns_left(ctx, [unit.call for unit in group], exc)
             for node, reason, code in getattr(exc, "also", ()):  # the unit's other blockers
                 ctx.mark(node, reason, code)
             if len(group) > 1:
@@ -2771,6 +2780,8 @@ def convert_units(ctx: RewriteContext) -> None:
         converted = True
     if ctx.program is not None and ctx.program.requests_for(ctx.path):
         converted = _convert_requested(ctx) or converted
+    elif ctx.program is not None and ctx.program.left_for(ctx.path):
+        _mark_left_by_consumers(ctx)
     if converted:
         for path in ctx.resolved_modules():  # a module no query reached has nothing converted
             ctx.current = path
@@ -2778,6 +2789,39 @@ def convert_units(ctx: RewriteContext) -> None:
                 _after_conversion(ctx)
             finally:
                 ctx.current = ctx.path
+
+
+def _mark_model_fns_left(ctx: RewriteContext, calls: list[cst.Call], exc: Unsupported) -> None:
+    """A model_fn of another module left with its refused Estimator: said there too, where its
+    Estimator API is left (``mnist.model_fn`` given to an Estimator in main.py)."""
+    for call in calls:
+        try:
+            value = bind_arguments(call, ("model_fn", "model_dir", "config", "params", "warm_start_from")).get("model_fn")
+        except Unsupported:
+            continue
+        current, ctx.current = ctx.current, ctx.path_of(call)  # names resolved in the Estimator's module
+        try:
+            fn = resolve(ctx, value.value) if value is not None and isinstance(value.value, (cst.Name, cst.Attribute)) else None
+        finally:
+            ctx.current = current
+        where = f"{os.path.basename(ctx.path_of(call))}:{ctx.position(call)[0]}"
+        message = f"left as it is with its Estimator ({where}), which is not converted: {exc.reason}"
+        if isinstance(fn, cst.FunctionDef) and ctx.path_of(fn) != ctx.path_of(call) \
+                and (exc.node is None or ctx.path_of(exc.node) != ctx.path_of(fn)):
+            ctx.mark(fn, message, exc.code or UNSUPPORTED_USE)
+        elif fn is None and value is not None and ctx.program is not None:
+            # Converted file by file (analysis.program): the model_fn's file is told, and says it.
+            located = ctx.program.locate(ctx, value.value)
+            if located is not None:
+                ctx.program.leave(*located, message, exc.code or UNSUPPORTED_USE)
+
+
+def _mark_left_by_consumers(ctx: RewriteContext) -> None:
+    """This file's model_fns whose Estimator, in another file, is refused (``Program.leave``)."""
+    for name, (message, code) in ctx.program.left_for(ctx.path).items():
+        for statement in ctx.module.body:
+            if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
+                ctx.mark(statement, message, code)
 
 
 def _after_conversion(ctx: RewriteContext) -> None:
@@ -2939,7 +2983,9 @@ def _groups(ctx: RewriteContext, found: list) -> Iterator[list[EstimatorUnit] | 
         reasons = [refused[id(u)] for u in group if id(u) in refused]
         if reasons:
             for unit in group:
-                yield refused.get(id(unit)) or Unsupported(_together(unit, group, ctx), unit.call, UNSUPPORTED_USE)
+                exc = refused.get(id(unit)) or Unsupported(_together(unit, group, ctx), unit.call, UNSUPPORTED_USE)
+                exc.estimator_calls = [unit.call]
+                yield exc
             continue
         yield sorted(group, key=lambda u: ctx.position(u.call))
 

@@ -176,7 +176,7 @@ est.train(input_fn=train_input_fn, steps=3)
     pytest.param('''
 est = tf.estimator.Estimator(model_fn, params={"n": 1})
 est.train(input_fn=data.input_fn, steps=3)
-''', "`data` (of `data.input_fn`) is not defined here", id="undefined-module"),
+''', "`data` (of `data.input_fn`) is defined nowhere the program can see: Python raises a NameError", id="undefined-module"),
 ])
 def test_what_is_not_followed_says_why(rules, tail, why):
     result, _ = convert(rules, tail)

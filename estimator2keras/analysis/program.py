@@ -130,6 +130,8 @@ class Program:
     #: provider path -> model_fn name -> what the consumer's committed conversion calls.
     requests: dict[str, dict[str, ForeignModelFn]] = field(default_factory=dict)
     _answers: dict[tuple[str, str], "ForeignModelFn | str"] = field(default_factory=dict)
+    #: provider path -> model_fn name -> why it is left (its consumer's Estimator is refused).
+    left: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.modules = _Modules(self.sources)
@@ -174,7 +176,15 @@ class Program:
     def request(self, foreign: ForeignModelFn) -> None:
         self.requests.setdefault(foreign.provider, {})[foreign.name] = foreign
 
+    def leave(self, provider: str, name: str, message: str, code: str) -> None:
+        """The consumer's Estimator is refused: its model_fn ``name`` of ``provider`` stays, and
+        the provider says why where it defines it."""
+        self.left.setdefault(os.path.normpath(provider), {})[name] = (message, code)
+
     # -- the provider's side --------------------------------------------------------------
+    def left_for(self, path: str) -> dict[str, tuple[str, str]]:
+        return dict(self.left.get(os.path.normpath(path), {}))
+
     def requests_for(self, path: str) -> list[ForeignModelFn]:
         return list(self.requests.get(os.path.normpath(path), {}).values())
 
@@ -264,9 +274,15 @@ def rewrite_program(paths: list[str], read: Callable[[str], bytes], rules_for: C
     sources = {os.path.normpath(p): read(p) for p in paths}
     program = Program(sources, rules_for)
     first = {p: rewrite(sources[os.path.normpath(p)], p, rules_for(p), program=program) for p in paths}
-    if not program.requests:
+    if not program.requests and not program.left:
         return list(first.values())
     results = dict(first)
+    for path in paths:
+        if program.left_for(path) and not program.requests_for(path):
+            # A model_fn left with its refused Estimator: marked with why, in its own file.
+            results[path] = rewrite(sources[os.path.normpath(path)], path, rules_for(path), program=program)
+    if not program.requests:
+        return list(results.values())
     for path in paths:
         if program.requests_for(path):
             results[path] = rewrite(sources[os.path.normpath(path)], path, rules_for(path), program=program)
