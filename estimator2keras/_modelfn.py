@@ -317,7 +317,9 @@ _NEVER_CONVERTED = frozenset({
 })
 #: tf.contrib names the conversion reads without an expression rule (TPU specs and optimizer
 #: wrappers, the global step).
-_HANDLED_CONTRIB = ("contrib.tpu.", "contrib.framework.get_or_create_global_step", "contrib.framework.get_global_step")
+#: tf.contrib code the model_fn's reading converts itself (not an expression rule's).
+_HANDLED_CONTRIB = ("contrib.tpu.", "contrib.framework.get_or_create_global_step", "contrib.framework.get_global_step",
+                    "contrib.training.create_train_op")
 
 
 def other_blockers(fn: cst.FunctionDef, ctx: RewriteContext, first: cst.CSTNode | None) -> list[tuple[cst.CSTNode, str]]:

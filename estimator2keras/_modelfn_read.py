@@ -206,6 +206,11 @@ def _unpacked(d: _Def | None, name: str) -> int | None:
     return None
 
 
+#: Calls that run the UPDATE_OPS: under control dependencies, and the contrib train_op makers,
+#: which run the collection unless given `update_ops=` (an explicit list is refused there).
+RUN_UPDATE_OPS = frozenset({"control_dependencies", "contrib.training.create_train_op", "contrib.layers.optimize_loss"})
+
+
 def _has_tf2_home(path: str) -> bool:
     """Is the contrib API path one the symbol table spells with a TF2 name (the same object)?"""
     from estimator2keras._symbols import table
@@ -1501,7 +1506,8 @@ class _ModelReader(BlockReading):
         for inner in iter_calls(helper.body):
             path = self.ctx.call_api_path(inner)
             role = self.role(inner) if path else None
-            if (path or "").startswith("contrib.") and self.ctx.rules.expression_role(path) is None:
+            if (path or "").startswith("contrib.") and self.ctx.rules.expression_role(path) is None \
+                    and path != "contrib.training.create_train_op":  # read as the train_op (as_minimize)
                 # tf.contrib is gone from TF2: left in the Keras model, the helper would not even run.
                 self.refuse(call, f"`{helper.name.value}(...)` calls `{_emit.code(inner.func)}` (tf.contrib), which e2k does "
                                   "not convert")
@@ -1767,7 +1773,7 @@ class _ModelReader(BlockReading):
         """The model_fn (for a block's layers too) runs its train_op under control
         dependencies, itself or in a function of the program it calls (``train_op =
         make_train_op(loss, mode)``, whose `with tf.control_dependencies(update_ops):` ran them)."""
-        return any(self.ctx.call_api_path(call) == "control_dependencies" for call in self.model_fn_calls())
+        return any(self.ctx.call_api_path(call) in RUN_UPDATE_OPS for call in self.model_fn_calls())
 
     def model_fn_calls(self):
         """The calls of the model_fn (the root's, for a block) and of the functions of the

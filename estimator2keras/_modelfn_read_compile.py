@@ -41,6 +41,7 @@ class _CompileReader:
                 self.refuse(train_op, "the train_op is not computed in the model_fn")
             self.consumed.add(d.small)
             minimize, at = d.value, d.index
+        minimize = self.as_minimize(minimize)
         if isinstance(minimize, cst.Call) and isinstance(minimize.func, cst.Attribute) and minimize.func.attr.value == "apply_gradients":
             return self.read_apply_gradients(minimize, loss_expr, at)
         if isinstance(minimize, cst.Call) and self.role(minimize) == "optimize_loss":
@@ -71,7 +72,41 @@ class _CompileReader:
         if self.role(receiver) != "optimizer":
             self.refuse(receiver, _not_an_optimizer(receiver))
         self.check_momentum_schedule(receiver, at)
+        self._check_hand_schedule(receiver, "the model_fn")
         return self.translate("optimizer", receiver), self.builder_slice([], at, extra=[receiver])
+
+    def _check_hand_schedule(self, optimizer: cst.Call, what: str) -> None:
+        """The optimizer is given a value computed from the global step otherwise than by a
+        schedule e2k converts: refused (the Keras builder would compute it once)."""
+        schedules = [c for c in iter_calls(optimizer) if c is not optimizer and self.role(c) == "schedule"]
+        for call in iter_calls(optimizer):
+            if self.ctx.call_api_path(call) in GLOBAL_STEP and not self.ctx.within(call, schedules):
+                self.refuse(call, f"{what} gives its optimizer a value computed from the global step by the program: "
+                                  "a learning rate schedule written by hand, which e2k has no Keras rule for (write "
+                                  "it as a tf.keras.optimizers.schedules.LearningRateSchedule)")
+
+    def as_minimize(self, value):
+        """``tf.contrib.training.create_train_op(loss, optimizer)`` as what it computed:
+        ``optimizer.minimize(loss, global_step)`` after the UPDATE_OPS (batch norm's moving
+        averages, which Keras updates in fit), its loss checked for NaN (Keras's fit stops on
+        a NaN loss only with TerminateOnNaN). Other arguments of it are refused by name."""
+        if not (isinstance(value, cst.Call) and self.ctx.call_api_path(value) == "contrib.training.create_train_op"):
+            return value
+        from estimator2keras._units import bind_arguments
+
+        signature = ("total_loss", "optimizer", "global_step", "update_ops", "variables_to_train",
+                     "transform_grads_fn", "summarize_gradients", "gate_gradients", "aggregation_method",
+                     "colocate_gradients_with_ops", "check_numerics")
+        args = {k: a.value for k, a in bind_arguments(value, signature).items()}
+        for name in args.keys() - {"total_loss", "optimizer", "global_step", "summarize_gradients", "check_numerics"}:
+            self.refuse(args[name], f"`create_train_op({name}=...)` is not converted")
+        if "total_loss" not in args or "optimizer" not in args:
+            self.refuse(value, "`create_train_op` is not given its loss and optimizer")
+        given = [cst.Arg(args["total_loss"])]
+        if "global_step" in args:
+            given.append(cst.Arg(args["global_step"], keyword=cst.Name("global_step")))
+        optimizer = args["optimizer"]
+        return cst.Call(cst.Attribute(optimizer, cst.Name("minimize")), given)
 
     def _train_op_helper(self, call: cst.Call) -> cst.FunctionDef | None:
         from estimator2keras._units import resolve
@@ -104,7 +139,7 @@ class _CompileReader:
                 bound[p.name.value] = p.default
         modes = {k for k, v in bound.items() if isinstance(v, cst.Name) and v.value == "mode"}
         env: dict[str, cst.BaseExpression] = {}
-        returned = self._train_op_statements(list(helper.body.body), helper, what, modes, env)
+        returned = self.as_minimize(self._train_op_statements(list(helper.body.body), helper, what, modes, env))
         if not (isinstance(returned, cst.Call) and isinstance(returned.func, cst.Attribute)
                 and returned.func.attr.value == "minimize"):
             self.refuse(call, f"{what} does not return `optimizer.minimize(loss, global_step)`")
@@ -126,6 +161,7 @@ class _CompileReader:
         if not (isinstance(receiver, cst.Call) and self.role(receiver) == "optimizer"):
             self.refuse(returned, f"the optimizer {what} minimizes with is not a tf.train optimizer e2k converts")
         self.check_momentum_schedule(receiver, at)
+        self._check_hand_schedule(receiver, what)
         optimizer = self.translate("optimizer", receiver)
         # The function's names, as the call gives them (its locals, as they were computed).
         replacements: dict = {}
@@ -147,6 +183,11 @@ class _CompileReader:
                 else:
                     break
             if value is not node:
+                steps = [c for c in iter_calls(value) if self.ctx.call_api_path(c) in GLOBAL_STEP]
+                if steps:
+                    self.refuse(call, f"{what} gives its optimizer `{_emit.code(value)}`, computed from the global step "
+                                      "by the program: a learning rate schedule written by hand, which e2k has no Keras "
+                                      "rule for (write it as a tf.keras.optimizers.schedules.LearningRateSchedule)")
                 if any(isinstance(n, cst.Name) and n.value in env for n in _walk(value)):
                     self.refuse(call, f"{what} computes its optimizer's settings in several steps, which e2k does not "
                                       "write out")
@@ -163,14 +204,14 @@ class _CompileReader:
         return optimizer, self.builder_slice([], at, extra=list(replacements.values()))
 
     def _train_op_statements(self, body: list, helper: cst.FunctionDef, what: str, modes: set[str],
-                             env: dict) -> cst.BaseExpression | None:
+                             env: dict, mode: str = "train", made: str = "the train_op") -> cst.BaseExpression | None:
         """The value the statements return as TRAIN runs them; their assignments into ``env``."""
         for index, statement in enumerate(body):
             if isinstance(statement, cst.If):
                 param = next(iter(modes), None)
-                train = self._mode_test(statement.test, param, "train") if param is not None else None
+                train = self._mode_test(statement.test, param, mode) if param is not None else None
                 if train is None:
-                    self.refuse(statement, f"{what} makes the train_op under an `if` that does not test the mode")
+                    self.refuse(statement, f"{what} makes {made} under an `if` that does not test the mode")
                 if train:
                     taken = list(statement.body.body)
                 elif isinstance(statement.orelse, cst.If):
@@ -179,18 +220,18 @@ class _CompileReader:
                     taken = list(statement.orelse.body.body)
                 else:
                     taken = []
-                returned = self._train_op_statements(taken, helper, what, modes, env)
+                returned = self._train_op_statements(taken, helper, what, modes, env, mode, made)
                 if returned is not None:
                     return returned
                 continue
             if isinstance(statement, cst.With) and len(statement.items) == 1 and isinstance(statement.items[0].item, cst.Call) \
                     and (self.ctx.call_api_path(statement.items[0].item) or "").endswith("control_dependencies"):
-                returned = self._train_op_statements(list(statement.body.body), helper, what, modes, env)
+                returned = self._train_op_statements(list(statement.body.body), helper, what, modes, env, mode, made)
                 if returned is not None:
                     return returned
                 continue
             if not isinstance(statement, cst.SimpleStatementLine):
-                self.refuse(statement, f"{what} makes the train_op with a `{type(statement).__name__.lower()}`, which "
+                self.refuse(statement, f"{what} makes {made} with a `{type(statement).__name__.lower()}`, which "
                                        "e2k does not read")
             for small in statement.body:
                 if isinstance(small, cst.Return):
@@ -205,7 +246,7 @@ class _CompileReader:
                     continue  # a summary: TensorBoard's, which the Keras callback writes its own way
                 if not (isinstance(small, cst.Assign) and len(small.targets) == 1
                         and isinstance(small.targets[0].target, cst.Name)):
-                    self.refuse(small, f"{what} has a statement e2k does not read in a function making the train_op")
+                    self.refuse(small, f"{what} has a statement e2k does not read in a function making {made}")
                 name = small.targets[0].target.value
                 if name in env:
                     self.refuse(small, f"`{name}` is assigned twice in {what}")
@@ -430,6 +471,14 @@ class _CompileReader:
             for name in self.names_read(d.value):
                 if name.value in ("features", "labels"):
                     self.refuse(name, "the optimizer depends on the features or labels")
+            if not (isinstance(d.value, cst.Call) and self.role(d.value) == "schedule") and any(
+                    self.ctx.call_api_path(c) in GLOBAL_STEP for c in iter_calls(d.value)):
+                # `lr = learn_rate(params, tf.train.get_global_step())`: the builder would compute
+                # it once, where the Estimator computed it at every step.
+                self.refuse(d.small, f"`{d.name}` is computed from the global step by the program (`"
+                                     f"{_emit.code(d.value)[:60]}`): a learning rate schedule written by hand, which "
+                                     "e2k has no Keras rule for (write it as a "
+                                     "tf.keras.optimizers.schedules.LearningRateSchedule)")
             pending.extend(self._defs_read(d.value, d.index))
         return [needed[i] for i in sorted(needed)]
 
@@ -589,6 +638,8 @@ class _CompileReader:
                 self.refuse(ops, "eval_metric_ops is not a dict built in the model_fn")
             self.consumed.add(d.small)
             ops, at = d.value, d.index
+        if isinstance(ops, cst.Call) and isinstance(ops.func, cst.Name) and self._train_op_helper(ops) is not None:
+            ops = self._metrics_of_helper(ops, self._train_op_helper(ops))
         if not isinstance(ops, cst.Dict):
             self.refuse(ops, "eval_metric_ops is not a dict e2k can read")
         metrics, keys = [], []
@@ -617,6 +668,7 @@ class _CompileReader:
             if not (isinstance(value, cst.Call) and self.role(value) == "metric"):
                 self.leftover(element, f"eval metric {key!r} is not a tf.metrics call e2k converts; add it to compile(metrics=...) by hand", "E2K202")
                 continue
+            value = self._accuracy_in_order(value, value_at)
             try:
                 metric = self.translate("metric", value, key, lambda e, _at=value_at: self.derive(e, _at))
                 if isinstance(metric, MetricConversion):
@@ -628,6 +680,98 @@ class _CompileReader:
             except Unsupported as exc:
                 self.leftover(element, f"eval metric {key!r} is not converted: {exc.reason}", exc.code or "E2K202")
         return metrics, keys
+
+    def _accuracy_in_order(self, call: cst.Call, at: int) -> cst.Call:
+        """``tf.metrics.accuracy(classes, labels)``, the predictions given as the labels: the
+        same metric (it counts where the two are equal), its arguments in their places."""
+        from estimator2keras._units import bind_arguments
+
+        if (self.ctx.call_api_path(call) or "").removeprefix("compat.v1.") != "metrics.accuracy":
+            return call
+        try:
+            args = bind_arguments(call, ("labels", "predictions", "weights", "metrics_collections",
+                                         "updates_collections", "name"))
+        except Unsupported:
+            return call
+        labels, predictions = args.get("labels"), args.get("predictions")
+        if labels is None or predictions is None or not self._is_labels(predictions.value, at) \
+                or self._is_labels(labels.value, at) or self.derive(labels.value, at) is None:
+            return call
+        swapped = {id(labels): predictions, id(predictions): labels}
+        new_args = []
+        for arg in call.args:
+            other = swapped.get(id(arg))
+            if other is None:
+                new_args.append(arg)
+            else:
+                new_args.append(cst.Arg(other.value, keyword=cst.Name("labels" if arg is labels else "predictions"),
+                                        equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))))
+        return call.with_changes(args=new_args)
+
+    def _is_labels(self, expr: cst.BaseExpression, at: int) -> bool:
+        """``expr`` holds the model_fn's labels as they come (through names bound to them)."""
+        env = getattr(self, "metric_env", None) or {}
+        for _ in range(20):
+            if not isinstance(expr, cst.Name):
+                return False
+            if expr.value in env and self._in_metric_fn(expr):
+                expr, at = env[expr.value], len(self.order)
+                continue
+            d = self.latest_def(expr.value, at)
+            if d is None:
+                return expr.value == "labels"
+            if not isinstance(d.small, cst.Assign):
+                return False
+            expr, at = d.value, d.index
+        return False
+
+    def _metrics_of_helper(self, call: cst.Call, helper: cst.FunctionDef) -> cst.BaseExpression:
+        """``eval_metric_ops = eval_metrics(classes, labels, mode)``, a function of the program
+        returning the dict (under ``if mode == EVAL:`` or not): the dict EVAL gets, its names
+        replaced by what they stand for there, the function's parameters by the call's values."""
+        from estimator2keras._units import bind_arguments
+
+        what = f"`{helper.name.value}(...)`"
+        params = helper.params
+        if helper.decorators or isinstance(params.star_arg, (cst.Param, cst.ParamStar)) or params.star_kwarg \
+                or params.kwonly_params or params.posonly_params:
+            self.refuse(call, f"the eval metrics come from {what}, whose signature e2k does not read")
+        names = [p.name.value for p in params.params]
+        try:
+            bound = {k: a.value for k, a in bind_arguments(call, tuple(names)).items()}
+        except Exception:  # noqa: BLE001 - arguments that do not fit: the program's own error
+            self.refuse(call, f"the arguments of {what} cannot be matched to its parameters")
+        for p in params.params:
+            if p.name.value not in bound and p.default is not None:
+                bound[p.name.value] = p.default
+        modes = {k for k, v in bound.items() if isinstance(v, cst.Name) and v.value == "mode"}
+        env: dict[str, cst.BaseExpression] = {}
+        returned = self._train_op_statements(list(helper.body.body), helper, what, modes, env, "eval",
+                                             "the eval metrics")
+        if not isinstance(returned, cst.Dict):
+            self.refuse(call, f"{what} does not return a dict of metrics e2k can read")
+        for key in modes:
+            if any(isinstance(n, cst.Name) and n.value == key for n in _walk(returned)) \
+                    or any(isinstance(n, cst.Name) and n.value == key for v in env.values() for n in _walk(v)):
+                self.refuse(call, f"{what} computes its metrics with the mode")
+        for name, value in bound.items():
+            if name in modes:
+                continue
+            if not isinstance(value, cst.Name) or name in env:
+                self.refuse(call, f"{what} is given `{_emit.code(value)}`: e2k reads a metrics function given the "
+                                  "model_fn's names")
+            env[name] = value
+        # Read as a TPU metric_fn's dict is: its names stand for what the call and its
+        # assignments give them (derive, _read_metrics).
+        self.metric_env = env
+        if self.plan is not None:
+            from estimator2keras._units import accesses_of
+
+            reads = accesses_of(self.ctx, helper.name)
+            if reads and all(self.ctx.within(r, (self.fn,)) for r in reads):
+                self.plan.remove_statement(helper)  # only the converted model_fn used it
+            self.plan.fixed(call, "E2K202", f"the eval metrics {what} returns -> compile(metrics=...)")
+        return returned
 
     def read_predictions(self, predictions: cst.BaseExpression | None):
         """(post-model assignments, predictions expression) for predict_step, or None."""
@@ -788,3 +932,4 @@ def _not_an_optimizer(value: cst.BaseExpression | None) -> str:
         return (f"the optimizer is made by `{_emit.code(value.func)}(...)`, which is not a tf.train optimizer "
                 "e2k converts")
     return "the optimizer is not a tf.train optimizer e2k converts"
+
