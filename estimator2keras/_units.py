@@ -1154,6 +1154,9 @@ class ConfigFactory:
     #: The strategy the function computes itself (``train_distribute=distribution_strategy``,
     #: a local of it): the function then returns it, and its call binds that name.
     strategy: str | None = None
+    #: Other locals the settings read, bound once from the parameters and the module
+    #: (``session_config = ConfigProto(...)``): read as their values.
+    locals: dict[str, Binding] = field(default_factory=dict)
 
 
 @dataclass
@@ -1525,10 +1528,13 @@ def _config_factory(ctx: RewriteContext, config: cst.BaseExpression) -> tuple[Co
     names = tuple(p.name.value for p in params.params)
     given = {k: a.value for k, a in bind_arguments(call, names).items()}
     values: dict[str, cst.BaseExpression] = {}
+    locals_: dict[str, Binding] = {}
     strategy = None
     local_scope = ctx.scope(small)
-    for arg in small.value.args:
-        for node in _emit.walk(arg.value):
+
+    def read(expr: cst.BaseExpression, setting: str | None, depth: int) -> None:
+        nonlocal strategy
+        for node in _emit.walk(expr):
             if not isinstance(node, cst.Name) or not _is_read(ctx, node):
                 continue
             assignment = _single_assignment(ctx, node)
@@ -1549,23 +1555,34 @@ def _config_factory(ctx: RewriteContext, config: cst.BaseExpression) -> tuple[Co
                                       "which e2k would have to import where the function is called",
                                       node, UNSUPPORTED_USE)
                 continue  # a name of the module
-            setting = arg.keyword.value if arg.keyword is not None else None
-            if setting in ("train_distribute", "eval_distribute") and arg.value is node and strategy in (None, node.value):
+            if depth == 0 and setting in ("train_distribute", "eval_distribute") and expr is node \
+                    and strategy in (None, node.value):
                 strategy = node.value
+                continue
+            bound = resolve(ctx, node)
+            if depth == 0 and isinstance(bound, Binding) and bound.statement in function.body.body:
+                # `session_config = tf.compat.v1.ConfigProto(...)` then `session_config=session_config`:
+                # its value, read where the function is called (from its parameters and the module).
+                locals_[node.value] = bound
+                read(bound.value, setting, depth + 1)
                 continue
             raise Unsupported(f"the RunConfig's {f'`{setting}`' if setting else 'setting'} reads `{node.value}`, which "
                               f"{what} computes; e2k reads the settings where the function is called",
                               node, UNSUPPORTED_USE)
+
+    for arg in small.value.args:
+        read(arg.value, arg.keyword.value if arg.keyword is not None else None, 0)
     reads = accesses_of(ctx, function.name)
     if reads is None or any(r is not call.func for r in reads):
         # It returns the strategy from now on (or goes): a second caller would get that.
         raise Unsupported(f"{what} makes the RunConfig, and is used elsewhere too", call, UNSUPPORTED_USE)
     if strategy is None:
-        rest = [s for s in function.body.body[:-1] if not _is_docstring_line(s)]
+        rest = [s for s in function.body.body[:-1] if not _is_docstring_line(s)
+                and not any(s is b.statement for b in locals_.values())]
         if rest:
             raise Unsupported(f"{what} does more than make the RunConfig (`{_emit.code(rest[0]).strip()[:60]}`), "
                               "which the Keras program would lose", rest[0], UNSUPPORTED_USE)
-    return ConfigFactory(function, call, last, values, strategy), binding
+    return ConfigFactory(function, call, last, values, strategy, locals_), binding
 
 
 def _is_docstring_line(statement: cst.BaseStatement) -> bool:
@@ -2356,11 +2373,24 @@ class ConversionPlan:
         made = unit.config_factory
         function, call = made.function, made.call
         config = made.returned.body[0].value
+
+        def params_of(expr):
+            return {node: made.values[node.value].deep_clone() for node in _emit.walk(expr)
+                    if isinstance(node, cst.Name) and node.value in made.values and _is_read(ctx, node)}
+
         for arg in config.args:
             for node in _emit.walk(arg.value):
-                if isinstance(node, cst.Name) and node.value in made.values and _is_read(ctx, node) \
-                        and node.value != made.strategy:
+                if not isinstance(node, cst.Name) or not _is_read(ctx, node) or node.value == made.strategy:
+                    continue
+                if node.value in made.values:
                     self.replace(node, made.values[node.value].deep_clone())
+                elif node.value in made.locals:
+                    local = made.locals[node.value]
+                    self.replace(node, _emit.replace_in(local.value, params_of(local.value)))
+        for local in made.locals.values():
+            reads = accesses_of(ctx, local.target)
+            if reads and all(ctx.within(r, (config,)) for r in reads) and local.statement not in self._statements:
+                self.remove_statement(local.statement)  # only the RunConfig read it (unless a rule did)
         site = unit.config_binding.statement if unit.config_binding is not None else None
         bound = [_emit.statement("{n} = {v}", n=name, v=value.deep_clone()) for value, name in unit.config_bound]
         if made.strategy is None:

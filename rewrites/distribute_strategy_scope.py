@@ -6,7 +6,7 @@ from libcst.metadata import GlobalScope
 from estimator2keras import _emit
 from estimator2keras._rule import Case, Safety, UnitRule, Unsupported
 from estimator2keras._symbols import tf2_respellings
-from estimator2keras._units import resolve_call
+from estimator2keras._units import Binding, resolve, resolve_call
 
 STRATEGIES = {
     "distribute.MirroredStrategy": "MirroredStrategy",
@@ -33,8 +33,11 @@ class RunConfigDistributeToStrategyScope(UnitRule):
 
     A strategy made by a function of the module (`train_distribute=distribution_strategy()`,
     a function that picks `OneDeviceStrategy` or `MirroredStrategy` by the number of GPUs)
-    is called once, as `strategy = distribution_strategy()`, and each strategy its `return`s
-    give gets its TF2 name there. `tf.contrib.distribute.MirroredStrategy(num_gpus=n)`
+    is called once, as `strategy = distribution_strategy()` (or under the name the program
+    bound its call to, `distribution = get_distribution_strategy(flags.num_gpus)`), and each
+    strategy its `return`s give gets its TF2 name there; a `return None` (no GPU: official
+    models' `get_distribution_strategy`) returns `tf.distribute.get_strategy()`, the one
+    device the Estimator trained on. `tf.contrib.distribute.MirroredStrategy(num_gpus=n)`
     becomes `tf.distribute.MirroredStrategy(devices=[f"/gpu:{i}" for i in range(n)])`, the
     devices contrib's `num_gpus` meant. A strategy or None by a condition (`strategy =
     MirroredStrategy() if args.num_gpus > 1 else None`, or `strategy = None` then `if ...:
@@ -42,7 +45,9 @@ class RunConfigDistributeToStrategyScope(UnitRule):
     TensorFlow's default strategy (one device, as RunConfig(train_distribute=None) trained),
     in place of None. A strategy returned by a function another module
     defines (`distribution_utils.get_distribution_strategy(...)`) is taken as that function
-    makes it: the model is built under its scope, and that module converts on its own.
+    makes it, or TensorFlow's default strategy where it returns None (`... or
+    tf.distribute.get_strategy()`): the model is built under its scope, and that module
+    converts on its own.
 
     ## Why
     Keras has no RunConfig: a model is distributed by creating its variables, optimizer and
@@ -142,8 +147,13 @@ model.fit(input_fn())
                 plan.replace(none, _emit.expr("{tf}.distribute.get_strategy()", tf=plan.tf))
         if call is None:
             made = _made_by_function(ctx, train)
+            bound = None
+            if made is None and isinstance(train, cst.Name):
+                # `distribution = get_distribution_strategy(flags.num_gpus)` first.
+                bound = resolve(ctx, train)
+                made = _made_by_function(ctx, bound.value) if isinstance(bound, Binding) else None
             if made is not None:
-                self._from_function(unit, train, made, plan, ctx)
+                self._from_function(unit, train, made, plan, ctx, bound)
                 return
             imported = _imported_call(ctx, train)
             if imported is None:
@@ -184,6 +194,13 @@ model.fit(input_fn())
         call, binding = imported
         plan.claimed_config.update({"train_distribute", "eval_distribute"})
         plan.has_strategy = True
+        # The function may return None (`if num_gpus == 0: return None`, official models'
+        # distribution_utils): the Estimator then trained with TensorFlow's default strategy.
+        either = _emit.expr("{c} or {tf}.distribute.get_strategy()", c=call.deep_clone(), tf=plan.tf)
+        if binding is not None:
+            plan.replace(call, either)
+        else:
+            call = either
         if binding is not None:
             plan.scope_strategy = cst.Name(binding.name)
             if isinstance(ctx.scope(binding.target), GlobalScope):
@@ -191,18 +208,22 @@ model.fit(input_fn())
             anchor = binding.target
         else:
             name = _emit.unique_name("strategy", plan.names_taken())
-            plan.before_build.append(_emit.statement("{name} = {call}", name=name, call=call.deep_clone()))
+            plan.before_build.append(_emit.statement("{name} = {call}", name=name, call=call))
             plan.scope_strategy = cst.Name(name)
             if isinstance(ctx.scope(unit.statement), GlobalScope):
                 plan.strategy_name = name
             anchor = train
         plan.fixed(anchor, self.code, f"the model is built under the strategy `{_emit.code(call.func)}` returns")
 
-    def _from_function(self, unit, train, made, plan, ctx) -> None:
+    def _from_function(self, unit, train, made, plan, ctx, bound=None) -> None:
         """``train_distribute=distribution_strategy()``: each strategy the function returns gets
         its TF2 name there; the program calls the function once, before the model is built."""
         plan.claimed_config.update({"train_distribute", "eval_distribute"})
         plan.has_strategy = True
+        nones = [n for n in made if isinstance(n, cst.Name)]
+        made = [c for c in made if isinstance(c, cst.Call)]
+        for none in nones:
+            plan.replace(none, _emit.expr("{tf}.distribute.get_strategy()", tf=plan.tf))
         plan.multi_worker = any(STRATEGIES[ctx.call_api_path(c)] in MULTI_WORKER for c in made)
         for call in made:
             tf2_class = _emit.expr("{tf}.distribute.{cls}", tf=plan.tf, cls=STRATEGIES[ctx.call_api_path(call)])
@@ -211,11 +232,16 @@ model.fit(input_fn())
                 for node, new in tf2_respellings(ctx, arg, plan.tf):
                     plan.replace(node, new)
             _num_gpus(call, plan, ctx)
-        name = _emit.unique_name("strategy", plan.names_taken())
-        plan.before_build.append(_emit.statement("{name} = {call}", name=name, call=train.deep_clone()))
+        if bound is not None:
+            name = bound.name
+            if isinstance(ctx.scope(bound.target), GlobalScope):
+                plan.strategy_name = name
+        else:
+            name = _emit.unique_name("strategy", plan.names_taken())
+            plan.before_build.append(_emit.statement("{name} = {call}", name=name, call=train.deep_clone()))
+            if isinstance(ctx.scope(unit.statement), GlobalScope):
+                plan.strategy_name = name
         plan.scope_strategy = cst.Name(name)
-        if isinstance(ctx.scope(unit.statement), GlobalScope):
-            plan.strategy_name = name
         plan.fixed(train, self.code, "the model is built and compiled under the strategy the function returns")
 
 
@@ -277,11 +303,11 @@ def _made_by_function(ctx, node) -> list[cst.Call] | None:
     strategy e2k converts (chosen by the number of GPUs, say): those calls."""
     from estimator2keras._units import _single_assignment
 
-    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and not node.args):
+    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Name)):
         return None
     assignment = _single_assignment(ctx, node.func)
     function = getattr(assignment, "node", None)
-    if not isinstance(function, cst.FunctionDef) or function.decorators or function.params.params:
+    if not isinstance(function, cst.FunctionDef) or function.decorators:
         return None
     returns, stack = [], list(function.body.children)
     while stack:
@@ -293,9 +319,12 @@ def _made_by_function(ctx, node) -> list[cst.Call] | None:
         if isinstance(current, cst.Return):
             returns.append(current.value)
         stack.extend(current.children)
-    if not returns or not all(isinstance(v, cst.Call) and ctx.call_api_path(v) in STRATEGIES for v in returns):
+    # `if num_gpus == 0: return None`: no strategy, TensorFlow's default one (one device).
+    calls = [v for v in returns if isinstance(v, cst.Call) and ctx.call_api_path(v) in STRATEGIES]
+    nones = [v for v in returns if isinstance(v, cst.Name) and v.value == "None"]
+    if not calls or len(calls) + len(nones) != len(returns):
         return None
-    return returns
+    return calls + nones
 
 
 def _num_gpus(call: cst.Call, plan, ctx) -> None:

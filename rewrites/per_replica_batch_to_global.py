@@ -596,8 +596,8 @@ def _bound_by_config_factory(plan, ctx, strategy: str, scope) -> bool:
     """``strategy`` is the name the call of the function that made the RunConfig binds in
     ``scope`` (``distribution_strategy = create_strategy(args)``, ``_prepare_config_factory``)."""
     made, binding = plan.unit.config_factory, plan.unit.config_binding
-    return made is not None and made.strategy == strategy and binding is not None \
-        and scope is not None and ctx.scope(binding.statement) is scope
+    site = binding.statement if binding is not None else plan.unit.statement  # (inline: before the model)
+    return made is not None and made.strategy == strategy and scope is not None and ctx.scope(site) is scope
 
 
 def _batch_parameter(code: cst.CSTNode, batches: list[cst.Call], plan, ctx, reads: "_Reads") -> bool:

@@ -90,8 +90,16 @@ def make_config(flags_obj, seed=7):
 
 def test_what_the_keras_program_would_lose_is_refused_naming_it():
     # Another local in a setting: the settings are read where the function is called.
+    # A local bound once from its parameters is read as its value, where the function is called.
     result = rewrite(LOCAL_STRATEGY.replace("model_dir=flags_obj.model_dir", "model_dir=directory").replace(
         "    distribution = None\n", "    distribution = None\n    directory = flags_obj.model_dir + '/run'\n"))
+    assert result.status == "converted", manual(result)
+    assert "ModelDirCheckpoints(model, args.model_dir + '/run', save_steps=args.save_steps)" in result.new.decode()
+    assert "    directory = " not in result.new.decode().split("def create_strategy")[1]
+    # One computed in an `if` is not.
+    result = rewrite(LOCAL_STRATEGY.replace("model_dir=flags_obj.model_dir", "model_dir=directory").replace(
+        "    distribution = None\n", "    distribution = None\n    directory = 'a'\n"
+        "    if flags_obj.num_gpus:\n        directory = 'b'\n"))
     assert result.status == "partial"
     assert any("the RunConfig's `model_dir` reads `directory`, which `create_run_config(...)` computes" in m
                for m in manual(result)), manual(result)

@@ -81,6 +81,8 @@ def test_run_config_made_by_a_function(rules):
     messages = findings(rules, '''
 def create_run_config(model_dir):
     directory = model_dir + "/run"
+    if model_dir == "m":
+        directory = "other"
     return tf.estimator.RunConfig(model_dir=directory, tf_random_seed=7)
 
 

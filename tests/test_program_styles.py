@@ -369,10 +369,19 @@ def test_a_strategy_returned_by_a_function_of_the_program(rules):
 
 
 def test_a_function_returning_something_else_than_a_strategy_is_refused(rules):
-    result, new = convert(rules, _STRATEGY_PROGRAM.replace("{returned}", "None"))
+    result, new = convert(rules, _STRATEGY_PROGRAM.replace("{returned}", '"mirrored"'))
     assert result.status == "partial"
     assert any(f.code == "E2K601" for f in result.findings)
     assert "tf.estimator.RunConfig(train_distribute=distribution_strategy())" in new
+
+
+def test_a_function_returning_a_strategy_or_none_returns_the_default_strategy_for_none(rules):
+    # Official models' get_distribution_strategy: `if num_gpus == 0: return None`, the
+    # Estimator then trained on one device, which is TensorFlow's default strategy.
+    result, new = convert(rules, _STRATEGY_PROGRAM.replace("{returned}", "None"))
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert "    return tf.distribute.get_strategy()\n" in new
+    assert "strategy = distribution_strategy()\nwith strategy.scope():" in new
 
 
 def test_a_strategy_made_by_an_imported_function_is_taken_as_it_comes(rules):
@@ -385,7 +394,8 @@ def test_a_strategy_made_by_an_imported_function_is_taken_as_it_comes(rules):
     source = source.replace("tf.contrib.distribute.OneDeviceStrategy", "tf.distribute.OneDeviceStrategy")
     result, new = convert(rules, source.replace("{returned}", "None"))
     assert result.status == "converted", [f.format() for f in result.findings]
-    assert "strategy_made = distribution_utils.get_distribution_strategy(num_gpus=2)\n" in new
+    # It may return None (official models' does, for no GPU): the default strategy then.
+    assert "strategy_made = distribution_utils.get_distribution_strategy(num_gpus=2) or tf.distribute.get_strategy()\n" in new
     assert "with strategy_made.scope():\n    model = build_model()" in new
     assert "batch(2 * strategy_made.num_replicas_in_sync)" in new
 
