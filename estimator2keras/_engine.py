@@ -309,11 +309,16 @@ def _finish(
             _report_left(result, references, lines, suppressions, suppressed)
         elif not told:
             # A file left partial for another reason still names each tf.contrib call it keeps
-            # where no finding stands (TensorFlow 2 has none: every one is a blocker).
+            # where no finding stands (TensorFlow 2 has none: every one is a blocker), and each
+            # reference in a function or class no finding speaks of (a SessionRunHook class
+            # left beside a converted Estimator that a warning made "partial": fail closed).
             marked = {f.line for f in result.manual}
-            contrib = [r for r in references if _leftovers.is_contrib(r) and lines(r.line)[0] not in marked]
-            if contrib:
-                _report_left(result, contrib, lines, suppressions, suppressed)
+            after = parsed_new if parsed_new is not None else _leftovers.parse(new)
+            silent = _silent_definitions(after, lines, marked) if after is not None else ()
+            left = [r for r in references if lines(r.line)[0] not in marked and (
+                _leftovers.is_contrib(r) or any(first <= r.line <= last for _, first, last in silent))]
+            if left:
+                _report_left(result, left, lines, suppressions, suppressed)
     if result.manual or references:
         if tree is None:
             tree = _leftovers.parse(source)
@@ -325,6 +330,42 @@ def _finish(
     if new != source and _leftovers.mentions_estimator(source):
         result.converted_definitions = _converted_definitions(result, tree, parsed_new)
     return result
+
+
+def _silent_definitions(after: ast.Module, lines: _leftovers.LineMap, marked: set[int]):
+    """The top-level functions and classes of the new file (their lines there) that no
+    finding speaks for: none of their lines is marked (``marked``: lines of the original file),
+    nor those of any code they are connected to by name (the model_fn a refused Estimator
+    reads is its unit's, said once where the unit was refused)."""
+    definitions = [(name, first, last) for name, first, last in _leftovers.top_level_definitions(after)]
+    names = {name for name, _, _ in definitions}
+    parent = {name: name for name in [*names, "<module>"]}
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def reads(node) -> set[str]:
+        return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in names}
+
+    spans = {name: (first, last) for name, first, last in definitions}
+    for statement in _leftovers._module_statements(after.body):
+        owner = statement.name if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+            and statement.name in spans else "<module>"
+        for other in reads(statement):
+            parent[find(other)] = find(owner)
+    spoken = set()
+    inside = set()
+    for name, (first, last) in spans.items():
+        span = {lines(n)[0] for n in range(first, last + 1)}
+        inside |= span
+        if span & marked:
+            spoken.add(find(name))
+    if marked - inside:
+        spoken.add(find("<module>"))
+    return [(name, first, last) for name, first, last in definitions if find(name) not in spoken]
 
 
 def _converted_definitions(result: FileResult, tree: ast.Module | None, after: ast.Module | None = None

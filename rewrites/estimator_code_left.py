@@ -20,7 +20,11 @@ class EstimatorCodeLeft(Diagnostic):
 
     Each reference is reported once, as `E2K905 Estimator API left: tf.estimator.EstimatorSpec`,
     where the original file has it, unless another finding already leaves that line for a
-    human. The file is "partial", so `e2k rewrite --check` exits 1.
+    human. The file is "partial", so `e2k rewrite --check` exits 1. In a file that other
+    findings already make partial, it still speaks for each function or class no finding
+    speaks for, nor any code connected to it by name (an unused `SessionRunHook` class left
+    beside an Estimator converted with a warning); the model_fn of an Estimator that was
+    refused is that Estimator's, and is not repeated line by line.
 
     When a directory is rewritten, a file that calls a function of another module of the
     same tree (`from . import model`, `import trainer.model as model`, `import model`...)

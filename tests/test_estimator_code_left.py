@@ -274,3 +274,41 @@ class RegressionEstimator(tf.estimator.Estimator):
     assert result.status == "partial"
     base = [f for f in result.findings if f.line == 4]
     assert base and "class `RegressionEstimator` derives from it" in base[0].message, [f.message for f in result.findings]
+
+
+def test_code_a_warning_does_not_speak_for_is_still_reported(rules):
+    # A tester's program: the Estimator converted with a warning (E2K101, RMSProp on an
+    # embedding), which made the file "partial"; an unused SessionRunHook class beside it got
+    # no finding, and the file crashed on import on the newest TF.
+    source = b"""\
+import tensorflow as tf
+
+
+class LossLoggerHook(tf.estimator.SessionRunHook):
+    def after_run(self, run_context, run_values):
+        print(run_values.results)
+
+
+def model_fn(features, labels, mode):
+    table = tf.compat.v1.get_variable("table", [10, 4])
+    embedded = tf.reduce_mean(tf.nn.embedding_lookup(table, features["ids"]), axis=1)
+    logits = tf.compat.v1.layers.dense(embedded, 2)
+    loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, logits)
+    train_op = tf.compat.v1.train.RMSPropOptimizer(0.01).minimize(loss, tf.compat.v1.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def main():
+    est = tf.estimator.Estimator(model_fn)
+    est.train(lambda: tf.data.Dataset.from_tensor_slices(({"ids": [[1, 2]]}, [1])).repeat().batch(1), steps=2)
+"""
+    result = rewrite_source(source, "prog.py", rules)
+    assert result.status == "partial"
+    codes = {(f.line, f.code) for f in result.findings if f.kind == "manual"}
+    assert any(code == "E2K101" for _, code in codes), codes  # the warning
+    assert (4, "E2K905") in codes, codes  # and the class left
+    # A refused unit's model_fn is its unit's: not repeated line by line.
+    refused = rewrite_source(source.replace(b"est.train(", b"est.train_twice("), "prog.py", rules)
+    assert refused.status == "partial"
+    assert not any(f.code == "E2K905" and 9 <= f.line <= 15 for f in refused.findings), \
+        [f.format() for f in refused.findings]
