@@ -317,6 +317,81 @@ model.fit(input_fn(shuffle=True))
 print(model.evaluate(input_fn(batch_size=4), return_dict=True))
 ''',
         ),
+        Case(
+            id="crash-course-input-fn",
+            before='''\
+import numpy as np
+import tensorflow as tf
+
+
+def my_input_fn(features, targets, batch_size=1, shuffle=True, num_epochs=None):
+    features = {key: np.array(value) for key, value in dict(features).items()}
+    ds = tf.data.Dataset.from_tensor_slices((features, targets))
+    ds = ds.batch(batch_size).repeat(num_epochs)
+    if shuffle:
+        ds = ds.shuffle(buffer_size=1000)
+    features, labels = tf.compat.v1.data.make_one_shot_iterator(ds).get_next()
+    return features, labels
+
+
+def model_fn(features, labels, mode):
+    predictions = tf.compat.v1.layers.dense(features["rooms"][:, None], 1)
+    loss = tf.compat.v1.losses.mean_squared_error(labels[:, None], predictions)
+    train_op = tf.compat.v1.train.GradientDescentOptimizer(0.01).minimize(loss, tf.compat.v1.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+rooms = {"rooms": np.arange(8, dtype=np.float32)}
+values = np.arange(8, dtype=np.float32)
+regressor = tf.estimator.Estimator(model_fn)
+regressor.train(input_fn=lambda: my_input_fn(rooms, values, batch_size=2), steps=5)
+''',
+            after='''\
+import numpy as np
+import tensorflow as tf
+
+
+def my_input_fn(features, targets, batch_size=1, shuffle=True, num_epochs=None):
+    features = {key: np.array(value) for key, value in dict(features).items()}
+    ds = tf.data.Dataset.from_tensor_slices((features, targets))
+    ds = ds.batch(batch_size).repeat(num_epochs)
+    if shuffle:
+        ds = ds.shuffle(buffer_size=1000)
+    return ds
+
+
+class Model(tf.keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.loss_tracker = tf.keras.metrics.Mean(name="loss")
+        self.predictions = tf.keras.layers.Dense(1)
+
+    def call(self, features, training=False):
+        predictions = self.predictions(features["rooms"][:, None])
+        return predictions
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """The model_fn's loss, as the Estimator computed it on each replica's batch:
+        from the labels as the dataset gives them, which a Keras loss is not handed.
+        The Estimator's optimizer divided it by the replicas and added up their gradients."""
+        labels, predictions = y, y_pred
+        loss = tf.compat.v1.losses.mean_squared_error(labels[:, None], predictions)
+        self.loss_tracker.update_state(loss, sample_weight=tf.shape(y_pred)[0])
+        return loss / tf.distribute.get_strategy().num_replicas_in_sync
+
+
+def build_model():
+    model = Model()
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.01))
+    return model
+
+
+rooms = {"rooms": np.arange(8, dtype=np.float32)}
+values = np.arange(8, dtype=np.float32)
+model = build_model()
+model.fit(my_input_fn(rooms, values, batch_size=2), steps_per_epoch=5)
+''',
+        ),
     ]
 
     def plan(self, unit, plan, ctx) -> None:
@@ -435,8 +510,10 @@ print(model.evaluate(input_fn(batch_size=4), return_dict=True))
             names = [receiver.value, *names]
         if post and not isinstance(target, cst.Tuple) and not _one_element(dataset, fn, ctx):
             return None  # `batch = it.get_next()`: whether map gives one argument or several is not known
-        # The iterator and its tensors are used nowhere else in the function.
-        kept = [s for i, s in enumerate(body) if s not in removed and s not in post and i != index]
+        # The iterator and its tensors are used nowhere else in the function (after they are
+        # bound: `features` read before `features, labels = ...get_next()` is the parameter).
+        first = min(i for i, s in enumerate(body) if s in removed)
+        kept = [s for i, s in enumerate(body) if s not in removed and s not in post and i != index and i > first]
         if any(n.value in names for s in kept for n in _names_in(s)):
             return None
         return removed, dataset.deep_clone(), calls, target, post
@@ -485,7 +562,8 @@ print(model.evaluate(input_fn(batch_size=4), return_dict=True))
             return None
         if isinstance(node.func, cst.Attribute) and node.func.attr.value == "make_one_shot_iterator" and not node.args:
             return node.func.value
-        if ctx.call_api_path(node) == "data.make_one_shot_iterator" and len(node.args) == 1 and not node.args[0].keyword:
+        if (ctx.call_api_path(node) or "").removeprefix("compat.v1.") == "data.make_one_shot_iterator" \
+                and len(node.args) == 1 and not node.args[0].keyword:
             return node.args[0].value
         return None
 
