@@ -15,6 +15,8 @@ from estimator2keras._modelfn_read import Derived, MetricConversion, _Def, _unpa
 from estimator2keras._rule import Unsupported
 
 GLOBAL_STEP = frozenset({"train.get_global_step", "train.get_or_create_global_step"})
+#: Casts that keep the step's count (it never reaches 2**31 in training).
+STEP_CASTS = frozenset({"cast", "to_int32", "to_int64", "to_float", "dtypes.cast", "math.cast"})
 #: TF1 optimizers whose sparse updates touch the looked-up rows only, where Keras's decay all rows.
 SPARSE_DIFFERS = frozenset({"train.RMSPropOptimizer", "train.MomentumOptimizer"})
 #: Calls that give a variable a sparse (IndexedSlices) gradient.
@@ -448,6 +450,11 @@ class _CompileReader:
         self.refuse(clip, "only clip_by_norm(g, c) and clip_by_value(g, -c, c) are converted")
 
     def is_global_step(self, node: cst.BaseExpression, at: int) -> bool:
+        if isinstance(node, cst.Call) and node.args and node.args[0].keyword is None \
+                and (self.ctx.call_api_path(node) or "").removeprefix("compat.v1.") in STEP_CASTS:
+            # `tf.cast(global_step, tf.int32)` (official models' piecewise_constant): the same
+            # count, which a Keras schedule is given as the optimizer's iterations.
+            return self.is_global_step(node.args[0].value, at)
         if isinstance(node, cst.Call):
             return self.ctx.call_api_path(node) in GLOBAL_STEP
         if isinstance(node, cst.Name):

@@ -103,3 +103,30 @@ def test_a_learning_rate_the_program_computes_from_the_global_step_is_refused():
     result = rewrite_source(source.encode(), "prog.py", RuleSet.load())
     assert result.status == "partial"
     assert any("a learning rate schedule written by hand" in m for m in manual(result)), manual(result)
+
+
+def test_a_decay_of_the_global_step_cast_to_an_integer_reads_the_global_step():
+    # Official models' resnet_run_loop: piecewise_constant(tf.cast(global_step, tf.int32), ...)
+    # was refused as "the learning-rate decay does not read the global step".
+    source = '''\
+import tensorflow as tf
+
+
+def model_fn(features, labels, mode, params):
+    logits = tf.compat.v1.layers.dense(features["x"], 2)
+    loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, logits)
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    lr = tf.compat.v1.train.piecewise_constant(tf.cast(global_step, tf.int32), [5, 10], [0.1, 0.01, 0.001])
+    train_op = tf.compat.v1.train.GradientDescentOptimizer(lr).minimize(loss, global_step)
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+est = tf.estimator.Estimator(model_fn, params={})
+est.train(lambda: tf.data.Dataset.from_tensor_slices(({"x": [[1.0]]}, [1])).repeat().batch(1), steps=3)
+'''
+    result = rewrite_source(source.encode(), "prog.py", RuleSet.load())
+    assert result.status == "converted", manual(result)
+    assert "lr = tf.keras.optimizers.schedules.PiecewiseConstantDecay([5, 10], [0.1, 0.01, 0.001])" in result.new.decode()
+    result = rewrite_source(source.replace("tf.cast(global_step, tf.int32)", "tf.cast(labels, tf.int32)").encode(),
+                            "prog.py", RuleSet.load())
+    assert result.status == "partial"
