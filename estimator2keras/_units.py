@@ -1132,7 +1132,7 @@ class Use:
     """One read of the Estimator variable, classified."""
 
     name: cst.Name
-    kind: str  # "method" | "train_and_evaluate" | "other"
+    kind: str  # "method" | "train_and_evaluate" | "passed" (handed to a function of the program) | "other"
     call: cst.Call | None = None
     method: str | None = None
     #: The read stays what it is in the Keras program (``est`` of ``for name, est in
@@ -1257,6 +1257,57 @@ LEARN_RUN_CONFIG_SIGNATURE = (
 TRAIN_AND_EVALUATE = "estimator.train_and_evaluate"
 
 
+def _through_functions(ctx: RewriteContext, reached: list):
+    """``train_and_evaluate(classifier)``: an Estimator handed to a function of the program
+    called there alone, whose parameter is bound by nothing else. Its reads of the parameter
+    are the unit's uses too (the parameter holds the model in the Keras program), and the
+    argument is a use of its own (``passed``: it passes the model). (reads, the arguments,
+    the reads inside the functions)."""
+    out, passed, inside = [], set(), set()
+    for read, others in reached:
+        arg = ctx.parent(read)
+        call = ctx.parent(arg) if isinstance(arg, cst.Arg) else None
+        function = resolve(ctx, call.func) if isinstance(call, cst.Call) and call.func is not read \
+            and isinstance(call.func, (cst.Name, cst.Attribute)) and arg.value is read and not arg.star else None
+        if others or not isinstance(function, cst.FunctionDef) or function.decorators:
+            out.append((read, others))
+            continue
+        names = tuple(p.name.value for p in function.params.params)
+        try:
+            bound = bind_arguments(call, names)
+        except Unsupported:
+            out.append((read, others))
+            continue
+        param = next((p for p in function.params.params if bound.get(p.name.value) is arg), None)
+        callers = accesses_of(ctx, function.name)
+        found = reads_reached(ctx, param.name) if param is not None else None
+        if not callers or callers != [call.func] or found is None or any(o for _, o in found) \
+                or any(r is read for r, _ in found):
+            out.append((read, others))
+            continue
+        passed.add(read)
+        out.append((read, others))
+        for inner, inner_others in found:
+            inside.add(inner)
+            out.append((inner, inner_others))
+    return out, passed, inside
+
+
+def _use_text(ctx: RewriteContext, name: cst.CSTNode) -> str:
+    """How a report names a use of the Estimator it does not convert: the expression around
+    the read (``classifier.model_dir``, ``all_classifiers[...] = classifier``), cut short."""
+    node, parent = name, ctx.parent(name)
+    while isinstance(parent, (cst.Attribute, cst.Subscript, cst.Arg, cst.Call, cst.Element, cst.List, cst.Tuple)) \
+            and len(_emit.code(parent)) <= 60:
+        node, parent = parent, ctx.parent(parent)
+    text = " ".join(_emit.code(node).split())
+    if node is name:
+        statement = ctx.enclosing_statement(name)
+        if isinstance(statement, cst.SimpleStatementLine):
+            text = "; ".join(" ".join(_emit.code(small).split()) for small in statement.body)
+    return f"this use (`{text[:70]}`)"
+
+
 def _classify(ctx: RewriteContext, name: cst.Name) -> Use:
     parent = ctx.parent(name)
     if isinstance(parent, cst.Attribute) and parent.value is name:
@@ -1368,7 +1419,12 @@ def _build_unit(ctx: RewriteContext, call: cst.Call, path: str, owner: type[Unit
     from estimator2keras._added_metrics import check_earlier_evaluations, follow
 
     reached, wrappers = follow(ctx, reached)
-    unit = EstimatorUnit(owner, path, statement, call, target, args, [_classify(ctx, n) for n, _ in reached])
+    reached, passed, inside = _through_functions(ctx, reached)
+    uses = [Use(n, "passed") if n in passed else _classify(ctx, n) for n, _ in reached]
+    for use in uses:
+        if use.name in inside:
+            use.receiver = True  # the function's parameter holds the model: its calls keep it
+    unit = EstimatorUnit(owner, path, statement, call, target, args, uses)
     unit.wrappers = [w for w in wrappers if w.kind == "metrics"]
     unit.forwarded = [w for w in wrappers if w.kind == "features"]
     check_earlier_evaluations(ctx, unit)
@@ -2344,10 +2400,16 @@ class ConversionPlan:
         if self.fit_callbacks:
             self.callbacks_name()
         for use in unit.uses:
+            if use.kind == "passed":
+                # `train_and_evaluate(classifier)`: the function is handed the model.
+                if use.name.value != self.model_var:
+                    self.replace(use.name, cst.Name(self.model_var))
+                self._check_passed(use)
+                continue
             if use.name in self.claimed_hook_args:
                 continue
             if use.name not in self.claimed_uses:
-                what = f"`.{use.method}(...)`" if use.kind == "method" else "this use"
+                what = f"`.{use.method}(...)`" if use.kind == "method" else _use_text(self.ctx, use.name)
                 raise Unsupported(f"{what} of the Estimator `{unit.var}` is not converted", use.name, UNSUPPORTED_USE)
         for name, arg in unit.args.items():
             if name not in self.claimed_args:
@@ -2363,6 +2425,30 @@ class ConversionPlan:
             self._prepare_container()
         if unit.config_factory is not None:
             self._prepare_config_factory()
+
+    def _check_passed(self, use: Use) -> None:
+        """The function handed the model reads nothing the conversion binds beside it where
+        the Estimator was (its checkpoints callback, its strategy), unless those are the
+        module's names: a function's locals are not the other function's."""
+        ctx = self.ctx
+        if isinstance(ctx.scope(self.unit.statement), GlobalScope):
+            return
+        call = ctx.parent(ctx.parent(use.name))
+        function = resolve(ctx, call.func)
+        bound = {t.value for s in [*self.before_build, *self.after_build] for t in _emit.walk(s)
+                 if isinstance(t, cst.AssignTarget) and isinstance(t.target, cst.Name) for t in [t.target]}
+        if self.scope_strategy is not None:
+            bound.add(_emit.code(self.scope_strategy))
+        bound.discard(self.model_var)
+        written = [new for node, new in [*self._subst.items(), *self._statements.items()]
+                   if isinstance(function, cst.FunctionDef) and ctx.within(node, (function,))]
+        for new in written:
+            for item in new if isinstance(new, list) else [new]:
+                read = next((n.value for n in _emit.walk(item) if isinstance(n, cst.Name) and n.value in bound), None)
+                if read is not None:
+                    raise Unsupported(f"`{function.name.value}` is handed the Estimator, and its converted code would "
+                                      f"read `{read}`, which the Keras program makes where the Estimator was built "
+                                      "(another function's local)", use.name, UNSUPPORTED_USE)
 
     def _prepare_config_factory(self) -> None:
         """The function that made the RunConfig: its settings are read where it is called (its
@@ -2443,7 +2529,7 @@ class ConversionPlan:
     def _retargeted(self, original: cst.CSTNode, new: cst.CSTNode) -> cst.CSTNode:
         """``new`` (the code written for ``original``) reading the model through the receiver
         of the use it converts, where the model's variable stood."""
-        receivers = self._receivers_in(original) if self.unit.container is not None else []
+        receivers = self._receivers_in(original)
         if not receivers:
             return new
         receiver, found = receivers[0], {}

@@ -8,10 +8,13 @@ class UnconvertedEstimatorUse(Diagnostic):
 
     ## What it does
     A unit (the Estimator, its model_fn, config, specs and input_fns) converts only when
-    every use of the Estimator has a Keras counterpart. An Estimator passed to another
-    function, built without being assigned to a name, trained with hooks, or with a
-    strategy e2k does not know, keeps its TF1 code; a `# e2k: E2K902 <reason>` line marks
-    where, and the finding is reported.
+    every use of the Estimator has a Keras counterpart. An Estimator passed to a function
+    e2k cannot follow (one of another library, or of the program called from several
+    places, or whose converted code would read another function's locals; a function of
+    the program called there alone is handed the model, its calls converted), stored in a
+    dict, trained with hooks e2k has no rule for, or with a strategy e2k does not know,
+    keeps its TF1 code; a `# e2k: E2K902 <reason>` line marks where, naming the use
+    (`this use (`export_everything(estimator)`)`), and the finding is reported.
 
     ## Why
     Converting the Estimator while some of its uses still expect an Estimator would leave a
@@ -56,7 +59,7 @@ def model_fn(features, labels, mode):
 
 
 estimator = tf.estimator.Estimator(model_fn)
-# e2k: E2K902 this use of the Estimator `estimator` is not converted
+# e2k: E2K902 this use (`export_everything(estimator)`) of the Estimator `estimator` is not converted
 export_everything(estimator)
 ''',
             findings=("E2K902",),

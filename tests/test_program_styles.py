@@ -1007,3 +1007,30 @@ def test_model_to_estimator_compiled_with_a_tf1_optimizer(rules):
     result, new = convert(rules, source.replace("GradientDescentOptimizer(0.2)", "ProximalGradientDescentOptimizer(0.2)"))
     assert result.status == "partial"
     assert any("ProximalGradientDescentOptimizer" in f.message for f in result.findings), [f.format() for f in result.findings]
+
+
+def test_an_estimator_handed_to_a_function_is_the_model_there(rules):
+    # The blog's `train_and_evaluate(classifier)`: was refused as "this use of the Estimator".
+    from pathlib import Path
+
+    source = (Path(__file__).parent / "data" / "estimator_passed_to_function.py").read_text()
+    result, new = convert(rules, source)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert "    classifier.fit(input_fn(), steps_per_epoch=10)\n" in new
+    assert "model = build_model()\ntrain_and_evaluate(model)\n" in new
+    # Built in main() with a model_dir: the function would read main's checkpoints callback.
+    inside = source.replace("classifier = tf.estimator.Estimator(model_fn=model_fn, params={})\n"
+                            "train_and_evaluate(classifier)\n",
+                            "def main():\n"
+                            "    classifier = tf.estimator.Estimator(model_fn=model_fn, params={}, model_dir='/tmp/m')\n"
+                            "    train_and_evaluate(classifier)\n")
+    assert inside != source
+    result, new = convert(rules, inside)
+    assert result.status == "partial"
+    assert any("is handed the Estimator, and its converted code would read `checkpoints`" in f.message
+               for f in result.findings), [f.format() for f in result.findings]
+    # Called twice, or with other values: not followed.
+    result, _ = convert(rules, source + "train_and_evaluate(None)\n")
+    assert result.status == "partial"
+    assert any("this use (`train_and_evaluate(classifier)`)" in f.message for f in result.findings), \
+        [f.format() for f in result.findings]
