@@ -71,11 +71,10 @@ class ModelDirCheckpoints(tf.keras.callbacks.Callback):
                  save_steps=None, save_secs=None, restore=True):
         super().__init__()
         # No model_dir (None, or a flag left empty): the Estimator used a temporary directory.
-        directory = directory or tempfile.mkdtemp()
+        self.directory = directory or tempfile.mkdtemp()
         self.checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
-        self.manager = tf.train.CheckpointManager(
-            self.checkpoint, directory, max_to_keep, keep_checkpoint_every_n_hours)
-        self.writer = self.manager
+        self.keep = (max_to_keep, keep_checkpoint_every_n_hours)
+        self.manager = self.writer = tf.train.CheckpointManager(self.checkpoint, self.directory, *self.keep)
         if not model.distribute_strategy.extended.should_checkpoint:
             # Another worker than the chief of a multi-worker strategy: it saves too (the
             # variables are read collectively), but aside, as under an Estimator.
@@ -83,22 +82,33 @@ class ModelDirCheckpoints(tf.keras.callbacks.Callback):
         self.save_steps = save_steps
         self.save_secs = save_secs
         self.restored = not restore
-        latest = self.manager.latest_checkpoint
-        if restore and latest and "_CHECKPOINTABLE_OBJECT_GRAPH" not in dict(tf.train.list_variables(latest)):
+
+    def latest(self):
+        """The latest checkpoint in the directory as it is now: like the Estimator, which read
+        its model_dir when it ran, not when it was made (a program may empty it in between)."""
+        latest = tf.train.latest_checkpoint(self.directory)
+        if latest and "_CHECKPOINTABLE_OBJECT_GRAPH" not in dict(tf.train.list_variables(latest)):
             # A TF1 checkpoint by variable names: the Keras model's variables have none of them.
             raise ValueError(f"{latest} is an Estimator's checkpoint, which this Keras model cannot restore: "
                              "convert the model_dir with `e2k checkpoint` (its docs: checkpoints.md)")
+        return latest
 
     def global_step(self):
         """The step training goes on from: the latest checkpoint's until it is restored."""
-        if self.restored or self.manager.latest_checkpoint is None:
+        latest = None if self.restored else self.latest()
+        if latest is None:
             return int(self.checkpoint.optimizer.iterations.numpy())
-        return int(self.manager.latest_checkpoint.rsplit("-", 1)[-1])
+        return int(latest.rsplit("-", 1)[-1])
 
     def restore(self):
         # Not before: Keras 3 restores into a model under a distribution strategy only once
         # the model is built, which it is when a callback starts.
         if not self.restored:
+            self.latest()
+            fresh = tf.train.CheckpointManager(self.checkpoint, self.directory, *self.keep)
+            if self.writer is self.manager:
+                self.writer = fresh
+            self.manager = fresh
             self.manager.restore_or_initialize()
             self.restored = True
 

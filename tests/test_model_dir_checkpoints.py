@@ -33,8 +33,12 @@ def test_an_estimator_checkpoint_in_the_model_dir_is_refused_naming_e2k_checkpoi
         with tf.compat.v1.Session() as session:
             session.run(tf.compat.v1.global_variables_initializer())
             tf.compat.v1.train.Saver().save(session, str(tmp_path / "model.ckpt"), global_step=step)
+    # Said where the migrated program first reads the model_dir, as the Estimator did.
+    callback = _callback_class()(_model(), str(tmp_path))
     with pytest.raises(ValueError, match="e2k checkpoint"):
-        _callback_class()(_model(), str(tmp_path))
+        callback.global_step()
+    with pytest.raises(ValueError, match="e2k checkpoint"):
+        callback.restore()
     # Told not to restore (a CheckpointSaverHook's own directory), it does not look.
     _callback_class()(_model(), str(tmp_path), restore=False)
 
@@ -45,6 +49,25 @@ def test_a_keras_checkpoint_in_the_model_dir_is_restored(tmp_path):
     tf.train.CheckpointManager(tf.train.Checkpoint(model=model, optimizer=model.optimizer), str(tmp_path), 1).save(7)
     callback = _callback_class()(_model(), str(tmp_path))
     assert callback.global_step() == 7
+
+
+def test_the_model_dir_is_read_when_the_program_runs_not_when_the_callback_is_made(tmp_path):
+    # A tutorial builds its Estimator, then `shutil.rmtree(model_dir)`, then trains: the
+    # Estimator read the model_dir in train(). The callback read it when it was made: on the
+    # migrated program's second run it counted the first run's steps as done and trained
+    # none (or failed to restore the deleted checkpoint).
+    import shutil
+
+    model = _model()
+    model.fit(tf.zeros((4, 2)), tf.ones((4, 1)), verbose=0)
+    tf.train.CheckpointManager(tf.train.Checkpoint(model=model, optimizer=model.optimizer), str(tmp_path), 1).save(7)
+    fresh = _model()
+    callback = _callback_class()(fresh, str(tmp_path), save_steps=2)
+    shutil.rmtree(tmp_path)
+    assert callback.global_step() == 0
+    fresh.fit(tf.zeros((4, 2)), tf.ones((4, 1)), batch_size=1, epochs=1, verbose=0, callbacks=[callback])
+    assert int(fresh.optimizer.iterations.numpy()) == 4
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-4")
 
 
 def test_estimator_eval_dir_becomes_the_path_it_named(rules):
