@@ -309,12 +309,21 @@ class _CompileReader:
                 rate = arg.value
         resolved = self.resolve(rate, at)
         if isinstance(resolved, cst.Call) and self.role(resolved) == "schedule":
-            self.leftover(
-                optimizer,
-                "with a decaying learning rate, TF1 Momentum scales the whole accumulated step by the current "
-                "rate while Keras SGD scales each new gradient: the steps after each change differ; check with e2k parity",
-                "E2K101",
-            )
+            if any(a.keyword is not None and a.keyword.value == "use_nesterov" for a in optimizer.args) \
+                    or self.plan is None:
+                self.leftover(
+                    optimizer,
+                    "with a decaying learning rate, TF1 Momentum scales the whole accumulated step by the current "
+                    "rate while Keras SGD scales each new gradient: the steps after each change differ; check with "
+                    "e2k parity", "E2K101")
+                return
+            # TF1 Momentum scaled the whole accumulated step by the current rate, Keras SGD each
+            # new gradient: after a change of rate they differ (parity broke at the first decay).
+            # A small SGD that updates as TF1 did, once per file.
+            self.tf1_momentum = getattr(self, "tf1_momentum", set()) | {id(optimizer)}
+            self.plan.add_helper("TF1Momentum", lambda given: _emit.statements(TF1_MOMENTUM, name=given, tf=self.tf))
+            self.plan.fixed(optimizer, "E2K101", "MomentumOptimizer with a decaying rate -> `TF1Momentum`, Keras SGD "
+                                                 "updating as TF1 did (the accumulated step times the current rate)")
 
     def check_sparse_updates(self, optimizer: cst.Call) -> None:
         """An embedding lookup gives its table a sparse gradient: TF1's RMSProp and Momentum
@@ -940,3 +949,23 @@ def _not_an_optimizer(value: cst.BaseExpression | None) -> str:
                 "e2k converts")
     return "the optimizer is not a tf.train optimizer e2k converts"
 
+
+#: TF1's MomentumOptimizer: ``accum = momentum * accum + gradient; var -= lr * accum``. Keras
+#: SGD keeps ``m = momentum * m - lr * gradient; var += m``: the same while the rate is
+#: constant, not after it changes (a decay). Keras 2 and Keras 3 keep ``m`` in ``momentums``.
+TF1_MOMENTUM = '''
+class {name}({tf}.keras.optimizers.SGD):
+    """SGD with momentum as TF1's MomentumOptimizer updated: the accumulated gradients times the
+    current learning rate (Keras SGD accumulates each gradient times the rate of its step)."""
+
+    def update_step(self, gradient, variable, *learning_rate):
+        if self.momentum == 0 or self.nesterov or isinstance(gradient, {tf}.IndexedSlices):
+            return super().update_step(gradient, variable, *learning_rate)
+        lr = {tf}.cast(learning_rate[0] if learning_rate else self.learning_rate, variable.dtype)
+        if hasattr(self, "_get_variable_index"):  # Keras 3
+            accumulation = self.momentums[self._get_variable_index(variable)]
+        else:  # Keras 2 (TF 2.15)
+            accumulation = self.momentums[self._index_dict[self._var_key(variable)]]
+        accumulation.assign(accumulation * self.momentum + gradient)
+        variable.assign_sub(lr * accumulation)
+'''

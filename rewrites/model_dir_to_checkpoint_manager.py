@@ -117,10 +117,10 @@ class ModelDirCheckpoints(tf.keras.callbacks.Callback):
                  save_steps=None, save_secs=None, restore=True):
         super().__init__()
         # No model_dir (None, or a flag left empty): the Estimator used a temporary directory.
-        self.directory = directory or tempfile.mkdtemp()
+        directory = directory or tempfile.mkdtemp()
         self.checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
         self.keep = (max_to_keep, keep_checkpoint_every_n_hours)
-        self.manager = self.writer = tf.train.CheckpointManager(self.checkpoint, self.directory, *self.keep)
+        self.manager = self.writer = tf.train.CheckpointManager(self.checkpoint, directory, *self.keep)
         if not model.distribute_strategy.extended.should_checkpoint:
             # Another worker than the chief of a multi-worker strategy: it saves too (the
             # variables are read collectively), but aside, as under an Estimator.
@@ -132,7 +132,7 @@ class ModelDirCheckpoints(tf.keras.callbacks.Callback):
     def latest(self):
         """The latest checkpoint in the directory as it is now: like the Estimator, which read
         its model_dir when it ran, not when it was made (a program may empty it in between)."""
-        latest = tf.train.latest_checkpoint(self.directory)
+        latest = tf.train.latest_checkpoint(self.manager.directory)
         if latest and "_CHECKPOINTABLE_OBJECT_GRAPH" not in dict(tf.train.list_variables(latest)):
             # A TF1 checkpoint by variable names: the Keras model's variables have none of them.
             raise ValueError(f"{latest} is an Estimator's checkpoint, which this Keras model cannot restore: "
@@ -151,7 +151,7 @@ class ModelDirCheckpoints(tf.keras.callbacks.Callback):
         # the model is built, which it is when a callback starts.
         if not self.restored:
             self.latest()
-            fresh = tf.train.CheckpointManager(self.checkpoint, self.directory, *self.keep)
+            fresh = tf.train.CheckpointManager(self.checkpoint, self.manager.directory, *self.keep)
             if self.writer is self.manager:
                 self.writer = fresh
             self.manager = fresh

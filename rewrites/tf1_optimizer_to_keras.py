@@ -64,7 +64,7 @@ class Tf1OptimizerToKeras(ExpressionRule):
     | TF1 | Keras |
     |---|---|
     | `GradientDescentOptimizer(lr)` | `SGD(lr)` |
-    | `MomentumOptimizer(lr, m, use_nesterov=n)` | `SGD(lr, momentum=m, nesterov=n)` |
+    | `MomentumOptimizer(lr, m, use_nesterov=n)` | `SGD(lr, momentum=m, nesterov=n)`; with a decaying `lr`, `TF1Momentum(lr, momentum=m)` (below) |
     | `AdamOptimizer(lr, beta1, beta2, epsilon)` | `Adam(lr, beta_1=..., beta_2=..., epsilon=1e-08)` |
     | `AdagradOptimizer(lr, initial_accumulator_value)` | `Adagrad(lr, initial_accumulator_value=...)` |
     | `AdadeltaOptimizer(lr, rho, epsilon)` | `Adadelta(lr, rho=..., epsilon=1e-08)` |
@@ -106,8 +106,12 @@ class Tf1OptimizerToKeras(ExpressionRule):
     class can be added, the plain `RMSprop` is written and reported. Momentum with a decaying
     learning rate differs: TF1 scales the whole accumulated step by the current rate, Keras
     SGD each new gradient, so the steps after each change of rate differ (measured: identical
-    until the first decay, then a 6% loss difference on the next step). That conversion is
-    made and reported for a human (`e2k parity` shows the difference). So are RMSProp and
+    until the first decay, then a 6% loss difference on the next step): a converted model_fn
+    gets `TF1Momentum`, a small SGD subclass added to the file whose update is TF1's
+    (`accumulation = momentum * accumulation + gradient; variable -= rate * accumulation`;
+    fixture `momentum_decay_tf1_update`, and a tester's MNIST model that broke at its first
+    decay, pass `e2k parity` on TF 2.15 and the newest TF). With `use_nesterov=True`, or outside
+    a converted unit, SGD is written and reported for a human. So are RMSProp and
     Momentum on a model whose variables get sparse gradients (an embedding lookup, a Keras
     `Embedding`, an embedding column, canned Estimators' too): TF1's sparse updates (and the
     Keras legacy optimizers' the canned Estimators used) changed the accumulators of the rows

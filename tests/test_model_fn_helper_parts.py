@@ -130,3 +130,37 @@ est.train(lambda: tf.data.Dataset.from_tensor_slices(({"x": [[1.0]]}, [1])).repe
     result = rewrite_source(source.replace("tf.cast(global_step, tf.int32)", "tf.cast(labels, tf.int32)").encode(),
                             "prog.py", RuleSet.load())
     assert result.status == "partial"
+
+
+def test_momentum_with_a_decaying_rate_updates_as_tf1_did():
+    # Two testers' programs broke at the first decay: Keras SGD accumulates each gradient times
+    # its own step's rate, TF1's Momentum the accumulated gradients times the current rate.
+    source = '''\
+import tensorflow as tf
+
+
+def model_fn(features, labels, mode, params):
+    logits = tf.compat.v1.layers.dense(features["x"], 2)
+    loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, logits)
+    lr = tf.compat.v1.train.exponential_decay(0.1, tf.compat.v1.train.get_global_step(), 10, 0.5, staircase=True)
+    train_op = tf.compat.v1.train.MomentumOptimizer(lr, momentum=0.9).minimize(loss, tf.compat.v1.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+est = tf.estimator.Estimator(model_fn, params={})
+est.train(lambda: tf.data.Dataset.from_tensor_slices(({"x": [[1.0]]}, [1])).repeat().batch(1), steps=3)
+'''
+    result = rewrite_source(source.encode(), "prog.py", RuleSet.load())
+    assert result.status == "converted", manual(result)
+    new = result.new.decode()
+    assert "class TF1Momentum(tf.keras.optimizers.SGD):" in new and "optimizer=TF1Momentum(lr, momentum=0.9)" in new
+    assert "accumulation.assign(accumulation * self.momentum + gradient)" in new
+    # A constant rate: the same update, Keras's SGD.
+    result = rewrite_source(source.replace("MomentumOptimizer(lr,", "MomentumOptimizer(0.1,").encode(), "prog.py",
+                            RuleSet.load())
+    assert result.status == "converted" and "TF1Momentum" not in result.new.decode()
+    # Nesterov: reported for a human, as before.
+    result = rewrite_source(source.replace("momentum=0.9)", "momentum=0.9, use_nesterov=True)").encode(), "prog.py",
+                            RuleSet.load())
+    assert "TF1Momentum" not in result.new.decode()
+    assert any("TF1 Momentum scales the whole accumulated step" in m for m in manual(result)), manual(result)

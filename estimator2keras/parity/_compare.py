@@ -438,7 +438,8 @@ def compare_learning_rates(legacy: Mapping[str, Any], migrated: Mapping[str, Any
                 first + 1))
     opt_a, opt_b = legacy.get("optimizers") or [], migrated.get("optimizers") or []
     if len(opt_a) == 1 and len(opt_b) == 1 and opt_a[0].get("class") == "MomentumOptimizer" \
-            and opt_b[0].get("kind") == "SGD" and opt_b[0].get("class") != "MomentumOptimizer":
+            and opt_b[0].get("kind") == "SGD" and opt_b[0].get("class") != "MomentumOptimizer" \
+            and not str(opt_b[0].get("own", "")).startswith("TF1Momentum"):  # e2k's SGD updating as TF1 did
         momentum_a = (opt_a[0].get("params") or {}).get("momentum")
         momentum_b = (opt_b[0].get("params") or {}).get("momentum")
         if all(isinstance(m, (int, float)) and m > 0 for m in (momentum_a, momentum_b)):

@@ -353,7 +353,8 @@ def describe_optimizer(tf, optimizer) -> dict:
         return {"kind": name, "class": name, "params": {}}
     keys = _KERAS_KEYS.get(name, ())
     return {"kind": name, "class": name, "params": {key: _hyperparameter(tf, config.get(key)) for key in keys
-                                                    if key in config}}
+                                                    if key in config},
+            "own": type(optimizer).__name__}  # (e2k's TF1Momentum: an SGD updating as TF1's Momentum)
 
 
 def keras_kind(optimizer) -> str:
