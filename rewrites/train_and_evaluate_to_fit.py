@@ -726,8 +726,10 @@ model.evaluate(input_fn(), steps=1, callbacks=[checkpoints])
         statements: list[cst.BaseStatement] = []
         paths: list[str] = []
         callbacks: list[cst.BaseExpression] = []
-        for element in value.elements:
-            exporter = resolve(element.value)
+        # Each exporter followed first: their serving functions are the exports' own, all of
+        # them (a FinalExporter and a LatestExporter of one function: census samples).
+        resolved = [(element, resolve(element.value)) for element in value.elements]
+        for element, exporter in resolved:
             kind = ctx.call_api_path(exporter) if isinstance(exporter, cst.Call) else None
             if kind == BEST_EXPORTER:
                 callback = self._best_exporter(unit, exporter, plan, ctx, periodic)

@@ -1034,3 +1034,16 @@ def test_an_estimator_handed_to_a_function_is_the_model_there(rules):
     assert result.status == "partial"
     assert any("this use (`train_and_evaluate(classifier)`)" in f.message for f in result.findings), \
         [f.format() for f in result.findings]
+
+
+def test_two_exporters_of_one_serving_function(rules):
+    # The census samples: a FinalExporter and a LatestExporter of the same serving function
+    # were refused ("used outside this Estimator's exports"): the second was not yet followed
+    # when the first converted the function.
+    from pathlib import Path
+
+    source = (Path(__file__).parent / "data" / "two_exporters_one_serving_fn.py").read_text()
+    result, new = convert(rules, source)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert new.count('signatures={"predict": serving_input_fn})') == 2
+    assert '"export", "census"' in new and '"export", "latest"' in new
