@@ -18,6 +18,10 @@ HOOK_METHODS = {
     "after_run": (2, "batch, logs=None"),
     "end": (3, "logs=None"),
 }
+GRAPH_LOOKUP = (
+    "a SessionRunHook looked a tensor up in the TF1 graph here, which a Keras callback does not have (it would "
+    "raise a KeyError): read the loss and metrics from `logs`, the weights from `self.model`"
+)
 FETCHED = (
     "a SessionRunHook fetched graph tensors here (SessionRunArgs / run_values), which Keras does not "
     "expose by name: read the loss and metrics from `logs`, the weights from `self.model`"
@@ -75,7 +79,9 @@ class SessionRunHookClassToCallback(ExpressionRule):
     that has no Keras counterpart (an activation, a tensor e2k cannot trace to the model_fn,
     an attribute the hook also uses otherwise) and what it did with its `session` are kept,
     marked `# e2k: E2K407` with the value named, and reported: they must be rewritten to read
-    `logs` (the loss and metrics) or `self.model`.
+    `logs` (the loss and metrics) or `self.model`. So is each lookup of a tensor in the TF1
+    graph left with them (`tf.get_default_graph().get_tensor_by_name(...)` in `begin`), which
+    a callback cannot run (it raised a KeyError in a tester's program, with no mark there).
 
     ## References
     - https://www.tensorflow.org/guide/migrate/sessionrunhook_callback
@@ -403,6 +409,10 @@ class _HookBody(cst.CSTTransformer):
                 return cst.RemoveFromParent()
         if isinstance(small, cst.Return) and small.value is not None and "SessionRunArgs" in text:
             return self._mark(original, updated.with_changes(body=[cst.Pass()]), self.fetched)
+        if "get_default_graph" in text or any(f".{lookup}(" in text for lookup in GRAPH_LOOKUPS):
+            # A tensor looked up in the TF1 graph (for the fetches left above): a Keras
+            # callback runs with no graph to look it up in (it would raise a KeyError).
+            return self._mark(original, updated, GRAPH_LOOKUP)
         names = {n.value for n in _names(original)}
         if names & self.params:
             session = any(p in names for p in self.params if p in ("session", "coord", "sess"))

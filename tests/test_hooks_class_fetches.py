@@ -206,3 +206,30 @@ def test_an_attribute_set_again_in_begin_holds_what_begin_made():
     ''', instances='ReportHook("cross_entropy")')
     assert result.status == "converted", manual(result)
     assert '        print(logs["loss"])' in hook_class(result)
+
+
+def test_a_graph_lookup_left_with_unconverted_fetches_is_marked_too():
+    # A tester's hook fetched on every tenth step only (unconverted, marked), and its begin's
+    # get_tensor_by_name, left unmarked, raised a KeyError in the callback.
+    result = rewrite('''
+        def __init__(self, every_n=10):
+            self._every_n = every_n
+            self._step = 0
+
+        def begin(self):
+            self._loss = tf1.get_default_graph().get_tensor_by_name("cross_entropy:0")
+
+        def before_run(self, run_context):
+            self._step += 1
+            if self._step % self._every_n == 0:
+                return tf1.train.SessionRunArgs(self._loss)
+            return None
+
+        def after_run(self, run_context, run_values):
+            print(run_values.results)
+    ''')
+    assert result.status == "partial"
+    assert any("looked a tensor up in the TF1 graph here" in m for m in manual(result)), manual(result)
+    text = hook_class(result)
+    lookup = text.index("get_tensor_by_name")
+    assert "# e2k: E2K407 a SessionRunHook looked a tensor up" in text[:lookup]
