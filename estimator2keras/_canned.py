@@ -216,7 +216,7 @@ class CannedReader:
             if count is None:
                 self.refuse(n, "n_classes is not an int literal, nor a constant of the module")
             if count < 2:
-                self.refuse(n, f"n_classes is {count}; a classifier has 2 classes or more")
+                self.refuse(n, f"n_classes is {count} (`{_emit.code(n)}`); a classifier has 2 classes or more")
             return ("binary", "1") if count == 2 else ("multi", str(count))
         dimension = self.value("label_dimension")
         if dimension is None:

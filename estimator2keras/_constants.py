@@ -202,8 +202,31 @@ def integer_of(ctx, expr: cst.BaseExpression | None) -> int | None:
 
     if expr is None:
         return None
+    expr = _module_attributes(ctx, expr)
     try:
         value = constant_value(expr, lookup)
     except NotConstant:
         return None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _module_attributes(ctx, expr: cst.BaseExpression) -> cst.BaseExpression:
+    """``expr`` with each ``module.NAME`` of another module of the program (``len(
+    metadata.TARGET_LABELS)``) replaced by the value that module binds it to once (its own
+    nodes: their names are read in their module)."""
+    from estimator2keras._nodes import walk
+    from estimator2keras._units import Binding, resolve
+
+    if getattr(ctx, "_modules", None) is None:
+        return expr
+    found = {}
+    for node in walk(expr):
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
+            bound = resolve(ctx, node)
+            if isinstance(bound, Binding) and ctx.path_of(bound.value) != ctx.path_of(node):
+                found[node] = bound.value
+    if not found:
+        return expr
+    from estimator2keras._emit import replace_in
+
+    return replace_in(expr, found)

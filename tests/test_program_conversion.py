@@ -346,3 +346,31 @@ def test_a_model_fn_of_another_module_left_with_its_estimator_says_why(tmp_path,
     out = capsys.readouterr().out
     model_line = next(line for line in out.splitlines() if "model.py:" in line and "E2K" in line)
     assert "left as it is with its Estimator (task.py:" in model_line and "NameError" in model_line, out
+
+
+def test_a_constant_of_another_module_gives_the_canned_classes(tmp_path, capsys):
+    # The Cloud ML template: n_classes=len(metadata.TARGET_LABELS), a constant of metadata.py
+    # (was "n_classes is not an int literal").
+    write(tmp_path, {
+        "metadata.py": 'TARGET_LABELS = ["a", "b", "c"]\n',
+        "task.py": textwrap.dedent('''\
+            import tensorflow as tf
+
+            import metadata
+
+
+            def input_fn():
+                return tf.data.Dataset.from_tensor_slices(({"x": [[1.0], [2.0]]}, [0, 2])).repeat().batch(2)
+
+
+            columns = [tf.feature_column.numeric_column("x")]
+            estimator = tf.estimator.DNNClassifier([4], columns, n_classes=len(metadata.TARGET_LABELS))
+            estimator.train(input_fn, steps=2)
+        '''),
+    })
+    assert main(["rewrite", "--check", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "E2K503" not in out and "task.py: would be converted" in out, out
+    (tmp_path / "metadata.py").write_text("TARGET_LABELS = []\n")  # a template not filled in yet
+    assert main(["rewrite", "--check", str(tmp_path)]) == 1
+    assert "n_classes is 0 (`len(metadata.TARGET_LABELS)`)" in capsys.readouterr().out
