@@ -126,20 +126,7 @@ class _CompileReader:
         written with the function's names replaced by the values the call gives them."""
         from estimator2keras._units import bind_arguments
 
-        what = f"`{helper.name.value}(...)`"
-        params = helper.params
-        if helper.decorators or isinstance(params.star_arg, (cst.Param, cst.ParamStar)) or params.star_kwarg \
-                or params.kwonly_params or params.posonly_params:
-            self.refuse(call, f"the train_op comes from {what}, whose signature e2k does not read")
-        names = [p.name.value for p in params.params]
-        try:
-            bound = {k: a.value for k, a in bind_arguments(call, tuple(names)).items()}
-        except Exception:  # noqa: BLE001 - arguments that do not fit: the program's own error
-            self.refuse(call, f"the arguments of {what} cannot be matched to its parameters")
-        for p in params.params:
-            if p.name.value not in bound and p.default is not None:
-                bound[p.name.value] = p.default
-        modes = {k for k, v in bound.items() if isinstance(v, cst.Name) and v.value == "mode"}
+        what, bound, modes = self._helper_call(call, helper, "the train_op")
         env: dict[str, cst.BaseExpression] = {}
         returned = self.as_minimize(self._train_op_statements(list(helper.body.body), helper, what, modes, env))
         if not (isinstance(returned, cst.Call) and isinstance(returned.func, cst.Attribute)
@@ -204,6 +191,28 @@ class _CompileReader:
             self.plan.fixed(call, "E2K101", f"the train_op {what} makes -> the Keras optimizer it minimizes with")
         # What the optimizer reads of the model_fn (`lr`, given as an argument) is the builder's too.
         return optimizer, self.builder_slice([], at, extra=list(replacements.values()))
+
+    def _helper_call(self, call: cst.Call, helper: cst.FunctionDef, made: str):
+        """The call of a function of the program making ``made``: (how reports name it, its
+        parameters -> the values the call gives them, defaults too, the parameters given the
+        mode)."""
+        from estimator2keras._units import bind_arguments
+
+        what = f"`{helper.name.value}(...)`"
+        params = helper.params
+        if helper.decorators or isinstance(params.star_arg, (cst.Param, cst.ParamStar)) or params.star_kwarg \
+                or params.kwonly_params or params.posonly_params:
+            self.refuse(call, f"{made} comes from {what}, whose signature e2k does not read")
+        names = [p.name.value for p in params.params]
+        try:
+            bound = {k: a.value for k, a in bind_arguments(call, tuple(names)).items()}
+        except Exception:  # noqa: BLE001 - arguments that do not fit: the program's own error
+            self.refuse(call, f"the arguments of {what} cannot be matched to its parameters")
+        for p in params.params:
+            if p.name.value not in bound and p.default is not None:
+                bound[p.name.value] = p.default
+        modes = {k for k, v in bound.items() if isinstance(v, cst.Name) and v.value == "mode"}
+        return what, bound, modes
 
     def _train_op_statements(self, body: list, helper: cst.FunctionDef, what: str, modes: set[str],
                              env: dict, mode: str = "train", made: str = "the train_op") -> cst.BaseExpression | None:
@@ -745,22 +754,7 @@ class _CompileReader:
         """``eval_metric_ops = eval_metrics(classes, labels, mode)``, a function of the program
         returning the dict (under ``if mode == EVAL:`` or not): the dict EVAL gets, its names
         replaced by what they stand for there, the function's parameters by the call's values."""
-        from estimator2keras._units import bind_arguments
-
-        what = f"`{helper.name.value}(...)`"
-        params = helper.params
-        if helper.decorators or isinstance(params.star_arg, (cst.Param, cst.ParamStar)) or params.star_kwarg \
-                or params.kwonly_params or params.posonly_params:
-            self.refuse(call, f"the eval metrics come from {what}, whose signature e2k does not read")
-        names = [p.name.value for p in params.params]
-        try:
-            bound = {k: a.value for k, a in bind_arguments(call, tuple(names)).items()}
-        except Exception:  # noqa: BLE001 - arguments that do not fit: the program's own error
-            self.refuse(call, f"the arguments of {what} cannot be matched to its parameters")
-        for p in params.params:
-            if p.name.value not in bound and p.default is not None:
-                bound[p.name.value] = p.default
-        modes = {k for k, v in bound.items() if isinstance(v, cst.Name) and v.value == "mode"}
+        what, bound, modes = self._helper_call(call, helper, "the eval metrics")
         env: dict[str, cst.BaseExpression] = {}
         returned = self._train_op_statements(list(helper.body.body), helper, what, modes, env, "eval",
                                              "the eval metrics")
