@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import libcst as cst
+from libcst.metadata import GlobalScope
 
 from estimator2keras import _emit
 from estimator2keras import _eval_result as eval_result
@@ -471,7 +472,9 @@ print("loss %.4f at step %d" % (metrics["loss"], int(model.optimizer.iterations.
         callbacks = callbacks_arg(plan, hooks, training=False)
         if callbacks is not None:
             new_args.append(callbacks)
-        if not isinstance(ctx.parent(use.call), cst.Expr):
+        shown = str(ctx.path).endswith(".ipynb") and isinstance(ctx.scope(use.call), GlobalScope)
+        if not isinstance(ctx.parent(use.call), cst.Expr) or shown:
+            # (A notebook cell shows the value of its last expression: a dict, as the Estimator gave.)
             new_args.append(_emit.keyword_arg("return_dict", cst.Name("True")))
         plan.replace(use.call, method_call(plan.model_var, "evaluate", new_args))
         parent = ctx.parent(use.call)

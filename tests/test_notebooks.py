@@ -516,3 +516,25 @@ def test_a_line_that_interpolates_a_name_the_conversion_changes_still_stops_it(r
     result = rewrite_notebook(dump(notebook(*cells)), "nb.ipynb", rules)
     assert result.status == "partial"
     assert any("uses `estimator`" in f.message for f in result.findings), [f.message for f in result.findings]
+
+
+def test_an_evaluation_a_cell_shows_is_still_a_dict(rules):
+    # `est.evaluate(eval_fn)` alone in a cell shows the Estimator's dict of metrics; Keras's
+    # evaluate returns a list unless asked for a dict (a tester's notebook showed a list).
+    cells = [
+        code_cell("import tensorflow as tf\n\n\n"
+                  "def model_fn(features, labels, mode):\n"
+                  "    logits = tf.compat.v1.layers.dense(features['x'], 1)\n"
+                  "    loss = tf.compat.v1.losses.mean_squared_error(labels, logits)\n"
+                  "    train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize("
+                  "loss, tf.compat.v1.train.get_global_step())\n"
+                  "    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)\n\n\n"
+                  "def eval_fn():\n"
+                  "    return tf.data.Dataset.from_tensor_slices(({'x': [[1.0]]}, [[2.0]])).batch(1)\n"),
+        code_cell("est = tf.estimator.Estimator(model_fn)\nest.train(eval_fn, steps=1)"),
+        code_cell("est.evaluate(eval_fn)"),
+    ]
+    result = rewrite_notebook(dump(notebook(*cells)), "nb.ipynb", rules)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    shown = json.loads(result.new)["cells"][2]
+    assert source_of(shown) == "model.evaluate(eval_fn(), return_dict=True)"

@@ -394,6 +394,15 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
+def test_a_notebook_is_refused_saying_how_to_compare_it(tmp_path):
+    notebook = tmp_path / "train.ipynb"
+    notebook.write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
+    done = _cli(str(notebook), str(FIXTURE / "after.py"))
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith(f"e2k parity: LEGACY.py: {notebook} is a notebook; parity runs Python programs")
+    assert "nbconvert" in done.stderr
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (("missing.py", str(FIXTURE / "after.py")), "e2k parity: LEGACY.py: no such file: missing.py"),
     ((str(FIXTURE / "before.py"), "gone.py"), "e2k parity: MIGRATED.py: no such file: gone.py"),

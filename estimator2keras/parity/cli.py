@@ -74,6 +74,12 @@ def run(args: argparse.Namespace) -> int:
         if not os.path.isfile(path):
             print(f"e2k parity: {label}: no such file: {path}", file=sys.stderr)
             return EXIT_ERROR
+        if path.endswith(".ipynb"):
+            # A notebook is cells a kernel runs in the order a person chose: parity runs a script.
+            print(f"e2k parity: {label}: {path} is a notebook; parity runs Python programs: export each notebook's "
+                  "code in the order its cells run (`jupyter nbconvert --to script NOTEBOOK.ipynb`, dropping the "
+                  "`!` and `%` lines) and compare those", file=sys.stderr)
+            return EXIT_ERROR
     try:
         from estimator2keras.parity._report import print_report, require_rich, write_json, write_plot
 
