@@ -1703,7 +1703,18 @@ def _build_detached_unit(ctx: RewriteContext, call: cst.Call, path: str, owner: 
         return _configure_unit(ctx, unit)
     element = parent
     literal = ctx.parent(element) if isinstance(element, (cst.Element, cst.DictElement)) else None
-    if not (isinstance(literal, _CONTAINERS) and element.value is call):
+    if _is_pair(literal) and literal.elements[1] is element and isinstance(ctx.parent(literal), cst.Element) \
+            and isinstance(ctx.parent(ctx.parent(literal)), (cst.List, cst.Tuple)):
+        # `estimators = [("linear", LinearClassifier(...)), ("dnn", DNNClassifier(...))]`: a
+        # list of (name, Estimator) pairs, followed as a dict of them is.
+        element = ctx.parent(literal)
+        literal = ctx.parent(element)
+        if not all(isinstance(e, cst.Element) and _is_pair(e.value) for e in literal.elements):
+            raise Unsupported("the list holding this (name, Estimator) pair holds other values too", call)
+        call_of = lambda e: e.value.elements[1].value  # noqa: E731 - the Estimator of a pair
+    else:
+        call_of = lambda e: e.value  # noqa: E731
+    if not (isinstance(literal, _CONTAINERS) and call_of(element) is call):
         where = _emit.code(parent.func) if isinstance(parent, cst.Call) else None
         if isinstance(parent, cst.Arg):
             outer = ctx.parent(parent)
@@ -1714,11 +1725,16 @@ def _build_detached_unit(ctx: RewriteContext, call: cst.Call, path: str, owner: 
              "in a dict or list bound to a name (`estimators = {...}`), or one whose method is called on it", call)
     binding = _container_binding(ctx, literal)
     if binding is None:
+        loop = ctx.parent(literal)
+        if isinstance(loop, (cst.For, cst.CompFor)) and loop.iter is literal:
+            raise Unsupported(f"the Estimators are built in the {_kind(literal)} the loop goes over: bind them to one "
+                              "name first (`estimators = {\"linear\": ..., \"dnn\": ...}`, then `for name, est in "
+                              "estimators.items():`), which e2k follows", call)
         raise Unsupported(f"the {_kind(literal)} holding this Estimator is not bound to one name (`estimators = "
                           f"...`), which e2k needs to follow the Estimators it holds", call)
     constructors = {p for rule in ctx.rules.unit_rules(include_disabled=True) for p in rule.constructors}
-    if any(not (isinstance(e, (cst.Element, cst.DictElement)) and isinstance(e.value, cst.Call)
-                and ctx.call_api_path(e.value) in constructors) for e in literal.elements):
+    if any(not (isinstance(e, (cst.Element, cst.DictElement)) and isinstance(call_of(e), cst.Call)
+                and ctx.call_api_path(call_of(e)) in constructors) for e in literal.elements):
         raise Unsupported(f"`{binding.name}` holds other values than Estimators built in it, which e2k cannot "
                           "convert together", binding.target)
     key = _element_key(literal, element)
@@ -1768,10 +1784,20 @@ def _container_binding(ctx: RewriteContext, literal: cst.CSTNode) -> Binding | N
 
 
 def _element_key(literal: cst.CSTNode, element: cst.CSTNode):
-    """The key a subscript reads ``element`` by: the dict key's value, or the position."""
+    """The key a subscript reads ``element`` by: the dict key's value, or the position (a
+    (name, Estimator) pair's name)."""
     if isinstance(literal, cst.Dict):
         return _literal_key(element.key)
+    if _is_pair(element.value):
+        return _literal_key(element.value.elements[0].value)
     return next(i for i, e in enumerate(literal.elements) if e is element)
+
+
+def _is_pair(node) -> bool:
+    """``("linear", LinearClassifier(...))``: a tuple of a name written out and a call."""
+    return isinstance(node, cst.Tuple) and len(node.elements) == 2 \
+        and all(isinstance(e, cst.Element) for e in node.elements) \
+        and isinstance(node.elements[0].value, cst.SimpleString) and isinstance(node.elements[1].value, cst.Call)
 
 
 def _literal_key(node: cst.BaseExpression | None):
@@ -1790,6 +1816,14 @@ def _container_read(ctx: RewriteContext, binding: Binding, literal: cst.CSTNode,
     ``len(estimators)``, its keys: none. Anything else is refused."""
     parent = ctx.parent(read)
     name = binding.name
+    pairs = isinstance(literal, (cst.List, cst.Tuple)) and bool(literal.elements) \
+        and all(isinstance(e, cst.Element) and _is_pair(e.value) for e in literal.elements)
+    if pairs:
+        loop = parent
+        if not (isinstance(loop, (cst.For, cst.CompFor)) and loop.iter is read):
+            raise Unsupported(f"`{name}`, a list of (name, Estimator) pairs, is used here other than by a for loop "
+                              "over them, which e2k follows", read)
+        return _loop_reads(ctx, name, loop, 1)
     if isinstance(parent, cst.Subscript) and parent.value is read:
         if isinstance(ctx.parent(parent), (cst.AssignTarget, cst.Del, cst.AugAssign)) or len(parent.slice) != 1 \
                 or not isinstance(parent.slice[0].slice, cst.Index):
@@ -1829,6 +1863,11 @@ def _container_read(ctx: RewriteContext, binding: Binding, literal: cst.CSTNode,
     if not (isinstance(loop, (cst.For, cst.CompFor)) and loop.iter is iterated):
         raise Unsupported(f"`{name}` is used here other than by a for loop over its Estimators or a subscript "
                           f"(`{name}[...]`), which e2k needs to follow the Estimators it holds", read)
+    return _loop_reads(ctx, name, loop, position)
+
+
+def _loop_reads(ctx: RewriteContext, name: str, loop, position: int | None):
+    """The reads of the Estimator a loop over a container binds (at ``position`` of a pair)."""
     target = loop.target
     if position is not None:
         elements = target.elements if isinstance(target, (cst.Tuple, cst.List)) else None

@@ -114,8 +114,8 @@ def test_a_container_used_other_ways_is_refused_by_construct(rules, change, mess
 
 @pytest.mark.parametrize("statement, message", [
     ("for est in [tf.estimator.LinearClassifier(columns)]:\n    est.train(train_input_fn, steps=1)\n",
-     "the list holding this Estimator is not bound to one name (`estimators = ...`), which e2k needs to follow "
-     "the Estimators it holds"),
+     "the Estimators are built in the list the loop goes over: bind them to one name first (`estimators = "
+     "{\"linear\": ..., \"dnn\": ...}`, then `for name, est in estimators.items():`), which e2k follows"),
     ("fit_all(tf.estimator.LinearClassifier(columns))\n",
      "the Estimator is passed straight to `fit_all(...)`: e2k follows an Estimator bound to a name (`estimator = "
      "...`) or returned, one held in a dict or list bound to a name (`estimators = {...}`), or one whose method "

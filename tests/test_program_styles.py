@@ -1047,3 +1047,19 @@ def test_two_exporters_of_one_serving_function(rules):
     assert result.status == "converted", [f.format() for f in result.findings]
     assert new.count('signatures={"predict": serving_input_fn})') == 2
     assert '"export", "census"' in new and '"export", "latest"' in new
+
+
+def test_estimators_in_a_list_of_name_pairs(rules):
+    # A tester's comparison script: `estimators = [("linear", LinearClassifier(...)), ("dnn",
+    # DNNClassifier(...))]` then `for name, est in estimators:` was refused, and the advice it
+    # gave (bind the list to a name) was already followed.
+    from pathlib import Path
+
+    source = (Path(__file__).parent / "data" / "estimators_in_named_pairs.py").read_text()
+    result, new = convert(rules, source)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert 'estimators = [("linear", linear_model),\n              ("dnn", dnn_model)]' in new
+    assert "    est.fit(input_fn(True).map(est.preprocess), steps_per_epoch=30)" in new
+    # Read otherwise than by a loop over the pairs: refused.
+    result, _ = convert(rules, source.replace("for name, est in estimators:", "for name, est in list(estimators):"))
+    assert result.status == "partial"
