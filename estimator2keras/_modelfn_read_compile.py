@@ -394,8 +394,9 @@ class _CompileReader:
         if self.plan is not None and self.plan.unit.config_value("train_distribute") is not None:
             self.leftover(
                 apply,
-                "TF1 clipped each replica's gradients before summing them; Keras clips the summed gradient: on "
-                "several replicas the steps differ whenever clipping triggers; check with e2k parity",
+                "TF1 clipped each replica's gradients before summing them, as Keras 3 does; Keras 2 (TensorFlow "
+                "2.15) clips the summed gradient, so there the steps differ on several replicas whenever clipping "
+                "triggers; check with e2k parity",
                 "E2K103",
             )
         elif self.plan is not None:

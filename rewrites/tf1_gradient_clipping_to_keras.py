@@ -23,9 +23,11 @@ class Tf1GradientClippingToKeras(ExpressionRule):
     ## Fix safety
     Safe on one device. Under a distribution strategy the two clip at different moments:
     TF1 clipped each replica's gradients inside the model_fn, before the replicas' gradients
-    were summed; Keras sums them first and clips the sum. When clipping triggers on several
-    replicas the steps differ, so under a strategy the conversion is made and reported for
-    review (E2K103).
+    were summed, and so does Keras 3 (its optimizer clips in `apply`, on each replica, before
+    the all-reduce); Keras 2 (TensorFlow 2.15) sums them first and clips the sum. There, when
+    clipping triggers on several replicas the steps differ (a tester's program: parity broke
+    at step 6 on TF 2.15 and held on the newest TF), so under a strategy the conversion is
+    made and reported for review (E2K103).
 
     ## Limitations
     Other gradient code (gradients of several losses, gradient noise, `var_list=`) is not
@@ -117,7 +119,7 @@ def input_fn():
     return tf.data.Dataset.from_tensor_slices(([[1.0, 2.0]], [[0.5]])).batch(1 * strategy.num_replicas_in_sync)
 
 
-# e2k: E2K103 TF1 clipped each replica's gradients before summing them; Keras clips the summed gradient: on several replicas the steps differ whenever clipping triggers; check with e2k parity
+# e2k: E2K103 TF1 clipped each replica's gradients before summing them, as Keras 3 does; Keras 2 (TensorFlow 2.15) clips the summed gradient, so there the steps differ on several replicas whenever clipping triggers; check with e2k parity
 def build_model():
     model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
     optimizer = tf.keras.optimizers.SGD(0.1, clipvalue=1.0)
