@@ -284,11 +284,12 @@ def _finish(
     source, new = result.original, result.new
     references: list[_leftovers.Reference] = []
     lines = None
-    parsed_new = None  # CPython's tree of the new bytes, where parsed here
+    parsed_new = None  # CPython's tree of the new bytes, where parsed here (or the original's)
     if rules.enabled(ESTIMATOR_CODE_LEFT) and _leftovers.mentions_estimator(new):
         after = tree if new is source or new == source else None
         if after is None:
-            after = parsed_new = _leftovers.parse(new)
+            after = _leftovers.parse(new)
+        parsed_new = after
         if after is not None:
             references = _leftovers.find_references(after)
     if rules.enabled(ESTIMATOR_CODE_LEFT) and new != source and (b"contrib" in new or b"examples.tutorials" in new) \

@@ -126,10 +126,10 @@ class _Converter(_WeightPenaltyReader, RnnReading, _ModelReader, _LossReader, _O
             raise
         if self.plan is not None and not (isinstance(result, cst.CSTNode) and result.deep_equals(call)):
             self.plan.fixed(call, rule.code, f"`{_emit.code(call.func)}` -> Keras ({rule.name})")
-        if role == "optimizer" and id(call) in getattr(self, "tf1_momentum", ()) and isinstance(result, cst.Call):
+        helper = getattr(self, "tf1_momentum", {}).get(id(call))
+        if role == "optimizer" and helper is not None and isinstance(result, cst.Call):
             # (check_momentum_schedule): the helper updating as TF1's Momentum did.
-            name = self.plan.add_helper("TF1Momentum", lambda given: [])
-            result = result.with_changes(func=cst.Name(name))
+            result = result.with_changes(func=cst.Name(helper))
         return result
 
     def role(self, node: cst.CSTNode) -> str | None:

@@ -329,8 +329,8 @@ class _CompileReader:
             # TF1 Momentum scaled the whole accumulated step by the current rate, Keras SGD each
             # new gradient: after a change of rate they differ (parity broke at the first decay).
             # A small SGD that updates as TF1 did, once per file.
-            self.tf1_momentum = getattr(self, "tf1_momentum", set()) | {id(optimizer)}
-            self.plan.add_helper("TF1Momentum", lambda given: _emit.statements(TF1_MOMENTUM, name=given, tf=self.tf))
+            name = self.plan.add_helper("TF1Momentum", lambda given: _emit.statements(TF1_MOMENTUM, name=given, tf=self.tf))
+            self.tf1_momentum = {**getattr(self, "tf1_momentum", {}), id(optimizer): name}
             self.plan.fixed(optimizer, "E2K101", "MomentumOptimizer with a decaying rate -> `TF1Momentum`, Keras SGD "
                                                  "updating as TF1 did (the accumulated step times the current rate)")
 

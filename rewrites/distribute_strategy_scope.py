@@ -199,20 +199,8 @@ model.fit(input_fn())
         either = _emit.expr("{c} or {tf}.distribute.get_strategy()", c=call.deep_clone(), tf=plan.tf)
         if binding is not None:
             plan.replace(call, either)
-        else:
-            call = either
-        if binding is not None:
-            plan.scope_strategy = cst.Name(binding.name)
-            if isinstance(ctx.scope(binding.target), GlobalScope):
-                plan.strategy_name = binding.name
-            anchor = binding.target
-        else:
-            name = _emit.unique_name("strategy", plan.names_taken())
-            plan.before_build.append(_emit.statement("{name} = {call}", name=name, call=call))
-            plan.scope_strategy = cst.Name(name)
-            if isinstance(ctx.scope(unit.statement), GlobalScope):
-                plan.strategy_name = name
-            anchor = train
+        _name_strategy(unit, plan, ctx, binding, either)
+        anchor = binding.target if binding is not None else train
         plan.fixed(anchor, self.code, f"the model is built under the strategy `{_emit.code(call.func)}` returns")
 
     def _from_function(self, unit, train, made, plan, ctx, bound=None) -> None:
@@ -232,17 +220,21 @@ model.fit(input_fn())
                 for node, new in tf2_respellings(ctx, arg, plan.tf):
                     plan.replace(node, new)
             _num_gpus(call, plan, ctx)
-        if bound is not None:
-            name = bound.name
-            if isinstance(ctx.scope(bound.target), GlobalScope):
-                plan.strategy_name = name
-        else:
-            name = _emit.unique_name("strategy", plan.names_taken())
-            plan.before_build.append(_emit.statement("{name} = {call}", name=name, call=train.deep_clone()))
-            if isinstance(ctx.scope(unit.statement), GlobalScope):
-                plan.strategy_name = name
-        plan.scope_strategy = cst.Name(name)
+        _name_strategy(unit, plan, ctx, bound, train.deep_clone())
         plan.fixed(train, self.code, "the model is built and compiled under the strategy the function returns")
+
+
+def _name_strategy(unit, plan, ctx, bound, made: cst.BaseExpression) -> None:
+    """The name the model is built under the scope of: the program's (``bound``, the binding of
+    the strategy's name), or ``strategy = <made>`` written before the model is built."""
+    if bound is not None:
+        name, scope = bound.name, ctx.scope(bound.target)
+    else:
+        name, scope = _emit.unique_name("strategy", plan.names_taken()), ctx.scope(unit.statement)
+        plan.before_build.append(_emit.statement("{name} = {call}", name=name, call=made))
+    plan.scope_strategy = cst.Name(name)
+    if isinstance(scope, GlobalScope):
+        plan.strategy_name = name
 
 
 def _optional_strategy(ctx, train: cst.BaseExpression):

@@ -398,6 +398,13 @@ def test_a_strategy_made_by_an_imported_function_is_taken_as_it_comes(rules):
     assert "strategy_made = distribution_utils.get_distribution_strategy(num_gpus=2) or tf.distribute.get_strategy()\n" in new
     assert "with strategy_made.scope():\n    model = build_model()" in new
     assert "batch(2 * strategy_made.num_replicas_in_sync)" in new
+    # Given in place (train_distribute=distribution_utils.get_distribution_strategy(...)): it
+    # crashed e2k (E2K903) once the None case was added.
+    inline = source.replace("    strategy_made = distribution_utils.get_distribution_strategy(num_gpus=2)\n", "").replace(
+        "train_distribute=strategy_made", "train_distribute=distribution_utils.get_distribution_strategy(num_gpus=2)")
+    result, new = convert(rules, inline.replace("{returned}", "None"))
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert "strategy = distribution_utils.get_distribution_strategy(num_gpus=2) or tf.distribute.get_strategy()\n" in new
 
 
 _ARRAY_FACTORY_PROGRAM = """
