@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from estimator2keras import _leftovers
+from estimator2keras import _helpers, _leftovers, _wrap
 from estimator2keras._context import Finding, RewriteContext, parse_shared
 from estimator2keras._names import api_path_of_qualified
 from estimator2keras._notes import drop_repeated_notes
@@ -54,6 +54,11 @@ class FileResult:
     #: original file, and that the conversion kept under their names without one: a file
     #: that only calls them (a trainer's task.py) is converted with them (_program).
     converted_definitions: tuple[str, ...] = ()
+    #: The helpers the conversion took out of the file (``_helpers``), key -> code, for the
+    #: module beside it that the file imports them from; and the file's indent, for that module.
+    helpers: dict = field(default_factory=dict)
+    indent: str = "    "
+    limit: int = 79
     #: Set by ``release``: whether the file changed, once its bytes are gone.
     _changed: bool | None = field(default=None, repr=False)
 
@@ -240,6 +245,8 @@ class Job:
 
     def finish(self) -> FileResult:
         ctx, module, source, path = self.ctx, self.module, self.source, self.path
+        helpers: dict = {}
+        limit = _wrap.PEP8
         try:
             module = ctx.apply_imports(module)
             if module is self.parsed:
@@ -248,7 +255,14 @@ class Job:
                 new = module.bytes
                 noted = drop_repeated_notes(module, new, source)
                 if noted is not module:
-                    new = noted.bytes
+                    module, new = noted, noted.bytes
+                if not path.endswith(".ipynb"):
+                    # Helpers go to the module beside the file, once per program (a notebook keeps its own).
+                    module, helpers = _helpers.extract(module, path)
+                    if helpers:
+                        module = _helpers.without_unused_imports(module, source)
+                        new = module.bytes
+                new, limit = _wrapped(new, source, path, module.encoding)
                 cst.parse_module(new)  # every output parses, or the file is left alone
         except Exception as exc:
             return _error(path, source, 1, 1, RULE_FAILED, f"the rewritten file would not parse: {exc}")
@@ -256,9 +270,23 @@ class Job:
         manual = any(f.kind == "manual" for f in ctx.findings)
         status = "partial" if manual else ("converted" if new != source else "unchanged")
         result = FileResult(path, status, source, new, ctx.findings)
+        if new != source and not path.endswith(".ipynb"):
+            result.helpers, result.indent, result.limit = helpers, module.default_indent, limit
         if self.requested:
             result.program_honoured = ctx.program_honoured
         return _finish(result, self.rules, self.screening.tree, ctx.suppressions, ctx.suppressed)
+
+
+def _wrapped(new: bytes, source: bytes, path: str, encoding: str) -> tuple[bytes, int]:
+    """``new`` with the statements e2k wrote over the file's line length wrapped (``_wrap``),
+    and that length."""
+    try:
+        text, original = new.decode(encoding), source.decode(encoding)
+    except (UnicodeDecodeError, LookupError):
+        return new, _wrap.PEP8
+    limit = _wrap.line_limit(path, original)
+    wrapped = _wrap.wrap(text, original, limit)
+    return (new if wrapped == text else wrapped.encode(encoding)), limit
 
 
 def _finish(

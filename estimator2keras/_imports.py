@@ -185,9 +185,11 @@ def v2_switches(ctx: RewriteContext, replaced: set) -> None:
 FUTURE, STDLIB, THIRD_PARTY, LOCAL = range(4)
 
 
-def add_imports(module: cst.Module, queued: Iterable, path: str | None = None) -> cst.Module:
-    """``module`` with the imports in ``queued`` (libcst ``ImportItem``s) that it lacks."""
-    local = _local_modules(path)
+def add_imports(module: cst.Module, queued: Iterable, path: str | None = None,
+                local: frozenset = frozenset()) -> cst.Module:
+    """``module`` with the imports in ``queued`` (libcst ``ImportItem``s) that it lacks; ``local``:
+    modules of the program besides those beside ``path`` (one e2k writes with it)."""
+    local = _local_modules(path) | local
     wanted = []
     for item in queued:
         key = (item.module, item.obj_name, item.alias)

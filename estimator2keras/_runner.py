@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from estimator2keras import __version__
+from estimator2keras import __version__, _helpers
 from estimator2keras._config import CommandLine, Resolver, RuleSettings
 from estimator2keras._context import Finding
 from estimator2keras._engine import ESTIMATOR_CODE_LEFT, RULE_FAILED, UNREADABLE, FileResult, keywords_of, rewrite_source
@@ -49,6 +49,8 @@ class RunSummary:
     excluded: int = 0
     #: Every rule known to the run (all configurations), by code: for reports.
     rules: dict = field(default_factory=dict)
+    #: The helpers modules written beside converted files (``_helpers``), by path.
+    helper_modules: dict = field(default_factory=dict)
 
     def count(self, status: str) -> int:
         return sum(1 for r in self.results if r.status == status)
@@ -98,7 +100,30 @@ class RunSummary:
             },
             "coverage": self.coverage(),
             "files": [r.to_dict() for r in sorted(self.results, key=lambda r: r.path)],
+            "helper_modules": [m.to_dict() for _, m in sorted(self.helper_modules.items())],
         }
+
+
+@dataclass
+class HelperModule:
+    """The module of helpers beside converted files (``_helpers``): where it goes, what it
+    held before the run (None: it is new), what it holds now, and the files that import it."""
+
+    path: str
+    original: str | None
+    text: str
+    helpers: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"path": self.path, "new": self.original is None, "helpers": sorted(self.helpers),
+                "files": sorted(self.files)}
+
+    def diff(self) -> str:
+        old = (self.original or "").splitlines(keepends=True)
+        new = self.text.splitlines(keepends=True)
+        return "".join(difflib.unified_diff(old, new, "/dev/null" if self.original is None else f"a/{self.path}",
+                                            f"b/{self.path}"))
 
 
 #: Estimator code left because another construct did not convert (``_leftovers``).
@@ -254,6 +279,9 @@ def run(
     def finish(result: FileResult) -> None:
         source = by_path[result.path]
         with interrupts.deferred():
+            if result.helpers and result.status != "error":
+                # The helpers module first: the file written next imports it.
+                _helper_module(result, source, options, summary)
             if options.write or options.out_dir is not None:
                 _write(result, source, options, summary)
                 result.release()  # written: only --diff and --check show the bytes later
@@ -508,6 +536,44 @@ def _worker_died(source: SourceFile) -> FileResult:
     except OSError:
         data = b""
     return FileResult(path, "error", data, data, [Finding(path, 1, 1, RULE_FAILED, message, "error")])
+
+
+def _helper_module(result: FileResult, source: SourceFile, options: RewriteOptions, summary: RunSummary) -> None:
+    """Add the helpers ``result`` took out of its file to the module beside it (written now,
+    when the run writes)."""
+    name = _helpers.module_name(str(source.path.parent))
+    if options.out_dir is not None:
+        target = Path(options.out_dir) / source.relative.parent / f"{name}.py"
+    else:
+        target = source.path.parent / f"{name}.py"
+    key = os.path.normpath(str(target))
+    module = summary.helper_modules.get(key)
+    if module is None:
+        try:
+            existing = target.read_text(encoding="utf-8")
+        except (FileNotFoundError, NotADirectoryError):
+            existing = None
+        except (OSError, UnicodeDecodeError):
+            existing = None
+        if existing is not None and not _helpers.is_ours(existing):
+            existing = None  # --out over an earlier mirror: the module of this name is e2k's
+        module = summary.helper_modules[key] = HelperModule(str(target), existing, existing or "")
+    text = _helpers.render(result.helpers, result.indent, module.text or None, result.limit)
+    module.helpers = sorted({*module.helpers, *result.helpers})
+    module.files.append(result.path)
+    if text == module.text:
+        return
+    module.text = text
+    if options.write or options.out_dir is not None:
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(target, text.encode("utf-8"), follow_symlinks=options.out_dir is None)
+        except OSError as exc:
+            summary.write_errors += 1
+            result.status = "error"
+            result.new = result.original
+            reason = exc.strerror or str(exc)
+            result.findings.append(Finding(result.path, 1, 1, UNREADABLE, f"cannot write {target}: {reason}", "error"))
 
 
 def _write(result: FileResult, source: SourceFile, options: RewriteOptions, summary: RunSummary) -> None:

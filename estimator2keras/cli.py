@@ -113,11 +113,20 @@ def _rewrite(args: argparse.Namespace) -> int:
         for result in sorted(summary.results, key=lambda r: r.path):
             if result.changed:
                 sys.stdout.write(unified_diff(result))
+        for _, module in sorted(summary.helper_modules.items()):
+            sys.stdout.write(module.diff())
     if document is None or args.report:
         out = sys.stderr if args.diff else sys.stdout
         verb = "converted" if write or args.out else "would be converted"
         style = Style(use_color(args.color, out))
         write_human(summary.results, out, verbose=args.verbose, verb=verb, style=style)
+        for _, module in sorted(summary.helper_modules.items()):
+            if module.text != (module.original or ""):
+                done = ("written" if module.original is None else "added to") if write or args.out else \
+                    ("would be written" if module.original is None else "would be added to")
+                count = len(module.files)
+                print(f"{style('path', module.path)}: {done}: {', '.join(module.helpers)} "
+                      f"(imported by {count} converted file{'s' if count != 1 else ''})", file=out)
         if not args.quiet and any(Path(p).is_dir() for p in args.paths):
             write_coverage(summary.coverage(), out, style=style)
     if not args.quiet:

@@ -182,3 +182,18 @@ def run_rules(rules_under_test: Sequence[type[Rule]], rules: RuleSet | None = No
                 yield Outcome(rule, name, f"raised {type(exc).__name__}: {exc}")
             else:
                 yield Outcome(rule, name)
+
+
+def write_converted(result, path) -> "Path":
+    """Write a conversion (``FileResult``) to ``path`` as `e2k rewrite` writes it: the file, and
+    the helpers it imports in the module beside it. Returns ``path``."""
+    from pathlib import Path
+
+    from estimator2keras import _helpers
+
+    path = Path(path)
+    path.write_bytes(result.new)
+    if result.helpers:
+        (path.parent / f"{_helpers.MODULE}.py").write_text(
+            _helpers.render(result.helpers, result.indent, limit=result.limit))
+    return path

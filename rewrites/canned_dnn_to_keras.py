@@ -90,25 +90,7 @@ regressor.train(input_fn)
             after='''\
 import tensorflow as tf
 
-
-class LabelMean(tf.keras.metrics.Mean):
-    """The head's label/mean: the mean of the labels, weighted as the examples."""
-
-    def update_state(self, y_true, y_pred, sample_weight=None):
-        return super().update_state(tf.cast(y_true, tf.float32), sample_weight)
-
-
-class PredictionMean(tf.keras.metrics.Mean):
-    """The head's prediction/mean: the mean of the predictions (the logits' sigmoid for a binary head)."""
-
-    def __init__(self, activation=None, name=None):
-        super().__init__(name=name)
-        self.activation = activation
-
-    def update_state(self, y_true, y_pred, sample_weight=None):
-        if self.activation is not None:
-            y_pred = getattr(tf.nn, self.activation)(y_pred)
-        return super().update_state(tf.cast(y_pred, tf.float32), sample_weight)
+from e2k_helpers import LabelMean, PredictionMean
 
 
 class DNNRegressorModel(tf.keras.Model):
@@ -128,8 +110,14 @@ class DNNRegressorModel(tf.keras.Model):
         """Raw features -> the model's inputs, as the Estimator's feature columns computed them."""
         # tf.Examples parsed with the columns' spec (make_parse_example_spec) give categorical
         # features as SparseTensors: dense, a missing value is the one the feature columns ignore.
-        features = {key: tf.sparse.to_dense(value, "" if value.dtype == tf.string else -1)
-                    if isinstance(value, tf.SparseTensor) else value for key, value in features.items()}
+        features = {
+            key: (
+                tf.sparse.to_dense(value, "" if value.dtype == tf.string else -1)
+                if isinstance(value, tf.SparseTensor)
+                else value
+            )
+            for key, value in features.items()
+        }
         rooms = tf.reshape(tf.cast(features["rooms"], tf.float32), [-1, 1])
         district_values = tf.reshape(features["district"], [-1])
         # The Estimator's ids: the vocabulary's; anything else has no id (-1).

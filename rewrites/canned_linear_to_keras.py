@@ -73,27 +73,7 @@ classifier.train(input_fn, steps=10)
             after='''\
 import tensorflow as tf
 
-
-class LinearModel(tf.keras.layers.Layer):
-    """A canned Estimator's linear model: a weight matrix per feature column, created in the
-    columns' name order, then the bias; all start at zero. Categorical columns come as
-    one-hot rows, so a column adds the rows of its ids."""
-
-    def __init__(self, units, column_names, **kwargs):
-        super().__init__(**kwargs)
-        self.units = units
-        self.column_names = column_names
-
-    def build(self, input_shape):
-        self.column_weights = [
-            self.add_weight(name=f"{name}_weights", shape=(shape[-1], self.units), initializer="zeros")
-            for name, shape in zip(self.column_names, input_shape)]
-        self.bias = self.add_weight(name="bias_weights", shape=(self.units,), initializer="zeros")
-        super().build(input_shape)
-
-    def call(self, inputs):
-        weighted_sums = [tf.matmul(x, w) for x, w in zip(inputs, self.column_weights)]
-        return tf.nn.bias_add(tf.add_n(weighted_sums), self.bias)
+from e2k_helpers import LinearModel
 
 
 class LinearClassifierModel(tf.keras.Model):
@@ -112,11 +92,19 @@ class LinearClassifierModel(tf.keras.Model):
         self.linear = LinearModel(3, ["color", "size"])
 
     def preprocess(self, features, labels=None):
-        """Raw features -> the model's inputs, as the Estimator's feature columns computed them."""
+        """Raw features -> the model's inputs, as the Estimator's feature columns computed
+        them."""
         # tf.Examples parsed with the columns' spec (make_parse_example_spec) give categorical
-        # features as SparseTensors: dense, a missing value is the one the feature columns ignore.
-        features = {key: tf.sparse.to_dense(value, "" if value.dtype == tf.string else -1)
-                    if isinstance(value, tf.SparseTensor) else value for key, value in features.items()}
+        # features as SparseTensors: dense, a missing value is the one the feature columns
+        # ignore.
+        features = {
+            key: (
+                tf.sparse.to_dense(value, "" if value.dtype == tf.string else -1)
+                if isinstance(value, tf.SparseTensor)
+                else value
+            )
+            for key, value in features.items()
+        }
         size = tf.reshape(tf.cast(features["size"], tf.float32), [-1, 1])
         color_values = tf.reshape(features["color"], [-1])
         color = self.color_hashing(color_values)

@@ -71,47 +71,7 @@ regressor.train(input_fn)
             after='''\
 import tensorflow as tf
 
-
-class LinearModel(tf.keras.layers.Layer):
-    """A canned Estimator's linear model: a weight matrix per feature column, created in the
-    columns' name order, then the bias; all start at zero. Categorical columns come as
-    one-hot rows, so a column adds the rows of its ids."""
-
-    def __init__(self, units, column_names, **kwargs):
-        super().__init__(**kwargs)
-        self.units = units
-        self.column_names = column_names
-
-    def build(self, input_shape):
-        self.column_weights = [
-            self.add_weight(name=f"{name}_weights", shape=(shape[-1], self.units), initializer="zeros")
-            for name, shape in zip(self.column_names, input_shape)]
-        self.bias = self.add_weight(name="bias_weights", shape=(self.units,), initializer="zeros")
-        super().build(input_shape)
-
-    def call(self, inputs):
-        weighted_sums = [tf.matmul(x, w) for x, w in zip(inputs, self.column_weights)]
-        return tf.nn.bias_add(tf.add_n(weighted_sums), self.bias)
-
-
-class LabelMean(tf.keras.metrics.Mean):
-    """The head's label/mean: the mean of the labels, weighted as the examples."""
-
-    def update_state(self, y_true, y_pred, sample_weight=None):
-        return super().update_state(tf.cast(y_true, tf.float32), sample_weight)
-
-
-class PredictionMean(tf.keras.metrics.Mean):
-    """The head's prediction/mean: the mean of the predictions (the logits' sigmoid for a binary head)."""
-
-    def __init__(self, activation=None, name=None):
-        super().__init__(name=name)
-        self.activation = activation
-
-    def update_state(self, y_true, y_pred, sample_weight=None):
-        if self.activation is not None:
-            y_pred = getattr(tf.nn, self.activation)(y_pred)
-        return super().update_state(tf.cast(y_pred, tf.float32), sample_weight)
+from e2k_helpers import LabelMean, LinearModel, PredictionMean
 
 
 class DNNLinearCombinedRegressorModel(tf.keras.Model):
@@ -146,11 +106,20 @@ class DNNLinearCombinedRegressorModel(tf.keras.Model):
         self.linear_optimizer.build(self.linear.trainable_weights)
 
     def preprocess(self, features, labels=None):
-        """Raw features -> the model's inputs, as the Estimator's feature columns computed them."""
-        # tf.Examples parsed with the columns' spec (make_parse_example_spec) give categorical
-        # features as SparseTensors: dense, a missing value is the one the feature columns ignore.
-        features = {key: tf.sparse.to_dense(value, "" if value.dtype == tf.string else -1)
-                    if isinstance(value, tf.SparseTensor) else value for key, value in features.items()}
+        """Raw features -> the model's inputs, as the Estimator's feature columns computed
+        them."""
+        # tf.Examples parsed with the columns' spec (make_parse_example_spec) give
+        # categorical
+        # features as SparseTensors: dense, a missing value is the one the feature columns
+        # ignore.
+        features = {
+            key: (
+                tf.sparse.to_dense(value, "" if value.dtype == tf.string else -1)
+                if isinstance(value, tf.SparseTensor)
+                else value
+            )
+            for key, value in features.items()
+        }
         age = tf.reshape(tf.cast(features["age"], tf.float32), [-1, 1])
         city_values = tf.reshape(features["city"], [-1])
         # The Estimator's ids: the vocabulary's; anything else has no id (-1).
@@ -165,7 +134,8 @@ class DNNLinearCombinedRegressorModel(tf.keras.Model):
         if isinstance(inputs, dict):  # raw features, as a served model gets them
             inputs = self.preprocess(inputs)
         age, city = inputs
-        # Ids come as floats when Keras 3 first traces the model (on the replicas' mean batch).
+        # Ids come as floats when Keras 3 first traces the model (on the replicas' mean
+        # batch).
         city = tf.cast(city, tf.int64)
         net = tf.concat([
             age,
@@ -194,7 +164,9 @@ class DNNLinearCombinedRegressorModel(tf.keras.Model):
             logits = self(inputs, training=True)
             loss = self.head_loss(labels, logits)
         linear_vars = self.linear.trainable_variables
-        dnn_vars = [v for v in self.trainable_variables if all(v is not w for w in linear_vars)]
+        dnn_vars = [
+            v for v in self.trainable_variables if all(v is not w for w in linear_vars)
+        ]
         gradients = tape.gradient(loss, dnn_vars + linear_vars)
         self.optimizer.apply_gradients(zip(gradients[:len(dnn_vars)], dnn_vars))
         self.linear_optimizer.apply_gradients(zip(gradients[len(dnn_vars):], linear_vars))
@@ -208,7 +180,8 @@ class DNNLinearCombinedRegressorModel(tf.keras.Model):
         return self.update_metrics(loss * replicas, labels, logits, None)
 
     def update_metrics(self, loss, labels, logits, weights):
-        # Like Keras's own: the loss over the global batch (a mean tracker counts each replica).
+        # Like Keras's own: the loss over the global batch (a mean tracker counts each
+        # replica).
         self.loss_tracker.update_state(loss, sample_weight=tf.shape(logits)[0])
         self.average_loss.update_state(labels, logits, sample_weight=weights)
         self.label_mean.update_state(labels, logits, sample_weight=weights)

@@ -105,12 +105,16 @@ import tensorflow as tf
 
 def input_fn():
     # Global batch: Keras splits it across replicas (the Estimator batched per replica).
-    return tf.data.Dataset.from_tensor_slices(([[1.0], [2.0]], [[2.0], [4.0]])).batch(1 * strategy.num_replicas_in_sync)
+    return tf.data.Dataset.from_tensor_slices(([[1.0], [2.0]], [[2.0], [4.0]])).batch(
+        1 * strategy.num_replicas_in_sync
+    )
 
 
 def build_model():
     model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
-    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    model.compile(
+        optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError()
+    )
     return model
 
 

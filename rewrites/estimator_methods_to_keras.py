@@ -145,7 +145,9 @@ def input_fn():
 
 def build_model():
     model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
-    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    model.compile(
+        optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError()
+    )
     return model
 
 
@@ -206,7 +208,9 @@ class Model(tf.keras.Model):
 
 def build_model():
     model = Model()
-    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    model.compile(
+        optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError()
+    )
     return model
 
 
@@ -218,7 +222,9 @@ if steps_left > 0:
 steps_left = 10 - int(model.optimizer.iterations.numpy())
 if steps_left > 0:
     model.fit(input_fn(), steps_per_epoch=steps_left)
-for prediction in tf.data.Dataset.from_tensor_slices(model.predict(input_fn())).as_numpy_iterator():
+for prediction in tf.data.Dataset.from_tensor_slices(
+    model.predict(input_fn())
+).as_numpy_iterator():
     print(prediction["doubled"])
 ''',
         ),
@@ -262,14 +268,22 @@ def input_fn(features, labels, training=True, batch_size=2):
 
 def build_model():
     model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
-    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    model.compile(
+        optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError()
+    )
     return model
 
 
 x, y = [[1.0], [2.0]], [[2.0], [4.0]]
 model = build_model()
 model.fit(input_fn(x, y), steps_per_epoch=10)
-print(list(tf.data.Dataset.from_tensor_slices(model.predict(input_fn(x, y, training=False))).as_numpy_iterator()))
+print(
+    list(
+        tf.data.Dataset.from_tensor_slices(
+            model.predict(input_fn(x, y, training=False))
+        ).as_numpy_iterator()
+    )
+)
 ''',
         ),
         Case(
@@ -311,13 +325,21 @@ def input_fn(mode):
 
 def build_model():
     model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
-    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    model.compile(
+        optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError()
+    )
     return model
 
 
 model = build_model()
 model.fit(input_fn(mode="train"), steps_per_epoch=10)
-print(list(tf.data.Dataset.from_tensor_slices(model.predict(input_fn(mode="infer"))).as_numpy_iterator()))
+print(
+    list(
+        tf.data.Dataset.from_tensor_slices(
+            model.predict(input_fn(mode="infer"))
+        ).as_numpy_iterator()
+    )
+)
 ''',
         ),
         Case(
@@ -399,7 +421,9 @@ def input_fn():
 
 def build_model():
     model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
-    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    model.compile(
+        optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError()
+    )
     return model
 
 

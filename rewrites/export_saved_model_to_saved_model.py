@@ -174,14 +174,17 @@ class Model(tf.keras.Model):
 
 def build_model():
     model = Model()
-    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    model.compile(
+        optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError()
+    )
     return model
 
 
 feature_spec = {"x": tf.io.FixedLenFeature([2], tf.float32)}
 
 
-# The serving signature the Estimator exported: serialized tf.train.Examples in, predictions out.
+# The serving signature the Estimator exported: serialized tf.train.Examples in, predictions
+# out.
 @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
 def serving_input_fn(examples):
     return model.predict_step(tf.io.parse_example(examples, feature_spec))
@@ -251,11 +254,14 @@ class Model(tf.keras.Model):
 
 def build_model():
     model = Model()
-    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    model.compile(
+        optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError()
+    )
     return model
 
 
-# The serving signature the Estimator exported: the receiver tensors in, the PREDICT predictions out.
+# The serving signature the Estimator exported: the receiver tensors in, the PREDICT predictions
+# out.
 @tf.function(input_signature=[{"x": tf.TensorSpec([None, 2], tf.float32, name="x")}])
 def serving_input_fn(inputs):
     return model.predict_step(inputs)
@@ -355,47 +361,7 @@ import time
 
 import tensorflow as tf
 
-
-class LinearModel(tf.keras.layers.Layer):
-    """A canned Estimator's linear model: a weight matrix per feature column, created in the
-    columns' name order, then the bias; all start at zero. Categorical columns come as
-    one-hot rows, so a column adds the rows of its ids."""
-
-    def __init__(self, units, column_names, **kwargs):
-        super().__init__(**kwargs)
-        self.units = units
-        self.column_names = column_names
-
-    def build(self, input_shape):
-        self.column_weights = [
-            self.add_weight(name=f"{name}_weights", shape=(shape[-1], self.units), initializer="zeros")
-            for name, shape in zip(self.column_names, input_shape)]
-        self.bias = self.add_weight(name="bias_weights", shape=(self.units,), initializer="zeros")
-        super().build(input_shape)
-
-    def call(self, inputs):
-        weighted_sums = [tf.matmul(x, w) for x, w in zip(inputs, self.column_weights)]
-        return tf.nn.bias_add(tf.add_n(weighted_sums), self.bias)
-
-
-class LabelMean(tf.keras.metrics.Mean):
-    """The head's label/mean: the mean of the labels, weighted as the examples."""
-
-    def update_state(self, y_true, y_pred, sample_weight=None):
-        return super().update_state(tf.cast(y_true, tf.float32), sample_weight)
-
-
-class PredictionMean(tf.keras.metrics.Mean):
-    """The head's prediction/mean: the mean of the predictions (the logits' sigmoid for a binary head)."""
-
-    def __init__(self, activation=None, name=None):
-        super().__init__(name=name)
-        self.activation = activation
-
-    def update_state(self, y_true, y_pred, sample_weight=None):
-        if self.activation is not None:
-            y_pred = getattr(tf.nn, self.activation)(y_pred)
-        return super().update_state(tf.cast(y_pred, tf.float32), sample_weight)
+from e2k_helpers import LabelMean, LinearModel, PredictionMean
 
 
 class LinearRegressorModel(tf.keras.Model):
@@ -410,7 +376,8 @@ class LinearRegressorModel(tf.keras.Model):
         self.linear = LinearModel(1, ["x"])
 
     def preprocess(self, features, labels=None):
-        """Raw features -> the model's inputs, as the Estimator's feature columns computed them."""
+        """Raw features -> the model's inputs, as the Estimator's feature columns computed
+        them."""
         x = tf.reshape(tf.cast(features["x"], tf.float32), [-1, 1])
         inputs = (x,)
         if labels is None:
@@ -436,7 +403,8 @@ def input_fn():
     return tf.data.Dataset.from_tensor_slices(({"x": [1.0, 2.0]}, [2.0, 4.0])).repeat().batch(2)
 
 
-# The serving signature the Estimator exported: the receiver tensors in, the PREDICT predictions out.
+# The serving signature the Estimator exported: the receiver tensors in, the PREDICT predictions
+# out.
 @tf.function(input_signature=[{"x": tf.TensorSpec([None], tf.float32, name="x")}])
 def serving_input_fn(inputs):
     return model.predict_step(inputs)

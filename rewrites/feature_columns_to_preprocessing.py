@@ -132,47 +132,13 @@ classifier.train(input_fn)
             after='''\
 import tensorflow as tf
 
-
-class PrecisionOfClassIds(tf.keras.metrics.Precision):
-    """The head's precision, of the predicted class (positive when the logit is above 0)."""
-
-    def update_state(self, y_true, y_pred, sample_weight=None):
-        return super().update_state(y_true, tf.cast(y_pred > 0, tf.float32), sample_weight)
-
-
-class RecallOfClassIds(tf.keras.metrics.Recall):
-    """The head's recall, of the predicted class (positive when the logit is above 0)."""
-
-    def update_state(self, y_true, y_pred, sample_weight=None):
-        return super().update_state(y_true, tf.cast(y_pred > 0, tf.float32), sample_weight)
-
-
-class LabelMean(tf.keras.metrics.Mean):
-    """The head's label/mean: the mean of the labels, weighted as the examples."""
-
-    def update_state(self, y_true, y_pred, sample_weight=None):
-        return super().update_state(tf.cast(y_true, tf.float32), sample_weight)
-
-
-class PredictionMean(tf.keras.metrics.Mean):
-    """The head's prediction/mean: the mean of the predictions (the logits' sigmoid for a binary head)."""
-
-    def __init__(self, activation=None, name=None):
-        super().__init__(name=name)
-        self.activation = activation
-
-    def update_state(self, y_true, y_pred, sample_weight=None):
-        if self.activation is not None:
-            y_pred = getattr(tf.nn, self.activation)(y_pred)
-        return super().update_state(tf.cast(y_pred, tf.float32), sample_weight)
-
-
-class AccuracyBaseline(LabelMean):
-    """The head's accuracy_baseline: max(label mean, 1 - label mean), always predicting one class."""
-
-    def result(self):
-        mean = super().result()
-        return tf.maximum(mean, 1.0 - mean)
+from e2k_helpers import (
+    AccuracyBaseline,
+    LabelMean,
+    PrecisionOfClassIds,
+    PredictionMean,
+    RecallOfClassIds,
+)
 
 
 class DNNClassifierModel(tf.keras.Model):
@@ -196,15 +162,24 @@ class DNNClassifierModel(tf.keras.Model):
         self.logits = tf.keras.layers.Dense(1)
 
     def preprocess(self, features, labels=None):
-        """Raw features -> the model's inputs, as the Estimator's feature columns computed them."""
+        """Raw features -> the model's inputs, as the Estimator's feature columns computed
+        them."""
         # tf.Examples parsed with the columns' spec (make_parse_example_spec) give categorical
-        # features as SparseTensors: dense, a missing value is the one the feature columns ignore.
-        features = {key: tf.sparse.to_dense(value, "" if value.dtype == tf.string else -1)
-                    if isinstance(value, tf.SparseTensor) else value for key, value in features.items()}
+        # features as SparseTensors: dense, a missing value is the one the feature columns
+        # ignore.
+        features = {
+            key: (
+                tf.sparse.to_dense(value, "" if value.dtype == tf.string else -1)
+                if isinstance(value, tf.SparseTensor)
+                else value
+            )
+            for key, value in features.items()
+        }
         age = tf.reshape(tf.cast(features["age"], tf.float32), [-1, 1])
         age_buckets = tf.reshape(self.age_buckets(age), [-1])
         city_values = tf.reshape(features["city"], [-1])
-        # The Estimator's ids: the vocabulary's, then 1 out-of-vocabulary bucket; "" has no id (-1).
+        # The Estimator's ids: the vocabulary's, then 1 out-of-vocabulary bucket; "" has no id
+        # (-1).
         city = self.city_lookup(city_values) - 1
         city = tf.where(city < 0, 2 + self.city_oov(city_values), city)
         city = tf.where(city_values == "", tf.constant(-1, tf.int64), city)

@@ -146,8 +146,15 @@ MnistDataSet = collections.namedtuple("MnistDataSet", ["images", "labels", "num_
 MnistDataSets = collections.namedtuple("MnistDataSets", ["train", "validation", "test"])
 
 
-def read_data_sets(train_dir, one_hot=False, dtype=np.float32, reshape=True, validation_size=5000, seed=None,
-                   source_url="https://storage.googleapis.com/cvdf-datasets/mnist/"):
+def read_data_sets(
+    train_dir,
+    one_hot=False,
+    dtype=np.float32,
+    reshape=True,
+    validation_size=5000,
+    seed=None,
+    source_url="https://storage.googleapis.com/cvdf-datasets/mnist/",
+):
     """MNIST as TensorFlow 1's read_data_sets gave it (TensorFlow 2 has no such loader): the
     same four files, downloaded into `train_dir` unless they are there; the first
     `validation_size` training images set aside for validation; images as float32 in [0, 1]
@@ -173,7 +180,9 @@ def read_data_sets(train_dir, one_hot=False, dtype=np.float32, reshape=True, val
     train_images = read("train-images-idx3-ubyte.gz", 16, (-1, 28, 28, 1))
     train_labels = read("train-labels-idx1-ubyte.gz", 8, (-1,))
     if not 0 <= validation_size <= len(train_images):
-        raise ValueError(f"Validation size should be between 0 and {len(train_images)}. Received: {validation_size}.")
+        raise ValueError(
+            f"Validation size should be between 0 and {len(train_images)}. Received: {validation_size}."
+        )
     return MnistDataSets(
         train=data_set(train_images[validation_size:], train_labels[validation_size:]),
         validation=data_set(train_images[:validation_size], train_labels[:validation_size]),

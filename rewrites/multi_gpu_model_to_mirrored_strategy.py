@@ -77,7 +77,8 @@ model.save("model.h5")
             after='''\
 import tensorflow as tf
 
-# multi_gpu_model(model, gpus=...): the model is built and compiled under MirroredStrategy.
+# multi_gpu_model(model, gpus=...): the model is built and compiled under
+# MirroredStrategy.
 strategy = tf.distribute.MirroredStrategy(["/gpu:0", "/gpu:1"])
 with strategy.scope():
     model = tf.keras.Sequential([tf.keras.layers.Dense(10, input_shape=(4,))])

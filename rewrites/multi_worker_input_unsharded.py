@@ -80,26 +80,28 @@ estimator.train(input_fn, max_steps=10)
             after='''\
 import tensorflow as tf
 
-
-def unsharded(dataset):
-    """Every worker reads all of the dataset, as each worker's input_fn did under the Estimator."""
-    options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
-    return dataset.with_options(options)
+from e2k_helpers import unsharded
 
 
 def input_fn():
     # Global batch: Keras splits it across replicas (the Estimator batched per replica).
-    return tf.data.Dataset.from_tensor_slices(([[1.0]] * 8, [[2.0]] * 8)).repeat().batch(2 * strategy.num_replicas_in_sync)
+    return (
+        tf.data.Dataset.from_tensor_slices(([[1.0]] * 8, [[2.0]] * 8))
+        .repeat()
+        .batch(2 * strategy.num_replicas_in_sync)
+    )
 
 
 def build_model():
     model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
-    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    model.compile(
+        optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError()
+    )
     return model
 
 
-# MultiWorkerMirroredStrategy runs with Keras 2: on TensorFlow 2.16+ install tf-keras and set TF_USE_LEGACY_KERAS=1 (Keras 3 does not support it, keras-team/keras#20585).
+# MultiWorkerMirroredStrategy runs with Keras 2: on TensorFlow 2.16+ install tf-keras and set
+# TF_USE_LEGACY_KERAS=1 (Keras 3 does not support it, keras-team/keras#20585).
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
 with strategy.scope():
     model = build_model()

@@ -120,7 +120,9 @@ def build_model():
 
 
 def train_input_fn():
-    return tf.data.Dataset.from_tensor_slices(({"x": x_train}, y_train)).shuffle(1000).repeat().batch(16)
+    return (
+        tf.data.Dataset.from_tensor_slices(({"x": x_train}, y_train)).shuffle(1000).repeat().batch(16)
+    )
 
 
 model = build_model()
@@ -147,6 +149,8 @@ print(regressor.evaluate(eval_input_fn))
 import numpy as np
 import tensorflow as tf
 
+from e2k_helpers import LabelMean, LinearModel, PredictionMean
+
 x = np.ones((8, 1), np.float32)
 y = np.ones((8, 1), np.float32)
 
@@ -158,47 +162,6 @@ def train_input_fn():
 def eval_input_fn():
     return tf.data.Dataset.from_tensor_slices(({"x": x}, y)).batch(8)
 
-
-class LinearModel(tf.keras.layers.Layer):
-    """A canned Estimator's linear model: a weight matrix per feature column, created in the
-    columns' name order, then the bias; all start at zero. Categorical columns come as
-    one-hot rows, so a column adds the rows of its ids."""
-
-    def __init__(self, units, column_names, **kwargs):
-        super().__init__(**kwargs)
-        self.units = units
-        self.column_names = column_names
-
-    def build(self, input_shape):
-        self.column_weights = [
-            self.add_weight(name=f"{name}_weights", shape=(shape[-1], self.units), initializer="zeros")
-            for name, shape in zip(self.column_names, input_shape)]
-        self.bias = self.add_weight(name="bias_weights", shape=(self.units,), initializer="zeros")
-        super().build(input_shape)
-
-    def call(self, inputs):
-        weighted_sums = [tf.matmul(x, w) for x, w in zip(inputs, self.column_weights)]
-        return tf.nn.bias_add(tf.add_n(weighted_sums), self.bias)
-
-
-class LabelMean(tf.keras.metrics.Mean):
-    """The head's label/mean: the mean of the labels, weighted as the examples."""
-
-    def update_state(self, y_true, y_pred, sample_weight=None):
-        return super().update_state(tf.cast(y_true, tf.float32), sample_weight)
-
-
-class PredictionMean(tf.keras.metrics.Mean):
-    """The head's prediction/mean: the mean of the predictions (the logits' sigmoid for a binary head)."""
-
-    def __init__(self, activation=None, name=None):
-        super().__init__(name=name)
-        self.activation = activation
-
-    def update_state(self, y_true, y_pred, sample_weight=None):
-        if self.activation is not None:
-            y_pred = getattr(tf.nn, self.activation)(y_pred)
-        return super().update_state(tf.cast(y_pred, tf.float32), sample_weight)
 
 
 class LinearRegressorModel(tf.keras.Model):

@@ -131,7 +131,11 @@ BATCH_SIZE = 16
 
 def input_fn():
     # Global batch: Keras splits it across replicas (the Estimator batched per replica).
-    return tf.data.Dataset.from_tensor_slices(([[1.0]] * 64, [[2.0]] * 64)).shuffle(64).batch(BATCH_SIZE * strategy.num_replicas_in_sync)
+    return (
+        tf.data.Dataset.from_tensor_slices(([[1.0]] * 64, [[2.0]] * 64))
+        .shuffle(64)
+        .batch(BATCH_SIZE * strategy.num_replicas_in_sync)
+    )
 
 
 def build_model():
@@ -186,7 +190,9 @@ def input_fn(x, y, batch_size, training=True):
 
 def build_model():
     model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
-    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    model.compile(
+        optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError()
+    )
     return model
 
 
@@ -196,7 +202,9 @@ def main(x, y):
         model = build_model()
     # Global batch: Keras splits it across replicas (the Estimator batched per replica).
     model.fit(input_fn(x, y, batch_size=4 * strategy.num_replicas_in_sync), steps_per_epoch=10)
-    return model.evaluate(input_fn(x, y, 4 * strategy.num_replicas_in_sync, training=False), return_dict=True)
+    return model.evaluate(
+        input_fn(x, y, 4 * strategy.num_replicas_in_sync, training=False), return_dict=True
+    )
 ''',
         ),
         Case(
@@ -275,21 +283,7 @@ def main(flags):
             after='''\
 import tensorflow as tf
 
-
-def global_batches(dataset, num_replicas):
-    """The batches an Estimator gave its replicas in one step, as one global batch.
-
-    Under a distribution strategy the Estimator gave each replica the input_fn's next batch
-    in turn; Keras splits one global batch across the replicas, in order. Each num_replicas
-    consecutive batches are joined, and an incomplete last round is dropped, as the
-    Estimator dropped it."""
-
-    def join(*batches):
-        joined = tf.nest.map_structure(lambda t: tf.concat(tf.unstack(t, num_replicas), 0), batches)
-        return joined if len(joined) > 1 else joined[0]
-
-    return dataset.batch(num_replicas, drop_remainder=True).map(join)
-
+from e2k_helpers import global_batches
 
 NUM_TOWERS = 4
 
@@ -310,7 +304,10 @@ def main(flags):
     with strategy.scope():
         model = build_model()
     # The Estimator gave each replica the next batch in turn: Keras reads them as one global batch.
-    model.fit(global_batches(train_input_fn(flags.batch_size), strategy.num_replicas_in_sync), steps_per_epoch=10)
+    model.fit(
+        global_batches(train_input_fn(flags.batch_size), strategy.num_replicas_in_sync),
+        steps_per_epoch=10,
+    )
 ''',
         ),
         Case(
@@ -349,7 +346,11 @@ BATCH_SIZE = 4
 
 def train_input_fn():
     # Global batch: Keras splits it across replicas (the Estimator batched per replica).
-    return tf.data.Dataset.from_tensor_slices(([[1.0]] * 64, [[2.0]] * 64)).repeat().batch(BATCH_SIZE * strategy.num_replicas_in_sync)
+    return (
+        tf.data.Dataset.from_tensor_slices(([[1.0]] * 64, [[2.0]] * 64))
+        .repeat()
+        .batch(BATCH_SIZE * strategy.num_replicas_in_sync)
+    )
 
 
 def eval_input_fn():

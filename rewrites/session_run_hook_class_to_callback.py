@@ -158,7 +158,9 @@ def input_fn():
 
 def build_model():
     model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
-    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    model.compile(
+        optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError()
+    )
     return model
 
 
@@ -224,7 +226,9 @@ def input_fn():
 
 def build_model():
     model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
-    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    model.compile(
+        optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError()
+    )
     return model
 
 
@@ -293,7 +297,9 @@ class Model(tf.keras.Model):
 
 def build_model():
     model = Model()
-    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    model.compile(
+        optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError()
+    )
     return model
 
 

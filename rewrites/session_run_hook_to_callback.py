@@ -213,7 +213,9 @@ def input_fn():
 
 def build_model():
     model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
-    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    model.compile(
+        optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError()
+    )
     return model
 
 
@@ -250,25 +252,7 @@ estimator.train(input_fn, steps=100, hooks=[logging_hook])
             after='''\
 import tensorflow as tf
 
-
-class LoggingTensorCallback(tf.keras.callbacks.Callback):
-    """Logs values every `every_n_iter` training steps, as a tf.train.LoggingTensorHook logged
-    the tensors that held them: `tensors` maps each tag to a function of the model and the
-    step's `logs` (where the loss and compiled metrics are their means over the steps so far)."""
-
-    def __init__(self, tensors, every_n_iter):
-        super().__init__()
-        self.tensors = tensors
-        self.every_n_iter = every_n_iter
-
-    def on_train_begin(self, logs=None):
-        self.iteration = 0
-
-    def on_train_batch_end(self, batch, logs=None):
-        if self.iteration % self.every_n_iter == 0:
-            values = [f"{tag} = {float(value(self.model, logs)):g}" for tag, value in self.tensors.items()]
-            tf.get_logger().info(", ".join(values))
-        self.iteration += 1
+from e2k_helpers import LoggingTensorCallback
 
 
 def input_fn():
@@ -321,25 +305,7 @@ estimator.train(input_fn, steps=100, hooks=get_train_hooks(10))
             after='''\
 import tensorflow as tf
 
-
-class LoggingTensorCallback(tf.keras.callbacks.Callback):
-    """Logs values every `every_n_iter` training steps, as a tf.train.LoggingTensorHook logged
-    the tensors that held them: `tensors` maps each tag to a function of the model and the
-    step's `logs` (where the loss and compiled metrics are their means over the steps so far)."""
-
-    def __init__(self, tensors, every_n_iter):
-        super().__init__()
-        self.tensors = tensors
-        self.every_n_iter = every_n_iter
-
-    def on_train_begin(self, logs=None):
-        self.iteration = 0
-
-    def on_train_batch_end(self, batch, logs=None):
-        if self.iteration % self.every_n_iter == 0:
-            values = [f"{tag} = {float(value(self.model, logs)):g}" for tag, value in self.tensors.items()]
-            tf.get_logger().info(", ".join(values))
-        self.iteration += 1
+from e2k_helpers import LoggingTensorCallback
 
 
 def input_fn():
@@ -348,7 +314,9 @@ def input_fn():
 
 def build_model():
     model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
-    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    model.compile(
+        optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError()
+    )
     return model
 
 

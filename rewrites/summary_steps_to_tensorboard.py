@@ -71,87 +71,9 @@ estimator = tf.estimator.Estimator(model_fn, config=config)
 estimator.train(input_fn, steps=50)
 ''',
             after='''\
-import tempfile
-import time
-
 import tensorflow as tf
 
-
-class ModelDirCheckpoints(tf.keras.callbacks.Callback):
-    """An Estimator's model_dir for a Keras model and its optimizer: the latest checkpoint is
-    restored when the model first trains, evaluates or predicts, and training saves one every
-    `save_steps` steps or `save_secs` seconds and when it ends, numbered by global step."""
-
-    def __init__(self, model, directory, max_to_keep=5, keep_checkpoint_every_n_hours=None,
-                 save_steps=None, save_secs=None, restore=True):
-        super().__init__()
-        # No model_dir (None, or a flag left empty): the Estimator used a temporary directory.
-        directory = directory or tempfile.mkdtemp()
-        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
-        self.keep = (max_to_keep, keep_checkpoint_every_n_hours)
-        self.manager = self.writer = tf.train.CheckpointManager(self.checkpoint, directory, *self.keep)
-        if not model.distribute_strategy.extended.should_checkpoint:
-            # Another worker than the chief of a multi-worker strategy: it saves too (the
-            # variables are read collectively), but aside, as under an Estimator.
-            self.writer = tf.train.CheckpointManager(self.checkpoint, tempfile.mkdtemp(), 1)
-        self.save_steps = save_steps
-        self.save_secs = save_secs
-        self.restored = not restore
-
-    def latest(self):
-        """The latest checkpoint in the directory as it is now: like the Estimator, which read
-        its model_dir when it ran, not when it was made (a program may empty it in between)."""
-        latest = tf.train.latest_checkpoint(self.manager.directory)
-        if latest and "_CHECKPOINTABLE_OBJECT_GRAPH" not in dict(tf.train.list_variables(latest)):
-            # A TF1 checkpoint by variable names: the Keras model's variables have none of them.
-            raise ValueError(f"{latest} is an Estimator's checkpoint, which this Keras model cannot restore: "
-                             "convert the model_dir with `e2k checkpoint` (its docs: checkpoints.md)")
-        return latest
-
-    def global_step(self):
-        """The step training goes on from: the latest checkpoint's until it is restored."""
-        latest = None if self.restored else self.latest()
-        if latest is None:
-            return int(self.checkpoint.optimizer.iterations.numpy())
-        return int(latest.rsplit("-", 1)[-1])
-
-    def restore(self):
-        # Not before: Keras 3 restores into a model under a distribution strategy only once
-        # the model is built, which it is when a callback starts.
-        if not self.restored:
-            self.latest()
-            fresh = tf.train.CheckpointManager(self.checkpoint, self.manager.directory, *self.keep)
-            if self.writer is self.manager:
-                self.writer = fresh
-            self.manager = fresh
-            self.manager.restore_or_initialize()
-            self.restored = True
-
-    def on_train_begin(self, logs=None):
-        self.restore()
-        self.step = self.saved_step = int(self.model.optimizer.iterations.numpy())
-        self.saved_time = time.time()
-
-    def on_test_begin(self, logs=None):
-        self.restore()
-
-    def on_predict_begin(self, logs=None):
-        self.restore()
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.step += 1
-        steps_due = self.save_steps and self.step - self.saved_step >= self.save_steps
-        secs_due = self.save_secs and time.time() - self.saved_time >= self.save_secs
-        if steps_due or secs_due:
-            self.save()
-
-    def on_train_end(self, logs=None):
-        if self.step != self.saved_step and (self.save_steps or self.save_secs):
-            self.save()
-
-    def save(self):
-        self.writer.save(checkpoint_number=self.step)
-        self.saved_step, self.saved_time = self.step, time.time()
+from e2k_helpers import ModelDirCheckpoints
 
 
 def input_fn():

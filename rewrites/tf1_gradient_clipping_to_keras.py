@@ -116,7 +116,9 @@ import tensorflow as tf
 
 def input_fn():
     # Global batch: Keras splits it across replicas (the Estimator batched per replica).
-    return tf.data.Dataset.from_tensor_slices(([[1.0, 2.0]], [[0.5]])).batch(1 * strategy.num_replicas_in_sync)
+    return tf.data.Dataset.from_tensor_slices(([[1.0, 2.0]], [[0.5]])).batch(
+        1 * strategy.num_replicas_in_sync
+    )
 
 
 # e2k: E2K103 TF1 clipped each replica's gradients before summing them, as Keras 3 does; Keras 2 (TensorFlow 2.15) clips the summed gradient, so there the steps differ on several replicas whenever clipping triggers; check with e2k parity

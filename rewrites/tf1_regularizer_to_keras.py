@@ -84,7 +84,9 @@ import tensorflow as tf
 
 def input_fn():
     # Global batch: Keras splits it across replicas (the Estimator batched per replica).
-    return tf.data.Dataset.from_tensor_slices(([[1.0, 2.0]], [[0.5]])).batch(1 * strategy.num_replicas_in_sync)
+    return tf.data.Dataset.from_tensor_slices(([[1.0, 2.0]], [[0.5]])).batch(
+        1 * strategy.num_replicas_in_sync
+    )
 
 
 # e2k: E2K305 under MirroredStrategy the Estimator applied layer penalties' gradients on one replica only (N times weaker on N replicas, while its reported loss held them in full); Keras applies them as written: compare with e2k parity and divide the penalty by the replica count if you need the old training

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import FIXTURES
+from conftest import FIXTURES, flat, helpers_beside
 from estimator2keras._engine import rewrite_source
 
 CUSTOM = '''\
@@ -53,7 +53,7 @@ def custom(body=CLASS_IDS, key='"recall_at_2"', add_metrics="tf.estimator.add_me
 
 def convert(rules, source: str):
     result = rewrite_source(source.encode(), "train.py", rules)
-    return result, result.new.decode()
+    return result, flat(result.new.decode())
 
 
 @pytest.mark.parametrize("add_metrics", ["tf.estimator.add_metrics", "tf.compat.v1.estimator.add_metrics",
@@ -61,10 +61,12 @@ def convert(rules, source: str):
 def test_custom_estimator_metrics_go_to_compile(rules, add_metrics):
     result, new = convert(rules, custom(add_metrics=add_metrics))
     assert result.status == "converted", [f.format() for f in result.findings]
-    assert ('metrics=[\n            tf.keras.metrics.SparseCategoricalAccuracy(name="accuracy"),\n'
-            '            RecallAtK(name="recall_at_2", k=2, activation="softmax"),\n'
-            '            MeanPerClassAccuracy(name="mean_per_class", num_classes=3),\n        ])') in new, new
-    assert "class RecallAtK(" in new and "class MeanPerClassAccuracy(" in new
+    assert ('metrics=[tf.keras.metrics.SparseCategoricalAccuracy(name="accuracy"), '
+            'RecallAtK(name="recall_at_2", k=2, activation="softmax"), '
+            'MeanPerClassAccuracy(name="mean_per_class", num_classes=3)])') in new, new
+    # The classes, in the helpers module the file imports them from.
+    assert {"RecallAtK", "MeanPerClassAccuracy"} <= set(result.helpers)
+    assert "from e2k_helpers import MeanPerClassAccuracy, RecallAtK" in new
     assert "add_metrics" not in new and "def extra_metrics" not in new and "tf.compat.v1.metrics" not in new
     assert 'print(result["accuracy"], result["recall_at_2"])' in new
 
@@ -178,6 +180,7 @@ def test_added_metric_on_the_wrong_value_is_caught(tmp_path):
     assert after.count(right) == 1, "the fixture's shape changed: update this test"
     path = tmp_path / "after_wrong_metric.py"
     path.write_text(after.replace(right, 'tf.keras.metrics.MeanSquaredError(name="rmse")'))
+    helpers_beside(case, tmp_path)
     result = run_parity(case / "before.py", path, replicas=2)
     assert not result.passed, result.report()
     assert "rmse" in result.report()
@@ -249,5 +252,6 @@ def test_added_metric_of_another_prediction_is_caught(tmp_path):
     assert after.count(right) == 1, "the fixture's shape changed: update this test"
     path = tmp_path / "after_wrong_metric.py"
     path.write_text(after.replace(right, 'tf.keras.metrics.SparseCategoricalAccuracy(name="mean_per_class_accuracy")'))
+    helpers_beside(case, tmp_path)
     result = run_parity(case / "before.py", path, replicas=2)
     assert not result.passed, result.report()

@@ -11,6 +11,8 @@ import textwrap
 import pytest
 
 from estimator2keras._engine import rewrite_source
+from conftest import flat
+from estimator2keras.testing import write_converted
 
 PROGRAM = textwrap.dedent('''\
     import tensorflow as tf
@@ -33,7 +35,7 @@ PROGRAM = textwrap.dedent('''\
 def convert(estimator: str, rules, fc: str = "tf.feature_column", program: str = PROGRAM):
     source = program.format(estimator=estimator, fc=fc)
     result = rewrite_source(source.encode(), "program.py", rules)
-    return result, result.new.decode()
+    return result, flat(result.new.decode())
 
 
 def converted(estimator: str, rules, **kwargs) -> str:
@@ -470,9 +472,9 @@ def test_values_read_from_the_function_building_the_estimator_are_constructor_ar
                      program=program)
     assert "def __init__(self, pixels_shape, city_vocabulary, city_embedding_dimension):" in text
     assert "self.pixels_width = tf.TensorShape(self.pixels_shape).num_elements()" in text
-    assert "stddev=self.city_embedding_dimension ** -0.5" in text
-    assert ("pixels_shape=images.shape[1:],\n        city_vocabulary=np.unique(cities),\n"
-            "        city_embedding_dimension=embedding_size)") in text
+    assert "stddev=self.city_embedding_dimension**-0.5" in text  # as black writes a power
+    assert ("pixels_shape=images.shape[1:], city_vocabulary=np.unique(cities), "
+            "city_embedding_dimension=embedding_size)") in text
 
 
 def test_a_local_name_rebound_is_refused(rules):
@@ -524,13 +526,13 @@ def test_lists_unpacked_from_a_tuple_then_appended_to_are_built_not_read_empty(r
                         "dnn_feature_columns=deep, dnn_hidden_units=[4])", rules, program=program)
     # Now read as built: `wide, deep = [], []` is each list bound alone, the loop filling both.
     assert result.status == "converted", [f.format() for f in result.findings]
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert 'self.linear = LinearModel(1, ["a", "b"])' in new, new
     assert "self.hiddenlayer_0.build((None, 2))" in new, new  # the deep part: the two numeric columns
     assert "def build_columns" not in new, new  # read only by the Estimator, it goes with it
 
 
-def test_a_label_vocabulary_classifier_predicts_its_classes(rules, tmp_path):
+def test_a_label_vocabulary_classifier_predicts_its_classes(rules, tmp_path, monkeypatch):
     # predict_step read StringLookup.get_vocabulary(), Python that fails in predict's graph:
     # every converted classifier with label_vocabulary crashed in predict().
     import runpy
@@ -557,8 +559,8 @@ def test_a_label_vocabulary_classifier_predicts_its_classes(rules, tmp_path):
     ''')
     result = rewrite_source(source.encode(), "program.py", rules)
     assert result.status == "converted", [f.format() for f in result.findings]
-    path = tmp_path / "converted.py"
-    path.write_text(result.new.decode())
+    path = write_converted(result, tmp_path / "converted.py")
+    monkeypatch.syspath_prepend(str(tmp_path))  # as `python converted.py` reads the module beside it
     predictions = runpy.run_path(str(path))["PREDICTIONS"]
     assert len(predictions) == 4
     assert all(p["classes"][0] in (b"low", b"mid", b"high") for p in predictions), predictions
@@ -588,6 +590,6 @@ def test_one_loop_filling_two_lists_through_a_temporary_column(rules):
     result, _ = convert("tf.estimator.DNNLinearCombinedClassifier(linear_feature_columns=wide_columns, "
                         "dnn_feature_columns=deep_columns, dnn_hidden_units=[4])", rules, program=program)
     assert result.status == "converted", [f.format() for f in result.findings]
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert "self.a_embedding = " in new and "self.b_embedding = " in new, new
     assert 'self.linear = LinearModel(1, ["a", "b"])' in new, new

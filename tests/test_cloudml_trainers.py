@@ -8,6 +8,7 @@ from pathlib import Path
 
 from estimator2keras._engine import rewrite_source
 from estimator2keras.cli import main
+from conftest import flat
 
 INPUTS = '''\
 import tensorflow as tf
@@ -81,7 +82,7 @@ def convert(tmp_path, capsys, task=TASK, inputs=INPUTS):
     write(tmp_path, {"trainer/__init__.py": "", "trainer/inputs.py": inputs, "trainer/task.py": task})
     main(["rewrite", str(tmp_path)])
     out = capsys.readouterr().out
-    return (tmp_path / "trainer" / "inputs.py").read_text(), (tmp_path / "trainer" / "task.py").read_text(), out
+    return flat((tmp_path / "trainer" / "inputs.py").read_text()), flat((tmp_path / "trainer" / "task.py").read_text()), out
 
 
 def test_a_dict_of_serving_functions_in_another_module_converts_each(tmp_path, capsys):
@@ -146,7 +147,7 @@ def serving_input_fn():
 '''
     result = rewrite_source(source.encode(), "task.py", rules)
     assert result.status == "converted", [f.message for f in result.findings if f.kind == "manual"]
-    assert 'os.path.join(\'/tmp/census\', "export", "census"' in result.new.decode()
+    assert 'os.path.join(\'/tmp/census\', "export", "census"' in flat(result.new.decode())
 
 
 def test_one_batch_name_returned_changed_is_refused_with_the_reason(rules):
@@ -222,8 +223,8 @@ estimator.train(train_input, steps=1)
 '''
     result = rewrite_source(source.encode(), "program.py", rules)
     assert result.status == "converted", [f.message for f in result.findings if f.kind == "manual"]
-    new = result.new.decode()
-    assert ("return dataset.repeat().batch(batch_size).map(lambda features: (features, features.pop(\"y\")))"
+    new = flat(result.new.decode())
+    assert ("dataset.repeat().batch(batch_size).map(lambda features: (features, features.pop(\"y\")))"
             in new), new
     # A dataset whose last map returns a tuple is not one element: refused.
     result = rewrite_source(source.replace("    return features\n", "    return features, 0\n").encode(),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from estimator2keras._engine import rewrite_source
+from conftest import helpers_beside
 
 HEAD = '''\
 import tensorflow as tf
@@ -157,6 +158,7 @@ def test_parity_compares_the_first_model_and_counts_them(tmp_path):
     dropped = after.replace("    'linear': linear_model,\n", "")
     assert dropped != after
     (tmp_path / "after.py").write_text(dropped)
+    helpers_beside(fixture, tmp_path)
     result = run_parity(fixture / "before.py", tmp_path / "after.py", replicas=1)
     assert result.verdict == "broken", result.report()
     assert result.reason == "the legacy program trains 3 Estimators, the migrated one 2 Keras models"

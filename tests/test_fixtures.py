@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import FIXTURES
+from estimator2keras import _helpers
 from estimator2keras._engine import rewrite_source
 
 CASES = sorted(p.name for p in FIXTURES.iterdir() if (p / "before.py").is_file())
@@ -16,6 +17,12 @@ def test_fixture_rewrites_exactly(case, rules):
     result = rewrite_source(before, f"{case}/before.py", rules)
     assert result.status == "converted", [f.format() for f in result.findings]
     assert result.new.decode() == expected.decode()
+    # The helpers it imports, in the module beside it: written once, as e2k writes it.
+    module = FIXTURES / case / f"{_helpers.MODULE}.py"
+    if result.helpers:
+        assert _helpers.render(result.helpers, result.indent, limit=result.limit) == module.read_text()
+    else:
+        assert not module.exists()
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from estimator2keras._engine import rewrite_source
+from conftest import flat, helpers_beside
 
 HEAD = '''\
 import tensorflow as tf
@@ -65,7 +66,7 @@ def network(features, params):
 def test_weights_of_the_model_are_made_once_and_read_where_tf1_read_them(rules):
     result = convert(rules, MODEL_WEIGHTS)
     assert result.status == "converted", manual(result)
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert "get_variable" not in new
     assert "self.w = self.add_weight(" in new, new
     assert "initializer=tf.keras.initializers.TruncatedNormal(stddev=0.1))" in new, new
@@ -91,7 +92,7 @@ def get_weights(shape, name):
     predictions = tf.matmul(tf.nn.relu(tf.matmul(features["x"], w1)), w2)
 '''))
     assert result.status == "converted", manual(result)
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert "self.w1 = self.add_weight(" in new and "self.w2 = self.add_weight(" in new, new
     model = build(new, {"hidden": 3})
     assert [tuple(v.shape) for v in model.trainable_weights] == [(4, 3), (3, 1)]
@@ -115,7 +116,7 @@ def network(features, params):
 def test_a_function_making_weights_from_its_input_shape_is_a_layer_built_from_it(rules):
     result = convert(rules, BLOCK)
     assert result.status == "converted", manual(result)
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert "def build(self, input_shape):" in new, new
     assert "shape=[input_shape[-1], self.units]" in new, new  # TF1's Dimension.value: an int in Keras
     assert "super().__init__(name=name)" in new, new
@@ -147,9 +148,9 @@ def network(features, params):
 ])
 def test_what_add_weight_cannot_hold_is_refused(rules, network, reason):
     result = convert(rules, network)
-    assert result.status == "partial", result.new.decode()
+    assert result.status == "partial", flat(result.new.decode())
     assert any(reason in message for message in manual(result)), manual(result)
-    assert "add_weight" not in result.new.decode()
+    assert "add_weight" not in flat(result.new.decode())
 
 
 def test_parity_pairs_weights_made_in_init_by_the_order_a_call_reads_them():
@@ -189,7 +190,7 @@ def network(features, params):
                            bias_initializer=tf.constant_initializer(0.5))
 ''')
     assert result.status == "converted", manual(result)
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert "kernel_initializer=tf.keras.initializers.TruncatedNormal(stddev=0.1)" in new, new
     assert "bias_initializer=tf.keras.initializers.Constant(0.5)" in new, new
     assert "_initializer(" not in new.split("class Model")[1].replace("initializers.", ""), new
@@ -208,6 +209,7 @@ def test_parity_catches_a_weight_made_otherwise_than_tf1_made_it(tmp_path):
     assert after.count(made) == 1, "the fixture's shape changed: update this test"
     wrong = tmp_path / "after.py"
     wrong.write_text(after.replace(made, made + " trainable=False,"))
+    helpers_beside(case, tmp_path)
     result = run_parity(case / "before.py", wrong, replicas=2)
     assert not result.passed, result.report()
 
@@ -223,7 +225,7 @@ def network(features, params):
     return tf.matmul(hidden, W_out)
 ''')
     assert result.status == "converted", manual(result)
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert "tf.Variable" not in new and "truncated_normal(" not in new, new
     assert "initializer=tf.keras.initializers.TruncatedNormal(stddev=0.1)" in new, new
     assert "initializer=tf.keras.initializers.Constant(0.1)" in new, new
@@ -252,7 +254,7 @@ def network(features, params):
     return fc(fc(features["x"], params["hidden"], "h"), 1, "out")
 ''')
     assert result.status == "converted", manual(result)
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert "    def build(self, input_shape):\n        n_in = " in new, new
     model = build(new, {"hidden": 3})
     model({"x": np.ones((2, 4), np.float32)})
@@ -270,7 +272,7 @@ def block(x, name):
 def network(features, params):
     return block(block(features["x"], "a"), "b")
 ''')
-    assert result.status == "partial", result.new.decode()
+    assert result.status == "partial", flat(result.new.decode())
     assert any("Keras makes before it sees its input" in m for m in manual(result)), manual(result)
 
 
@@ -285,7 +287,7 @@ def network(features, params):
     return tf.matmul(tf.matmul(features["x"], w1), w2)
 ''')
     assert result.status == "converted", manual(result)
-    model = build(result.new.decode(), {"hidden": 3})
+    model = build(flat(result.new.decode()), {"hidden": 3})
     names = [v.name.split("/")[-1].split(":")[0] for v in model.trainable_weights]
     assert len(set(names)) == 2, names
 
@@ -301,7 +303,7 @@ def weight_variable(shape, name):
     loss = tf.nn.l2_loss(predictions - labels) + 0.01 * (tf.nn.l2_loss(w1) + tf.nn.l2_loss(w2))
 '''))
     assert result.status == "converted", manual(result)
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert "0.01 * (tf.nn.l2_loss(self.w1) + tf.nn.l2_loss(self.w2))" in new, new
     model = build(new, {"hidden": 3})
     x, y = np.ones((2, 4), np.float32), np.array([[1.0], [2.0]], np.float32)

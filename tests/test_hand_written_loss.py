@@ -8,6 +8,7 @@ import pytest
 
 from estimator2keras._engine import rewrite_source
 from estimator2keras._registry import RuleSet
+from conftest import flat
 
 PROGRAM = '''\
 import tensorflow as tf
@@ -61,7 +62,7 @@ def rewrite(body: str, rules: RuleSet | None = None):
 
 
 def loss_class(result) -> str:
-    text = result.new.decode()
+    text = flat(result.new.decode())
     start = text.index("class ModelLoss")
     return text[start:text.index("\n\n\n", start)]
 
@@ -77,7 +78,7 @@ def test_reshaped_labels_in_arithmetic_convert():
         "        errors = predictions - tf.reshape(labels, [-1, 1])\n"
         "        loss = tf.nn.l2_loss(errors) / BATCH_SIZE\n"
         "        return loss / tf.distribute.get_strategy().num_replicas_in_sync")
-    assert "loss=ModelLoss()" in result.new.decode()
+    assert "loss=ModelLoss()" in flat(result.new.decode())
     assert any(f.code == "E2K204" for f in result.findings)
 
 
@@ -129,8 +130,8 @@ def test_refused_with_the_construct_named(body, named):
     found = [f for f in result.findings if f.code == "E2K901"]
     assert found, [f.format() for f in result.findings]
     assert named in found[0].message, found[0].message
-    assert "class ModelLoss" not in result.new.decode()
-    assert "def model_fn(features, labels, mode):" in result.new.decode()  # left as it was
+    assert "class ModelLoss" not in flat(result.new.decode())
+    assert "def model_fn(features, labels, mode):" in flat(result.new.decode())  # left as it was
 
 
 @pytest.mark.parametrize("body", [
@@ -151,7 +152,7 @@ def test_what_a_keras_loss_is_not_handed_is_the_models_own_compute_loss(body):
     """tests/test_own_loss.py runs such models; here: each of these converts to it."""
     result = rewrite(body)
     assert result.status == "converted", [f.format() for f in result.findings]
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert "def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):" in new, new
     assert "class ModelLoss" not in new and "loss=" not in new.split("model.compile(")[1].split("\n")[0], new
     assert "return loss / tf.distribute.get_strategy().num_replicas_in_sync" in new, new
@@ -169,7 +170,7 @@ def test_params_the_loss_reads_are_the_loss_objects_own():
     body = '    loss = tf.reduce_sum(tf.keras.losses.mean_squared_error(tf.reshape(labels, [-1, 1]), predictions)) / params["batch_size"]'
     result = rewrite_source(source.replace("{body}", body).encode(), "prog.py", RuleSet.load())
     assert result.status == "converted", [f.format() for f in result.findings]
-    text = result.new.decode()
+    text = flat(result.new.decode())
     assert loss_class(result).startswith(
         'class ModelLoss(tf.keras.losses.Loss):\n'
         '    """The model_fn\'s loss') and (
@@ -216,10 +217,10 @@ def test_labels_through_stop_gradient_keep_what_is_known_of_them():
     loss = tf.reduce_sum(per_example) / BATCH_SIZE"""
     result = rewrite_source(source.replace("{body}", body).encode(), "prog.py", RuleSet.load())
     assert result.status == "converted", [f.format() for f in result.findings]
-    assert "per_example = tf.keras.losses.categorical_crossentropy(\n            tf.stop_gradient(labels)," in loss_class(result)
+    assert "per_example = tf.keras.losses.categorical_crossentropy(tf.stop_gradient(labels)," in loss_class(result)
     # The labels through it, as they come: the model's own loss (a Loss would get other ranks).
     own = rewrite("loss = tf.reduce_sum(tf.square(tf.stop_gradient(labels) - predictions))")
-    assert "def compute_loss(" in own.new.decode() and "class ModelLoss" not in own.new.decode()
+    assert "def compute_loss(" in flat(own.new.decode()) and "class ModelLoss" not in flat(own.new.decode())
 
 
 def test_values_computed_from_the_output_alone_are_part_of_the_loss():
@@ -245,7 +246,7 @@ def test_tf1_losses_in_a_loss_function_of_the_program_are_respelled_compat_v1():
 estimator = tf.estimator''').replace("{body}", "    loss = my_loss(tf.reshape(labels, [-1, 1]), predictions)")
     result = rewrite_source(source.encode(), "prog.py", RuleSet.load())
     assert result.status == "converted", [f.format() for f in result.findings]
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert "    return tf.compat.v1.losses.mean_squared_error(labels, predictions) * 2.0" in new, new
     import numpy as np
     import tensorflow as tf
@@ -262,7 +263,7 @@ def test_tf1_spellings_in_a_loss_function_of_the_program_are_respelled():
     # calls the function on TF2, where `tf.log` is `tf.math.log`, the same op.
     result = rewrite("loss = tf1_spelling(labels, predictions)")
     assert result.status == "converted", [f.format() for f in result.findings]
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert "tf.log(" not in new and "tf.math.log(" in new, new
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from estimator2keras._engine import rewrite_source
+from conftest import flat
 
 PROGRAM = '''\
 import tensorflow as tf
@@ -41,7 +42,7 @@ def _rewrite(serving: str, rules, exported: str = "serving_input_fn"):
 
 def _refused(result, words: str) -> None:
     assert result.status == "partial"
-    assert "tf.estimator.Estimator(" in result.new.decode(), "the unit must stay as it was"
+    assert "tf.estimator.Estimator(" in flat(result.new.decode()), "the unit must stay as it was"
     messages = [f.format() for f in result.findings]
     assert any(words in m for m in messages), messages
 
@@ -53,7 +54,7 @@ def serving_input_fn():
     return tf.estimator.export.TensorServingInputReceiver(image, {"image_bytes": image})
 ''', rules)
     assert result.status == "converted", [f.format() for f in result.findings]
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert '@tf.function(input_signature=[tf.TensorSpec([None, 2], tf.float32, name="image_bytes")])' in new
     assert "def serving_input_fn(image):\n    return model.predict_step(image)" in new
 
@@ -67,7 +68,7 @@ def serving_input_fn():
     return tf.estimator.export.ServingInputReceiver(x, x)
 ''', rules)
     assert result.status == "converted", [f.format() for f in result.findings]
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert 'tf.TensorSpec([None, 2], tf.float32, name="input")' in new
     assert 'return model.predict_step({"feature": x})' in new
 
@@ -80,7 +81,7 @@ def serving_input_fn():
     return tf.estimator.export.ServingInputReceiver(images, {"image_bytes": image_bytes_list})
 ''', rules)
     assert result.status == "converted", [f.format() for f in result.findings]
-    assert 'return model.predict_step({"feature": images})' in result.new.decode()
+    assert 'return model.predict_step({"feature": images})' in flat(result.new.decode())
 
 
 def test_a_placeholder_with_a_literal_default_takes_the_defaults_dtype(rules):
@@ -93,7 +94,7 @@ def serving_input_fn():
     return tf.estimator.export.ServingInputReceiver(feature_placeholders, feature_placeholders)
 ''', rules)
     assert result.status == "converted", [f.format() for f in result.findings]
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert '"key": tf.TensorSpec([None], tf.string, name="key")' in new
     assert "placeholder" not in new.replace("feature_placeholders", "")
 
@@ -115,7 +116,7 @@ def serving_input_fn():
     return tf.estimator.export.ServingInputReceiver(inputs, inputs)
 ''', rules)
     assert result.status == "converted", [f.format() for f in result.findings]
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert ("@tf.function(input_signature=[{name: tf.TensorSpec([None, 2], dtype, name=name) "
             "for name, dtype in [(\"x\", tf.float32)]}])\ndef serving_input_fn(inputs):\n"
             "    return model.predict_step(inputs)") in new
@@ -182,7 +183,7 @@ def test_features_unpacked_from_what_a_parser_returns_are_told_through_it(rules,
     of the features is the kind of the first value the parser a factory returns returns."""
     result = _rewrite(parse + "\n" + _SERVING_THROUGH_A_PARSER, rules)
     assert result.status == "converted", [f.format() for f in result.findings]
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert ('return model.predict_step({"feature": features})' in new) is wrapped, new
     assert ("return model.predict_step(features)" in new) is not wrapped, new
 
@@ -217,7 +218,7 @@ FORMAT = "CSV"
 def test_a_dict_of_serving_fns_converts_each_and_keeps_the_choice(rules):
     result = _rewrite(SERVING_TABLE, rules, "SERVING_FUNCTIONS[FORMAT]")
     assert result.status == "converted", [f.format() for f in result.findings]
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert "def json_serving_input_fn(inputs):" in new and "def csv_serving_input_fn(csv_row):" in new
     assert 'signatures={"serving_default": SERVING_FUNCTIONS[FORMAT]})' in new
     assert "ServingInputReceiver" not in new
@@ -238,7 +239,7 @@ def serving_input_fn():
     return tf.estimator.export.ServingInputReceiver(receiver_tensors, receiver_tensors)
 ''', rules)
     assert result.status == "converted", [f.format() for f in result.findings]
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert ("def serving_input_fn(features):\n"
             "    receiver_tensors = {\"x\": features}\n"
             "    return model.predict_step(receiver_tensors)") in new

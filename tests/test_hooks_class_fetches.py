@@ -7,6 +7,7 @@ import textwrap
 
 from estimator2keras._engine import rewrite_source
 from estimator2keras._registry import RuleSet
+from conftest import flat
 
 PROGRAM = '''\
 import tensorflow as tf
@@ -50,7 +51,7 @@ def rewrite(hook: str, instances: str = "ReportHook()"):
 
 
 def hook_class(result) -> str:
-    text = result.new.decode()
+    text = flat(result.new.decode())
     start = text.index("class ReportHook")
     return text[start:text.index("\n\n\ndef input_fn", start)]
 
@@ -112,7 +113,7 @@ def test_a_name_given_to_the_constructor_is_followed():
     ''', instances='ReportHook("cross_entropy")')
     assert result.status == "converted", manual(result)
     assert "        print(self.tensor_name, logs[\"loss\"])" in hook_class(result)
-    assert "get_tensor_by_name" not in result.new.decode()
+    assert "get_tensor_by_name" not in flat(result.new.decode())
 
 
 def test_instances_fetching_different_values_are_refused():
@@ -143,7 +144,7 @@ def test_an_activation_is_refused_naming_it():
     messages = manual(result)
     assert messages and all("the tensor 'hidden_relu' (`hidden` in the model_fn) is not the loss" in m
                             for m in messages)
-    assert "SessionRunArgs" in result.new.decode() or "# e2k: E2K407" in result.new.decode()
+    assert "SessionRunArgs" in flat(result.new.decode()) or "# e2k: E2K407" in flat(result.new.decode())
 
 
 def test_a_fetched_attribute_used_otherwise_is_refused():

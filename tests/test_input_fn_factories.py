@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from estimator2keras._engine import rewrite_source
+from conftest import flat
 
 MNIST = '''\
 import tensorflow as tf
@@ -51,7 +52,7 @@ def convert(rules, source: str):
 def test_a_named_call_of_a_numpy_input_fn_helper_converts(rules):
     result = convert(rules, mnist("1"))
     assert result.status == "converted", [f.format() for f in result.findings]
-    new = result.new.decode()
+    new = flat(result.new.decode())
     # The helper returns the dataset, with the caller's shuffle, epochs and batch size.
     assert ("def read_mnist(X, y, num_epochs=None, batch_size=550, shuffle=False):\n"
             "    dataset = tf.data.Dataset.from_tensor_slices(({'image_data': X}, y))\n"
@@ -73,7 +74,7 @@ def test_the_evaluation_epochs_are_read_through_the_call(rules, epochs, steps):
                                    "eval_spec = tf.estimator.EvalSpec(input_fn=eval_input_fn)")
     result = convert(rules, source)
     assert result.status == "converted", [f.format() for f in result.findings]
-    assert f"model.evaluate(eval_input_fn{steps}, callbacks=" in result.new.decode()
+    assert f"model.evaluate(eval_input_fn{steps}, callbacks=" in flat(result.new.decode())
 
 
 def test_a_helper_also_called_elsewhere_is_refused_by_name(rules):
@@ -130,7 +131,7 @@ for prediction in classifier.predict(input_fn=predict_input(train_df)):
 def test_pandas_input_fn_and_a_factory_through_wrappers(rules):
     result = convert(rules, WRAPPED)
     assert result.status == "converted", [f.format() for f in result.findings]
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert ("    dataset = tf.data.Dataset.from_tensor_slices((dict(df), labels))\n"
             "    if shuffle:\n"
             "        dataset = dataset.shuffle(1000)\n"
@@ -166,7 +167,7 @@ for p in est.predict(eval_input(%s)):
     result = convert(rules, source)
     if finite:
         assert result.status == "converted", [f.format() for f in result.findings]
-        assert "model.predict(eval_input(1)().map(model.preprocess))" in result.new.decode()
+        assert "model.predict(eval_input(1)().map(model.preprocess))" in flat(result.new.decode())
     else:
         assert any(f.code == "E2K003" and "may repeat forever" in f.message for f in result.findings), \
             [f.format() for f in result.findings]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import FIXTURES
+from conftest import FIXTURES, helpers_beside
 from estimator2keras._engine import rewrite_source
 
 HEAD = '''\
@@ -205,5 +205,6 @@ def test_wrong_mode_passed_to_an_unpacked_input_fn_is_caught(tmp_path):
     assert after.count(right) == 1, "the fixture's shape changed: update this test"
     path = tmp_path / "after_wrong_mode.py"
     path.write_text(after.replace(right, right.replace('"train"', '"eval"')))
+    helpers_beside(case, tmp_path)
     result = run_parity(case / "before.py", path, replicas=2)
     assert not result.passed, result.report()

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from estimator2keras.rewrites.keras_model_to_estimator_unwrap import KERAS_V2_RMSPROP
+from conftest import flat
 
 HELPER = KERAS_V2_RMSPROP.format(name="KerasV2RMSprop", tf="tf")
 
@@ -83,9 +84,11 @@ def test_model_to_estimator_of_an_rmsprop_model_compiles_the_helper(rules):
     from conftest import FIXTURES
 
     source = (FIXTURES / "keras_model_rmsprop_to_estimator" / "before.py").read_bytes()
-    new = rewrite_source(source, "program.py", rules).new.decode()
+    result = rewrite_source(source, "program.py", rules)
+    new = result.new.decode()
     assert "model.compile(optimizer=KerasV2RMSprop(learning_rate=0.005)," in new, new
-    assert "class KerasV2RMSprop(tf.keras.optimizers.RMSprop):" in new
+    assert "from e2k_helpers import KerasV2RMSprop" in new
+    assert "class KerasV2RMSprop(tf.keras.optimizers.RMSprop):" in result.helpers["KerasV2RMSprop"]
 
 
 def test_a_keras_model_built_by_a_call_in_model_to_estimator_is_built_there(rules):
@@ -100,7 +103,7 @@ def test_a_keras_model_built_by_a_call_in_model_to_estimator_is_built_there(rule
     assert "keras_model=build_model()" in source
     result = rewrite_source(source.encode(), "program.py", rules)
     assert result.status == "converted", [f.format() for f in result.findings if f.kind == "manual"]
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert "    with strategy.scope():\n        model = build_model()\n" in new, new
     assert "model.fit(input_fn(x, y, 16 * strategy.num_replicas_in_sync, True), steps_per_epoch=40)" in new, new
     assert "KerasV2RMSprop(learning_rate=0.005)" in new

@@ -8,6 +8,7 @@ fixture ``mirrored_local_eval_steps`` (tests/test_fixture_parity.py).
 from __future__ import annotations
 
 from estimator2keras._engine import rewrite_source
+from conftest import flat
 
 MODEL_FN = '''
 
@@ -43,7 +44,7 @@ def input_fn():
 
 def _rewrite(source: bytes, rules):
     result = rewrite_source(source, "train.py", rules)
-    return result, result.new.decode()
+    return result, flat(result.new.decode())
 
 
 def test_an_evaluation_only_input_keeps_its_batch_without_eval_distribute(rules):

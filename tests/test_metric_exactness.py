@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from estimator2keras import _helpers
 from estimator2keras._engine import rewrite_source
 from test_metrics_catalogue import keras_metric, manual, tf1_value
 
@@ -99,7 +100,7 @@ def convert(rules, shape: str, metric: str):
     source = PROGRAM.format(output=output, labels=labels, metric=metric)
     result = rewrite_source(source.encode(), "program.py", rules)
     assert result.status == "converted", manual(result)
-    return result.new.decode()
+    return _helpers.inline(result.new.decode(), result.helpers)  # the classes run here, beside the metric
 
 
 def keras_value(keras, data) -> np.ndarray:

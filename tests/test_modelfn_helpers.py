@@ -7,6 +7,7 @@ import textwrap
 import pytest
 
 from estimator2keras._engine import rewrite_source
+from conftest import flat
 
 HEAD = '''\
 import tensorflow as tf
@@ -53,7 +54,7 @@ def test_a_keras_model_called_per_mode_becomes_one_forward_pass_with_the_trainin
         return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
     ''')
     assert result.status == "converted", manual(result)
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert "self.model = create_model(params[\"units\"])" in new
     assert "output = self.model(net, training=training)" in new
     assert "def create_model(units):" in new  # the factory is kept as written
@@ -126,7 +127,7 @@ def test_a_helper_that_makes_layers_becomes_a_method_with_its_layers_made_once(r
         return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
     ''')
     assert result.status == "converted", manual(result)
-    new = result.new.decode()
+    new = flat(result.new.decode())
     # The helper's parameters that configured layers take the values the call passed.
     assert 'self.dense = tf.keras.layers.Dense(params["units"], activation=tf.nn.relu)' in new
     assert "self.dropout = tf.keras.layers.Dropout(rate=0.5)" in new
@@ -152,7 +153,7 @@ def test_a_helper_called_again_with_reuse_shares_its_layers(rules):
         return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
     ''')
     assert result.status == "converted", manual(result)
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert new.count("tf.keras.layers.Dense(4") == 1  # one layer, applied twice
     assert "a = self.tower(features)" in new and "b = self.tower(features * 2.0)" in new
 
@@ -173,7 +174,7 @@ def test_a_helper_called_again_without_reuse_becomes_a_layer_class(rules):
         return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
     ''')
     assert result.status == "converted", manual(result)
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert "class Tower(tf.keras.layers.Layer):" in new and "def tower(" not in new
     assert "tf.keras.Sequential([Tower(4), Tower(1)])" in new  # one layer per call
 
@@ -195,7 +196,7 @@ def test_a_helpers_settings_computed_from_its_parameters_configure_its_layers(ru
         return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
     ''')
     assert result.status == "converted", manual(result)
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert 'tf.keras.layers.Dense(1 * 2, activation=params.get("activation", None))' in new, new
 
 
@@ -256,7 +257,7 @@ def test_a_second_pass_for_inference_becomes_the_models_output_with_training_off
         return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
     ''')
     assert result.status == "converted", manual(result)
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert new.count("tf.keras.layers.Dense(8") == 1  # one set of layers for both passes
     assert "output_train = self.dense_net(features, training=training)" in new  # fit: True, evaluate/predict: False
     assert "output_test = self(features, training=False)\n        doubled = output_test * 2.0" in new  # predict_step
@@ -279,7 +280,7 @@ def test_a_training_pass_that_tests_the_mode_has_no_evaluation_loss_difference(r
         return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
     ''')
     assert result.status == "converted", manual(result)
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert "output_train = self.dense_net(features, training=training)" in new
     assert "predict_step" not in new  # predictions are the model's output, as Keras predicts it
     assert not any("EVAL loss" in f.message for f in result.findings)
@@ -299,7 +300,7 @@ def test_a_keras_model_called_again_with_training_off_is_its_inference_pass(rule
         return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
     ''')
     assert result.status == "converted", manual(result)
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert "output = self.model(net, training=training)" in new
     assert "inference = self(features, training=False)" in new
 
@@ -369,7 +370,7 @@ def test_a_helper_that_tests_its_mode_parameter_takes_the_training_flag(rules):
         return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
     ''')
     assert result.status == "converted", manual(result)
-    new = result.new.decode()
+    new = flat(result.new.decode())
     # (This once emitted a method without `training` that read it: a NameError at the first step.)
     assert "def dnn_model(self, img, training=False):" in new
     assert "output = self.dnn_model(features, training=training)" in new
@@ -404,7 +405,7 @@ def test_a_helper_defined_in_the_model_fn_and_called_several_times_is_written_ou
         return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
     ''')
     assert result.status == "converted", manual(result)
-    new = result.new.decode()
+    new = flat(result.new.decode())
     # Each call made its own batch normalization, configured with the model_fn's params.
     assert new.count("tf.keras.layers.BatchNormalization(") == 2 and new.count('momentum=params["decay"]') == 2
     assert "h1 = tf.nn.relu(self.batch_normalization(self.dense(features), training=training))" in new
@@ -429,7 +430,7 @@ def test_a_module_helper_of_one_expression_called_with_other_values_makes_layers
         return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
     ''')
     assert result.status == "converted", manual(result)
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert "tf.keras.layers.Dense(8, activation=tf.nn.relu)" in new and "tf.keras.layers.Dense(1, activation=tf.nn.relu)" in new
     assert "def dense(x, units)" not in new  # only the model_fn called it
 
@@ -515,7 +516,7 @@ def test_an_if_in_a_helper_stays_in_its_method_with_its_layers_made_in_init(rule
         return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
     ''')
     assert result.status == "converted", manual(result)
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert "self.batch_normalization = tf.keras.layers.BatchNormalization(momentum=0.90)" in new
     assert 'net = self.build_fully_connected(features, self.params["batch_norm"], training=training)' in new
     assert "        if batch_normalization:\n            layer = self.batch_normalization(layer, training=training)\n" in new
@@ -552,7 +553,7 @@ def test_a_layer_object_made_in_a_helper_and_applied_later_is_made_in_init(rules
     '''
     result = convert(rules, helper, model_fn)
     assert result.status == "converted", manual(result)
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert "self.bn = tf.keras.layers.BatchNormalization(momentum=0.90)" in new
     assert "        if batch_normalization:\n            layer = self.bn(layer, training=training)\n" in new
     assert "bn = tf." not in new.replace("self.bn = tf.keras", "")  # not made again in the method
@@ -583,7 +584,7 @@ def test_a_helper_called_in_a_loop_makes_its_layers_per_iteration(rules):
         return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
     ''')
     assert result.status == "converted", manual(result)
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert "self.dense_layers = [tf.keras.layers.Dense(8, activation=tf.nn.relu) for _ in range(3)]" in new
     # One expression: written out in the loop, with one layer of the list at each iteration.
     assert "        for dense in self.dense_layers:\n            net = dense(net)\n" in new
@@ -622,5 +623,5 @@ def test_a_clipping_threshold_the_model_fn_reads_from_params_is_the_builders_too
         return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
     ''')
     assert result.status == "converted", manual(result)
-    builder = result.new.decode().split("def build_model(params):")[1]
+    builder = flat(result.new.decode()).split("def build_model(params):")[1]
     assert builder.index('clip_norm = params.get("clip_norm", 5.0)') < builder.index("global_clipnorm=clip_norm"), builder

@@ -8,6 +8,7 @@ import textwrap
 import pytest
 
 from estimator2keras._engine import rewrite_source
+from conftest import flat, helpers_beside
 
 HEAD = '''\
 import tensorflow as tf
@@ -82,7 +83,7 @@ def manual(result) -> list[str]:
 def test_a_keep_prob_that_is_one_outside_train_becomes_one_pass_with_the_training_flag(rules):
     result = convert(rules, CONTRIB_HELPER, model_fn('params["hidden"], params["keep"]', 'params["hidden"], 1.0'))
     assert result.status == "converted", manual(result)
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert "self.drop1 = tf.keras.layers.Dropout(rate=1 - params[\"keep\"])" in new
     assert "drop1 = self.drop1(fc1, training=training)" in new
     # The log line reads the switch: the method is given each mode's value, as the Estimator was.
@@ -95,7 +96,7 @@ def test_a_keep_prob_that_is_one_outside_train_becomes_one_pass_with_the_trainin
 def test_a_training_flag_per_mode_and_an_argument_the_helper_never_reads(rules):
     result = convert(rules, FLAG_HELPER, model_fn('params["hidden"], True, unused=1', 'params["hidden"], False, unused=2'))
     assert result.status == "converted", manual(result)
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert "logits = self.build_model(x, training=training)" in new
     assert "net = self.dropout(net, training=training)" in new
 
@@ -104,7 +105,7 @@ def test_a_training_flag_given_as_a_test_of_the_mode(rules):
     result = convert(rules, FLAG_HELPER, model_fn('params["hidden"], mode == tf.estimator.ModeKeys.TRAIN',
                                                   'params["hidden"], False'))
     assert result.status == "converted", manual(result)
-    assert "logits = self.build_model(x, training=training)" in result.new.decode()
+    assert "logits = self.build_model(x, training=training)" in flat(result.new.decode())
 
 
 def test_calls_that_differ_in_the_layers_they_make_are_refused(rules):
@@ -169,8 +170,9 @@ def test_a_dropout_that_never_ran_is_left_out_with_a_note_and_a_comment(rules):
     assert any("never ran in the Estimator program" in f.message for f in notes)
     new = result.new.decode()
     assert "net = net" not in new and "Dropout" not in new
-    assert ("        # tf.layers.dropout(net, rate=0.3) left out: it never ran in the Estimator (no training=)\n"
-            "        output = self.output_layer(net)") in new
+    assert ("        # tf.layers.dropout(net, rate=0.3) left out: it never ran in the Estimator (no\n"
+            "        # training=)\n"
+            "        output = self.output_layer(net)") in new  # e2k's note, wrapped at the file's length
 
 
 def test_a_dropout_whose_training_flag_e2k_cannot_read_is_still_refused(rules):
@@ -252,7 +254,7 @@ def test_loops_over_a_setting_the_model_fn_reads_from_params_make_their_layers_i
                  "for units in hidden:\n    net = block(net, units)"):
         result = convert(rules, loop_program('hidden = params.get("hidden", [8, 4])\n' + body))
         assert result.status == "converted", (body, manual(result))
-        new = result.new.decode()
+        new = flat(result.new.decode())
         init = new.split("def __init__(self, params):")[1].split("def call(")[0]
         call = new.split("def call(")[1]
         assert 'hidden = params.get("hidden", [8, 4])' in init and "for units in hidden" in init, new
@@ -296,7 +298,8 @@ def test_a_one_expression_helper_of_the_model_fn_called_in_a_loop_is_written_out
     new = result.new.decode()
     assert ("        self.dense_layers = [\n            tf.keras.layers.Dense(units, activation=tf.nn.relu)\n"
             "            for units in params[\"hidden\"]\n        ]\n") in new
-    assert "self.dropout_layers = [tf.keras.layers.Dropout(0.2) for units in params[\"hidden\"]]" in new
+    assert ("        self.dropout_layers = [\n"
+            "            tf.keras.layers.Dropout(0.2) for units in params[\"hidden\"]\n        ]\n") in new
     assert ("        for dense, dropout in zip(self.dense_layers, self.dropout_layers):\n"
             "            net = dropout(dense(net), training=training)\n") in new
     assert "def dense_block" not in new
@@ -305,14 +308,14 @@ def test_a_one_expression_helper_of_the_model_fn_called_in_a_loop_is_written_out
 def test_the_builder_takes_the_name_of_a_helper_that_became_a_method(rules):
     result = convert(rules, CONTRIB_HELPER, model_fn('params["hidden"], params["keep"]', 'params["hidden"], 1.0'))
     assert result.status == "converted", manual(result)
-    new = result.new.decode()
+    new = flat(result.new.decode())
     # `build_model` was the TF1 helper's name; it is now a method, and the module's name is free.
     assert "\ndef build_model(params):\n" in new and "model = build_model({" in new and "build_model_2" not in new
     # Still used outside the model_fn: the helper stays, and the builder takes another name.
     kept = convert(rules, CONTRIB_HELPER, model_fn('params["hidden"], params["keep"]', 'params["hidden"], 1.0'),
                    "\nprobe = build_model(tf.zeros([1, 2]), 4, 1.0)\n")
-    assert "def build_model(x, hidden_size, keep_prob):" in kept.new.decode()
-    assert "def build_model_2(params):" in kept.new.decode()
+    assert "def build_model(x, hidden_size, keep_prob):" in flat(kept.new.decode())
+    assert "def build_model_2(params):" in flat(kept.new.decode())
 
 
 def test_a_keras_batch_normalization_the_estimator_never_updated_keeps_its_moving_averages(rules):
@@ -324,7 +327,7 @@ def test_a_keras_batch_normalization_the_estimator_never_updated_keeps_its_movin
                                                             "    net = block(net, units, training=mode == tf.estimator.ModeKeys.TRAIN)")
                              .replace(BLOCK_HELPER, "") + TAIL).encode(), "program.py", rules)
     assert result.status == "converted", manual(result)
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert "BatchNormalization(momentum=1.0)" in new and "momentum=0.9" not in new, new
     assert "# momentum=1.0: the Estimator never updated these moving averages" in new
     assert any(f.code == "E2K303" and "momentum=1.0 keeps them" in f.message for f in result.findings)
@@ -349,7 +352,7 @@ def test_a_call_for_predict_beside_one_shared_by_train_and_eval(rules):
     # The flag tests the mode: off in EVAL as in PREDICT, as Keras's evaluate and predict run.
     result = convert(rules, FLAG_HELPER, shared.format(predict="False", train="mode == tf.estimator.ModeKeys.TRAIN"))
     assert result.status == "converted", manual(result)
-    assert "logits = self.build_model(x, training=training)" in result.new.decode()
+    assert "logits = self.build_model(x, training=training)" in flat(result.new.decode())
     # On in EVAL too (a literal True, or a keep_prob that drops there): Keras's evaluate would not drop.
     for train, predict, helper in (("True", "False", FLAG_HELPER),
                                    ('params["keep"]', "1.0", CONTRIB_HELPER)):
@@ -371,6 +374,7 @@ def test_parity_catches_the_moving_averages_updated_where_the_estimator_never_di
     assert after.count("BatchNormalization(momentum=1.0)") == 1, "the fixture's shape changed: update this test"
     wrong = tmp_path / "after.py"
     wrong.write_text(after.replace("BatchNormalization(momentum=1.0)", "BatchNormalization(momentum=0.9)"))
+    helpers_beside(case, tmp_path)
     result = run_parity(case / "before.py", wrong, replicas=2)
     assert not result.passed, result.report()
     assert "moving_variance" in result.report()

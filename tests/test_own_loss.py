@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from estimator2keras._engine import rewrite_source
+from conftest import helpers_beside
 
 HEAD = '''\
 import tensorflow as tf
@@ -118,6 +119,7 @@ def test_parity_catches_the_own_loss_left_undivided_by_the_replicas(tmp_path):
     assert after.count(divided) == 1, "the fixture's shape changed: update this test"
     wrong = tmp_path / "after.py"
     wrong.write_text(after.replace(divided, "return loss"))
+    helpers_beside(case, tmp_path)
     result = run_parity(case / "before.py", wrong, replicas=2)
     assert not result.passed, result.report()
     assert not result.steps[1].passed, result.report()  # the first update already differs

@@ -11,6 +11,7 @@ fixture ``main_strategy_computed_batch`` and tests/test_per_replica_batch_parity
 from __future__ import annotations
 
 from estimator2keras._engine import rewrite_source
+from conftest import flat
 
 MODEL_FN = '''
 
@@ -33,7 +34,7 @@ def _program(input_fn: str, calls: str, config: str = "train_distribute=strategy
 
 def _rewrite(source: bytes, rules):
     result = rewrite_source(source, "train.py", rules)
-    return result, result.new.decode(), [f.format() for f in result.findings]
+    return result, flat(result.new.decode()), [f.format() for f in result.findings]
 
 
 HALVED = '''
@@ -51,8 +52,9 @@ def test_a_computed_batch_is_joined_where_fit_reads_it(rules):
     assert result.status == "converted", findings
     assert f"model.fit({JOINED}, steps_per_epoch=5)" in new
     assert "return dataset.batch(batch_size // 2, drop_remainder=True)" in new  # the input_fn as it was
-    assert "def global_batches(dataset, num_replicas):" in new
-    assert "return dataset.batch(num_replicas, drop_remainder=True).map(join)" in new
+    assert "from e2k_helpers import global_batches" in new  # the function, in the helpers module
+    assert "def global_batches(dataset, num_replicas):" in result.helpers["global_batches"]
+    assert "return dataset.batch(num_replicas, drop_remainder=True).map(join)" in result.helpers["global_batches"]
     assert "FLAGS.batch_size * strategy" not in new
     assert any("E2K602" in f for f in findings)
 
@@ -211,7 +213,7 @@ def train_input_fn(batch_size, mode):
     assert result.status == "converted", findings
     assert ('model.fit(global_batches(train_input_fn(FLAGS.batch_size, "train"), strategy.num_replicas_in_sync), '
             "steps_per_epoch=5)") in new
-    assert new.count("global_batches(") == 2  # defined once, called once
+    assert new.count("global_batches(") == 1 and "global_batches" in result.helpers  # imported, called once
 
 
 FLAGGED = '''

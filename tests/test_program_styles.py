@@ -6,6 +6,7 @@ from __future__ import annotations
 import textwrap
 
 from estimator2keras._engine import rewrite_source
+from conftest import flat
 
 
 def convert(rules, source: str):
@@ -365,7 +366,7 @@ def test_a_strategy_returned_by_a_function_of_the_program(rules):
     assert 'return tf.distribute.MirroredStrategy(devices=[f"/gpu:{i}" for i in range(num_gpus)])' in new
     assert new.count("distribution_strategy()") == 2  # its definition and the one call
     assert "strategy = distribution_strategy()\nwith strategy.scope():\n    model = build_model()" in new
-    assert "batch(2 * strategy.num_replicas_in_sync)" in new
+    assert "batch(2 * strategy.num_replicas_in_sync)" in flat(new)
 
 
 def test_a_function_returning_something_else_than_a_strategy_is_refused(rules):
@@ -395,9 +396,9 @@ def test_a_strategy_made_by_an_imported_function_is_taken_as_it_comes(rules):
     result, new = convert(rules, source.replace("{returned}", "None"))
     assert result.status == "converted", [f.format() for f in result.findings]
     # It may return None (official models' does, for no GPU): the default strategy then.
-    assert "strategy_made = distribution_utils.get_distribution_strategy(num_gpus=2) or tf.distribute.get_strategy()\n" in new
+    assert "distribution_utils.get_distribution_strategy(num_gpus=2) or tf.distribute.get_strategy()" in flat(new)
     assert "with strategy_made.scope():\n    model = build_model()" in new
-    assert "batch(2 * strategy_made.num_replicas_in_sync)" in new
+    assert "batch(2 * strategy_made.num_replicas_in_sync)" in flat(new)
     # Given in place (train_distribute=distribution_utils.get_distribution_strategy(...)): it
     # crashed e2k (E2K903) once the None case was added.
     inline = source.replace("    strategy_made = distribution_utils.get_distribution_strategy(num_gpus=2)\n", "").replace(
@@ -701,7 +702,8 @@ def test_estimator_symbols_imported_from_their_implementation_modules(rules):
         assert result.status == "converted", [f.format() for f in result.findings]
         body = lambda text: text[text.index("def model_fn") if "def model_fn" in text else text.index("class"):]
         assert "Modes." not in new and "spec_class" not in new and "estimator_lib" not in new, new
-        assert body(new).split("strategy = ")[0] == body(public).split("strategy = ")[0]
+        # (Each wrapped at its own file's length.)
+        assert body(flat(new)).split("strategy = ")[0] == body(flat(public)).split("strategy = ")[0]
 
 
 def test_a_private_estimator_path_the_table_does_not_know_stays_unresolved():
@@ -771,8 +773,8 @@ def test_tpu_or_estimator_branches_whose_input_fn_ignores_the_batch_size_tpu_add
     result, new = convert(rules, program)
     assert not any("convert this code differently" in f.message for f in result.findings)
     assert 'if args.use_tpu:\n            model.fit(train_input_fn(params={**params, "batch_size": args.train_batch_size})' \
-        in new, new
-    assert "else:\n            model.fit(train_input_fn(params=params)" in new, new
+        in flat(new), new
+    assert "else:\n            model.fit(train_input_fn(params=params)" in flat(new), new
 
 
 def test_tpu_estimator_with_a_flag_and_the_programs_own_resolver(rules):
@@ -816,7 +818,8 @@ def test_session_config_of_flag_values_is_set_where_it_was_made(rules):
     result, new = convert(rules, program.replace("INTER", "flags_obj.inter_op_parallelism_threads"))
     assert result.status == "converted", [f.format() for f in result.findings]
     assert ("def run(flags_obj):\n"
-            "    # From RunConfig(session_config=...): TensorFlow 2 sets these once for the process, before any op runs.\n"
+            "    # From RunConfig(session_config=...): TensorFlow 2 sets these once for the process, before any op\n"
+            "    # runs.\n"  # e2k's note, wrapped at the file's length
             "    tf.config.threading.set_inter_op_parallelism_threads(flags_obj.inter_op_parallelism_threads)\n"
             "    tf.config.set_soft_device_placement(True)\n") in new, new
     assert "ConfigProto" not in new

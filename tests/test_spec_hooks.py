@@ -6,6 +6,7 @@ from __future__ import annotations
 import textwrap
 
 from estimator2keras._engine import rewrite_source
+from conftest import flat
 
 PROGRAM = '''\
 import tempfile
@@ -42,7 +43,7 @@ def convert(rules, hook: str, loss: str = LOSS):
 def test_params_a_spec_hook_reads_are_the_estimators_params_where_fit_is(rules):
     result = convert(rules, 'tf.estimator.CheckpointSaverHook(params["model_dir"], save_steps=params["every"])')
     assert result.status == "converted", [f.format() for f in result.findings]
-    fit = next(line for line in result.new.decode().splitlines() if "model.fit(" in line)
+    fit = next(line for line in flat(result.new.decode()).splitlines() if "model.fit(" in line)
     assert "ModelDirCheckpoints(model, model_dir, save_steps=5" in fit and "params" not in fit, fit
 
 
@@ -59,7 +60,7 @@ def test_a_summary_hook_on_the_model_dir_is_the_one_tensorboard_callback(rules):
     result = convert(rules, 'tf.estimator.SummarySaverHook(save_steps=5, output_dir=params["model_dir"], '
                             'summary_op=tf.compat.v1.summary.merge_all())')
     assert result.status == "converted", [f.format() for f in result.findings]
-    assert result.new.decode().count("tf.keras.callbacks.TensorBoard(") == 1, result.new.decode()
+    assert flat(result.new.decode()).count("tf.keras.callbacks.TensorBoard(") == 1, flat(result.new.decode())
 
 
 def test_a_named_identity_of_the_loss_written_inline_is_the_loss(rules):
@@ -93,7 +94,7 @@ def test_a_named_identity_of_the_loss_written_inline_is_the_loss(rules):
     ''')
     result = rewrite_source(source.encode(), "program.py", rules)
     assert result.status == "converted", [f.format() for f in result.findings]
-    assert 'logs["loss"]' in result.new.decode()
+    assert 'logs["loss"]' in flat(result.new.decode())
 
 
 def test_a_module_constant_a_spec_hook_reads_stays(rules):
@@ -101,5 +102,5 @@ def test_a_module_constant_a_spec_hook_reads_stays(rules):
         "HOOK", 'tf.estimator.CheckpointSaverHook(params["model_dir"], save_steps=EVERY)').replace("LOSS", LOSS)).encode(),
         "program.py", rules)
     assert result.status == "converted", [f.format() for f in result.findings]
-    fit = next(line for line in result.new.decode().splitlines() if "model.fit(" in line)
+    fit = next(line for line in flat(result.new.decode()).splitlines() if "model.fit(" in line)
     assert "save_steps=EVERY" in fit, fit

@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from estimator2keras import _helpers
 from estimator2keras._engine import rewrite_source
 from estimator2keras.rewrites.tf1_optimizer_to_keras import TF1_RMSPROP
+from conftest import flat
 
 HELPER = TF1_RMSPROP.format(name="TF1RMSprop", tf="tf")
 
@@ -109,7 +111,8 @@ def _probe(python: str) -> dict:
 def test_rewrite_emits_the_tested_helper(rules):
     result = rewrite_source(TF1_PROGRAM.encode(), "program.py", rules)
     assert result.status == "converted"
-    assert HELPER.strip() in result.new.decode()
+    assert "from e2k_helpers import TF1RMSprop" in result.new.decode()
+    assert HELPER.strip() in _helpers.render(result.helpers, result.indent, limit=result.limit)
 
 
 def _check(python: str):

@@ -7,8 +7,10 @@ import textwrap
 
 import pytest
 
+from estimator2keras import _helpers
 from estimator2keras._engine import rewrite_source
 from estimator2keras.cli import main
+from conftest import flat
 
 PROGRAM = '''\
 import tensorflow.compat.v1 as tf
@@ -53,7 +55,7 @@ TASK = textwrap.dedent('''\
 def test_a_model_fn_factory_with_a_docstring_converts(rules):
     result = rewrite_source(PROGRAM.encode(), "task.py", rules)
     assert result.status == "converted", [f.format() for f in result.findings]
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert "make_model_fn" not in new and "model = build_model(learning_rate=0.1)" in new
 
 
@@ -65,9 +67,10 @@ def test_a_batch_size_parameter_with_a_default_gets_the_global_batch(rules):
 
 
 def test_a_model_dir_that_may_be_none_means_a_temporary_directory(rules):
-    new = rewrite_source(PROGRAM.encode(), "task.py", rules).new.decode()
-    assert "ModelDirCheckpoints(model, model_dir" in new
-    assert "directory = directory or tempfile.mkdtemp()" in new and "import tempfile" in new
+    result = rewrite_source(PROGRAM.encode(), "task.py", rules)
+    assert "ModelDirCheckpoints(model, model_dir" in result.new.decode()
+    module = _helpers.render(result.helpers, result.indent, limit=result.limit)
+    assert "directory = directory or tempfile.mkdtemp()" in module and "import tempfile" in module
 
 
 def test_the_module_that_gets_the_checkpoint_callback_imports_tensorflow(tmp_path):
@@ -79,8 +82,9 @@ def test_the_module_that_gets_the_checkpoint_callback_imports_tensorflow(tmp_pat
     (tmp_path / "trainer" / "task.py").write_text(TASK)
     main(["rewrite", str(tmp_path)])
     task = (tmp_path / "trainer" / "task.py").read_text()
-    assert "class ModelDirCheckpoints(tf.keras.callbacks.Callback):" in task
-    assert "import tensorflow as tf" in task and "from trainer.model import tf" not in task
+    assert "from trainer.e2k_helpers import ModelDirCheckpoints" in task and "from trainer.model import tf" not in task
+    module = (tmp_path / "trainer" / "e2k_helpers.py").read_text()
+    assert "class ModelDirCheckpoints(tf.keras.callbacks.Callback):" in module and "import tensorflow as tf" in module
 
 
 def test_a_caller_that_trains_what_a_converted_factory_returns_is_not_left_as_it_was(tmp_path):
@@ -127,6 +131,6 @@ def main(batch_size=16):
 def test_an_input_fn_factory_shared_with_a_local_evaluation_scales_the_training_call_only(rules):
     result = rewrite_source(FACTORY_INPUTS.encode(), "task.py", rules)
     assert result.status == "converted", [f.format() for f in result.findings]
-    new = result.new.decode()
+    new = flat(result.new.decode())
     assert "make_input_fn(320, batch_size * strategy.num_replicas_in_sync, seed=1)()" in new
     assert "model.evaluate(make_input_fn(80, batch_size, seed=2)(), steps=5" in new

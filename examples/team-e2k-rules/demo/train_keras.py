@@ -7,7 +7,9 @@ labels = [[0.2], [0.4], [0.6], [0.8]]
 
 def input_fn():
     # Global batch: Keras splits it across replicas (the Estimator batched per replica).
-    return tf.data.Dataset.from_tensor_slices((features, labels)).batch(2 * strategy.num_replicas_in_sync)
+    return tf.data.Dataset.from_tensor_slices((features, labels)).batch(
+        2 * strategy.num_replicas_in_sync
+    )
 
 
 def build_model(params):

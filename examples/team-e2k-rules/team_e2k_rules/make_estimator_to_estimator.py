@@ -70,7 +70,9 @@ import tensorflow as tf
 
 def input_fn():
     # Global batch: Keras splits it across replicas (the Estimator batched per replica).
-    return tf.data.Dataset.from_tensor_slices(([[1.0], [2.0]], [[2.0], [4.0]])).batch(1 * strategy.num_replicas_in_sync)
+    return tf.data.Dataset.from_tensor_slices(([[1.0], [2.0]], [[2.0], [4.0]])).batch(
+        1 * strategy.num_replicas_in_sync
+    )
 
 
 def build_model(params):

@@ -1,0 +1,256 @@
+"""Every statement e2k writes fits the file's line length; the lines it did not touch stay
+byte-identical.
+
+The limit is the project's (``line-length`` of ``[tool.black]`` or ``[tool.ruff]`` in the nearest
+``pyproject.toml``, ``max-line-length`` of ``[flake8]`` / ``[pycodestyle]`` in ``setup.cfg``,
+``tox.ini`` or ``.flake8``), else the file's own longest line, and at least 79. A statement
+with a line e2k wrote that is over it is formatted by black, on its own (at the limit less its
+indent, keeping the quotes it has): black wraps calls, collections and imports the way
+most Python written today is wrapped. A statement black cannot bring under the limit (one
+long string) is left as it was written.
+"""
+from __future__ import annotations
+
+import ast
+import configparser
+import difflib
+import functools
+import os
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+#: PEP 8's limit: the least a file's limit is taken to be.
+PEP8 = 79
+_MARKERS = ("pyproject.toml", "setup.cfg", "tox.ini", ".flake8", ".git")
+
+
+def line_limit(path: str, original: str) -> int:
+    configured = _configured(os.path.dirname(os.path.abspath(path))) if path and os.path.exists(path) else None
+    if configured:
+        return configured
+    return max([PEP8, *(len(line) for line in original.splitlines())])
+
+
+@functools.lru_cache(maxsize=256)
+def _configured(directory: str) -> int | None:
+    """The line length the project containing ``directory`` sets for its formatter or linter."""
+    while True:
+        found = None
+        pyproject = os.path.join(directory, "pyproject.toml")
+        if os.path.isfile(pyproject):
+            try:
+                with open(pyproject, "rb") as stream:
+                    tool = tomllib.load(stream).get("tool", {})
+            except (OSError, tomllib.TOMLDecodeError):
+                tool = {}
+            for name in ("black", "ruff"):
+                value = tool.get(name, {}).get("line-length")
+                if isinstance(value, int) and value > 0:
+                    found = found or value
+        for name in ("setup.cfg", "tox.ini", ".flake8"):
+            path = os.path.join(directory, name)
+            if found is None and os.path.isfile(path):
+                parser = configparser.ConfigParser(interpolation=None)
+                try:
+                    parser.read(path, encoding="utf-8")
+                except (OSError, configparser.Error, UnicodeDecodeError):
+                    continue
+                for section in ("flake8", "pycodestyle", "pep8"):
+                    value = parser.get(section, "max-line-length", fallback=None) or \
+                        parser.get(section, "max_line_length", fallback=None)
+                    if value and value.strip().isdigit():
+                        found = int(value)
+                        break
+        if found is not None:
+            return found
+        if any(os.path.exists(os.path.join(directory, m)) for m in _MARKERS):
+            return None  # the project's root, which sets none
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return None
+        directory = parent
+
+
+def wrap(new: str, original: str, limit: int) -> str:
+    """``new`` with each statement that has a line e2k wrote (not one of ``original``'s) over
+    ``limit`` formatted to fit it."""
+    lines = new.splitlines(keepends=True)
+    if all(len(line.rstrip("\r\n")) <= limit for line in lines):
+        return new
+    written = _written_lines(original.splitlines(keepends=True), lines)
+    long_lines = {i for i in written if len(lines[i].rstrip("\r\n")) > limit}
+    if not long_lines:
+        return new
+    moved = _comments_above(lines, long_lines, limit)
+    if moved is not None:
+        # A line over the limit only for its comment: the comment goes above it, on its own.
+        return wrap(moved, original, limit)
+    try:
+        tree = ast.parse(new)
+    except SyntaxError:
+        return new
+    spans, headers, docstrings = [], [], []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.stmt):
+            continue
+        body = getattr(node, "body", None)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            first, last = node.lineno - 1, node.end_lineno - 1
+            if any(first <= i <= last for i in long_lines) and ('"""' in lines[first] or "'''" in lines[first]):
+                docstrings.append((first, last))
+            elif any(first <= i <= last for i in long_lines):
+                spans.append((first, last))
+        elif body is None:
+            first, last = node.lineno - 1, node.end_lineno - 1
+            if any(first <= i <= last for i in long_lines):
+                spans.append((first, last))
+        elif body and body[0].lineno > node.lineno:
+            decorators = getattr(node, "decorator_list", [])
+            first = min([node.lineno, *(d.lineno for d in decorators)]) - 1
+            last = body[0].lineno - 2
+            while last > first and lines[last].strip()[:1] in ("#", ""):
+                last -= 1
+            if any(first <= i <= last for i in long_lines):
+                headers.append((first, last))
+    comments = [(i, i, "comment") for i in long_lines
+                if lines[i].strip().startswith("#") and not lines[i].strip().startswith("# e2k:")]
+    for first, last, kind in sorted([*((f, l, "statement") for f, l in _outermost(spans)),
+                                     *((f, l, "header") for f, l in headers),
+                                     *((f, l, "docstring") for f, l in docstrings), *comments], reverse=True):
+        if kind == "comment":
+            formatted = _comment(lines[first], limit)
+        elif kind == "docstring":
+            formatted = _docstring(lines[first:last + 1], limit)
+        else:
+            formatted = _formatted(lines[first:last + 1], limit, header=kind == "header")
+        if formatted is not None:
+            lines[first:last + 1] = formatted
+    return "".join(lines)
+
+
+def _comments_above(lines: list[str], long_lines: set[int], limit: int) -> str | None:
+    import io
+    import tokenize
+
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO("".join(lines)).readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return None
+    moves = {}
+    for token, following in zip(tokens, tokens[1:]):
+        row = token.start[0] - 1
+        if token.type != tokenize.COMMENT or row not in long_lines or following.type != tokenize.NEWLINE:
+            continue
+        line = lines[row]
+        code = line[:token.start[1]].rstrip()
+        if not code.strip() or len(code) > limit:
+            continue
+        indent = line[:len(line) - len(line.lstrip())]
+        ending = "\r\n" if line.endswith("\r\n") else "\n"
+        moves[row] = [*_comment(indent + token.string + ending, limit), code + ending]
+    if not moves:
+        return None
+    for row in sorted(moves, reverse=True):
+        lines[row:row + 1] = moves[row]
+    return "".join(lines)
+
+
+def _outermost(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    spans = sorted(set(spans))
+    kept: list[tuple[int, int]] = []
+    for first, last in spans:
+        if kept and first <= kept[-1][1]:
+            continue  # a statement on a line of another (`a; b`): left as it is
+        kept.append((first, last))
+    return kept
+
+
+def _written_lines(old: list[str], new: list[str]) -> set[int]:
+    """Indexes of the lines of ``new`` that are not ``old``'s, kept in place."""
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    written = set()
+    for tag, _, _, j1, j2 in matcher.get_opcodes():
+        if tag in ("replace", "insert"):
+            written.update(range(j1, j2))
+    return written
+
+
+def _comment(line: str, limit: int) -> list[str]:
+    """An own-line comment e2k wrote, over the limit: its words on as many lines as it takes."""
+    import textwrap
+
+    indent = line[:len(line) - len(line.lstrip())]
+    ending = "\r\n" if line.endswith("\r\n") else "\n"
+    text = line.strip()[1:].strip()
+    width = max(limit - len(indent) - 2, 30)
+    return [f"{indent}# {part}{ending}" for part in textwrap.wrap(text, width, break_long_words=False,
+                                                                     break_on_hyphens=False)] or [line]
+
+
+def _docstring(lines: list[str], limit: int) -> list[str] | None:
+    """A docstring with a line over the limit: the paragraphs with such a line re-filled to
+    fit, its other lines, its quotes and its indent kept."""
+    import textwrap
+
+    first = lines[0]
+    indent = first[:len(first) - len(first.lstrip())]
+    ending = "\r\n" if first.endswith("\r\n") else "\n"
+    body = [line.rstrip("\r\n") for line in lines]
+    if "\\" in "".join(body) or not body[0].lstrip().startswith(('"""', "'''")):
+        return None
+    paragraphs: list[list[str]] = [[]]
+    for line in body:
+        if line.strip():
+            paragraphs[-1].append(line)
+        else:
+            paragraphs.append([])
+            paragraphs[-1].append(line)
+            paragraphs.append([])
+    out: list[str] = []
+    for paragraph in paragraphs:
+        if not paragraph or not any(len(line) > limit for line in paragraph):
+            out.extend(paragraph)
+            continue
+        here = paragraph[0][:len(paragraph[0]) - len(paragraph[0].lstrip())]
+        words = " ".join(line.strip() for line in paragraph)
+        width = limit - len(here)
+        filled = textwrap.wrap(words, width, break_long_words=False, break_on_hyphens=False)
+        if filled and len(filled[-1]) > width:
+            return None
+        out.extend(here + line for line in filled)
+    if any(len(line) > limit for line in out):
+        return None
+    return [line + ending for line in out]
+
+
+def _formatted(lines: list[str], limit: int, header: bool = False) -> list[str] | None:
+    first = lines[0]
+    indent = first[:len(first) - len(first.lstrip(" \t"))]
+    if "\t" in indent or ";" in first and first.count(";") != first.count("';'"):
+        return None
+    ending = "\r\n" if first.endswith("\r\n") else "\n"
+    body = [first[len(indent):]] + [line[len(indent):] if line.startswith(indent) else line.lstrip(" ")
+                                    for line in lines[1:]]
+    source = "".join(line.rstrip("\r\n") + "\n" for line in body)
+    if header:
+        source += "    pass\n"
+    try:
+        import black
+
+        mode = black.Mode(line_length=max(limit - len(indent), 40), string_normalization=False)
+        result = black.format_str(source, mode=mode)
+    except Exception:  # black cannot format it (a syntax it does not know): leave it
+        return None
+    result_lines = result.rstrip("\n").split("\n")
+    if header:
+        if result_lines[-1].strip() != "pass":
+            return None
+        result_lines = result_lines[:-1]
+    out = [indent + line + ending if line else ending for line in result_lines]
+    widest = max(len(line.rstrip("\r\n")) for line in out)
+    if widest > limit and widest >= max(len(line.rstrip("\r\n")) for line in lines):
+        return None
+    return out
