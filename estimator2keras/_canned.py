@@ -1264,7 +1264,11 @@ def convert(unit, plan, ctx, code: str) -> None:
     # each get their class: the second LinearClassifier's is LinearClassifierModel2.
     same = [call for call in plan.group_calls if ctx.call_api_path(call) == ctx.call_api_path(unit.call)]
     index = next((i for i, call in enumerate(same) if call is unit.call), 0)
-    class_name = _emit.unique_name(f"{canned.cls}Model{index + 1 if index else ''}", taken)
+    # Nor a class another unit of the file wrote (a second LinearClassifier of other columns):
+    # the second definition would replace the first under one name.
+    given = ctx.__dict__.setdefault("_e2k_canned_classes", set())
+    class_name = _emit.unique_name(f"{canned.cls}Model{index + 1 if index else ''}", taken | given)
+    given.add(class_name)
     linear_class = _emit.unique_name("LinearModel", taken | {class_name})
     writer = ModelWriter(canned, reader, class_name, linear_class)
     # A column is named as the source bound it, even where that statement stays (read elsewhere

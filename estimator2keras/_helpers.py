@@ -31,13 +31,13 @@ import libcst as cst
 #: The module the helpers go to, beside the converted files.
 MODULE = "e2k_helpers"
 #: The first line of the module's docstring: how e2k knows a module of that name is its own.
-HEADER = "What the Estimator did that Keras does not do by itself, for the converted program."
+HEADER = "What the Estimator did that Keras alone does not: e2k's helpers."
 DOCSTRING = f'''"""{HEADER}
 
-e2k (estimator2keras) wrote this module when it converted the program's Estimator code,
-and it is yours now: each helper says which Estimator behaviour it keeps (`e2k explain`
-and the e2k docs' helpers.md say why Keras alone differs there). A later `e2k rewrite`
-adds the helpers it needs and leaves the ones here as they are.
+e2k (estimator2keras) wrote this module when it converted the program's
+Estimator code; it is yours now. Each helper says which Estimator behaviour
+it keeps, and e2k's docs (helpers.md) say why Keras alone differs there. A
+later `e2k rewrite` adds the helpers it needs and leaves these as they are.
 """
 '''
 
@@ -418,8 +418,19 @@ def _imports_for(names: set[str]) -> str:
     return "\n\n".join("\n".join(g) for g in groups) + "\n" if groups else ""
 
 
+QUOTES = (chr(34) * 3, chr(39) * 3)
+#: What every version of the module's docstring says (its first line may change).
+_SIGNATURE = "e2k (estimator2keras) wrote this module"
+
+
 def is_ours(text: str) -> bool:
-    return text.lstrip().startswith(f'"""{HEADER}')
+    """Is ``text`` (a module's start) the helpers module e2k wrote, whichever version?"""
+    head = text.lstrip()
+    if not head.startswith(QUOTES):
+        return False
+    end = head.find(head[:3], 3)
+    docstring = head[3:end if end > 0 else len(head)]
+    return docstring.startswith(HEADER) or _SIGNATURE in " ".join(docstring.split())
 
 
 def module_name(directory: str) -> str:
@@ -458,3 +469,12 @@ def inline(new: str, helpers: dict[str, str]) -> str:
             continue
         body.append(statement)
     return module.with_changes(body=body).code
+
+
+def docs_table() -> str:
+    """The Markdown table of docs/helpers.md: each helper and what it keeps (its docstring's
+    first paragraph)."""
+    rows = ["| Helper | What it keeps of the Estimator |", "|---|---|"]
+    for key, helper in sorted(catalogue().items(), key=lambda item: item[0].lower()):
+        rows.append(f"| `{key}` | {helper.summary.replace('|', '&#124;')} |")
+    return "\n".join(rows) + "\n"

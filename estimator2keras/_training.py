@@ -369,8 +369,10 @@ class {name}({tf}.keras.callbacks.Callback):
         latest = {tf}.train.latest_checkpoint(self.manager.directory)
         if latest and "_CHECKPOINTABLE_OBJECT_GRAPH" not in dict({tf}.train.list_variables(latest)):
             # A TF1 checkpoint by variable names: the Keras model's variables have none of them.
-            raise ValueError(f"{{latest}} is an Estimator's checkpoint, which this Keras model cannot restore: "
-                             "convert the model_dir with `e2k checkpoint` (its docs: checkpoints.md)")
+            raise ValueError(
+                f"{{latest}} is an Estimator's checkpoint, which this "
+                "Keras model cannot restore: convert the model_dir with "
+                "`e2k checkpoint` (its docs: checkpoints.md)")
         return latest
 
     def global_step(self):

@@ -16,7 +16,8 @@ def test_generated_rule_pages_are_up_to_date():
 
 
 def test_every_user_facing_doc_exists():
-    for name in ("index.md", "cli.md", "parity.md", "configuration.md", "pre-commit.md", "custom-rules.md", "notebooks.md", "rules/README.md"):
+    for name in ("index.md", "cli.md", "parity.md", "configuration.md", "pre-commit.md", "custom-rules.md", "notebooks.md", "rules/README.md",
+                 "helpers.md", "emitted-code.md", "side-by-side.md"):
         assert (REPO / "docs" / name).is_file(), name
 
 
@@ -25,3 +26,20 @@ def test_custom_rules_walkthrough_shows_the_example_package_as_it_is():
     example = REPO / "examples" / "team-e2k-rules"
     for part in ("team_e2k_rules/make_estimator_to_estimator.py", "demo/train.py", "demo/train_keras.py"):
         assert (example / part).read_text().rstrip() in page, f"docs/custom-rules.md is stale: {part} changed"
+
+
+def test_the_helpers_page_lists_every_helper_as_it_is():
+    from estimator2keras import _helpers
+
+    page = (REPO / "docs" / "helpers.md").read_text()
+    assert _helpers.docs_table() in page, "docs/helpers.md is stale: its table is _helpers.docs_table()"
+
+
+def test_the_side_by_side_page_shows_each_fixtures_output_as_it_is():
+    page = (REPO / "docs" / "side-by-side.md").read_text()
+    for case in ("seed_mirrored_linear", "early_stopping", "checkpoint_resume"):
+        for name in ("before.py", "after.py"):
+            text = (REPO / "fixtures" / case / name).read_text()
+            if text.startswith('"""'):
+                text = text[text.index('"""', 3) + 3:].lstrip("\n")
+            assert text.rstrip("\n") in page, f"docs/side-by-side.md is stale: fixtures/{case}/{name} changed"
