@@ -38,6 +38,9 @@ class _KerasWriter:
         loss, loss_at, loss_defs, regularized = self.read_loss(train["loss"], len(self.order))
         for d in loss_defs:
             self.consumed.add(d.small)
+        # What each part of compile() was read from: the comments above those statements go
+        # above the argument they became (carry_comments).
+        self.compile_roles: dict[int, str] = {id(small): "loss" for small in self.consumed}
         eval_loss = evaluation.get("loss")
         if eval_loss is not None and _emit.code(eval_loss) != _emit.code(train["loss"]):
             self.refuse(eval_loss, "EVAL returns another loss than TRAIN, which compile() cannot express")
@@ -60,8 +63,10 @@ class _KerasWriter:
         forward = [d for d in forward if d.small not in picking]
         optimizer, builder_defs = self.read_train_op(train["train_op"], train["loss"])
         self.kept.update(d.small for d in builder_defs)
+        self._roles_of_consumed("optimizer")
         self.mode = EVAL
         metrics = self.read_metrics(evaluation.get("eval_metric_ops"))
+        self._roles_of_consumed("metrics")
         self.mode = PREDICT
         prediction = self.read_predictions(predict.get("predictions"))
         self.export_output = self.read_export_output(prediction)
@@ -172,18 +177,37 @@ class _KerasWriter:
                 self.refuse(stmt, f"`{stmt.name.value}`, a function defined in the model_fn, is used where e2k does not "
                                   "convert it (e2k converts such functions that make layers for the forward pass)")
 
+    def _roles_of_consumed(self, role: str) -> None:
+        roles = getattr(self, "compile_roles", None)
+        if roles is not None:
+            for small in self.consumed:
+                roles.setdefault(id(small), role)
+
     def carry_comments(self, statements: list[cst.BaseStatement], folded: list[_Def]) -> list[cst.BaseStatement]:
         """Comments of the model_fn that no emitted statement carries move along: those of
-        forward statements folded into a Sequential above the model, the rest above compile."""
+        forward statements folded into a Sequential above the model; those of the statements
+        compile()'s loss, optimizer or metrics were read from above that argument; the rest
+        above compile."""
         emitted = {line.comment.value for stmt in statements for line in _walk(stmt) if isinstance(line, cst.EmptyLine) and line.comment}
         folded_lines = {id(d.line) for d in folded}
+        roles = getattr(self, "compile_roles", {})
         to_model, to_compile = [], []
+        to_argument: dict[str, list[cst.EmptyLine]] = {}
         for node in _walk_in_order(self.fn.body):
+            # A block's comment (`# Configure the Training Op` above `if mode == TRAIN:`) is its
+            # first statement's.
+            role = next((roles[id(n)] for n in _walk_in_order(node) if id(n) in roles), None) \
+                if isinstance(node, (cst.SimpleStatementLine, cst.If)) else None
             for line in getattr(node, "leading_lines", ()):
                 if line.comment is not None and line.comment.value not in emitted:
-                    (to_model if id(node) in folded_lines else to_compile).append(line.with_changes(indent=True))
+                    if id(node) in folded_lines:
+                        to_model.append(line.with_changes(indent=True))
+                    elif role is not None:
+                        to_argument.setdefault(role, []).append(line)
+                    else:
+                        to_compile.append(line.with_changes(indent=True))
                     emitted.add(line.comment.value)
-        if not (to_model or to_compile):
+        if not (to_model or to_compile or to_argument):
             return statements
         builder = statements[-1]
         body = list(builder.body.body)
@@ -192,6 +216,12 @@ class _KerasWriter:
             target = _assign_target(small)
             if target == "model" and to_model:
                 body[i] = stmt.with_changes(leading_lines=[*stmt.leading_lines, *to_model])
+            if _is_compile(small) and to_argument:
+                placed = _comments_on_arguments(small.value, to_argument)
+                if placed is None:  # not an argument of this compile (a loss the model computes)
+                    to_compile += [line.with_changes(indent=True) for lines in to_argument.values() for line in lines]
+                else:
+                    stmt = body[i] = stmt.with_changes(body=[small.with_changes(value=placed)])
             if _is_compile(small) and to_compile:
                 body[i] = stmt.with_changes(leading_lines=[*stmt.leading_lines, *to_compile])
         return [*statements[:-1], builder.with_changes(body=builder.body.with_changes(body=body))]
@@ -1120,6 +1150,27 @@ def _assign_target(small) -> str | None:
     if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
         return small.targets[0].target.value
     return None
+
+
+def _comments_on_arguments(call: cst.Call, comments: dict[str, list[cst.EmptyLine]]) -> cst.Call | None:
+    """``model.compile(...)`` with ``comments[keyword]`` above each keyword argument, one
+    argument per line; None when a keyword with comments is not an argument of it."""
+    keywords = [arg.keyword.value if arg.keyword is not None else None for arg in call.args]
+    if any(key not in keywords for key in comments):
+        return None
+
+    def before(key: str | None) -> cst.ParenthesizedWhitespace:
+        lines = [line.with_changes(indent=True, whitespace=cst.SimpleWhitespace("    "))
+                 for line in comments.get(key, [])] if key is not None else []
+        return cst.ParenthesizedWhitespace(first_line=cst.TrailingWhitespace(), empty_lines=lines, indent=True,
+                                           last_line=cst.SimpleWhitespace("    "))
+
+    args = []
+    for i, arg in enumerate(call.args):
+        last = i == len(call.args) - 1
+        comma = cst.Comma(whitespace_after=before(keywords[i + 1])) if not last else cst.MaybeSentinel.DEFAULT
+        args.append(arg.with_changes(comma=comma))
+    return call.with_changes(args=args, whitespace_before_args=before(keywords[0]))
 
 
 def _is_compile(small) -> bool:
