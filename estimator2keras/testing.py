@@ -189,11 +189,19 @@ def write_converted(result, path) -> "Path":
     the helpers it imports in the module beside it. Returns ``path``."""
     from pathlib import Path
 
-    from estimator2keras import _helpers
-
     path = Path(path)
     path.write_bytes(result.new)
-    if result.helpers:
-        (path.parent / f"{_helpers.MODULE}.py").write_text(
-            _helpers.render(result.helpers, result.indent, limit=result.limit))
+    write_helpers(result, path.parent)
     return path
+
+
+def write_helpers(result, directory) -> None:
+    """Write the helpers module a conversion (``FileResult``) imports into ``directory``
+    (nothing when it imports none)."""
+    from pathlib import Path
+
+    from estimator2keras import _helpers
+
+    if result.helpers:
+        (Path(directory) / f"{_helpers.MODULE}.py").write_text(
+            _helpers.render(result.helpers, result.indent, limit=result.limit))

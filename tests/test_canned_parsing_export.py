@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from estimator2keras._engine import rewrite_source
+from estimator2keras.testing import write_helpers
 
 PROGRAM = Path(__file__).parent / "data" / "canned_parsing_export.py"
 SERVE = '''
@@ -57,7 +58,9 @@ def test_the_export_serves_parsed_examples_as_the_estimator_did(rules, tmp_path,
     executable = sys.executable if python == "legacy" else os.environ.get("E2K_TARGET_PYTHON")
     if not executable:
         pytest.skip("E2K_TARGET_PYTHON (newest TF) not set")
-    converted = rewrite_source(PROGRAM.read_bytes(), "program.py", rules).new.decode()
+    result = rewrite_source(PROGRAM.read_bytes(), "program.py", rules)
+    converted = result.new.decode()
+    write_helpers(result, tmp_path)  # the module it imports its helpers from
     shapes = {}
     for name, source, runner in (("estimator", PROGRAM.read_text(), sys.executable),
                                  ("migrated", converted, executable)):

@@ -16,6 +16,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from estimator2keras import _helpers
 from estimator2keras._engine import rewrite_source
 
 PROGRAM = textwrap.dedent('''\
@@ -96,7 +97,7 @@ def test_predictions_are_the_estimator_heads(rules, estimator, head, width, labe
     source = PROGRAM.format(estimator=estimator, labels=labels)
     result = rewrite_source(source.encode(), "program.py", rules)
     assert result.status == "converted", [f.format() for f in result.findings]
-    classes, name = _classes(result.new.decode())
+    classes, name = _classes(_helpers.inline(result.new.decode(), result.helpers))  # with the helpers they use
     spec = {"logits": LOGITS[width], "head": head, "vocabulary": vocabulary, "classes": classes, "name": name}
     run = subprocess.run([sys.executable, "-c", COMPARE, json.dumps(spec)], capture_output=True, text=True,
                          timeout=300)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from estimator2keras._engine import rewrite_source
+from estimator2keras.testing import write_helpers
 
 PROGRAM = '''\
 import tempfile
@@ -165,7 +166,9 @@ def test_the_export_serves_what_the_estimator_served(rules, tmp_path, python):
     executable = sys.executable if python == "legacy" else os.environ.get("E2K_TARGET_PYTHON")
     if not executable:
         pytest.skip("E2K_TARGET_PYTHON (newest TF) not set")
-    converted = rewrite_source(OTHER_OUTPUT.read_bytes(), "program.py", rules).new.decode()
+    result = rewrite_source(OTHER_OUTPUT.read_bytes(), "program.py", rules)
+    converted = result.new.decode()
+    write_helpers(result, tmp_path)  # the module it imports its helpers from
     shapes = {}
     for name, source, runner in (("estimator", OTHER_OUTPUT.read_text(), sys.executable),
                                  ("migrated", converted, executable)):

@@ -17,6 +17,7 @@ import pytest
 
 from conftest import REPO
 from estimator2keras._engine import rewrite_source
+from estimator2keras.testing import write_helpers
 from parity_programs import support
 
 PROGRAMS = REPO / "tests" / "canned_programs"
@@ -62,8 +63,9 @@ LEGACY_SCRIPT = RAW_FEATURES + textwrap.dedent("""
 
 # The converted model: `preprocess` on the same raw features.
 KERAS_SCRIPT = RAW_FEATURES + textwrap.dedent("""
-    import json, sys
+    import json, os, sys
     import tensorflow as tf
+    sys.path.insert(0, os.path.dirname(sys.argv[1]))  # its helpers module, beside it
     namespace = {}
     exec(open(sys.argv[1]).read(), namespace)
     model, names = namespace["model"], json.loads(sys.argv[2])
@@ -86,6 +88,7 @@ def converted(tmp_path_factory, rules):
     text = result.new.decode()
     path = tmp_path_factory.mktemp("columns") / "columns_keras.py"
     path.write_text(text)
+    write_helpers(result, path.parent)  # the module it imports its helpers from
     inputs = re.search(r"inputs = \((.*?)\)\n", text, re.S).group(1)
     names = [n.strip() for n in inputs.replace("\n", " ").split(",") if n.strip()]
     return path, names

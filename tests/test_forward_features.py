@@ -16,6 +16,7 @@ import sys
 import pytest
 
 from estimator2keras._engine import rewrite_source
+from estimator2keras.testing import write_helpers
 
 PROGRAM = '''\
 import tempfile
@@ -116,5 +117,6 @@ def test_the_exported_model_serves_the_key_it_is_given(rules, tmp_path, python):
     result = convert(rules, PROGRAM)
     program = tmp_path / "program.py"
     program.write_text(result.new.decode() + SERVE)
+    write_helpers(result, tmp_path)  # the module it imports its helpers from
     done = subprocess.run([executable, str(program)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert done.returncode == 0 and "SERVED OK" in done.stdout, done.stderr[-3000:]

@@ -16,6 +16,7 @@ from conftest import FIXTURES
 from estimator2keras._engine import rewrite_source
 from estimator2keras.parity._runner import WHEN_NEEDED, run_parity_many
 from parity_programs import support
+from estimator2keras.testing import write_converted
 
 pytestmark = [pytest.mark.slow, support.requires_legacy]
 
@@ -116,7 +117,7 @@ def test_batch_norm_dropout_and_activation_convert_faithfully(tmp_path, rules):
     converted = rewrite_source(legacy.read_bytes(), "dnn_batch_norm.py", rules)
     assert converted.status == "converted", [f.format() for f in converted.findings]
     migrated = tmp_path / "dnn_batch_norm_keras.py"
-    migrated.write_bytes(converted.new)
+    write_converted(converted, migrated)  # and the helpers module it imports
     result = run_parity_many(legacy, [migrated], replicas=1, legacy_python=support.legacy_python(),
                              envelope=WHEN_NEEDED)[0]
     support.assert_parity(result, 8)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import FIXTURES
+from conftest import FIXTURES, helpers_beside
 from estimator2keras.parity import run_parity
 from parity_programs import support
 
@@ -26,6 +26,7 @@ def test_model_dir_computed_per_estimator_is_caught(tmp_path):
     wrong = head + second + "model_dir = tempfile.mkdtemp()\n" + tail
     path = tmp_path / "after_wrong.py"
     path.write_text(wrong)
+    helpers_beside(CASE, tmp_path)
     result = run_parity(CASE / "before.py", path, replicas=2)
     assert not result.passed, result.report()
     # Training agrees step for step: only the evaluation of the second model shows the error.
@@ -43,6 +44,7 @@ def test_batch_size_left_per_replica_is_caught(tmp_path):
     assert after.count(scaled) == 2, "the fixture's shape changed: update this test"
     path = tmp_path / "after_wrong.py"
     path.write_text(after.replace(scaled, "batch_size=BATCH_SIZE"))
+    helpers_beside(case, tmp_path)
     result = run_parity(case / "before.py", path, replicas=2)
     assert not result.passed, result.report()
     assert not result.steps[0].passed, result.report()  # the first step already differs
@@ -58,10 +60,11 @@ def test_input_fn_by_flag_the_other_branch_trains_alike_and_a_wrong_one_is_caugh
     assert before.count(flag) == after.count(flag) == 1, "the fixture's shape changed: update this test"
     (tmp_path / "before.py").write_text(before.replace(flag, "USE_DATASET = False"))
     (tmp_path / "after.py").write_text(after.replace(flag, "USE_DATASET = False"))
+    helpers_beside(case, tmp_path)
     result = run_parity(tmp_path / "before.py", tmp_path / "after.py", replicas=1)
     assert result.passed, result.report()
     shuffled = after.replace(flag, "USE_DATASET = False").replace(
-        "labels)).repeat(2).batch(batch_size)", "labels)).repeat(2).batch(batch_size * 2)")
+        ".repeat(2)\n                .batch(batch_size)", ".repeat(2)\n                .batch(batch_size * 2)")
     assert shuffled != after.replace(flag, "USE_DATASET = False")
     (tmp_path / "wrong.py").write_text(shuffled)
     result = run_parity(tmp_path / "before.py", tmp_path / "wrong.py", replicas=1)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import FIXTURES
+from conftest import FIXTURES, helpers_beside
 from estimator2keras.parity import run_parity
 
 JOINED = "global_batches(train_input_fn(FLAGS.batch_size), strategy.num_replicas_in_sync)"
@@ -20,6 +20,7 @@ def test_scaling_the_argument_of_a_computed_batch_is_caught(tmp_path):
     assert after.count(JOINED) == 1, "the fixture's shape changed: update this test"
     path = tmp_path / "after_scaled_argument.py"
     path.write_text(after.replace(JOINED, "train_input_fn(FLAGS.batch_size * strategy.num_replicas_in_sync)"))
+    helpers_beside(case, tmp_path)
     result = run_parity(case / "before.py", path, replicas=2)
     assert not result.passed, result.report()
     assert not result.steps[0].passed, result.report()  # the first step already differs

@@ -5,6 +5,8 @@ as it went in; the output parses; a second rewrite changes nothing. A program wi
 Estimator in it comes out byte-identical, with or without the syntactic pre-filter."""
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
@@ -86,6 +88,15 @@ def programs(draw, with_estimator: bool):
     return source.replace("\n", newline).encode(), [b.replace("\n", newline).encode() for b in blocks], newline
 
 
+def _comment_words(text: str) -> list[str]:
+    """The words of every comment, in order (a long one may be wrapped, or moved above its line)."""
+    import io
+    import tokenize
+
+    comments = [t.string[1:] for t in tokenize.generate_tokens(io.StringIO(text).readline) if t.type == tokenize.COMMENT]
+    return " ".join(comments).split()
+
+
 def _without_prefilter(source: bytes) -> _engine.FileResult:
     screen = _engine.screen
     _engine.screen = lambda *args: Screening(parse=True, units=True)
@@ -124,13 +135,15 @@ def test_estimator_mixed_with_unrelated_code(program):
         assert found >= 0, block
         at = found + len(block)
 
-    # Without it, the Estimator program converted exactly as it does alone (the code e2k
-    # writes is indented like the module's first indented block, which may be unrelated).
+    # Without it, the Estimator program converted as it does alone: the same code and the same
+    # notes (the code e2k writes is indented like the module's first indented block, and
+    # wrapped at the file's length, which the unrelated code may set).
     rest = result.new
     for block in blocks:
         rest = rest.replace(block, b"", 1)
-    lines = [line.strip() for line in rest.decode().split(newline) if line.strip()]
-    assert lines == [line.strip() for line in CONVERTED.split("\n") if line.strip()]
+    rest_text = rest.decode().replace(newline, "\n")
+    assert ast.dump(ast.parse(rest_text)) == ast.dump(ast.parse(CONVERTED))
+    assert _comment_words(rest_text) == _comment_words(CONVERTED)
 
     again = rewrite_source(result.new, "p.py", RULES)
     assert again.new == result.new
