@@ -427,6 +427,10 @@ class ModelWriter:
         self.top = [col for t in towers for col in t.columns]
         self.columns = all_columns(self.top)
         self.values_vars: dict[str, str] = {}
+        #: The helper that makes sparse features dense, as the columns read them (DENSE_FEATURES),
+        #: and the one that makes a classifier head's predictions (HEAD_PREDICTIONS).
+        self.dense_features = "dense_features"
+        self.head_predictions = "head_predictions"
         #: Constructor parameters -> the code the Estimator's site passes.
         self.given: dict[str, str] = {}
         self.inputs: list[str] = []
@@ -666,12 +670,8 @@ class ModelWriter:
             elif kind == "weighted":
                 lines.append(f'{var} = {tf}.reshape({tf}.cast(features["{column.key}"], {tf}.float32), [-1])')
         if self.values_vars:
-            lines[:0] = [
-                "# tf.Examples parsed with the columns' spec (make_parse_example_spec) give categorical",
-                "# features as SparseTensors: dense, a missing value is the one the feature columns ignore.",
-                f'features = {{key: {tf}.sparse.to_dense(value, "" if value.dtype == {tf}.string else -1)',
-                f"            if isinstance(value, {tf}.SparseTensor) else value for key, value in features.items()}}",
-            ]
+            # tf.Examples parsed with the columns' spec give categorical features as SparseTensors.
+            lines[:0] = [f"features = {self.dense_features}(features)"]
         self.inputs = [c.var for c in self.columns if c in needed]
         lines += _packed("inputs = (", self.inputs, ")")
         lines.append("if labels is None:")
@@ -828,6 +828,9 @@ class ModelWriter:
         if self.c.head == "regression":
             return self._forwarding(lines + ['    return {"predictions": logits}'])
         n = "2" if self.c.head == "binary" else self.c.units
+        if self.forwarded is False:
+            vocabulary = "" if self.c.label_vocabulary is None else f", {self.code(self.c.label_vocabulary)}"
+            return lines + [f"    return {self.head_predictions}(logits, {n}{vocabulary})"]
         if self.c.head == "binary":
             lines += [f"    two_class_logits = {tf}.concat([{tf}.zeros_like(logits), logits], axis=1)",
                       f"    class_ids = {tf}.argmax(two_class_logits, axis=1)[:, None]",
@@ -1219,6 +1222,43 @@ class AccuracyBaseline(LabelMean):
 """,
 }
 
+DENSE_FEATURES = '''
+def {name}(features):
+    """The features as a canned Estimator's feature columns read them: a SparseTensor (a
+    categorical feature of tf.Examples parsed with the columns' spec) made dense, a missing
+    value being the one the columns ignore ("" for strings, -1 for ids)."""
+    return {{
+        key: {tf}.sparse.to_dense(value, "" if value.dtype == {tf}.string else -1)
+        if isinstance(value, {tf}.SparseTensor) else value
+        for key, value in features.items()
+    }}
+'''
+
+HEAD_PREDICTIONS = '''
+def {name}(logits, n_classes, vocabulary=None):
+    """A canned classifier's predictions for a batch of logits (one logit for 2 classes, else
+    one per class), as its head gave them: the probabilities, the predicted class's id and
+    name (its label in `vocabulary`, else its id as a string), every class's ids and names."""
+    predictions = {{"logits": logits}}
+    if n_classes == 2:
+        predictions["logistic"] = {tf}.sigmoid(logits)
+        logits = {tf}.concat([{tf}.zeros_like(logits), logits], axis=1)
+    class_ids = {tf}.argmax(logits, axis=1)[:, None]
+    all_class_ids = {tf}.tile({tf}.range(n_classes)[None], [{tf}.shape(logits)[0], 1])
+    if vocabulary is None:
+        classes = {tf}.strings.as_string(class_ids)
+        all_classes = {tf}.strings.as_string(all_class_ids)
+    else:
+        # The vocabulary as written (StringLookup.get_vocabulary() is Python: not in a graph).
+        vocabulary = {tf}.constant(vocabulary)
+        classes = {tf}.gather(vocabulary, class_ids)
+        all_classes = {tf}.gather(vocabulary, all_class_ids)
+    predictions.update(probabilities={tf}.nn.softmax(logits), class_ids=class_ids,
+                       classes=classes, all_class_ids=all_class_ids,
+                       all_classes=all_classes)
+    return predictions
+'''
+
 LINEAR_MODEL = '''\
 class {name}({tf}.keras.layers.Layer):
     """A canned Estimator's linear model: a weight matrix per feature column, created in the
@@ -1307,7 +1347,19 @@ def convert(unit, plan, ctx, code: str) -> None:
             for definition in needed:
                 if not any(definition.deep_equals(d) for d in definitions):
                     definitions.insert(0, definition)
-    definitions.append(_fit_lines(cst.parse_statement(writer.model_class(indent)), indent))
+    model_class = writer.model_class(indent)
+    needed = [("dense_features", DENSE_FEATURES)] if writer.values_vars else []
+    if f"{writer.head_predictions}(" in model_class:
+        needed.append(("head_predictions", HEAD_PREDICTIONS))
+    renamed = False
+    for key, template in needed:
+        given = plan.add_helper(key, lambda name, t=template: _emit.statements(t, name=name, tf=plan.tf))
+        if given != getattr(writer, key):
+            setattr(writer, key, given)
+            renamed = True
+    if renamed:
+        model_class = writer.model_class(indent)
+    definitions.append(_fit_lines(cst.parse_statement(model_class), indent))
     plan.eval_keys = writer.eval_keys()  # read where evaluate()'s result is (E2K003, E2K002)
     if canned.linear is not None:
         definitions.insert(0, cst.parse_statement(_reindent(LINEAR_MODEL.format(name=linear_class, tf=plan.tf), indent)))

@@ -50,6 +50,8 @@ _NAMED = (
     ("BestExport", "estimator2keras._export", "BEST_EXPORT"),
     ("set_signature_methods", "estimator2keras._export", "SIGNATURE_METHODS"),
     ("LinearModel", "estimator2keras._canned", "LINEAR_MODEL"),
+    ("dense_features", "estimator2keras._canned", "DENSE_FEATURES"),
+    ("head_predictions", "estimator2keras._canned", "HEAD_PREDICTIONS"),
     ("unsharded", "estimator2keras.rewrites.multi_worker_input_unsharded", "UNSHARDED"),
     ("TF1RMSprop", "estimator2keras.rewrites.tf1_optimizer_to_keras", "TF1_RMSPROP"),
     ("LoggingTensorCallback", "estimator2keras.rewrites.session_run_hook_to_callback", "LOGGING_TENSOR_CALLBACK"),

@@ -90,7 +90,7 @@ regressor.train(input_fn)
             after='''\
 import tensorflow as tf
 
-from e2k_helpers import LabelMean, PredictionMean
+from e2k_helpers import dense_features, LabelMean, PredictionMean
 
 
 class DNNRegressorModel(tf.keras.Model):
@@ -108,16 +108,7 @@ class DNNRegressorModel(tf.keras.Model):
 
     def preprocess(self, features, labels=None):
         """Raw features -> the model's inputs, as the Estimator's feature columns computed them."""
-        # tf.Examples parsed with the columns' spec (make_parse_example_spec) give categorical
-        # features as SparseTensors: dense, a missing value is the one the feature columns ignore.
-        features = {
-            key: (
-                tf.sparse.to_dense(value, "" if value.dtype == tf.string else -1)
-                if isinstance(value, tf.SparseTensor)
-                else value
-            )
-            for key, value in features.items()
-        }
+        features = dense_features(features)
         rooms = tf.reshape(tf.cast(features["rooms"], tf.float32), [-1, 1])
         district_values = tf.reshape(features["district"], [-1])
         # The Estimator's ids: the vocabulary's; anything else has no id (-1).

@@ -73,7 +73,7 @@ classifier.train(input_fn, steps=10)
             after='''\
 import tensorflow as tf
 
-from e2k_helpers import LinearModel
+from e2k_helpers import dense_features, head_predictions, LinearModel
 
 
 class LinearClassifierModel(tf.keras.Model):
@@ -94,17 +94,7 @@ class LinearClassifierModel(tf.keras.Model):
     def preprocess(self, features, labels=None):
         """Raw features -> the model's inputs, as the Estimator's feature columns computed
         them."""
-        # tf.Examples parsed with the columns' spec (make_parse_example_spec) give categorical
-        # features as SparseTensors: dense, a missing value is the one the feature columns
-        # ignore.
-        features = {
-            key: (
-                tf.sparse.to_dense(value, "" if value.dtype == tf.string else -1)
-                if isinstance(value, tf.SparseTensor)
-                else value
-            )
-            for key, value in features.items()
-        }
+        features = dense_features(features)
         size = tf.reshape(tf.cast(features["size"], tf.float32), [-1, 1])
         color_values = tf.reshape(features["color"], [-1])
         color = self.color_hashing(color_values)
@@ -129,18 +119,7 @@ class LinearClassifierModel(tf.keras.Model):
         if isinstance(data, tuple) and isinstance(data[0], (tuple, dict)):
             data = data[0]  # (inputs, labels): a dataset with labels
         logits = self(data, training=False)
-        class_ids = tf.argmax(logits, axis=1)[:, None]
-        probabilities = tf.nn.softmax(logits)
-        all_class_ids = tf.tile(tf.range(3)[None], [tf.shape(logits)[0], 1])
-        vocabulary = tf.constant(["small", "medium", "large"])
-        return {
-            "logits": logits,
-            "probabilities": probabilities,
-            "class_ids": class_ids,
-            "classes": tf.gather(vocabulary, class_ids),
-            "all_class_ids": all_class_ids,
-            "all_classes": tf.gather(vocabulary, all_class_ids),
-        }
+        return head_predictions(logits, 3, ["small", "medium", "large"])
 
 
 def input_fn():

@@ -71,7 +71,7 @@ regressor.train(input_fn)
             after='''\
 import tensorflow as tf
 
-from e2k_helpers import LabelMean, LinearModel, PredictionMean
+from e2k_helpers import dense_features, LabelMean, LinearModel, PredictionMean
 
 
 class DNNLinearCombinedRegressorModel(tf.keras.Model):
@@ -108,18 +108,7 @@ class DNNLinearCombinedRegressorModel(tf.keras.Model):
     def preprocess(self, features, labels=None):
         """Raw features -> the model's inputs, as the Estimator's feature columns computed
         them."""
-        # tf.Examples parsed with the columns' spec (make_parse_example_spec) give
-        # categorical
-        # features as SparseTensors: dense, a missing value is the one the feature columns
-        # ignore.
-        features = {
-            key: (
-                tf.sparse.to_dense(value, "" if value.dtype == tf.string else -1)
-                if isinstance(value, tf.SparseTensor)
-                else value
-            )
-            for key, value in features.items()
-        }
+        features = dense_features(features)
         age = tf.reshape(tf.cast(features["age"], tf.float32), [-1, 1])
         city_values = tf.reshape(features["city"], [-1])
         # The Estimator's ids: the vocabulary's; anything else has no id (-1).

@@ -134,6 +134,8 @@ import tensorflow as tf
 
 from e2k_helpers import (
     AccuracyBaseline,
+    dense_features,
+    head_predictions,
     LabelMean,
     PrecisionOfClassIds,
     PredictionMean,
@@ -164,17 +166,7 @@ class DNNClassifierModel(tf.keras.Model):
     def preprocess(self, features, labels=None):
         """Raw features -> the model's inputs, as the Estimator's feature columns computed
         them."""
-        # tf.Examples parsed with the columns' spec (make_parse_example_spec) give categorical
-        # features as SparseTensors: dense, a missing value is the one the feature columns
-        # ignore.
-        features = {
-            key: (
-                tf.sparse.to_dense(value, "" if value.dtype == tf.string else -1)
-                if isinstance(value, tf.SparseTensor)
-                else value
-            )
-            for key, value in features.items()
-        }
+        features = dense_features(features)
         age = tf.reshape(tf.cast(features["age"], tf.float32), [-1, 1])
         age_buckets = tf.reshape(self.age_buckets(age), [-1])
         city_values = tf.reshape(features["city"], [-1])
@@ -211,19 +203,7 @@ class DNNClassifierModel(tf.keras.Model):
         if isinstance(data, tuple) and isinstance(data[0], (tuple, dict)):
             data = data[0]  # (inputs, labels): a dataset with labels
         logits = self(data, training=False)
-        two_class_logits = tf.concat([tf.zeros_like(logits), logits], axis=1)
-        class_ids = tf.argmax(two_class_logits, axis=1)[:, None]
-        probabilities = tf.nn.softmax(two_class_logits)
-        all_class_ids = tf.tile(tf.range(2)[None], [tf.shape(logits)[0], 1])
-        return {
-            "logits": logits,
-            "logistic": tf.sigmoid(logits),
-            "probabilities": probabilities,
-            "class_ids": class_ids,
-            "classes": tf.strings.as_string(class_ids),
-            "all_class_ids": all_class_ids,
-            "all_classes": tf.strings.as_string(all_class_ids),
-        }
+        return head_predictions(logits, 2)
 
 
 def input_fn():
