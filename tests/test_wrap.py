@@ -1,0 +1,55 @@
+"""The statements e2k writes fit the file's line length (_wrap): the project's setting, else
+the file's longest line, at least 79; the lines it did not write stay as they were."""
+from __future__ import annotations
+
+import textwrap
+
+from estimator2keras import _wrap
+
+LONG_CALL = "model.fit(train_input_fn(FLAGS.train_file, FLAGS.batch_size * strategy.num_replicas_in_sync), " \
+            "steps_per_epoch=FLAGS.train_steps, callbacks=callbacks)\n"
+
+
+def test_the_limit_is_the_projects_setting_else_the_files_longest_line(tmp_path):
+    program = tmp_path / "pkg" / "train.py"
+    program.parent.mkdir()
+    program.write_text("x = 1\n")
+    assert _wrap.line_limit(str(program), "x = 1\n") == 79  # at least PEP 8's
+    assert _wrap.line_limit(str(program), "y = 1  # " + "z" * 100 + "\n") == 109  # the file's own habit
+    (tmp_path / "setup.cfg").write_text("[flake8]\nmax-line-length = 100\n")
+    _wrap._configured.cache_clear()
+    assert _wrap.line_limit(str(program), "x = 1\n") == 100
+    (tmp_path / "pyproject.toml").write_text("[tool.black]\nline-length = 88\n")
+    _wrap._configured.cache_clear()
+    assert _wrap.line_limit(str(program), "y = 1  # " + "z" * 100 + "\n") == 88  # the project's wins
+    _wrap._configured.cache_clear()
+
+
+def test_only_the_statements_e2k_wrote_are_wrapped():
+    original = "import tensorflow as tf\n\nlong_user_line = [" + ", ".join(str(i) for i in range(40)) + "]\n"
+    new = original + "\n" + LONG_CALL
+    wrapped = _wrap.wrap(new, original, 79)
+    assert wrapped.startswith(original)  # the program's own long line, byte for byte
+    tail = wrapped[len(original):]
+    assert all(len(line) <= 79 for line in tail.splitlines())
+    assert compile(wrapped, "w.py", "exec") and "steps_per_epoch=FLAGS.train_steps," in tail
+
+
+def test_indent_notes_docstrings_and_trailing_comments():
+    new = textwrap.dedent('''\
+        def build():
+          """A docstring e2k wrote, long enough that it does not fit on one line at seventy-nine columns."""
+          # A note e2k wrote, long enough that it does not fit on one line at seventy-nine columns either.
+          if isinstance(inputs, dict):  # raw features, as a served model gets them from the export
+            return 1
+        ''')
+    wrapped = _wrap.wrap(new, "", 79)
+    assert all(len(line) <= 79 for line in wrapped.splitlines()), wrapped
+    assert "  # raw features, as a served model gets them from the export\n  if isinstance(inputs, dict):\n" in wrapped
+    assert wrapped.count('"""') == 2 and compile(wrapped, "w.py", "exec")
+    assert "  # A note e2k wrote" in wrapped  # the file's 2-space indent kept
+
+
+def test_a_statement_black_cannot_shorten_is_left_as_written():
+    new = 'x = "' + "a" * 120 + '"\n'
+    assert _wrap.wrap(new, "", 79) == new
