@@ -76,9 +76,10 @@ COMPARE = textwrap.dedent('''
 
 
 def _classes(source: str) -> tuple[str, str]:
-    """The emitted class definitions (the model and the linear layer), and the model's name."""
+    """The emitted definitions (the model, the linear layer, the head's predictions), and the
+    model's name."""
     tree = ast.parse(source)
-    classes = [node for node in tree.body if isinstance(node, ast.ClassDef)]
+    classes = [node for node in tree.body if isinstance(node, (ast.ClassDef, ast.FunctionDef))]
     model = next(c.name for c in classes if c.name.endswith("Model") and c.name != "LinearModel")
     return "\n\n".join(ast.get_source_segment(source, c) for c in classes), model
 
