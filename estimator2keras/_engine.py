@@ -258,7 +258,7 @@ class Job:
                     module, new = noted, noted.bytes
                 if not path.endswith(".ipynb"):
                     # Helpers go to the module beside the file, once per program (a notebook keeps its own).
-                    module, helpers = _helpers.extract(module, path)
+                    module, helpers = _helpers.extract(module, path, new.decode(module.encoding, errors="replace"))
                     if helpers:
                         module = _helpers.without_unused_imports(module, source)
                         new = module.bytes

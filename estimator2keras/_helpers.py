@@ -139,7 +139,8 @@ def _reads(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
-def _free(code: str) -> set[str]:
+@functools.lru_cache(maxsize=256)
+def _free(code: str) -> frozenset[str]:
     """The names ``code`` reads and does not bind (its imports and the helpers it builds on)."""
     tree = ast.parse(code)
     bound = set(dir(builtins))
@@ -152,7 +153,7 @@ def _free(code: str) -> set[str]:
             bound.add(node.name)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             bound.update(a.asname or a.name.split(".")[0] for a in node.names)
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - bound
+    return frozenset({n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - bound)
 
 
 def import_path(path: str, module: cst.Module) -> str:
@@ -197,11 +198,20 @@ def _listdir(directory: str) -> list[str]:
         return []
 
 
-def extract(module: cst.Module, path: str) -> tuple[cst.Module, dict[str, str]]:
-    """``module`` without the helpers e2k emitted into it, importing them instead; and the
-    helpers the module beside it must define (key -> code), those they build on included."""
+@functools.lru_cache(maxsize=1)
+def _definition_pattern() -> re.Pattern:
+    keys = "|".join(sorted(map(re.escape, catalogue()), key=len, reverse=True))
+    return re.compile(rf"^(?:class|def) (?:{keys})(?:_\d+)?\b", re.MULTILINE)
+
+
+def extract(module: cst.Module, path: str, source: str | None = None) -> tuple[cst.Module, dict[str, str]]:
+    """``module`` (whose code is ``source``, when the caller has it) without the helpers e2k
+    emitted into it, importing them instead; and the helpers the module beside it must define
+    (key -> code), those they build on included."""
     known = catalogue()
-    source = module.code
+    source = module.code if source is None else source
+    if not _definition_pattern().search(source):
+        return module, {}  # no top-level definition under a helper's name: most files
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -276,9 +286,13 @@ def _spaced(statement: cst.BaseStatement) -> cst.BaseStatement:
 def without_unused_imports(module: cst.Module, original: bytes) -> cst.Module:
     """``module`` without the module-level imports it gained (not in ``original``) that
     nothing in it reads: those a helper taken out of it needed."""
+    code = module.code
+    had_lines = {line.strip() for line in original.decode(module.encoding, errors="replace").splitlines()}
+    if all(line.strip() in had_lines for line in code.splitlines() if line.startswith(("import ", "from "))):
+        return module  # every import a line the file had (a multi-line one is looked at closely)
     try:
         before = ast.parse(original)
-        tree = ast.parse(module.code)
+        tree = ast.parse(code)
     except SyntaxError:
         return module
     had = {ast.dump(n) for n in before.body if isinstance(n, (ast.Import, ast.ImportFrom))}
@@ -395,6 +409,7 @@ def _ordered(helpers: dict[str, str]) -> list[str]:
     return order
 
 
+@functools.lru_cache(maxsize=256)
 def _indented(code: str, indent: str) -> str:
     if indent == "    ":
         return code.rstrip("\n") + "\n"
