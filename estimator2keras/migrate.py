@@ -70,6 +70,22 @@ def _rewrite(program: Path, rules: list[str]):
     return result, (unified_diff(result) if result.changed else ""), names
 
 
+def _write_helpers(result, program: Path, out: Path) -> None:
+    """The helpers module the migrated program imports (``_helpers``), beside ``out``: added to
+    one e2k wrote there before; never over a module of the program's own."""
+    from estimator2keras import _helpers
+    from estimator2keras._files import atomic_write
+
+    if not result.helpers:
+        return
+    target = out.parent / f"{_helpers.module_name(str(program.parent))}.py"
+    existing = target.read_text(encoding="utf-8") if target.is_file() else None
+    if existing is not None and not _helpers.is_ours(existing):
+        raise ValueError(f"{target} is a module of your own, where the migrated program's helpers would go: "
+                         "give --out in another directory")
+    atomic_write(target, _helpers.render(result.helpers, result.indent, existing, result.limit).encode("utf-8"))
+
+
 def migrate(program: str | os.PathLike[str], *, out: str | os.PathLike[str] | None = None,
             report: str | os.PathLike[str] | None = None, plot: str | os.PathLike[str] | None = None,
             rules: list[str] | None = None, command: str = "", **parity_options) -> Migration:
@@ -95,6 +111,7 @@ def migrate(program: str | os.PathLike[str], *, out: str | os.PathLike[str] | No
         migration.reason = "the program holds no Estimator code that e2k converts"
     else:
         out.parent.mkdir(parents=True, exist_ok=True)
+        _write_helpers(result, program, out)
         out.write_bytes(result.new)
         if result.status == "partial":
             migration.reason = (f"{len(migration.left)} place(s) left for a human: parity runs once "

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import FIXTURES
 from estimator2keras import cli, migrate
 from estimator2keras.parity import MetricRow, ParityResult, StepRow
 from estimator2keras.parity._result import HyperRow, SideInfo
@@ -111,3 +112,17 @@ def test_migrate_the_canonical_fixture_end_to_end(program):
     report = migration.report_path.read_text()
     assert "![loss curves" in report and program.with_name("parity.png").stat().st_size > 0
     assert "| strategy | MirroredStrategyV1, 2 replica(s) | MirroredStrategy, 2 replica(s) |" in report
+
+
+def test_the_helpers_module_is_written_beside_the_migrated_program(tmp_path, monkeypatch):
+    """A program whose conversion imports helpers (its model_dir callback): the module goes
+    beside the migrated file, where parity runs it."""
+    program = tmp_path / "train.py"
+    shutil.copy(FIXTURES / "checkpoint_resume" / "before.py", program)
+    seen = []
+    monkeypatch.setattr("estimator2keras.parity.run_parity",
+                        lambda legacy, migrated, **options: seen.append(Path(migrated)) or fake_result("parity"))
+    assert cli.main(["migrate", str(program), "--no-plot", "--out", str(tmp_path / "new" / "train.py")]) == 0
+    assert seen == [tmp_path / "new" / "train.py"]
+    assert "from e2k_helpers import ModelDirCheckpoints" in seen[0].read_text()
+    assert (tmp_path / "new" / "e2k_helpers.py").read_text() == (FIXTURES / "checkpoint_resume" / "e2k_helpers.py").read_text()
