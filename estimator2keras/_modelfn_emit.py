@@ -35,12 +35,15 @@ class _KerasWriter:
         train, evaluation, predict = (self.spec(p) for p in paths)
         if "loss" not in train or "train_op" not in train:
             self.refuse(self.fn, "in TRAIN mode the EstimatorSpec has no loss or no train_op")
+        # What each part of compile() was read from, statement by statement: the comments above
+        # them go above the argument they became (carry_comments). Only what each reading
+        # consumes itself: the EstimatorSpec and the inference passes are no argument's.
+        self.compile_roles: dict[int, str] = {}
+        spent = self._claim(None, set())
         loss, loss_at, loss_defs, regularized = self.read_loss(train["loss"], len(self.order))
         for d in loss_defs:
             self.consumed.add(d.small)
-        # What each part of compile() was read from: the comments above those statements go
-        # above the argument they became (carry_comments).
-        self.compile_roles: dict[int, str] = {id(small): "loss" for small in self.consumed}
+        self._claim("loss", spent)
         eval_loss = evaluation.get("loss")
         if eval_loss is not None and _emit.code(eval_loss) != _emit.code(train["loss"]):
             self.refuse(eval_loss, "EVAL returns another loss than TRAIN, which compile() cannot express")
@@ -61,12 +64,13 @@ class _KerasWriter:
         self.read_layers(forward)
         picking = self.dispatch_smalls  # made in __init__ now (`dispatch_of`)
         forward = [d for d in forward if d.small not in picking]
+        spent = self._claim(None, set())
         optimizer, builder_defs = self.read_train_op(train["train_op"], train["loss"])
         self.kept.update(d.small for d in builder_defs)
-        self._roles_of_consumed("optimizer")
+        spent = self._claim("optimizer", spent)
         self.mode = EVAL
         metrics = self.read_metrics(evaluation.get("eval_metric_ops"))
-        self._roles_of_consumed("metrics")
+        self._claim("metrics", spent)
         self.mode = PREDICT
         prediction = self.read_predictions(predict.get("predictions"))
         self.export_output = self.read_export_output(prediction)
@@ -177,11 +181,13 @@ class _KerasWriter:
                 self.refuse(stmt, f"`{stmt.name.value}`, a function defined in the model_fn, is used where e2k does not "
                                   "convert it (e2k converts such functions that make layers for the forward pass)")
 
-    def _roles_of_consumed(self, role: str) -> None:
-        roles = getattr(self, "compile_roles", None)
-        if roles is not None:
-            for small in self.consumed:
-                roles.setdefault(id(small), role)
+    def _claim(self, role: str | None, spent: set[int]) -> set[int]:
+        """The statements consumed since ``spent`` were read into compile()'s ``role``
+        argument; returns every statement consumed so far (``role`` None: only that)."""
+        now = {id(small) for small in self.consumed}
+        if role is not None:
+            self.compile_roles.update((small, role) for small in now - spent)
+        return now
 
     def carry_comments(self, statements: list[cst.BaseStatement], folded: list[_Def]) -> list[cst.BaseStatement]:
         """Comments of the model_fn that no emitted statement carries move along: those of
@@ -190,7 +196,7 @@ class _KerasWriter:
         above compile."""
         emitted = {line.comment.value for stmt in statements for line in _walk(stmt) if isinstance(line, cst.EmptyLine) and line.comment}
         folded_lines = {id(d.line) for d in folded}
-        roles = getattr(self, "compile_roles", {})
+        roles = self.compile_roles
         to_model, to_compile = [], []
         to_argument: dict[str, list[cst.EmptyLine]] = {}
         for node in _walk_in_order(self.fn.body):

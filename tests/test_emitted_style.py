@@ -200,6 +200,35 @@ def test_comments_of_a_removed_statement_go_with_it_and_section_comments_stay(ru
     assert "# Running configuration." not in new and "# Create the TrainSpec." not in new, new
 
 
+
+def test_a_model_fns_comments_go_above_the_compile_argument_they_describe(rules):
+    """The comment above the loss goes above `loss=`; one above a statement no argument was
+    read from (the EstimatorSpec) stays above compile(), not above the argument read next."""
+    from estimator2keras._engine import rewrite_source
+
+    source = (
+        "import tensorflow as tf\n\n\n"
+        "def model_fn(features, labels, mode):\n"
+        "    logits = tf.compat.v1.layers.dense(features['x'], 1)\n"
+        "    # The loss.\n"
+        "    loss = tf.compat.v1.losses.mean_squared_error(labels, logits)\n"
+        "    # Plain gradient descent.\n"
+        "    train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(\n"
+        "        loss, tf.compat.v1.train.get_global_step())\n"
+        "    # The spec, for every mode.\n"
+        "    spec = tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)\n"
+        "    return spec\n\n\n"
+        "est = tf.estimator.Estimator(model_fn)\n"
+        "est.train(lambda: tf.data.Dataset.from_tensor_slices(({'x': [[1.0]]}, [[2.0]])).batch(1), steps=1)\n")
+    result = rewrite_source(source.encode(), "p.py", rules)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert ("    # The spec, for every mode.\n"
+            "    model.compile(\n"
+            "        # Plain gradient descent.\n"
+            "        optimizer=tf.keras.optimizers.SGD(0.1),\n"
+            "        # The loss.\n"
+            "        loss=tf.keras.losses.MeanSquaredError())\n") in result.new.decode(), result.new.decode()
+
 # -- line length, helpers written once, how much is written ---------------------------------
 sys.path.insert(0, str(FIXTURES.parent / "benchmarks"))
 import emitted_lines  # noqa: E402  (benchmarks/emitted_lines.py: the same figures, printed)
