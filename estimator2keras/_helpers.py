@@ -6,7 +6,7 @@ needs a little code of its own. Rules emit each such helper as a class or functi
 definition into the file they convert (``ConversionPlan.add_helper``); this module then
 takes every definition that is exactly one of e2k's templates out of the file and imports it
 from one module beside it, ``e2k_helpers.py``, which the runner writes once per
-directory (``write_module``). A package of several trainers gets one copy, and each file
+directory (``_runner._helper_module``). A package of several trainers gets one copy, and each file
 reads as the program it was plus the imports of what it uses.
 
 The catalogue (``catalogue()``) lists the templates. A definition is taken out only when
@@ -235,8 +235,7 @@ def extract(module: cst.Module, path: str, source: str | None = None) -> tuple[c
                 taken[node.name] = key
     if not taken:
         return module, {}
-    # A helper that reads a definition of the file that is not a helper (never one of e2k's
-    # templates, but a class of the program under a template's name) stays in the file.
+    # The module defines what the taken helpers build on too (AccuracyBaseline on LabelMean).
     helpers = _closure({taken[n] for n in taken}, known)
     body = []
     dropped_before = False
@@ -270,7 +269,7 @@ def _closure(keys: set[str], known: dict[str, Helper]) -> set[str]:
         if key in done:
             continue
         done.add(key)
-        todo.extend(k for k in _reads(ast.parse(known[key].code)) if k in known and k not in done)
+        todo.extend(k for k in _free(known[key].code) if k in known and k not in done)
     return done
 
 
@@ -286,6 +285,8 @@ def _spaced(statement: cst.BaseStatement) -> cst.BaseStatement:
 def without_unused_imports(module: cst.Module, original: bytes) -> cst.Module:
     """``module`` without the module-level imports it gained (not in ``original``) that
     nothing in it reads: those a helper taken out of it needed."""
+    from estimator2keras._imports import _import_of
+
     code = module.code
     had_lines = {line.strip() for line in original.decode(module.encoding, errors="replace").splitlines()}
     if all(line.strip() in had_lines for line in code.splitlines() if line.startswith(("import ", "from "))):
@@ -335,13 +336,6 @@ def without_unused_imports(module: cst.Module, original: bytes) -> cst.Module:
     return module.with_changes(body=body) if changed else module
 
 
-def _import_of(statement: cst.BaseStatement):
-    if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 and \
-            isinstance(statement.body[0], (cst.Import, cst.ImportFrom)):
-        return statement.body[0]
-    return None
-
-
 # -- the module -------------------------------------------------------------------------------
 _MODULES = {"tf": "import tensorflow as tf", "np": "import numpy as np",
             "saved_model_pb2": "from tensorflow.core.protobuf import saved_model_pb2"}
@@ -357,22 +351,20 @@ def render(helpers: dict[str, str], indent: str = "    ", existing: str | None =
 
 def _render(helpers: dict[str, str], indent: str, existing: str | None) -> str:
     have: set[str] = set()
-    header, definitions = DOCSTRING, []
     if existing is not None:
         tree = ast.parse(existing)
         have = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
     order = _ordered({k: v for k, v in helpers.items() if k not in have})
     if existing is not None and not order:
         return existing
-    for key in order:
-        definitions.append(helpers[key])
+    definitions = [helpers[key] for key in order]
     if existing is not None:
         module = cst.parse_module(existing)
         indent = module.default_indent
     code = "\n\n".join(_indented(d, indent) for d in definitions)
     if existing is None:
         imports = _imports_for(set().union(*(_free(d) for d in definitions)) - set(helpers))
-        return f"{header}{imports}\n\n{code}"
+        return f"{DOCSTRING}{imports}\n\n{code}"
     module = cst.parse_module(existing.rstrip("\n") + "\n\n\n" + code)
     missing = _free(module.code)
     if missing:
@@ -399,7 +391,7 @@ def _ordered(helpers: dict[str, str]) -> list[str]:
     def visit(key: str, seen: tuple = ()) -> None:
         if key in order or key in seen:
             return
-        for other in sorted(_reads(ast.parse(helpers[key])) & set(helpers)):
+        for other in sorted(_free(helpers[key]) & set(helpers)):
             if other != key:
                 visit(other, (*seen, key))
         order.append(key)
@@ -471,6 +463,8 @@ def module_name(directory: str) -> str:
 def inline(new: str, helpers: dict[str, str]) -> str:
     """``new`` as one file: its import of the helpers module replaced by their definitions
     (for code run on its own, as tests exec a conversion's classes)."""
+    from estimator2keras import _emit
+
     if not helpers:
         return new
     module = cst.parse_module(new)
@@ -479,7 +473,7 @@ def inline(new: str, helpers: dict[str, str]) -> str:
     for statement in module.body:
         small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) else None
         if isinstance(small, cst.ImportFrom) and small.module is not None and \
-                cst.Module([]).code_for_node(small.module).split(".")[-1].startswith(MODULE):
+                _emit.code(small.module).split(".")[-1].startswith(MODULE):
             if not placed:
                 body.extend(cst.parse_module(definitions, config=module.config_for_parsing).body)
                 placed = True

@@ -551,9 +551,7 @@ def _helper_module(result: FileResult, source: SourceFile, options: RewriteOptio
     if module is None:
         try:
             existing = target.read_text(encoding="utf-8")
-        except (FileNotFoundError, NotADirectoryError):
-            existing = None
-        except (OSError, UnicodeDecodeError):
+        except (OSError, UnicodeDecodeError):  # none there (or none e2k can read: written anew)
             existing = None
         if existing is not None and not _helpers.is_ours(existing):
             existing = None  # --out over an earlier mirror: the module of this name is e2k's
@@ -569,11 +567,7 @@ def _helper_module(result: FileResult, source: SourceFile, options: RewriteOptio
             target.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(target, text.encode("utf-8"), follow_symlinks=options.out_dir is None)
         except OSError as exc:
-            summary.write_errors += 1
-            result.status = "error"
-            result.new = result.original
-            reason = exc.strerror or str(exc)
-            result.findings.append(Finding(result.path, 1, 1, UNREADABLE, f"cannot write {target}: {reason}", "error"))
+            _write_failed(result, target, exc, summary)
 
 
 def _write(result: FileResult, source: SourceFile, options: RewriteOptions, summary: RunSummary) -> None:
@@ -596,11 +590,17 @@ def _write(result: FileResult, source: SourceFile, options: RewriteOptions, summ
                 raise PermissionError(f"{target.parent} leads out of {options.out_dir} through a symlink")
         atomic_write(target, data, follow_symlinks=options.out_dir is None)
     except OSError as exc:
-        summary.write_errors += 1
-        reason = exc.strerror or str(exc)
-        result.status = "error"
-        result.new = result.original
-        result.findings.append(Finding(result.path, 1, 1, UNREADABLE, f"cannot write {target}: {reason}", "error"))
+        _write_failed(result, target, exc, summary)
+
+
+def _write_failed(result: FileResult, target: Path, exc: OSError, summary: RunSummary) -> None:
+    """A file (or the helpers module it imports) could not be written: the file is reported
+    as an error, left as it was."""
+    summary.write_errors += 1
+    reason = exc.strerror or str(exc)
+    result.status = "error"
+    result.new = result.original
+    result.findings.append(Finding(result.path, 1, 1, UNREADABLE, f"cannot write {target}: {reason}", "error"))
 
 
 # -- output ------------------------------------------------------------------------------

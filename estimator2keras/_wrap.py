@@ -97,16 +97,13 @@ def wrap(new: str, original: str, limit: int) -> str:
         if not isinstance(node, ast.stmt):
             continue
         body = getattr(node, "body", None)
-        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+        if body is None:  # a simple statement
             first, last = node.lineno - 1, node.end_lineno - 1
-            if any(first <= i <= last for i in long_lines) and ('"""' in lines[first] or "'''" in lines[first]):
-                docstrings.append((first, last))
-            elif any(first <= i <= last for i in long_lines):
-                spans.append((first, last))
-        elif body is None:
-            first, last = node.lineno - 1, node.end_lineno - 1
-            if any(first <= i <= last for i in long_lines):
-                spans.append((first, last))
+            if not any(first <= i <= last for i in long_lines):
+                continue
+            string = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) \
+                and isinstance(node.value.value, str)
+            (docstrings if string and ('"""' in lines[first] or "'''" in lines[first]) else spans).append((first, last))
         elif body and body[0].lineno > node.lineno:
             decorators = getattr(node, "decorator_list", [])
             first = min([node.lineno, *(d.lineno for d in decorators)]) - 1
@@ -148,14 +145,20 @@ def _comments_above(lines: list[str], long_lines: set[int], limit: int) -> str |
         code = line[:token.start[1]].rstrip()
         if not code.strip() or len(code) > limit:
             continue
-        indent = line[:len(line) - len(line.lstrip())]
-        ending = "\r\n" if line.endswith("\r\n") else "\n"
-        moves[row] = [*_comment(indent + token.string + ending, limit), code + ending]
+        moves[row] = [*_comment(_indent(line) + token.string + _ending(line), limit), code + _ending(line)]
     if not moves:
         return None
     for row in sorted(moves, reverse=True):
         lines[row:row + 1] = moves[row]
     return "".join(lines)
+
+
+def _indent(line: str) -> str:
+    return line[:len(line) - len(line.lstrip(" \t"))]
+
+
+def _ending(line: str) -> str:
+    return "\r\n" if line.endswith("\r\n") else "\n"
 
 
 def _outermost(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -182,8 +185,7 @@ def _comment(line: str, limit: int) -> list[str]:
     """An own-line comment e2k wrote, over the limit: its words on as many lines as it takes."""
     import textwrap
 
-    indent = line[:len(line) - len(line.lstrip())]
-    ending = "\r\n" if line.endswith("\r\n") else "\n"
+    indent, ending = _indent(line), _ending(line)
     text = line.strip()[1:].strip()
     width = max(limit - len(indent) - 2, 30)
     return [f"{indent}# {part}{ending}" for part in textwrap.wrap(text, width, break_long_words=False,
@@ -195,9 +197,7 @@ def _docstring(lines: list[str], limit: int) -> list[str] | None:
     fit, its other lines, its quotes and its indent kept."""
     import textwrap
 
-    first = lines[0]
-    indent = first[:len(first) - len(first.lstrip())]
-    ending = "\r\n" if first.endswith("\r\n") else "\n"
+    ending = _ending(lines[0])
     body = [line.rstrip("\r\n") for line in lines]
     if "\\" in "".join(body) or not body[0].lstrip().startswith(('"""', "'''")):
         return None
@@ -214,7 +214,7 @@ def _docstring(lines: list[str], limit: int) -> list[str] | None:
         if not paragraph or not any(len(line) > limit for line in paragraph):
             out.extend(paragraph)
             continue
-        here = paragraph[0][:len(paragraph[0]) - len(paragraph[0].lstrip())]
+        here = _indent(paragraph[0])
         words = " ".join(line.strip() for line in paragraph)
         width = limit - len(here)
         filled = textwrap.wrap(words, width, break_long_words=False, break_on_hyphens=False)
@@ -228,10 +228,9 @@ def _docstring(lines: list[str], limit: int) -> list[str] | None:
 
 def _formatted(lines: list[str], limit: int, header: bool = False) -> list[str] | None:
     first = lines[0]
-    indent = first[:len(first) - len(first.lstrip(" \t"))]
+    indent, ending = _indent(first), _ending(first)
     if "\t" in indent or ";" in first and first.count(";") != first.count("';'"):
         return None
-    ending = "\r\n" if first.endswith("\r\n") else "\n"
     body = [first[len(indent):]] + [line[len(indent):] if line.startswith(indent) else line.lstrip(" ")
                                     for line in lines[1:]]
     source = "".join(line.rstrip("\r\n") + "\n" for line in body)
