@@ -1,0 +1,68 @@
+"""Write every fixture's expected output again from the current code: after.py and the
+helpers module beside it (single files), after/ (program trees).
+
+    python tools/regen_fixtures.py [CASE ...]
+
+tests/test_fixtures.py and tests/test_program_conversion.py then hold the code to what was
+written: read the diff (git diff fixtures/) before committing it, and run the fixtures'
+parity tests (-m slow) on what changed.
+"""
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from estimator2keras import _helpers  # noqa: E402
+from estimator2keras._engine import rewrite_source  # noqa: E402
+from estimator2keras._registry import RuleSet  # noqa: E402
+from estimator2keras.cli import main  # noqa: E402
+
+FIXTURES = REPO / "fixtures"
+
+
+def single(case: Path, rules) -> None:
+    result = rewrite_source((case / "before.py").read_bytes(), f"{case.name}/before.py", rules)
+    if result.status != "converted":
+        print(f"{case.name}: {result.status}", *(f.format() for f in result.findings), sep="\n  ")
+        return
+    (case / "after.py").write_bytes(result.new)
+    module = case / f"{_helpers.MODULE}.py"
+    if result.helpers:
+        module.write_text(_helpers.render(result.helpers, result.indent, limit=result.limit))
+    elif module.exists():
+        module.unlink()
+
+
+def package(case: Path) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "out"
+        code = main(["rewrite", str(case / "before"), "--out", str(out), "-q"])
+        if code != 1:
+            print(f"{case.name}: e2k exit {code}")
+            return
+        for old in (case / "after").rglob("*.py"):
+            old.unlink()
+        for new in out.rglob("*.py"):
+            target = case / "after" / new.relative_to(out)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(new, target)
+
+
+def run(names: list[str]) -> None:
+    rules = RuleSet.load()
+    for case in sorted(p for p in FIXTURES.iterdir() if p.is_dir()):
+        if names and case.name not in names:
+            continue
+        if (case / "before.py").is_file():
+            single(case, rules)
+        elif (case / "before").is_dir():
+            package(case)
+
+
+if __name__ == "__main__":
+    run(sys.argv[1:])
