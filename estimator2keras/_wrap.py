@@ -6,8 +6,11 @@ The limit is the project's (``line-length`` of ``[tool.black]`` or ``[tool.ruff]
 ``tox.ini`` or ``.flake8``), else the file's own longest line, and at least 79. A statement
 with a line e2k wrote that is over it is formatted by black, on its own (at the limit less its
 indent, keeping the quotes it has): black wraps calls, collections and imports the way
-most Python written today is wrapped. A statement black cannot bring under the limit (one
-long string) is left as it was written.
+most Python written today is wrapped. Where the file's own wrapped brackets close at the end
+of their last line (``f(a,\n    b)``, the Google and PEP 8 habit) rather than on a line of
+their own (black's), the brackets black closes on lines of their own close where the line
+before ends, as the file's do. A statement black cannot bring under the limit (one long
+string) is left as it was written.
 """
 from __future__ import annotations
 
@@ -92,6 +95,7 @@ def wrap(new: str, original: str, limit: int) -> str:
         tree = ast.parse(new)
     except SyntaxError:
         return new
+    hug = closers_hug(original)
     spans, headers, docstrings = [], [], []
     for node in ast.walk(tree):
         if not isinstance(node, ast.stmt):
@@ -122,7 +126,7 @@ def wrap(new: str, original: str, limit: int) -> str:
         elif kind == "docstring":
             formatted = _docstring(lines[first:last + 1], limit)
         else:
-            formatted = _formatted(lines[first:last + 1], limit, header=kind == "header")
+            formatted = _formatted(lines[first:last + 1], limit, header=kind == "header", hug=hug)
         if formatted is not None:
             lines[first:last + 1] = formatted
     return "".join(lines)
@@ -226,7 +230,59 @@ def _docstring(lines: list[str], limit: int) -> list[str] | None:
     return [line + ending for line in out]
 
 
-def _formatted(lines: list[str], limit: int, header: bool = False) -> list[str] | None:
+def closers_hug(original: str) -> bool:
+    """Whether the file closes the brackets it wraps at the end of their last line (``f(a,\n
+    b)``) more often than on a line of their own (``f(\n    a, b\n)``). A file that wraps
+    nothing shows no habit: black's is taken."""
+    import io
+    import tokenize
+
+    own = hugging = 0
+    opened: list[int] = []
+    last_code_row = 0
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(original).readline):
+            if token.type == tokenize.OP and token.string in "([{":
+                opened.append(token.start[0])
+            elif token.type == tokenize.OP and token.string in ")]}" and opened:
+                if opened.pop() != token.start[0]:
+                    if last_code_row < token.start[0]:
+                        own += 1
+                    else:
+                        hugging += 1
+            if token.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT,
+                                  tokenize.DEDENT):
+                last_code_row = token.end[0]
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return False
+    return hugging > own
+
+
+def _hugged(lines: list[str], width: int) -> list[str]:
+    """Black's lines with each line that starts with closing brackets joined to the line before
+    it where that fits ``width``, the trailing comma black added there dropped (kept where it
+    makes a tuple: the code stays the same)."""
+    for drop_commas in (True, False):
+        out = list(lines)
+        index = 1
+        while index < len(out):
+            rest, before = out[index].lstrip(), out[index - 1].rstrip()
+            if rest[:1] in (")", "]", "}") and "#" not in before and before.strip():
+                if drop_commas and before.endswith(","):
+                    before = before[:-1]
+                if len(before) + len(rest) <= width:
+                    out[index - 1:index + 1] = [before + rest]
+                    continue
+            index += 1
+        try:
+            if ast.dump(ast.parse("\n".join(out))) == ast.dump(ast.parse("\n".join(lines))):
+                return out
+        except SyntaxError:
+            pass
+    return lines
+
+
+def _formatted(lines: list[str], limit: int, header: bool = False, hug: bool = False) -> list[str] | None:
     first = lines[0]
     indent, ending = _indent(first), _ending(first)
     if "\t" in indent or ";" in first and first.count(";") != first.count("';'"):
@@ -244,6 +300,8 @@ def _formatted(lines: list[str], limit: int, header: bool = False) -> list[str] 
     except Exception:  # black cannot format it (a syntax it does not know): leave it
         return None
     result_lines = result.rstrip("\n").split("\n")
+    if hug:
+        result_lines = _hugged(result_lines, limit - len(indent))
     if header:
         if result_lines[-1].strip() != "pass":
             return None

@@ -53,3 +53,37 @@ def test_indent_notes_docstrings_and_trailing_comments():
 def test_a_statement_black_cannot_shorten_is_left_as_written():
     new = 'x = "' + "a" * 120 + '"\n'
     assert _wrap.wrap(new, "", 79) == new
+
+
+HUGGING = textwrap.dedent('''\
+    import tensorflow as tf
+
+    dataset = tf.data.Dataset.from_tensor_slices(
+        ([[1.0]], [0])).batch(1)
+    ''')
+OWN_LINE = textwrap.dedent('''\
+    import tensorflow as tf
+
+    dataset = tf.data.Dataset.from_tensor_slices(
+        ([[1.0]], [0])
+    ).batch(1)
+    ''')
+
+
+def test_brackets_close_where_the_files_own_do():
+    assert _wrap.closers_hug(HUGGING) and not _wrap.closers_hug(OWN_LINE)
+    assert not _wrap.closers_hug("x = 1\n")  # no habit: black's
+    for original, hugs in ((HUGGING, True), (OWN_LINE, False), ("import tensorflow as tf\n", False)):
+        wrapped = _wrap.wrap(original + "\n" + LONG_CALL, original, 79)
+        tail = wrapped[len(original):]
+        assert all(len(line) <= 79 for line in tail.splitlines())
+        lone_closers = [line for line in tail.splitlines() if line.strip() in (")", "),")]
+        assert bool(lone_closers) is not hugs, tail
+        assert compile(wrapped, "w.py", "exec")
+
+
+def test_hugging_keeps_a_one_element_tuples_comma():
+    lines = ["x = (", "    some_long_function_name(argument_one, argument_two),", ")"]
+    # Dropping the comma would make it no tuple: it stays before the bracket.
+    assert _wrap._hugged(lines, 79) == ["x = (", "    some_long_function_name(argument_one, argument_two),)"]
+    assert _wrap._hugged(["f(", "    a,", "    b,", ")"], 79) == ["f(", "    a,", "    b)"]

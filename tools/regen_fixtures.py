@@ -5,10 +5,12 @@ helpers module beside it (single files), after/ (program trees).
 
 tests/test_fixtures.py and tests/test_program_conversion.py then hold the code to what was
 written: read the diff (git diff fixtures/) before committing it, and run the fixtures'
-parity tests (-m slow) on what changed.
+parity tests (-m slow) on what changed. docs/side-by-side.md quotes three fixtures' output:
+its e2k blocks are written again too (tests/test_docs.py checks them), its prose is not.
 """
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 import tempfile
@@ -53,6 +55,22 @@ def package(case: Path) -> None:
             shutil.copyfile(new, target)
 
 
+def side_by_side(page: Path) -> None:
+    """The page's "e2k's output" blocks, each its section's fixture's after.py (its docstring
+    left out, as the page shows it)."""
+    sections = re.split(r"(?m)^(?=## )", page.read_text())
+    for index, section in enumerate(sections):
+        case = re.search(r"^## .*\(`fixtures/(\w+)`\)", section)
+        if not case:
+            continue
+        text = (FIXTURES / case.group(1) / "after.py").read_text()
+        if text.startswith('"""'):
+            text = text[text.index('"""', 3) + 3:].lstrip("\n")
+        sections[index] = re.sub(r"(\*\*e2k's output\*\* \(`after.py`\):\n\n```python\n).*?(\n```)",
+                                 lambda m: m.group(1) + text.rstrip("\n") + m.group(2), section, flags=re.S)
+    page.write_text("".join(sections))
+
+
 def run(names: list[str]) -> None:
     rules = RuleSet.load()
     for case in sorted(p for p in FIXTURES.iterdir() if p.is_dir()):
@@ -62,6 +80,7 @@ def run(names: list[str]) -> None:
             single(case, rules)
         elif (case / "before").is_dir():
             package(case)
+    side_by_side(REPO / "docs" / "side-by-side.md")
 
 
 if __name__ == "__main__":
