@@ -154,8 +154,7 @@ class DNNLinearCombinedRegressorModel(tf.keras.Model):
             loss = self.head_loss(labels, logits)
         linear_vars = self.linear.trainable_variables
         dnn_vars = [
-            v for v in self.trainable_variables if all(v is not w for w in linear_vars)
-        ]
+            v for v in self.trainable_variables if all(v is not w for w in linear_vars)]
         gradients = tape.gradient(loss, dnn_vars + linear_vars)
         self.optimizer.apply_gradients(zip(gradients[:len(dnn_vars)], dnn_vars))
         self.linear_optimizer.apply_gradients(zip(gradients[len(dnn_vars):], linear_vars))

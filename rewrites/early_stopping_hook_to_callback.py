@@ -90,8 +90,7 @@ def input_fn():
 def build_model():
     model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
     model.compile(
-        optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError()
-    )
+        optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
     return model
 
 

@@ -139,8 +139,7 @@ from e2k_helpers import (
     LabelMean,
     PrecisionOfClassIds,
     PredictionMean,
-    RecallOfClassIds,
-)
+    RecallOfClassIds)
 
 
 class DNNClassifierModel(tf.keras.Model):

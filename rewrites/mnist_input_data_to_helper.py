@@ -153,8 +153,7 @@ def read_data_sets(
     reshape=True,
     validation_size=5000,
     seed=None,
-    source_url="https://storage.googleapis.com/cvdf-datasets/mnist/",
-):
+    source_url="https://storage.googleapis.com/cvdf-datasets/mnist/"):
     """MNIST as TensorFlow 1's read_data_sets gave it (TensorFlow 2 has no such loader): the
     same four files, downloaded into `train_dir` unless they are there; the first
     `validation_size` training images set aside for validation; images as float32 in [0, 1]

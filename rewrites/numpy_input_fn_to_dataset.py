@@ -121,8 +121,7 @@ def build_model():
 
 def train_input_fn():
     return (
-        tf.data.Dataset.from_tensor_slices(({"x": x_train}, y_train)).shuffle(1000).repeat().batch(16)
-    )
+        tf.data.Dataset.from_tensor_slices(({"x": x_train}, y_train)).shuffle(1000).repeat().batch(16))
 
 
 model = build_model()

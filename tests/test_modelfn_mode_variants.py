@@ -298,8 +298,9 @@ def test_a_one_expression_helper_of_the_model_fn_called_in_a_loop_is_written_out
     new = result.new.decode()
     assert ("        self.dense_layers = [\n            tf.keras.layers.Dense(units, activation=tf.nn.relu)\n"
             "            for units in params[\"hidden\"]\n        ]\n") in new
+    # Wrapped by black, its bracket closed where the line ends, as the program closes its own.
     assert ("        self.dropout_layers = [\n"
-            "            tf.keras.layers.Dropout(0.2) for units in params[\"hidden\"]\n        ]\n") in new
+            "            tf.keras.layers.Dropout(0.2) for units in params[\"hidden\"]]\n") in new
     assert ("        for dense, dropout in zip(self.dense_layers, self.dropout_layers):\n"
             "            net = dropout(dense(net), training=training)\n") in new
     assert "def dense_block" not in new
