@@ -16,7 +16,7 @@ import libcst as cst
 from estimator2keras import _helpers, _leftovers, _wrap
 from estimator2keras._context import Finding, RewriteContext, parse_shared
 from estimator2keras._names import api_path_of_qualified
-from estimator2keras._notes import drop_repeated_notes
+from estimator2keras._notes import drop_repeated_notes, notes_to_header
 from estimator2keras._prefilter import mentions_any, screen
 from estimator2keras._registry import RuleSet
 from estimator2keras._rule import Unsupported
@@ -253,6 +253,11 @@ class Job:
                 new = source  # nothing changed: the input itself, byte for byte
             else:
                 new = module.bytes
+                if not path.endswith(".ipynb"):
+                    # A notebook's notes stay in the cells they explain (its first cell may be IPython's).
+                    limit = _wrap.line_limit(path, source.decode(module.encoding, errors="replace"))
+                    module = notes_to_header(module, source, self.rules.notes(), limit)
+                    new = module.bytes
                 noted = drop_repeated_notes(module, new, source)
                 if noted is not module:
                     module, new = noted, noted.bytes

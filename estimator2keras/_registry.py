@@ -135,6 +135,10 @@ class RuleSet:
                 return rule.role
         return None
 
+    def notes(self) -> dict[str, str]:
+        """The notes the enabled rules list in a file's header (``Rule.notes``): text -> code."""
+        return {text: rule.code for rule in self.active() for text in rule.notes}
+
     def keywords(self) -> tuple[bytes, ...] | None:
         """Words one of which a file must contain to be worth parsing; None: parse every file."""
         words: set[bytes] = set()

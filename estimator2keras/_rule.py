@@ -95,6 +95,10 @@ class Rule:
     #: An empty tuple means "always parse" (slow on large trees: declare keywords).
     keywords: ClassVar[tuple[str, ...]] = ("estimator",)
     cases: ClassVar[Sequence[Case]] = ()
+    #: The notes the rule writes above code it converts that say what the conversion changed
+    #: (``"Global batch: ..."``), rather than why the code beside them is as it is: e2k takes
+    #: each from where it was written and lists it once in the file's header, with the code.
+    notes: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -12,7 +12,7 @@ SETTINGS = (
 )
 #: RunConfig's default when neither save_checkpoints_steps nor save_checkpoints_secs is given.
 DEFAULT_SECS = "600"
-COMMENT = "The Estimator restored and saved checkpoints in its model_dir; so does this callback."
+COMMENT = "The Estimator restored and saved checkpoints in its model_dir; so does ModelDirCheckpoints."
 NO_CHECKPOINTS = (
     "the Estimator saved no checkpoints (save_checkpoints_steps and save_checkpoints_secs are None), so its "
     "evaluate() and predict() read an untrained model; Keras uses the trained one"
@@ -74,6 +74,7 @@ class ModelDirToCheckpointManager(UnitRule):
     """
 
     code = "E2K402"
+    notes = (COMMENT,)
     summary = "model_dir + save_checkpoints_* + keep_checkpoint_max -> a callback restoring and saving TF2 checkpoints there"
     safety = Safety.SAFE
     order = 32
@@ -102,6 +103,8 @@ estimator = tf.estimator.Estimator(model_fn, config=config)
 estimator.train(input_fn, max_steps=1000)
 ''',
             after='''\
+# e2k converted this file to Keras (`e2k explain CODE` says more):
+# - E2K402 The Estimator restored and saved checkpoints in its model_dir; so does ModelDirCheckpoints.
 import tensorflow as tf
 
 from e2k_helpers import ModelDirCheckpoints
@@ -118,7 +121,6 @@ def build_model():
 
 
 model = build_model()
-# The Estimator restored and saved checkpoints in its model_dir; so does this callback.
 checkpoints = ModelDirCheckpoints(model, "/tmp/model", max_to_keep=3, save_steps=100)
 callbacks = [checkpoints]
 # max_steps counts from global step 0, as in the Estimator: train only the steps left.

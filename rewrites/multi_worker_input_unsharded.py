@@ -78,13 +78,15 @@ estimator = tf.estimator.Estimator(model_fn, config=config)
 estimator.train(input_fn, max_steps=10)
 ''',
             after='''\
+# e2k converted this file to Keras (`e2k explain CODE` says more):
+# - E2K602 Global batch: Keras splits each batch across the replicas (the Estimator batched per
+#   replica).
 import tensorflow as tf
 
 from e2k_helpers import unsharded
 
 
 def input_fn():
-    # Global batch: Keras splits it across replicas (the Estimator batched per replica).
     return (
         tf.data.Dataset.from_tensor_slices(([[1.0]] * 8, [[2.0]] * 8))
         .repeat()

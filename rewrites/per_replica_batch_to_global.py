@@ -11,7 +11,9 @@ from estimator2keras._modelfn_read import _walk
 from estimator2keras._units import accesses_of, bind_arguments, resolve_call
 
 BATCH_METHODS = ("batch", "padded_batch")
-WHY = "Global batch: Keras splits it across replicas (the Estimator batched per replica)."
+WHY = "Global batch: Keras splits each batch across the replicas (the Estimator batched per replica)."
+WHY_PARAMETER = "The Estimator batched per replica: the Keras program passes the global batch size."
+WHY_JOINED = "The Estimator gave each replica the next batch in turn: Keras reads them as one global batch."
 
 
 class PerReplicaBatchToGlobalBatch(UnitRule):
@@ -95,6 +97,7 @@ class PerReplicaBatchToGlobalBatch(UnitRule):
     """
 
     code = "E2K602"
+    notes = (WHY, WHY_PARAMETER, WHY_JOINED)
     summary = "per-replica .batch(n) under a strategy -> .batch(n * strategy.num_replicas_in_sync)"
     safety = Safety.SAFE
     order = 70
@@ -124,13 +127,14 @@ estimator = tf.estimator.Estimator(model_fn, config=config)
 estimator.train(input_fn)
 ''',
             after='''\
+# e2k converted this file to Keras (`e2k explain CODE` says more):
+# - E2K602 Global batch: Keras splits each batch across the replicas (the Estimator batched per replica).
 import tensorflow as tf
 
 BATCH_SIZE = 16
 
 
 def input_fn():
-    # Global batch: Keras splits it across replicas (the Estimator batched per replica).
     return (
         tf.data.Dataset.from_tensor_slices(([[1.0]] * 64, [[2.0]] * 64))
         .shuffle(64)
@@ -178,6 +182,9 @@ def main(x, y):
     return estimator.evaluate(lambda: input_fn(x, y, 4, training=False))
 ''',
             after='''\
+# e2k converted this file to Keras (`e2k explain CODE` says more):
+# - E2K602 Global batch: Keras splits each batch across the replicas (the Estimator batched per
+#   replica).
 import tensorflow as tf
 
 
@@ -200,7 +207,6 @@ def main(x, y):
     strategy = tf.distribute.MirroredStrategy()
     with strategy.scope():
         model = build_model()
-    # Global batch: Keras splits it across replicas (the Estimator batched per replica).
     model.fit(input_fn(x, y, batch_size=4 * strategy.num_replicas_in_sync), steps_per_epoch=10)
     return model.evaluate(
         input_fn(x, y, 4 * strategy.num_replicas_in_sync, training=False), return_dict=True
@@ -232,13 +238,14 @@ def main():
     estimator.train(input_fn, steps=10)
 ''',
             after='''\
+# e2k converted this file to Keras (`e2k explain CODE` says more):
+# - E2K602 The Estimator batched per replica: the Keras program passes the global batch size.
 import tensorflow as tf
 
 BATCH_SIZE = 16
 
 
 def input_fn(batch_size=BATCH_SIZE):
-    # The Estimator batched per replica: the Keras program passes the global batch size.
     return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).repeat().batch(batch_size)
 
 
@@ -281,6 +288,8 @@ def main(flags):
     estimator.train(lambda: train_input_fn(flags.batch_size), steps=10)
 ''',
             after='''\
+# e2k converted this file to Keras (`e2k explain CODE` says more):
+# - E2K602 The Estimator gave each replica the next batch in turn: Keras reads them as one global batch.
 import tensorflow as tf
 
 from e2k_helpers import global_batches
@@ -303,7 +312,6 @@ def main(flags):
     strategy = tf.distribute.MirroredStrategy()
     with strategy.scope():
         model = build_model()
-    # The Estimator gave each replica the next batch in turn: Keras reads them as one global batch.
     model.fit(
         global_batches(train_input_fn(flags.batch_size), strategy.num_replicas_in_sync),
         steps_per_epoch=10,
@@ -339,13 +347,15 @@ estimator.train(train_input_fn, steps=10)
 print(estimator.evaluate(eval_input_fn, steps=3))
 ''',
             after='''\
+# e2k converted this file to Keras (`e2k explain CODE` says more):
+# - E2K602 Global batch: Keras splits each batch across the replicas (the Estimator batched per
+#   replica).
 import tensorflow as tf
 
 BATCH_SIZE = 4
 
 
 def train_input_fn():
-    # Global batch: Keras splits it across replicas (the Estimator batched per replica).
     return (
         tf.data.Dataset.from_tensor_slices(([[1.0]] * 64, [[2.0]] * 64))
         .repeat()
@@ -395,13 +405,14 @@ estimator.train(input_fn, steps=5)
 print(estimator.evaluate(input_fn, steps=2))
 ''',
             after='''\
+# e2k converted this file to Keras (`e2k explain CODE` says more):
+# - E2K602 The Estimator batched per replica: the Keras program passes the global batch size.
 import tensorflow as tf
 
 BATCH_SIZE = 16
 
 
 def input_fn(batch_size=BATCH_SIZE):
-    # The Estimator batched per replica: the Keras program passes the global batch size.
     return tf.data.Dataset.from_tensor_slices(([[1.0]] * 64, [[2.0]] * 64)).repeat().batch(batch_size)
 
 
@@ -676,8 +687,6 @@ def _pass_argument(plan, call: cst.Call, passed: cst.Arg, own: set[int]) -> None
         plan.wrap(call, lambda node: node.with_changes(args=_emit.call_args([*node.args, passed])))
 
 
-WHY_PARAMETER = "The Estimator batched per replica: the Keras program passes the global batch size."
-WHY_JOINED = "The Estimator gave each replica the next batch in turn: Keras reads them as one global batch."
 JOINED = '''
 def {name}(dataset, num_replicas):
     """The batches an Estimator gave its replicas in one step, as one global batch.

@@ -71,6 +71,7 @@ class SessionConfigToTfConfig(UnitRule):
     """
 
     code = "E2K401"
+    notes = (COMMENT, COMMENT_IN_PLACE, " ".join(CLUSTER_ONLY))
     summary = "RunConfig(session_config=ConfigProto(...)) -> tf.config calls after the imports"
     safety = Safety.SAFE
     order = 20
@@ -100,9 +101,11 @@ estimator = tf.estimator.Estimator(model_fn, config=config)
 estimator.train(input_fn)
 ''',
             after='''\
+# e2k converted this file to Keras (`e2k explain CODE` says more):
+# - E2K401 From RunConfig(session_config=...): TensorFlow 2 configures devices once, before any
+#   op runs.
 import tensorflow as tf
 
-# From RunConfig(session_config=...): TensorFlow 2 configures devices once, before any op runs.
 tf.config.set_soft_device_placement(True)
 tf.config.threading.set_intra_op_parallelism_threads(2)
 
@@ -146,9 +149,10 @@ estimator = tf.estimator.Estimator(model_fn, config=tf.estimator.RunConfig(sessi
 estimator.train(input_fn)
 ''',
             after='''\
+# e2k converted this file to Keras (`e2k explain CODE` says more):
+# - E2K401 From RunConfig(session_config=...): TensorFlow 2 configures devices once, before any op runs.
 import tensorflow as tf
 
-# From RunConfig(session_config=...): TensorFlow 2 configures devices once, before any op runs.
 for gpu in tf.config.list_physical_devices("GPU"):
     tf.config.experimental.set_memory_growth(gpu, True)
 tf.config.set_visible_devices(
@@ -205,6 +209,9 @@ estimator = tf.estimator.Estimator(model_fn, config=config)
 estimator.train(input_fn)
 ''',
             after='''\
+# e2k converted this file to Keras (`e2k explain CODE` says more):
+# - E2K401 From RunConfig(session_config=...): its device_filters only chose the tasks a session reached in a
+#   parameter-server cluster (TF_CONFIG); this program trains in its own process.
 import tensorflow as tf
 
 
@@ -218,8 +225,6 @@ def build_model():
     return model
 
 
-# From RunConfig(session_config=...): its device_filters only chose the tasks a session reached
-# in a parameter-server cluster (TF_CONFIG); this program trains in its own process.
 model = build_model()
 model.fit(input_fn())
 ''',

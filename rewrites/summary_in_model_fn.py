@@ -56,6 +56,9 @@ estimator = tf.estimator.Estimator(model_fn, config=tf.estimator.RunConfig(model
 estimator.train(input_fn)
 ''',
             after='''\
+# e2k converted this file to Keras (`e2k explain CODE` says more):
+# - E2K402 The Estimator restored and saved checkpoints in its model_dir; so does
+#   ModelDirCheckpoints.
 import tensorflow as tf
 
 from e2k_helpers import ModelDirCheckpoints
@@ -75,7 +78,6 @@ def build_model():
 
 
 model = build_model()
-# The Estimator restored and saved checkpoints in its model_dir; so does this callback.
 checkpoints = ModelDirCheckpoints(model, "/tmp/run", save_secs=600)
 callbacks = [checkpoints]
 model.fit(input_fn(), callbacks=callbacks)

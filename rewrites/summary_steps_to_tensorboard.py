@@ -71,6 +71,8 @@ estimator = tf.estimator.Estimator(model_fn, config=config)
 estimator.train(input_fn, steps=50)
 ''',
             after='''\
+# e2k converted this file to Keras (`e2k explain CODE` says more):
+# - E2K402 The Estimator restored and saved checkpoints in its model_dir; so does ModelDirCheckpoints.
 import tensorflow as tf
 
 from e2k_helpers import ModelDirCheckpoints
@@ -88,7 +90,6 @@ def build_model():
 
 # e2k: E2K402 the Estimator saved no checkpoints (save_checkpoints_steps and save_checkpoints_secs are None), so its evaluate() and predict() read an untrained model; Keras uses the trained one
 model = build_model()
-# The Estimator restored and saved checkpoints in its model_dir; so does this callback.
 checkpoints = ModelDirCheckpoints(model, "/tmp/model")
 callbacks = [
     checkpoints,

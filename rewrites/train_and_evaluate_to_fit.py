@@ -180,6 +180,9 @@ eval_spec = tf.estimator.EvalSpec(input_fn, exporters=[exporter])
 metrics, exports = tf.estimator.train_and_evaluate(estimator, train_spec, eval_spec)
 ''',
             after='''\
+# e2k converted this file to Keras (`e2k explain CODE` says more):
+# - E2K402 The Estimator restored and saved checkpoints in its model_dir; so does
+#   ModelDirCheckpoints.
 import os
 import time
 
@@ -220,7 +223,6 @@ def serving_input_fn(features):
 
 
 model = build_model()
-# The Estimator restored and saved checkpoints in its model_dir; so does this callback.
 checkpoints = ModelDirCheckpoints(model, "/tmp/model", save_secs=600)
 callbacks = [checkpoints]
 # max_steps counts from global step 0, as in the Estimator: train only the steps left.
@@ -265,6 +267,8 @@ tf.estimator.train_and_evaluate(
     tf.estimator.EvalSpec(input_fn, steps=1, exporters=[exporter], throttle_secs=0))
 ''',
             after='''\
+# e2k converted this file to Keras (`e2k explain CODE` says more):
+# - E2K402 The Estimator restored and saved checkpoints in its model_dir; so does ModelDirCheckpoints.
 import os
 import tempfile
 
@@ -295,7 +299,6 @@ def build_model():
 
 model_dir = tempfile.mkdtemp()
 model = build_model()
-# The Estimator restored and saved checkpoints in its model_dir; so does this callback.
 checkpoints = ModelDirCheckpoints(model, model_dir, save_steps=5)
 callbacks = [checkpoints]
 

@@ -315,3 +315,59 @@ def test_every_helper_imports_on_both_tensorflows(python, tmp_path):
     done = subprocess.run([interpreter, "-c", f"import {_helpers.MODULE} as m; print(len(dir(m)))"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+# -- the header of notes -----------------------------------------------------------------
+from estimator2keras._notes import HEADER, notes_to_header  # noqa: E402
+
+HEADER_NOTES = {"Global batch: split.": "E2K602", "Two lines of a note that the rule writes on two lines.": "E2K401"}
+
+
+@pytest.mark.parametrize("code, source, expected", [
+    pytest.param('"""Doc."""\nimport tf\n\n\ndef f():\n    # Global batch: split.\n    return 1\n', "",
+                 f'"""Doc."""\n{HEADER}\n# - E2K602 Global batch: split.\nimport tf\n\n\ndef f():\n    return 1\n',
+                 id="after-the-docstring"),
+    pytest.param("import tf\n# Two lines of a note that the rule\n# writes on two lines.\nx = 1\n# Global batch: split.\ny = 2\n",
+                 "", f"{HEADER}\n# - E2K401 Two lines of a note that the rule writes on two lines.\n"
+                 "# - E2K602 Global batch: split.\nimport tf\nx = 1\ny = 2\n", id="several-in-reading-order"),
+    pytest.param("# Mine.\nimport tf\n# Global batch: split.\nx = 1\n", "# Mine.\nimport tf\n",
+                 f"{HEADER}\n# - E2K602 Global batch: split.\n\n# Mine.\nimport tf\nx = 1\n",
+                 id="above-the-comment-of-the-first-statement"),
+    pytest.param("# Licence.\n\n# Mine.\nimport tf\n# Global batch: split.\nx = 1\n", "# Licence.\n\n# Mine.\nimport tf\n",
+                 f"# Licence.\n\n{HEADER}\n# - E2K602 Global batch: split.\n\n# Mine.\nimport tf\nx = 1\n",
+                 id="after-the-files-first-comments"),
+    pytest.param("#!/usr/bin/env python\nimport tf\n# Global batch: split.\nx = 1\n", "#!/usr/bin/env python\n",
+                 f"#!/usr/bin/env python\n\n{HEADER}\n# - E2K602 Global batch: split.\nimport tf\nx = 1\n",
+                 id="after-a-shebang"),
+    pytest.param("import tf\n# Global batch: split.\nx = 1\n", "import tf\n# Global batch: split.\nx = 1\n",
+                 "import tf\n# Global batch: split.\nx = 1\n", id="the-users-own-words-stay"),
+    pytest.param(f"{HEADER}\n# - E2K401 Two lines of a note that the rule writes on two lines.\nimport tf\n"
+                 "# Global batch: split.\nx = 1\n",
+                 f"{HEADER}\n# - E2K401 Two lines of a note that the rule writes on two lines.\nimport tf\n",
+                 f"{HEADER}\n# - E2K401 Two lines of a note that the rule writes on two lines.\n"
+                 "# - E2K602 Global batch: split.\nimport tf\nx = 1\n", id="a-header-already-there-grows"),
+    pytest.param("import tf\n# Another note.\nx = 1\n", "", "import tf\n# Another note.\nx = 1\n", id="other-notes-stay"),
+])
+def test_notes_that_say_what_changed_go_to_the_header(code, source, expected):
+    module = cst.parse_module(code)
+    assert notes_to_header(module, source.encode(), HEADER_NOTES, 79).code == expected
+
+
+def test_a_long_note_is_wrapped_in_the_header():
+    note = "A note long enough that at the file's length of seventy-nine columns it takes two lines."
+    module = notes_to_header(cst.parse_module(f"# {note}\nx = 1\n"), b"", {note: "E2K999"}, 79)
+    lines = module.code.splitlines()
+    assert lines[0] == HEADER and lines[1].startswith("# - E2K999 A note") and lines[2].startswith("#   ")
+    assert lines[3] == "x = 1"
+    assert all(len(line) <= 79 for line in lines)
+
+
+@pytest.mark.parametrize("before, after, root", PAIRS, ids=IDS)
+def test_the_notes_that_say_what_changed_are_in_the_header_only(before, after, root):
+    from estimator2keras._registry import RuleSet
+
+    text = after.read_text()
+    sites = [note for note in RuleSet.load().notes() if f"# {note}" in text]
+    assert not sites, sites
+    if "\n# - E2K" in text:
+        assert text.count(HEADER) == 1

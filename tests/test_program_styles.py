@@ -818,10 +818,11 @@ def test_session_config_of_flag_values_is_set_where_it_was_made(rules):
     result, new = convert(rules, program.replace("INTER", "flags_obj.inter_op_parallelism_threads"))
     assert result.status == "converted", [f.format() for f in result.findings]
     assert ("def run(flags_obj):\n"
-            "    # From RunConfig(session_config=...): TensorFlow 2 sets these once for the process, before any op\n"
-            "    # runs.\n"  # e2k's note, wrapped at the file's length
             "    tf.config.threading.set_inter_op_parallelism_threads(flags_obj.inter_op_parallelism_threads)\n"
             "    tf.config.set_soft_device_placement(True)\n") in new, new
+    # e2k's note, in the file's header, wrapped at the file's length.
+    assert ("# - E2K401 From RunConfig(session_config=...): TensorFlow 2 sets these once for the process, before any\n"
+            "#   op runs.\n") in new
     assert "ConfigProto" not in new
     result, new = convert(rules, program.replace("INTER", "2"))
     assert result.status == "converted", [f.format() for f in result.findings]

@@ -4,6 +4,9 @@
 
     python tools/regen_cases.py [CODE ...]
 
+The example rule pack (examples/team-e2k-rules) is written again too: its rule's cases and
+its demo's converted program (demo/train_keras.py), as tests/test_custom_rules.py reads them,
+and docs/custom-rules.md, which shows those files.
 Read the diff (git diff rewrites/) before committing it: the cases are the rules' docs
 (docs/rules is generated from them: `make docs`).
 """
@@ -50,8 +53,16 @@ class _Replace(cst.CSTTransformer):
         return updated.with_changes(args=[new_after if a is after else a for a in updated.args])
 
 
+EXAMPLE = REPO / "examples" / "team-e2k-rules"
+
+
+EXAMPLE_FILES = ("team_e2k_rules/make_estimator_to_estimator.py", "demo/train.py", "demo/train_keras.py")
+
+
 def run(codes: list[str]) -> None:
-    rules = RuleSet.load()
+    shown = {name: (EXAMPLE / name).read_text().rstrip() for name in EXAMPLE_FILES}
+    sys.path.insert(0, str(EXAMPLE))
+    rules = RuleSet.load(extra=["team_e2k_rules"])
     by_file: dict[str, dict[str, str]] = {}
     for rule in rules.rules.values():
         if codes and rule.code not in codes:
@@ -67,6 +78,14 @@ def run(codes: list[str]) -> None:
     for path, outputs in by_file.items():
         module = cst.parse_module(Path(path).read_text())
         Path(path).write_text(module.visit(_Replace(outputs)).code)
+    demo = EXAMPLE / "demo" / "train.py"
+    result = rewrite_source(demo.read_bytes(), str(demo), RuleSet.load(extra=["team_e2k_rules"]))
+    (EXAMPLE / "demo" / "train_keras.py").write_bytes(result.new)
+    page = REPO / "docs" / "custom-rules.md"
+    text = page.read_text()
+    for name, old in shown.items():
+        text = text.replace(old, (EXAMPLE / name).read_text().rstrip())
+    page.write_text(text)
 
 
 if __name__ == "__main__":

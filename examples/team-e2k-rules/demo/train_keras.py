@@ -1,4 +1,7 @@
 """Trains the click model with the team's Estimator factory."""
+# e2k converted this file to Keras (`e2k explain CODE` says more):
+# - E2K602 Global batch: Keras splits each batch across the replicas (the Estimator batched
+#   per replica).
 import tensorflow as tf
 
 features = [[1.0, 0.5], [2.0, 1.5], [3.0, 2.5], [4.0, 3.5]]
@@ -6,7 +9,6 @@ labels = [[0.2], [0.4], [0.6], [0.8]]
 
 
 def input_fn():
-    # Global batch: Keras splits it across replicas (the Estimator batched per replica).
     return tf.data.Dataset.from_tensor_slices((features, labels)).batch(
         2 * strategy.num_replicas_in_sync
     )
