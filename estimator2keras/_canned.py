@@ -427,10 +427,10 @@ class ModelWriter:
         self.top = [col for t in towers for col in t.columns]
         self.columns = all_columns(self.top)
         self.values_vars: dict[str, str] = {}
-        #: The helper that makes sparse features dense, as the columns read them (DENSE_FEATURES),
-        #: and the one that makes a classifier head's predictions (HEAD_PREDICTIONS).
-        self.dense_features = "dense_features"
-        self.head_predictions = "head_predictions"
+        #: The names of the helpers the class builds on (HELPERS): its base class
+        #: (CANNED_MODEL, or WIDE_DEEP_MODEL for a linear model with its own optimizer).
+        self.canned_model = "CannedModel"
+        self.wide_deep_model = "WideDeepModel"
         #: Constructor parameters -> the code the Estimator's site passes.
         self.given: dict[str, str] = {}
         self.inputs: list[str] = []
@@ -608,7 +608,8 @@ class ModelWriter:
             lines.append(f"self.linear = {self.linear_class}({self.c.units}, [{names}])")
         return lines
 
-    def preprocess_lines(self) -> list[str]:
+    def features_lines(self) -> list[str]:
+        """``features``: what the feature columns computed from the raw features."""
         tf = self.tf
         lines: list[str] = []
         needed = self.needed_inputs()
@@ -669,26 +670,16 @@ class ModelWriter:
                     lines.append(f"{var} = {tf}.where({condition}, {tf}.constant(-1, {tf}.int64), {var})")
             elif kind == "weighted":
                 lines.append(f'{var} = {tf}.reshape({tf}.cast(features["{column.key}"], {tf}.float32), [-1])')
-        if self.values_vars:
-            # tf.Examples parsed with the columns' spec give categorical features as SparseTensors.
-            lines[:0] = [f"features = {self.dense_features}(features)"]
         self.inputs = [c.var for c in self.columns if c in needed]
-        lines += _packed("inputs = (", self.inputs, ")")
-        lines.append("if labels is None:")
-        lines.append("    return inputs")
-        if self.c.label_vocabulary is not None:
-            lines.append("labels = self.label_lookup(labels)")
-        if self.c.head in ("binary", "regression"):
-            lines.append(f"labels = {tf}.reshape(labels, [-1, {self.c.units}])")
-        if self.c.weight_key is not None:
-            weight = f'features["{self.c.weight_key}"]'
-            if self.c.weight_normalizer is not None:
-                weight = self.apply(self.c.weight_normalizer, weight)
-            lines.append(f"weights = {tf}.reshape({tf}.cast({weight}, {tf}.float32), [-1])")
-            lines.append("return inputs, labels, weights")
-        else:
-            lines.append("return inputs, labels")
+        lines += _packed("return (", self.inputs, ")")
         return lines
+
+    def weights_lines(self) -> list[str]:
+        """``example_weights``: the weight column as its normalizer_fn made it (the base
+        class reads the column as it is)."""
+        tf = self.tf
+        weight = self.apply(self.c.weight_normalizer, f'features["{self.c.weight_key}"]')
+        return [f"return {tf}.reshape({tf}.cast({weight}, {tf}.float32), [-1])"]
 
     def needed_inputs(self) -> list[Column]:
         """The tensors ``call`` reads: numeric values, ids, weights."""
@@ -760,13 +751,9 @@ class ModelWriter:
             return self.one_hot(column.parent, "sum")
         return self.one_hot(column, self.c.sparse_combiner)
 
-    def call_lines(self) -> list[str]:
-        lines = [
-            "if isinstance(inputs, dict):  # raw features, as a served model gets them",
-            "    inputs = self.preprocess(inputs)",
-        ]
-        unpack = f"{', '.join(self.inputs)}{',' if len(self.inputs) == 1 else ''} = inputs"
-        lines += [unpack] if len(unpack) + 8 <= MAX_LINE else _packed("(", self.inputs, ") = inputs")
+    def network_lines(self) -> list[str]:
+        """``network``: the logits, from the inputs ``features`` gave."""
+        lines: list[str] = []
         ids = [c.var for c in self.needed_inputs() if c.is_categorical and c.kind != "weighted"]
         if ids:
             names = ", ".join(ids)
@@ -817,6 +804,8 @@ class ModelWriter:
     def predict_lines(self) -> list[str]:
         """``predict_step``: the Estimator's predictions, a dict of arrays per example, so that
         ``model.predict`` gives what ``estimator.predict`` yielded (``pred["probabilities"]``)."""
+        if self.forwarded is False:
+            return []  # the base class's: the head's predictions
         tf = self.tf
         lines = [
             "def predict_step(self, data):",
@@ -828,9 +817,6 @@ class ModelWriter:
         if self.c.head == "regression":
             return self._forwarding(lines + ['    return {"predictions": logits}'])
         n = "2" if self.c.head == "binary" else self.c.units
-        if self.forwarded is False:
-            vocabulary = "" if self.c.label_vocabulary is None else f", {self.code(self.c.label_vocabulary)}"
-            return lines + [f"    return {self.head_predictions}(logits, {n}{vocabulary})"]
         if self.c.head == "binary":
             lines += [f"    two_class_logits = {tf}.concat([{tf}.zeros_like(logits), logits], axis=1)",
                       f"    class_ids = {tf}.argmax(two_class_logits, axis=1)[:, None]",
@@ -992,59 +978,31 @@ class ModelWriter:
         return lines
 
     def head_lines(self) -> list[str]:
+        """What the wide & deep base class trains and evaluates with: the head's loss, summed
+        (the base class divides it by the global batch where the head averaged), and metrics."""
         tf = self.tf
-        lines = [f"self.head_loss = {self.loss('sum')}", f'self.loss_tracker = {tf}.keras.metrics.Mean(name="loss")']
-        lines += [f"self.{name} = {metric}" for _, name, metric in self.head_metrics()]
-        return lines
+        return [f"self.head_loss = {self.loss('sum')}", f'self.loss_tracker = {tf}.keras.metrics.Mean(name="loss")',
+                "self.head_metrics = [", *[f"    {metric}," for _, _, metric in self.head_metrics()], "]"]
 
-    def wide_deep_methods(self) -> list[str]:
-        tf = self.tf
-        names = [name for _, name, _ in self.head_metrics()]
-        weighted = self.c.weight_key is not None
-        unpack = "inputs, labels, weights = data" if weighted else "inputs, labels = data"
-        weights = "weights" if weighted else "None"
-        mean = self.c.reduction != "sum"
-        loss_lines = [f"loss = self.head_loss(labels, logits{', sample_weight=weights' if weighted else ''})"]
-        if mean:
-            loss_lines.append("# The mean over the global batch, as the Estimator's optimizers applied it.")
-            loss_lines.append(f"loss /= {tf}.cast({tf}.shape(logits)[0] * replicas, loss.dtype)")
-        metric_names = ", ".join(f"self.{n}" for n in ["loss_tracker", *names])
-        return [
-            "@property",
-            "def metrics(self):",
-            f"    return [{metric_names}]",
-            "",
-            "def train_step(self, data):",
-            f"    {unpack}",
-            f"    replicas = {tf}.distribute.get_strategy().num_replicas_in_sync",
-            f"    with {tf}.GradientTape() as tape:",
-            "        logits = self(inputs, training=True)",
-            *[f"        {line}" for line in loss_lines],
-            "    linear_vars = self.linear.trainable_variables",
-            "    dnn_vars = [v for v in self.trainable_variables if all(v is not w for w in linear_vars)]",
-            "    gradients = tape.gradient(loss, dnn_vars + linear_vars)",
-            "    self.optimizer.apply_gradients(zip(gradients[:len(dnn_vars)], dnn_vars))",
-            "    self.linear_optimizer.apply_gradients(zip(gradients[len(dnn_vars):], linear_vars))",
-            f"    return self.update_metrics(loss * replicas, labels, logits, {weights})",
-            "",
-            "def test_step(self, data):",
-            f"    {unpack}",
-            f"    replicas = {tf}.distribute.get_strategy().num_replicas_in_sync",
-            "    logits = self(inputs, training=False)",
-            *[f"    {line}" for line in loss_lines],
-            f"    return self.update_metrics(loss * replicas, labels, logits, {weights})",
-            "",
-            "def update_metrics(self, loss, labels, logits, weights):",
-            "    # Like Keras's own: the loss over the global batch (a mean tracker counts each replica).",
-            f"    self.loss_tracker.update_state(loss, sample_weight={tf}.shape(logits)[0])",
-            *[f"    self.{n}.update_state(labels, logits, sample_weight=weights)" for n in names],
-            "    return {m.name: m.result() for m in self.metrics}",
-        ]
+    def base_args(self) -> str:
+        """The base class's arguments: the head, the logits' width, the labels' vocabulary, the
+        weight column, and (wide & deep) whether the loss is a mean."""
+        head = {"binary": "binary", "multi": "multi_class", "regression": "regression"}[self.c.head]
+        args = [f'"{head}"']
+        if self.c.units != "1":
+            args.append(f"units={self.c.units}")
+        if self.c.label_vocabulary is not None:
+            args.append(f"label_vocabulary={self.code(self.c.label_vocabulary)}")
+        if self.c.weight_key is not None:
+            args.append(f'weight_column="{self.c.weight_key}"')
+        if self.two_optimizers() and self.c.reduction != "sum":
+            args.append("mean_loss=True")
+        return ", ".join(args)
 
     def model_class(self, indent: str = "    ") -> str:
-        preprocess = self.preprocess_lines()
-        call = self.call_lines()
-        init = ["super().__init__()", *self.init_lines()]
+        features = self.features_lines()
+        network = self.network_lines()
+        init = [f"super().__init__({self.base_args()})", *self.init_lines()]
         init_params = "self"
         if self.c.dnn is not None and self.c.dnn.hidden_given is not None:
             init_params += ", hidden_units"
@@ -1055,12 +1013,9 @@ class ModelWriter:
         if self.given:  # values read where the Estimator was built
             init_params = "self" + "".join(f", {param}" for param in self.given) + init_params[4:]
             init[1:1] = [f"self.{param} = {param}" for param in self.given]
-        summary = self.summary()
-        out = [f"class {self.class_name}({self.tf}.keras.Model):",
-               f'    """{summary[0]}',
-               "",
-               *[f"    {line}" for line in summary[1]],
-               '    """',
+        base = self.wide_deep_model if self.two_optimizers() else self.canned_model
+        out = [f"class {self.class_name}({base}):",
+               f'    """{self.summary()}"""',
                "",
                f"    def __init__({init_params}):"]
         out += [f"        {line}" if line else "" for line in init]
@@ -1074,20 +1029,21 @@ class ModelWriter:
                     f"        if {tf}.constant(vocabulary).dtype.is_integer:",
                     f"            return {tf}.keras.layers.IntegerLookup(vocabulary=vocabulary)",
                     f"        return {tf}.keras.layers.StringLookup(vocabulary=vocabulary)"]
-        out += ["", "    def preprocess(self, features, labels=None):",
-                '        """Raw features -> the model\'s inputs, as the Estimator\'s feature columns computed them."""']
-        out += [f"        {line}" for line in preprocess]
-        out += ["", "    def call(self, inputs, training=False):"]
-        out += [f"        {line}" for line in call]
-        out.append("")
-        out += [f"    {line}" if line else "" for line in self.predict_lines()]
-        if self.two_optimizers():
+        out += ["", "    def features(self, features):"]
+        out += [f"        {line}" for line in features]
+        if self.c.weight_key is not None and self.c.weight_normalizer is not None:
+            out += ["", "    def example_weights(self, features):"]
+            out += [f"        {line}" for line in self.weights_lines()]
+        out += ["", f"    def network(self, {', '.join(self.inputs)}, training=False):"]
+        out += [f"        {line}" for line in network]
+        predict = self.predict_lines()
+        if predict:
             out.append("")
-            out += [f"    {line}" if line else "" for line in self.wide_deep_methods()]
+            out += [f"    {line}" if line else "" for line in predict]
         return _reindent("\n".join(out) + "\n", indent)
 
-    def summary(self) -> tuple[str, list[str]]:
-        """The docstring's title and body lines."""
+    def summary(self) -> str:
+        """The docstring: the Estimator, its hidden units, classes and loss."""
         version = "tf.compat.v1.estimator" if self.c.v1 else "tf.estimator"
         parts = []
         if self.c.dnn is not None:
@@ -1098,9 +1054,7 @@ class ModelWriter:
         if self.c.head == "multi":
             parts.append(f"{self.c.units} classes")
         parts.append("loss summed over the batch" if self.c.reduction == "sum" else "loss averaged over the batch")
-        body = [f"{parts[0][:1].upper()}{parts[0][1:]}{''.join(', ' + p for p in parts[1:])}. `preprocess` computes",
-                "what the feature columns did, in tf.data; `call` is the network."]
-        return f"The canned {self.c.cls} ({version}) as a Keras model.", body
+        return f"The canned {self.c.cls} ({version}): {', '.join(parts)}."
 
     def compile_args(self) -> tuple[str, list[str]]:
         """(optimizer code, extra constructor arguments) for building the model."""
@@ -1283,6 +1237,104 @@ class {name}({tf}.keras.layers.Layer):
 '''
 
 
+CANNED_MODEL = '''
+class {name}({tf}.keras.Model):
+    """A canned Estimator as a Keras model. A subclass's `features` computes what its feature
+    columns did to the raw features (`preprocess`, mapped over the datasets, runs it in
+    tf.data); its `network` computes the logits from them. `head` is the Estimator's head
+    ("binary", "multi_class" or "regression"), `units` the logits' width."""
+
+    def __init__(self, head, units=1, label_vocabulary=None, weight_column=None):
+        super().__init__()
+        self.head, self.units, self.weight_column = head, units, weight_column
+        self.label_vocabulary = label_vocabulary
+        if label_vocabulary is not None:
+            self.label_lookup = {tf}.keras.layers.StringLookup(vocabulary=label_vocabulary,
+                                                             num_oov_indices=0)
+
+    def preprocess(self, features, labels=None):
+        """Raw features (and labels) -> the model's inputs (and labels, and weights)."""
+        features = dense_features(features)
+        inputs = self.features(features)
+        if labels is None:
+            return inputs
+        if self.label_vocabulary is not None:
+            labels = self.label_lookup(labels)
+        if self.head != "multi_class":
+            labels = {tf}.reshape(labels, [-1, self.units])
+        if self.weight_column is None:
+            return inputs, labels
+        return inputs, labels, self.example_weights(features)
+
+    def example_weights(self, features):
+        return {tf}.reshape({tf}.cast(features[self.weight_column], {tf}.float32), [-1])
+
+    def call(self, inputs, training=False):
+        if isinstance(inputs, dict):  # raw features, as a served model gets them
+            inputs = self.preprocess(inputs)
+        return self.network(*inputs, training=training)
+
+    def predict_step(self, data):
+        """The Estimator's predictions for a batch, as its head made them."""
+        if isinstance(data, tuple) and isinstance(data[0], (tuple, dict)):
+            data = data[0]  # (inputs, labels): a dataset with labels
+        logits = self(data, training=False)
+        if self.head == "regression":
+            return {{"predictions": logits}}
+        n_classes = 2 if self.head == "binary" else self.units
+        return head_predictions(logits, n_classes, self.label_vocabulary)
+'''
+
+WIDE_DEEP_MODEL = '''
+class {name}(CannedModel):
+    """A canned DNNLinearCombined Estimator as a Keras model: its linear model (`linear`)
+    trained by its own optimizer (`linear_optimizer`), the rest by compile's, on the head's
+    loss (`head_loss`); its metrics are the head's (`loss_tracker`, `head_metrics`). The loss
+    of a replica's batch is summed (`mean_loss=False`, TF1's heads) or divided by the global
+    batch, as the Estimator's optimizers applied it."""
+
+    def __init__(self, head, mean_loss=False, **kwargs):
+        super().__init__(head, **kwargs)
+        self.mean_loss = mean_loss
+
+    @property
+    def metrics(self):
+        return [self.loss_tracker, *self.head_metrics]
+
+    def train_step(self, data):
+        inputs, labels, weights = {tf}.keras.utils.unpack_x_y_sample_weight(data)
+        with {tf}.GradientTape() as tape:
+            logits = self(inputs, training=True)
+            loss = self.batch_loss(labels, logits, weights)
+        linear_vars = self.linear.trainable_variables
+        dnn_vars = [v for v in self.trainable_variables if all(v is not w for w in linear_vars)]
+        gradients = tape.gradient(loss, dnn_vars + linear_vars)
+        self.optimizer.apply_gradients(zip(gradients[:len(dnn_vars)], dnn_vars))
+        self.linear_optimizer.apply_gradients(zip(gradients[len(dnn_vars):], linear_vars))
+        return self.update_metrics(loss, labels, logits, weights)
+
+    def test_step(self, data):
+        inputs, labels, weights = {tf}.keras.utils.unpack_x_y_sample_weight(data)
+        logits = self(inputs, training=False)
+        return self.update_metrics(self.batch_loss(labels, logits, weights), labels, logits, weights)
+
+    def batch_loss(self, labels, logits, weights):
+        loss = self.head_loss(labels, logits, sample_weight=weights)
+        if self.mean_loss:
+            replicas = {tf}.distribute.get_strategy().num_replicas_in_sync
+            loss /= {tf}.cast({tf}.shape(logits)[0] * replicas, loss.dtype)
+        return loss
+
+    def update_metrics(self, loss, labels, logits, weights):
+        # Like Keras's own: the loss over the global batch (a mean tracker counts each replica).
+        replicas = {tf}.distribute.get_strategy().num_replicas_in_sync
+        self.loss_tracker.update_state(loss * replicas, sample_weight={tf}.shape(logits)[0])
+        for metric in self.head_metrics:
+            metric.update_state(labels, logits, sample_weight=weights)
+        return {{m.name: m.result() for m in self.metrics}}
+'''
+
+
 # ---------------------------------------------------------------------------------------------
 # The conversion of one unit
 # ---------------------------------------------------------------------------------------------
@@ -1347,18 +1399,8 @@ def convert(unit, plan, ctx, code: str) -> None:
             for definition in needed:
                 if not any(definition.deep_equals(d) for d in definitions):
                     definitions.insert(0, definition)
+    _add_base_classes(plan, writer)
     model_class = writer.model_class(indent)
-    needed = [("dense_features", DENSE_FEATURES)] if writer.values_vars else []
-    if f"{writer.head_predictions}(" in model_class:
-        needed.append(("head_predictions", HEAD_PREDICTIONS))
-    renamed = False
-    for key, template in needed:
-        given = plan.add_helper(key, lambda name, t=template: _emit.statements(t, name=name, tf=plan.tf))
-        if given != getattr(writer, key):
-            setattr(writer, key, given)
-            renamed = True
-    if renamed:
-        model_class = writer.model_class(indent)
     definitions.append(_fit_lines(cst.parse_statement(model_class), indent))
     plan.eval_keys = writer.eval_keys()  # read where evaluate()'s result is (E2K003, E2K002)
     if canned.linear is not None:
@@ -1399,6 +1441,31 @@ def convert(unit, plan, ctx, code: str) -> None:
     plan.export_signatures = [CANNED_PREDICT_SIGNATURE]
     plan.canned_head = canned.head
     plan.claimed_args.update(name for name in reader.args if name not in NOT_CARRIED)
+
+
+#: The helpers a canned model's class builds on: (the writer's attribute holding its name, the
+#: helper, its template). Each template reads the ones before it under their catalogue names.
+HELPERS = (
+    (None, "dense_features", DENSE_FEATURES),
+    (None, "head_predictions", HEAD_PREDICTIONS),
+    ("canned_model", "CannedModel", CANNED_MODEL),
+    ("wide_deep_model", "WideDeepModel", WIDE_DEEP_MODEL),
+)
+
+
+def _add_base_classes(plan, writer: ModelWriter) -> None:
+    """The base classes of the model's class, in the helpers module (under other names where
+    the program has those names: what builds on them reads those)."""
+    given: dict[str, str] = {}
+    for attribute, key, template in HELPERS:
+        if key == "WideDeepModel" and not writer.two_optimizers():
+            continue
+        for earlier, name in given.items():
+            if name != earlier:
+                template = re.sub(rf"\b{earlier}\b", name, template)
+        given[key] = plan.add_helper(key, lambda name, t=template: _emit.statements(t, name=name, tf=plan.tf))
+        if attribute is not None:
+            setattr(writer, attribute, given[key])
 
 
 def _argument_list(values: list[cst.BaseExpression]) -> cst.List:

@@ -52,6 +52,8 @@ _NAMED = (
     ("LinearModel", "estimator2keras._canned", "LINEAR_MODEL"),
     ("dense_features", "estimator2keras._canned", "DENSE_FEATURES"),
     ("head_predictions", "estimator2keras._canned", "HEAD_PREDICTIONS"),
+    ("CannedModel", "estimator2keras._canned", "CANNED_MODEL"),
+    ("WideDeepModel", "estimator2keras._canned", "WIDE_DEEP_MODEL"),
     ("unsharded", "estimator2keras.rewrites.multi_worker_input_unsharded", "UNSHARDED"),
     ("TF1RMSprop", "estimator2keras.rewrites.tf1_optimizer_to_keras", "TF1_RMSPROP"),
     ("LoggingTensorCallback", "estimator2keras.rewrites.session_run_hook_to_callback", "LOGGING_TENSOR_CALLBACK"),

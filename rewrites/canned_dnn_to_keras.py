@@ -90,39 +90,27 @@ regressor.train(input_fn)
             after='''\
 import tensorflow as tf
 
-from e2k_helpers import dense_features, LabelMean, PredictionMean
+from e2k_helpers import CannedModel, LabelMean, PredictionMean
 
 
-class DNNRegressorModel(tf.keras.Model):
-    """The canned DNNRegressor (tf.compat.v1.estimator) as a Keras model.
-
-    Hidden units [4], loss summed over the batch. `preprocess` computes
-    what the feature columns did, in tf.data; `call` is the network.
-    """
+class DNNRegressorModel(CannedModel):
+    """The canned DNNRegressor (tf.compat.v1.estimator): hidden units [4], loss summed over the
+    batch."""
 
     def __init__(self):
-        super().__init__()
+        super().__init__("regression")
         self.district_lookup = tf.keras.layers.StringLookup(vocabulary=["north", "south"])
         self.hiddenlayer_0 = tf.keras.layers.Dense(4, activation="relu")
         self.logits = tf.keras.layers.Dense(1)
 
-    def preprocess(self, features, labels=None):
-        """Raw features -> the model's inputs, as the Estimator's feature columns computed them."""
-        features = dense_features(features)
+    def features(self, features):
         rooms = tf.reshape(tf.cast(features["rooms"], tf.float32), [-1, 1])
         district_values = tf.reshape(features["district"], [-1])
         # The Estimator's ids: the vocabulary's; anything else has no id (-1).
         district = self.district_lookup(district_values) - 1
-        inputs = (rooms, district)
-        if labels is None:
-            return inputs
-        labels = tf.reshape(labels, [-1, 1])
-        return inputs, labels
+        return (rooms, district)
 
-    def call(self, inputs, training=False):
-        if isinstance(inputs, dict):  # raw features, as a served model gets them
-            inputs = self.preprocess(inputs)
-        rooms, district = inputs
+    def network(self, rooms, district, training=False):
         # Ids come as floats when Keras 3 first traces the model (on the replicas' mean batch).
         district = tf.cast(district, tf.int64)
         net = tf.concat([
@@ -131,13 +119,6 @@ class DNNRegressorModel(tf.keras.Model):
         ], axis=1)
         net = self.hiddenlayer_0(net)
         return self.logits(net)
-
-    def predict_step(self, data):
-        """The Estimator's predictions for a batch, as its head made them."""
-        if isinstance(data, tuple) and isinstance(data[0], (tuple, dict)):
-            data = data[0]  # (inputs, labels): a dataset with labels
-        logits = self(data, training=False)
-        return {"predictions": logits}
 
 
 def input_fn():

@@ -73,53 +73,32 @@ classifier.train(input_fn, steps=10)
             after='''\
 import tensorflow as tf
 
-from e2k_helpers import dense_features, head_predictions, LinearModel
+from e2k_helpers import CannedModel, LinearModel
 
 
-class LinearClassifierModel(tf.keras.Model):
-    """The canned LinearClassifier (tf.estimator) as a Keras model.
-
-    3 classes, loss averaged over the batch. `preprocess` computes
-    what the feature columns did, in tf.data; `call` is the network.
-    """
+class LinearClassifierModel(CannedModel):
+    """The canned LinearClassifier (tf.estimator): 3 classes, loss averaged over the batch."""
 
     def __init__(self):
-        super().__init__()
+        super().__init__("multi_class", units=3, label_vocabulary=["small", "medium", "large"])
         self.color_hashing = tf.keras.layers.Hashing(num_bins=5)
         self.label_lookup = tf.keras.layers.StringLookup(
             vocabulary=["small", "medium", "large"],
             num_oov_indices=0)
         self.linear = LinearModel(3, ["color", "size"])
 
-    def preprocess(self, features, labels=None):
-        """Raw features -> the model's inputs, as the Estimator's feature columns computed
-        them."""
-        features = dense_features(features)
+    def features(self, features):
         size = tf.reshape(tf.cast(features["size"], tf.float32), [-1, 1])
         color_values = tf.reshape(features["color"], [-1])
         color = self.color_hashing(color_values)
         # Feature columns ignore "": no id (-1).
         color = tf.where(color_values == "", tf.constant(-1, tf.int64), color)
-        inputs = (size, color)
-        if labels is None:
-            return inputs
-        labels = self.label_lookup(labels)
-        return inputs, labels
+        return (size, color)
 
-    def call(self, inputs, training=False):
-        if isinstance(inputs, dict):  # raw features, as a served model gets them
-            inputs = self.preprocess(inputs)
-        size, color = inputs
+    def network(self, size, color, training=False):
         # Ids come as floats when Keras 3 first traces the model (on the replicas' mean batch).
         color = tf.cast(color, tf.int64)
         return self.linear((tf.one_hot(color, 5), size))
-
-    def predict_step(self, data):
-        """The Estimator's predictions for a batch, as its head made them."""
-        if isinstance(data, tuple) and isinstance(data[0], (tuple, dict)):
-            data = data[0]  # (inputs, labels): a dataset with labels
-        logits = self(data, training=False)
-        return head_predictions(logits, 3, ["small", "medium", "large"])
 
 
 def input_fn():

@@ -71,18 +71,15 @@ regressor.train(input_fn)
             after='''\
 import tensorflow as tf
 
-from e2k_helpers import dense_features, LabelMean, LinearModel, PredictionMean
+from e2k_helpers import LabelMean, LinearModel, PredictionMean, WideDeepModel
 
 
-class DNNLinearCombinedRegressorModel(tf.keras.Model):
-    """The canned DNNLinearCombinedRegressor (tf.compat.v1.estimator) as a Keras model.
-
-    Hidden units [3], loss summed over the batch. `preprocess` computes
-    what the feature columns did, in tf.data; `call` is the network.
-    """
+class DNNLinearCombinedRegressorModel(WideDeepModel):
+    """The canned DNNLinearCombinedRegressor (tf.compat.v1.estimator): hidden units [3],
+    loss summed over the batch."""
 
     def __init__(self, linear_optimizer):
-        super().__init__()
+        super().__init__("regression")
         self.city_lookup = tf.keras.layers.StringLookup(vocabulary=["paris", "rome"])
         self.city_embedding = tf.keras.layers.Dense(
             2,
@@ -93,9 +90,11 @@ class DNNLinearCombinedRegressorModel(tf.keras.Model):
         self.linear = LinearModel(1, ["city"])
         self.head_loss = tf.keras.losses.MeanSquaredError(reduction="sum")
         self.loss_tracker = tf.keras.metrics.Mean(name="loss")
-        self.average_loss = tf.keras.metrics.MeanSquaredError(name="average_loss")
-        self.label_mean = LabelMean(name="label/mean")
-        self.prediction_mean = PredictionMean(name="prediction/mean")
+        self.head_metrics = [
+            tf.keras.metrics.MeanSquaredError(name="average_loss"),
+            LabelMean(name="label/mean"),
+            PredictionMean(name="prediction/mean"),
+        ]
         # Built here, in the Estimator's order (the DNN, then the linear model), so that the
         # linear model's own optimizer can be built before training.
         self.city_embedding.build((None, 2))
@@ -105,24 +104,14 @@ class DNNLinearCombinedRegressorModel(tf.keras.Model):
         self.linear_optimizer = linear_optimizer
         self.linear_optimizer.build(self.linear.trainable_weights)
 
-    def preprocess(self, features, labels=None):
-        """Raw features -> the model's inputs, as the Estimator's feature columns computed
-        them."""
-        features = dense_features(features)
+    def features(self, features):
         age = tf.reshape(tf.cast(features["age"], tf.float32), [-1, 1])
         city_values = tf.reshape(features["city"], [-1])
         # The Estimator's ids: the vocabulary's; anything else has no id (-1).
         city = self.city_lookup(city_values) - 1
-        inputs = (age, city)
-        if labels is None:
-            return inputs
-        labels = tf.reshape(labels, [-1, 1])
-        return inputs, labels
+        return (age, city)
 
-    def call(self, inputs, training=False):
-        if isinstance(inputs, dict):  # raw features, as a served model gets them
-            inputs = self.preprocess(inputs)
-        age, city = inputs
+    def network(self, age, city, training=False):
         # Ids come as floats when Keras 3 first traces the model (on the replicas' mean
         # batch).
         city = tf.cast(city, tf.int64)
@@ -134,47 +123,6 @@ class DNNLinearCombinedRegressorModel(tf.keras.Model):
         dnn_logits = self.logits(net)
         linear_logits = self.linear((tf.one_hot(city, 2),))
         return dnn_logits + linear_logits
-
-    def predict_step(self, data):
-        """The Estimator's predictions for a batch, as its head made them."""
-        if isinstance(data, tuple) and isinstance(data[0], (tuple, dict)):
-            data = data[0]  # (inputs, labels): a dataset with labels
-        logits = self(data, training=False)
-        return {"predictions": logits}
-
-    @property
-    def metrics(self):
-        return [self.loss_tracker, self.average_loss, self.label_mean, self.prediction_mean]
-
-    def train_step(self, data):
-        inputs, labels = data
-        replicas = tf.distribute.get_strategy().num_replicas_in_sync
-        with tf.GradientTape() as tape:
-            logits = self(inputs, training=True)
-            loss = self.head_loss(labels, logits)
-        linear_vars = self.linear.trainable_variables
-        dnn_vars = [
-            v for v in self.trainable_variables if all(v is not w for w in linear_vars)]
-        gradients = tape.gradient(loss, dnn_vars + linear_vars)
-        self.optimizer.apply_gradients(zip(gradients[:len(dnn_vars)], dnn_vars))
-        self.linear_optimizer.apply_gradients(zip(gradients[len(dnn_vars):], linear_vars))
-        return self.update_metrics(loss * replicas, labels, logits, None)
-
-    def test_step(self, data):
-        inputs, labels = data
-        replicas = tf.distribute.get_strategy().num_replicas_in_sync
-        logits = self(inputs, training=False)
-        loss = self.head_loss(labels, logits)
-        return self.update_metrics(loss * replicas, labels, logits, None)
-
-    def update_metrics(self, loss, labels, logits, weights):
-        # Like Keras's own: the loss over the global batch (a mean tracker counts each
-        # replica).
-        self.loss_tracker.update_state(loss, sample_weight=tf.shape(logits)[0])
-        self.average_loss.update_state(labels, logits, sample_weight=weights)
-        self.label_mean.update_state(labels, logits, sample_weight=weights)
-        self.prediction_mean.update_state(labels, logits, sample_weight=weights)
-        return {m.name: m.result() for m in self.metrics}
 
 
 def input_fn():

@@ -361,42 +361,22 @@ import time
 
 import tensorflow as tf
 
-from e2k_helpers import LabelMean, LinearModel, PredictionMean
+from e2k_helpers import CannedModel, LabelMean, LinearModel, PredictionMean
 
 
-class LinearRegressorModel(tf.keras.Model):
-    """The canned LinearRegressor (tf.estimator) as a Keras model.
-
-    Loss averaged over the batch. `preprocess` computes
-    what the feature columns did, in tf.data; `call` is the network.
-    """
+class LinearRegressorModel(CannedModel):
+    """The canned LinearRegressor (tf.estimator): loss averaged over the batch."""
 
     def __init__(self):
-        super().__init__()
+        super().__init__("regression")
         self.linear = LinearModel(1, ["x"])
 
-    def preprocess(self, features, labels=None):
-        """Raw features -> the model's inputs, as the Estimator's feature columns computed
-        them."""
+    def features(self, features):
         x = tf.reshape(tf.cast(features["x"], tf.float32), [-1, 1])
-        inputs = (x,)
-        if labels is None:
-            return inputs
-        labels = tf.reshape(labels, [-1, 1])
-        return inputs, labels
+        return (x,)
 
-    def call(self, inputs, training=False):
-        if isinstance(inputs, dict):  # raw features, as a served model gets them
-            inputs = self.preprocess(inputs)
-        x, = inputs
+    def network(self, x, training=False):
         return self.linear((x,))
-
-    def predict_step(self, data):
-        """The Estimator's predictions for a batch, as its head made them."""
-        if isinstance(data, tuple) and isinstance(data[0], (tuple, dict)):
-            data = data[0]  # (inputs, labels): a dataset with labels
-        logits = self(data, training=False)
-        return {"predictions": logits}
 
 
 def input_fn():

@@ -134,23 +134,19 @@ import tensorflow as tf
 
 from e2k_helpers import (
     AccuracyBaseline,
-    dense_features,
-    head_predictions,
+    CannedModel,
     LabelMean,
     PrecisionOfClassIds,
     PredictionMean,
     RecallOfClassIds)
 
 
-class DNNClassifierModel(tf.keras.Model):
-    """The canned DNNClassifier (tf.estimator) as a Keras model.
-
-    Hidden units [2], loss averaged over the batch. `preprocess` computes
-    what the feature columns did, in tf.data; `call` is the network.
-    """
+class DNNClassifierModel(CannedModel):
+    """The canned DNNClassifier (tf.estimator): hidden units [2], loss averaged over the
+    batch."""
 
     def __init__(self):
-        super().__init__()
+        super().__init__("binary")
         self.age_buckets = tf.keras.layers.Discretization(bin_boundaries=[18.0, 65.0])
         self.city_lookup = tf.keras.layers.StringLookup(vocabulary=["paris", "rome"])
         self.city_oov = tf.keras.layers.Hashing(num_bins=1)
@@ -162,10 +158,7 @@ class DNNClassifierModel(tf.keras.Model):
         self.hiddenlayer_0 = tf.keras.layers.Dense(2, activation="relu")
         self.logits = tf.keras.layers.Dense(1)
 
-    def preprocess(self, features, labels=None):
-        """Raw features -> the model's inputs, as the Estimator's feature columns computed
-        them."""
-        features = dense_features(features)
+    def features(self, features):
         age = tf.reshape(tf.cast(features["age"], tf.float32), [-1, 1])
         age_buckets = tf.reshape(self.age_buckets(age), [-1])
         city_values = tf.reshape(features["city"], [-1])
@@ -175,16 +168,9 @@ class DNNClassifierModel(tf.keras.Model):
         city = tf.where(city < 0, 2 + self.city_oov(city_values), city)
         city = tf.where(city_values == "", tf.constant(-1, tf.int64), city)
         age_x_city = self.age_x_city((age_buckets, city_values))
-        inputs = (age_buckets, city, age_x_city)
-        if labels is None:
-            return inputs
-        labels = tf.reshape(labels, [-1, 1])
-        return inputs, labels
+        return (age_buckets, city, age_x_city)
 
-    def call(self, inputs, training=False):
-        if isinstance(inputs, dict):  # raw features, as a served model gets them
-            inputs = self.preprocess(inputs)
-        age_buckets, city, age_x_city = inputs
+    def network(self, age_buckets, city, age_x_city, training=False):
         # Ids come as floats when Keras 3 first traces the model (on the replicas' mean batch).
         age_buckets = tf.cast(age_buckets, tf.int64)
         city = tf.cast(city, tf.int64)
@@ -196,13 +182,6 @@ class DNNClassifierModel(tf.keras.Model):
         ], axis=1)
         net = self.hiddenlayer_0(net)
         return self.logits(net)
-
-    def predict_step(self, data):
-        """The Estimator's predictions for a batch, as its head made them."""
-        if isinstance(data, tuple) and isinstance(data[0], (tuple, dict)):
-            data = data[0]  # (inputs, labels): a dataset with labels
-        logits = self(data, training=False)
-        return head_predictions(logits, 2)
 
 
 def input_fn():

@@ -111,9 +111,9 @@ def test_heads_n_classes_vocabulary_and_weights(rules):
     text = converted(f"tf1.estimator.DNNClassifier([4], [age, {DNN}], n_classes=4, "
                      "label_vocabulary=['a', 'b', 'c', 'd'], weight_column='w')", rules)
     assert "self.logits = tf.keras.layers.Dense(4)" in text
-    assert "vocabulary=['a', 'b', 'c', 'd']," in text and "num_oov_indices=0)" in text
-    assert 'weights = tf.reshape(tf.cast(features["w"], tf.float32), [-1])' in text
-    assert "return inputs, labels, weights" in text
+    # The base class (CannedModel) looks the labels up and reads the weights.
+    assert ("super().__init__(\"multi_class\", units=4, label_vocabulary=['a', 'b', 'c', 'd'], "
+            "weight_column=\"w\")") in text, text
     assert "weighted_metrics=[" in text and "SparseCategoricalAccuracy" in text
 
 
@@ -160,7 +160,7 @@ def test_a_column_used_elsewhere_stays_for_that_code(rules):
     # The columns stay (other code reads them); the model does not read them.
     assert 'age = tf.feature_column.numeric_column("age")' in text and "print(age)" in text
     assert 'LinearModel(1, ["age", "city"])' in text
-    assert "self.age" not in text.split("class LinearRegressorModel")[1].split("def call")[1]
+    assert "self.age" not in text.split("class LinearRegressorModel")[1].split("def network")[1]
 
 
 def test_a_column_rebound_after_the_estimator_is_refused(rules):
@@ -278,7 +278,7 @@ def test_classes_are_placed_where_the_columns_were_and_names_do_not_clash(rules)
     program = PROGRAM.replace("import tensorflow.compat.v1 as tf1\n",
                               "import tensorflow.compat.v1 as tf1\n\nDNNClassifierModel = 'taken'\n")
     text = converted(f"tf1.estimator.DNNClassifier([4], [age, {DNN}])", rules, program=program)
-    assert "class DNNClassifierModel_2(tf.keras.Model):" in text
+    assert "class DNNClassifierModel_2(CannedModel):" in text
     assert text.index("class DNNClassifierModel_2") < text.index("def input_fn")
 
 

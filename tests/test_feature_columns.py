@@ -89,7 +89,7 @@ def converted(tmp_path_factory, rules):
     path = tmp_path_factory.mktemp("columns") / "columns_keras.py"
     path.write_text(text)
     write_helpers(result, path.parent)  # the module it imports its helpers from
-    inputs = re.search(r"inputs = \((.*?)\)\n", text, re.S).group(1)
+    inputs = re.search(r"\n        return \((.*?)\)\n\n    def network", text, re.S).group(1)
     names = [n.strip() for n in inputs.replace("\n", " ").split(",") if n.strip()]
     return path, names
 
@@ -588,7 +588,7 @@ def test_columns_a_function_makes_per_call_are_named_where_it_is_called(rules):
     '''
     result, text = _rewrite(rules, program)
     assert result.status == "converted", [f.format() for f in result.findings]
-    assert "inputs = (sex, town)" in text and "col" not in re.findall(r"self\.(\w+)_lookup", text)
+    assert "return (sex, town)" in text and "col" not in re.findall(r"self\.(\w+)_lookup", text)
     assert "def categorical" not in text and "def one_hot" not in text and "gender =" not in text
 
 

@@ -84,7 +84,7 @@ def test_a_factory_in_one_module_converts_with_the_runconfig_of_another(tmp_path
     assert "model.input_fn(batch_size=args.batch_size * strategy.num_replicas_in_sync)" in task
     assert "train_input_fn" not in task
     # The canned model's class is defined where the factory builds it.
-    assert "class DNNClassifierModel(tf.keras.Model):" in model and "DNNClassifierModel" not in task
+    assert "class DNNClassifierModel(CannedModel):" in model and "DNNClassifierModel" not in task
     for text in (model, task):
         ast.parse(text)
 
