@@ -430,6 +430,7 @@ class ModelWriter:
         #: The names of the helpers the class builds on (HELPERS): its base class
         #: (CANNED_MODEL, or WIDE_DEEP_MODEL for a linear model with its own optimizer).
         self.canned_model = "CannedModel"
+        self.head_metrics_list = "head_metrics"
         self.wide_deep_model = "WideDeepModel"
         #: Constructor parameters -> the code the Estimator's site passes.
         self.given: dict[str, str] = {}
@@ -577,9 +578,6 @@ class ModelWriter:
             elif column.kind == "crossed":
                 lines.append(f"self.{var} = {tf}.keras.layers.HashedCrossing("
                              f"num_bins={self.arg(column, 'hash_bucket_size')})")
-        if self.c.label_vocabulary is not None:
-            lines.append(f"self.label_lookup = {tf}.keras.layers.StringLookup("
-                         f"vocabulary={self.code(self.c.label_vocabulary)}, num_oov_indices=0)")
         dnn, linear = self.c.dnn, self.c.linear
         if dnn is not None:
             for column in sorted(dnn.columns, key=lambda c: c.name):
@@ -753,7 +751,8 @@ class ModelWriter:
 
     def network_lines(self) -> list[str]:
         """``network``: the logits, from the inputs ``features`` gave."""
-        lines: list[str] = []
+        unpack = f"{', '.join(self.inputs)}{',' if len(self.inputs) == 1 else ''} = inputs"
+        lines = [unpack] if len(unpack) + 8 <= MAX_LINE else _packed("(", self.inputs, ") = inputs")
         ids = [c.var for c in self.needed_inputs() if c.is_categorical and c.kind != "weighted"]
         if ids:
             names = ", ".join(ids)
@@ -767,8 +766,11 @@ class ModelWriter:
         outputs = []
         if dnn is not None:
             dense = [self.dense_input(c) for c in sorted(dnn.columns, key=lambda c: c.name)]
+            one_line = f"net = {self.tf}.concat([{', '.join(dense)}], axis=1)"
             if len(dense) == 1:
                 lines.append(f"net = {dense[0]}")
+            elif len(one_line) + 8 <= MAX_LINE:
+                lines.append(one_line)
             else:
                 lines.append(f"net = {self.tf}.concat([")
                 lines += [f"    {d}," for d in dense]
@@ -902,15 +904,24 @@ class ModelWriter:
     def metrics(self) -> list[str]:
         return [code for _, _, code in self.head_metrics()]
 
+    def metrics_code(self) -> str:
+        """The head's metrics as code: the helper's list (HEAD_METRICS_LIST), then those
+        add_metrics added."""
+        head = {"binary": "binary", "multi": "multi_class", "regression": "regression"}[self.c.head]
+        compat_v1 = ", compat_v1=True" if self.c.v1 and self.c.head == "binary" else ""
+        listed = f'{self.head_metrics_list}("{head}"{compat_v1})'
+        if not self.added:
+            return listed
+        return f"[*{listed}, {', '.join(code for _, _, code in self.added)}]"
+
     #: The metrics add_metrics added (``_added_metrics.canned_metrics``): (key, attribute, code),
     #: and every key it added (converted or left for a human).
     added: list[tuple[str, str, str]] = []
     added_keys: list[str] = []
 
     def metric_definitions(self) -> list[str]:
-        """The emitted metric classes the head's metrics use."""
-        used = " ".join(self.metrics())
-        return [HEAD_METRICS[name].format(tf=self.tf) for name in HEAD_METRICS if f"{name}(" in used]
+        """The metric classes the head's metrics use (the head_metrics helper reads each)."""
+        return [template.format(tf=self.tf) for template in HEAD_METRICS.values()]
 
     def eval_keys(self) -> tuple[set[str], set[str]]:
         """(the keys the Estimator's evaluate() gave, those the Keras model's evaluate() gives)."""
@@ -982,7 +993,7 @@ class ModelWriter:
         (the base class divides it by the global batch where the head averaged), and metrics."""
         tf = self.tf
         return [f"self.head_loss = {self.loss('sum')}", f'self.loss_tracker = {tf}.keras.metrics.Mean(name="loss")',
-                "self.head_metrics = [", *[f"    {metric}," for _, _, metric in self.head_metrics()], "]"]
+                f"self.head_metrics = {self.metrics_code()}"]
 
     def base_args(self) -> str:
         """The base class's arguments: the head, the logits' width, the labels' vocabulary, the
@@ -1034,7 +1045,7 @@ class ModelWriter:
         if self.c.weight_key is not None and self.c.weight_normalizer is not None:
             out += ["", "    def example_weights(self, features):"]
             out += [f"        {line}" for line in self.weights_lines()]
-        out += ["", f"    def network(self, {', '.join(self.inputs)}, training=False):"]
+        out += ["", "    def network(self, inputs, training=False):"]
         out += [f"        {line}" for line in network]
         predict = self.predict_lines()
         if predict:
@@ -1272,7 +1283,7 @@ class {name}({tf}.keras.Model):
     def call(self, inputs, training=False):
         if isinstance(inputs, dict):  # raw features, as a served model gets them
             inputs = self.preprocess(inputs)
-        return self.network(*inputs, training=training)
+        return self.network(inputs, training=training)
 
     def predict_step(self, data):
         """The Estimator's predictions for a batch, as its head made them."""
@@ -1283,6 +1294,38 @@ class {name}({tf}.keras.Model):
             return {{"predictions": logits}}
         n_classes = 2 if self.head == "binary" else self.units
         return head_predictions(logits, n_classes, self.label_vocabulary)
+'''
+
+HEAD_METRICS_LIST = '''
+def {name}(head, compat_v1=False):
+    """A canned Estimator's head's metrics, as its evaluate() reported them, for a "binary",
+    "multi_class" or "regression" head; a tf.compat.v1.estimator binary head's
+    auc_precision_recall summed trapezoids, which no Keras AUC does (`compat_v1=True`: none)."""
+    if head == "binary":
+        metrics = [
+            {tf}.keras.metrics.BinaryAccuracy(name="accuracy", threshold=0.0),
+            {tf}.keras.metrics.BinaryCrossentropy(name="average_loss", from_logits=True),
+            PrecisionOfClassIds(name="precision"),
+            RecallOfClassIds(name="recall"),
+            {tf}.keras.metrics.AUC(name="auc", from_logits=True),
+        ]
+        if not compat_v1:
+            metrics.append({tf}.keras.metrics.AUC(name="auc_precision_recall", curve="PR", from_logits=True))
+        return metrics + [
+            LabelMean(name="label/mean"),
+            PredictionMean(name="prediction/mean", activation="sigmoid"),
+            AccuracyBaseline(name="accuracy_baseline"),
+        ]
+    if head == "multi_class":
+        return [
+            {tf}.keras.metrics.SparseCategoricalAccuracy(name="accuracy"),
+            {tf}.keras.metrics.SparseCategoricalCrossentropy(name="average_loss", from_logits=True),
+        ]
+    return [
+        {tf}.keras.metrics.MeanSquaredError(name="average_loss"),
+        LabelMean(name="label/mean"),
+        PredictionMean(name="prediction/mean"),
+    ]
 '''
 
 WIDE_DEEP_MODEL = '''
@@ -1417,19 +1460,11 @@ def convert(unit, plan, ctx, code: str) -> None:
     compile_args = [f"optimizer={optimizer}"]
     # The Estimator's metrics are weighted by weight_column; Keras weights only `weighted_metrics`.
     keyword = "weighted_metrics" if canned.weight_key is not None else "metrics"
-    metrics = f"{keyword}=[{', '.join(writer.metrics())}]"
     if not writer.two_optimizers():
-        compile_args += [f"loss={writer.loss()}", metrics]
+        compile_args += [f"loss={writer.loss()}", f"{keyword}={writer.metrics_code()}"]
     compile_statement = _emit.statement(f"{var}.compile({', '.join(compile_args)})")
     depth = _depth(ctx, unit.statement) + (1 if unit.config_value("train_distribute") is not None else 0)
-    wrapped = _emit.fit_line(compile_statement, depth, indent)
-    too_long = len(indent) * (depth + 1) + len(f"    {metrics})") > MAX_LINE
-    if wrapped is not compile_statement and not writer.two_optimizers() and too_long:
-        call = wrapped.body[0].value
-        args = list(call.args)
-        args[-1] = args[-1].with_changes(value=_argument_list([cst.parse_expression(m) for m in writer.metrics()]))
-        wrapped = wrapped.with_changes(body=[wrapped.body[0].with_changes(value=call.with_changes(args=args))])
-    plan.build.append(wrapped)
+    plan.build.append(_emit.fit_line(compile_statement, depth, indent))
 
     _place_definitions(plan, ctx, unit, removable, definitions)
     plan.dataset_map = f"{var}.preprocess"
@@ -1448,6 +1483,7 @@ def convert(unit, plan, ctx, code: str) -> None:
 HELPERS = (
     (None, "dense_features", DENSE_FEATURES),
     (None, "head_predictions", HEAD_PREDICTIONS),
+    ("head_metrics_list", "head_metrics", HEAD_METRICS_LIST),
     ("canned_model", "CannedModel", CANNED_MODEL),
     ("wide_deep_model", "WideDeepModel", WIDE_DEEP_MODEL),
 )
@@ -1466,16 +1502,6 @@ def _add_base_classes(plan, writer: ModelWriter) -> None:
         given[key] = plan.add_helper(key, lambda name, t=template: _emit.statements(t, name=name, tf=plan.tf))
         if attribute is not None:
             setattr(writer, attribute, given[key])
-
-
-def _argument_list(values: list[cst.BaseExpression]) -> cst.List:
-    """A list given as a wrapped call's argument: one element per line, one level deeper."""
-    def hanging(text: str) -> cst.ParenthesizedWhitespace:
-        return cst.ParenthesizedWhitespace(first_line=cst.TrailingWhitespace(), indent=True,
-                                           last_line=cst.SimpleWhitespace(text))
-    elements = [cst.Element(v, comma=cst.Comma(whitespace_after=hanging(" " * 8 if i < len(values) - 1 else " " * 4)))
-                for i, v in enumerate(values)]
-    return cst.List(elements, lbracket=cst.LeftSquareBracket(whitespace_after=hanging(" " * 8)))
 
 
 def _fit_lines(klass: cst.ClassDef, indent: str) -> cst.ClassDef:

@@ -52,6 +52,7 @@ _NAMED = (
     ("LinearModel", "estimator2keras._canned", "LINEAR_MODEL"),
     ("dense_features", "estimator2keras._canned", "DENSE_FEATURES"),
     ("head_predictions", "estimator2keras._canned", "HEAD_PREDICTIONS"),
+    ("head_metrics", "estimator2keras._canned", "HEAD_METRICS_LIST"),
     ("CannedModel", "estimator2keras._canned", "CANNED_MODEL"),
     ("WideDeepModel", "estimator2keras._canned", "WIDE_DEEP_MODEL"),
     ("unsharded", "estimator2keras.rewrites.multi_worker_input_unsharded", "UNSHARDED"),

@@ -90,7 +90,7 @@ regressor.train(input_fn)
             after='''\
 import tensorflow as tf
 
-from e2k_helpers import CannedModel, LabelMean, PredictionMean
+from e2k_helpers import CannedModel, head_metrics
 
 
 class DNNRegressorModel(CannedModel):
@@ -110,13 +110,11 @@ class DNNRegressorModel(CannedModel):
         district = self.district_lookup(district_values) - 1
         return (rooms, district)
 
-    def network(self, rooms, district, training=False):
+    def network(self, inputs, training=False):
+        rooms, district = inputs
         # Ids come as floats when Keras 3 first traces the model (on the replicas' mean batch).
         district = tf.cast(district, tf.int64)
-        net = tf.concat([
-            tf.one_hot(district, 2),
-            rooms,
-        ], axis=1)
+        net = tf.concat([tf.one_hot(district, 2), rooms], axis=1)
         net = self.hiddenlayer_0(net)
         return self.logits(net)
 
@@ -130,11 +128,7 @@ model = DNNRegressorModel()
 model.compile(
     optimizer=tf.keras.optimizers.Adagrad(0.05),
     loss=tf.keras.losses.MeanSquaredError(reduction="sum"),
-    metrics=[
-        tf.keras.metrics.MeanSquaredError(name="average_loss"),
-        LabelMean(name="label/mean"),
-        PredictionMean(name="prediction/mean"),
-    ])
+    metrics=head_metrics("regression"))
 model.fit(input_fn().map(model.preprocess))
 ''',
         ),

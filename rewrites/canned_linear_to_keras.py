@@ -73,7 +73,7 @@ classifier.train(input_fn, steps=10)
             after='''\
 import tensorflow as tf
 
-from e2k_helpers import CannedModel, LinearModel
+from e2k_helpers import CannedModel, head_metrics, LinearModel
 
 
 class LinearClassifierModel(CannedModel):
@@ -82,9 +82,6 @@ class LinearClassifierModel(CannedModel):
     def __init__(self):
         super().__init__("multi_class", units=3, label_vocabulary=["small", "medium", "large"])
         self.color_hashing = tf.keras.layers.Hashing(num_bins=5)
-        self.label_lookup = tf.keras.layers.StringLookup(
-            vocabulary=["small", "medium", "large"],
-            num_oov_indices=0)
         self.linear = LinearModel(3, ["color", "size"])
 
     def features(self, features):
@@ -95,7 +92,8 @@ class LinearClassifierModel(CannedModel):
         color = tf.where(color_values == "", tf.constant(-1, tf.int64), color)
         return (size, color)
 
-    def network(self, size, color, training=False):
+    def network(self, inputs, training=False):
+        size, color = inputs
         # Ids come as floats when Keras 3 first traces the model (on the replicas' mean batch).
         color = tf.cast(color, tf.int64)
         return self.linear((tf.one_hot(color, 5), size))
@@ -110,10 +108,7 @@ model = LinearClassifierModel()
 model.compile(
     optimizer=tf.keras.optimizers.Ftrl(learning_rate=0.2),
     loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-    metrics=[
-        tf.keras.metrics.SparseCategoricalAccuracy(name="accuracy"),
-        tf.keras.metrics.SparseCategoricalCrossentropy(name="average_loss", from_logits=True),
-    ])
+    metrics=head_metrics("multi_class"))
 model.fit(input_fn().map(model.preprocess), steps_per_epoch=10)
 ''',
         ),

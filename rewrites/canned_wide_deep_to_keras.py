@@ -71,7 +71,7 @@ regressor.train(input_fn)
             after='''\
 import tensorflow as tf
 
-from e2k_helpers import LabelMean, LinearModel, PredictionMean, WideDeepModel
+from e2k_helpers import head_metrics, LinearModel, WideDeepModel
 
 
 class DNNLinearCombinedRegressorModel(WideDeepModel):
@@ -90,11 +90,7 @@ class DNNLinearCombinedRegressorModel(WideDeepModel):
         self.linear = LinearModel(1, ["city"])
         self.head_loss = tf.keras.losses.MeanSquaredError(reduction="sum")
         self.loss_tracker = tf.keras.metrics.Mean(name="loss")
-        self.head_metrics = [
-            tf.keras.metrics.MeanSquaredError(name="average_loss"),
-            LabelMean(name="label/mean"),
-            PredictionMean(name="prediction/mean"),
-        ]
+        self.head_metrics = head_metrics("regression")
         # Built here, in the Estimator's order (the DNN, then the linear model), so that the
         # linear model's own optimizer can be built before training.
         self.city_embedding.build((None, 2))
@@ -111,14 +107,12 @@ class DNNLinearCombinedRegressorModel(WideDeepModel):
         city = self.city_lookup(city_values) - 1
         return (age, city)
 
-    def network(self, age, city, training=False):
+    def network(self, inputs, training=False):
+        age, city = inputs
         # Ids come as floats when Keras 3 first traces the model (on the replicas' mean
         # batch).
         city = tf.cast(city, tf.int64)
-        net = tf.concat([
-            age,
-            self.city_embedding(tf.one_hot(city, 2)),
-        ], axis=1)
+        net = tf.concat([age, self.city_embedding(tf.one_hot(city, 2))], axis=1)
         net = self.hiddenlayer_0(net)
         dnn_logits = self.logits(net)
         linear_logits = self.linear((tf.one_hot(city, 2),))

@@ -361,7 +361,7 @@ import time
 
 import tensorflow as tf
 
-from e2k_helpers import CannedModel, LabelMean, LinearModel, PredictionMean
+from e2k_helpers import CannedModel, head_metrics, LinearModel
 
 
 class LinearRegressorModel(CannedModel):
@@ -375,7 +375,8 @@ class LinearRegressorModel(CannedModel):
         x = tf.reshape(tf.cast(features["x"], tf.float32), [-1, 1])
         return (x,)
 
-    def network(self, x, training=False):
+    def network(self, inputs, training=False):
+        x, = inputs
         return self.linear((x,))
 
 
@@ -394,11 +395,7 @@ model = LinearRegressorModel()
 model.compile(
     optimizer=tf.keras.optimizers.Ftrl(learning_rate=0.2),
     loss=tf.keras.losses.MeanSquaredError(),
-    metrics=[
-        tf.keras.metrics.MeanSquaredError(name="average_loss"),
-        LabelMean(name="label/mean"),
-        PredictionMean(name="prediction/mean"),
-    ])
+    metrics=head_metrics("regression"))
 model.fit(input_fn().map(model.preprocess), steps_per_epoch=10)
 tf.saved_model.save(
     model,

@@ -132,13 +132,7 @@ classifier.train(input_fn)
             after='''\
 import tensorflow as tf
 
-from e2k_helpers import (
-    AccuracyBaseline,
-    CannedModel,
-    LabelMean,
-    PrecisionOfClassIds,
-    PredictionMean,
-    RecallOfClassIds)
+from e2k_helpers import CannedModel, head_metrics
 
 
 class DNNClassifierModel(CannedModel):
@@ -170,7 +164,8 @@ class DNNClassifierModel(CannedModel):
         age_x_city = self.age_x_city((age_buckets, city_values))
         return (age_buckets, city, age_x_city)
 
-    def network(self, age_buckets, city, age_x_city, training=False):
+    def network(self, inputs, training=False):
+        age_buckets, city, age_x_city = inputs
         # Ids come as floats when Keras 3 first traces the model (on the replicas' mean batch).
         age_buckets = tf.cast(age_buckets, tf.int64)
         city = tf.cast(city, tf.int64)
@@ -193,17 +188,7 @@ model = DNNClassifierModel()
 model.compile(
     optimizer=tf.keras.optimizers.Adagrad(learning_rate=0.001),
     loss=tf.keras.losses.BinaryCrossentropy(from_logits=True),
-    metrics=[
-        tf.keras.metrics.BinaryAccuracy(name="accuracy", threshold=0.0),
-        tf.keras.metrics.BinaryCrossentropy(name="average_loss", from_logits=True),
-        PrecisionOfClassIds(name="precision"),
-        RecallOfClassIds(name="recall"),
-        tf.keras.metrics.AUC(name="auc", from_logits=True),
-        tf.keras.metrics.AUC(name="auc_precision_recall", curve="PR", from_logits=True),
-        LabelMean(name="label/mean"),
-        PredictionMean(name="prediction/mean", activation="sigmoid"),
-        AccuracyBaseline(name="accuracy_baseline"),
-    ])
+    metrics=head_metrics("binary"))
 model.fit(input_fn().map(model.preprocess))
 ''',
         ),

@@ -148,7 +148,7 @@ print(regressor.evaluate(eval_input_fn))
 import numpy as np
 import tensorflow as tf
 
-from e2k_helpers import CannedModel, LabelMean, LinearModel, PredictionMean
+from e2k_helpers import CannedModel, head_metrics, LinearModel
 
 x = np.ones((8, 1), np.float32)
 y = np.ones((8, 1), np.float32)
@@ -174,7 +174,8 @@ class LinearRegressorModel(CannedModel):
         x_2 = tf.reshape(tf.cast(features["x"], tf.float32), [-1, 1])
         return (x_2,)
 
-    def network(self, x_2, training=False):
+    def network(self, inputs, training=False):
+        x_2, = inputs
         return self.linear((x_2,))
 
 
@@ -182,11 +183,7 @@ model = LinearRegressorModel()
 model.compile(
     optimizer=tf.keras.optimizers.Ftrl(learning_rate=0.2),
     loss=tf.keras.losses.MeanSquaredError(),
-    metrics=[
-        tf.keras.metrics.MeanSquaredError(name="average_loss"),
-        LabelMean(name="label/mean"),
-        PredictionMean(name="prediction/mean"),
-    ])
+    metrics=head_metrics("regression"))
 model.fit(train_input_fn().map(model.preprocess))
 print(model.evaluate(eval_input_fn().map(model.preprocess), return_dict=True))
 ''',

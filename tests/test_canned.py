@@ -114,7 +114,7 @@ def test_heads_n_classes_vocabulary_and_weights(rules):
     # The base class (CannedModel) looks the labels up and reads the weights.
     assert ("super().__init__(\"multi_class\", units=4, label_vocabulary=['a', 'b', 'c', 'd'], "
             "weight_column=\"w\")") in text, text
-    assert "weighted_metrics=[" in text and "SparseCategoricalAccuracy" in text
+    assert 'weighted_metrics=head_metrics("multi_class")' in text
 
 
 def test_dnn_layers_activation_dropout_and_batch_norm(rules):

@@ -43,12 +43,36 @@ def findings(result, kind=None):
     return [f"{f.code} {f.message}" for f in result.findings if kind is None or f.kind == kind]
 
 
+class _Named:
+    """Stands for TensorFlow and the metric classes: a metric made is its name."""
+
+    def __getattr__(self, attribute):
+        return self
+
+    def __call__(self, *args, name=None, **kwargs):
+        return name
+
+
+def _names(metric: ast.expr) -> list[str]:
+    """The names of the metrics ``metric`` makes: one metric, or the head's (the helper)."""
+    from estimator2keras import _helpers
+
+    if isinstance(metric, ast.Starred):
+        namespace = {name: _Named() for name in ("tf", *_helpers.catalogue())}
+        exec(_helpers.catalogue()["head_metrics"].code, namespace)
+        call = metric.value
+        return namespace["head_metrics"](*(ast.literal_eval(a) for a in call.args),
+                                         **{k.arg: ast.literal_eval(k.value) for k in call.keywords})
+    return [next(k.value.value for k in metric.keywords if k.arg == "name")]
+
+
 def keras_keys(new: str) -> set[str]:
     """The names of compile()'s metrics, and the loss: the keys of model.evaluate(return_dict=True)."""
     tree = ast.parse(new)
     call = next(n for n in ast.walk(tree) if isinstance(n, ast.Call) and ast.unparse(n.func).endswith(".compile"))
     metrics = next(k.value for k in call.keywords if k.arg in ("metrics", "weighted_metrics"))
-    return {"loss", *(next(k.value.value for k in m.keywords if k.arg == "name") for m in metrics.elts)}
+    elements = [ast.Starred(metrics)] if isinstance(metrics, ast.Call) else metrics.elts
+    return {"loss", *(name for m in elements for name in _names(m))}
 
 
 HEAD_KEYS = {

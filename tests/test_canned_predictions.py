@@ -80,7 +80,7 @@ def _classes(source: str) -> tuple[str, str]:
     model's name."""
     tree = ast.parse(source)
     classes = [node for node in tree.body if isinstance(node, (ast.ClassDef, ast.FunctionDef))]
-    model = next(c.name for c in classes if c.name.endswith("Model") and c.name != "LinearModel")
+    model = next(c.name for c in classes if c.name.endswith("Model") and c.name not in _helpers.catalogue())
     return "\n\n".join(ast.get_source_segment(source, c) for c in classes), model
 
 

@@ -165,7 +165,7 @@ def test_a_canned_factory_given_its_run_config_by_another_module(tmp_path):
     assert main(["rewrite", str(tmp_path)]) == 1  # files were converted
     model = (tmp_path / "trainer" / "model.py").read_text()
     task = (tmp_path / "trainer" / "task.py").read_text()
-    assert "\nclass LinearClassifierModel(" in model and "LinearModel,\n" in model.split("from trainer.e2k_helpers import")[1]
+    assert "\nclass LinearClassifierModel(" in model and "LinearModel\n" in model.split("from trainer.e2k_helpers import")[1]
     assert "\nclass LinearModel(" in (tmp_path / "trainer" / "e2k_helpers.py").read_text()
     assert "def build_estimator():" in model and "LinearModel" not in task and "LinearClassifierModel" not in task
     assert "tf.estimator." not in model + task
