@@ -247,7 +247,8 @@ def extract(module: cst.Module, path: str, source: str | None = None) -> tuple[c
             dropped_before = True
             continue
         if dropped_before:
-            statement = _spaced(statement)
+            statement = _spaced(statement, after_definition=bool(body) and isinstance(
+                body[-1], (cst.ClassDef, cst.FunctionDef)))
             dropped_before = False
         body.append(statement)
     module = module.with_changes(body=body)
@@ -276,12 +277,13 @@ def _closure(keys: set[str], known: dict[str, Helper]) -> set[str]:
     return done
 
 
-def _spaced(statement: cst.BaseStatement) -> cst.BaseStatement:
-    """A statement after removed definitions: the blank lines above a definition as PEP 8 has them."""
+def _spaced(statement: cst.BaseStatement, after_definition: bool = False) -> cst.BaseStatement:
+    """A statement after removed definitions: the blank lines above it as PEP 8 has them (two
+    above a definition, or after one)."""
     lines = list(statement.leading_lines)
     while lines and lines[0].comment is None and not lines[0].whitespace.value.strip():
         lines.pop(0)
-    blank = 2 if isinstance(statement, (cst.ClassDef, cst.FunctionDef)) else 1
+    blank = 2 if after_definition or isinstance(statement, (cst.ClassDef, cst.FunctionDef)) else 1
     return statement.with_changes(leading_lines=[cst.EmptyLine()] * blank + lines)
 
 

@@ -507,6 +507,9 @@ def callbacks_arg(plan: "ConversionPlan", hooks: Hooks | None, training: bool) -
     if not training and plan.checkpoints is not None:
         own.insert(0, cst.Name(plan.checkpoints))  # restores model_dir before an evaluation or prediction
     shared = plan.callbacks_name() if training else None
+    if training and plan.callbacks_inline():
+        listed = {_emit.code(c) for c in own}
+        own = [*(c.deep_clone() for c in plan.fit_callbacks if _emit.code(c) not in listed), *own]
     if len(own) == 1 and isinstance(own[0], cst.StarredElement):  # the list a function returns (E2K406)
         if not shared:
             return _emit.keyword_arg("callbacks", own[0].value)

@@ -2281,9 +2281,15 @@ class ConversionPlan:
             return self.input_params[mode]
         return self.unit.arg_value("params")
 
+    def callbacks_inline(self) -> bool:
+        """The ``fit_callbacks`` are names (``checkpoints``): each ``fit`` lists them itself,
+        with no variable holding the list (a callback made by a call is made once, in it)."""
+        return bool(self.fit_callbacks) and all(isinstance(c, cst.Name) for c in self.fit_callbacks)
+
     def callbacks_name(self) -> str | None:
-        """The variable holding the unit's ``fit_callbacks`` (None when there are none)."""
-        if not self.fit_callbacks:
+        """The variable holding the unit's ``fit_callbacks`` (None when there are none, or
+        when each ``fit`` lists them)."""
+        if not self.fit_callbacks or self.callbacks_inline():
             return None
         if self.callbacks_var is None:
             self.callbacks_var = self.unique_name("callbacks")
@@ -2655,7 +2661,7 @@ class ConversionPlan:
             block = _emit.statement("with {s}.scope():\n    pass", s=self.scope_strategy)
             build = [block.with_changes(body=cst.IndentedBlock(body=build))]
         after = list(self.after_build)
-        if self.fit_callbacks:
+        if self.fit_callbacks and not self.callbacks_inline():
             listed = _emit.vertical_list(self.fit_callbacks) if len(self.fit_callbacks) > 1 else cst.List(
                 [cst.Element(self.fit_callbacks[0])])
             after.append(_emit.statement("{n} = {v}", n=self.callbacks_var, v=listed))

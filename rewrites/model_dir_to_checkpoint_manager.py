@@ -122,11 +122,10 @@ def build_model():
 
 model = build_model()
 checkpoints = ModelDirCheckpoints(model, "/tmp/model", max_to_keep=3, save_steps=100)
-callbacks = [checkpoints]
 # max_steps counts from global step 0, as in the Estimator: train only the steps left.
 steps_left = 1000 - checkpoints.global_step()
 if steps_left > 0:
-    model.fit(input_fn(), steps_per_epoch=steps_left, callbacks=callbacks)
+    model.fit(input_fn(), steps_per_epoch=steps_left, callbacks=[checkpoints])
 ''',
         ),
     ]

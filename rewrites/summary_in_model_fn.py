@@ -79,8 +79,7 @@ def build_model():
 
 model = build_model()
 checkpoints = ModelDirCheckpoints(model, "/tmp/run", save_secs=600)
-callbacks = [checkpoints]
-model.fit(input_fn(), callbacks=callbacks)
+model.fit(input_fn(), callbacks=[checkpoints])
 ''',
             findings=("E2K404",),
         ),

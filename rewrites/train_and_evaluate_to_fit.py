@@ -224,11 +224,10 @@ def serving_input_fn(features):
 
 model = build_model()
 checkpoints = ModelDirCheckpoints(model, "/tmp/model", save_secs=600)
-callbacks = [checkpoints]
 # max_steps counts from global step 0, as in the Estimator: train only the steps left.
 steps_left = 4 - checkpoints.global_step()
 if steps_left > 0:
-    model.fit(input_fn(), steps_per_epoch=steps_left, callbacks=callbacks)
+    model.fit(input_fn(), steps_per_epoch=steps_left, callbacks=[checkpoints])
 metrics = model.evaluate(input_fn(), callbacks=[checkpoints], return_dict=True)
 export_path = os.fsencode(os.path.join("/tmp/model", "export", "serving", str(int(time.time()))))
 tf.saved_model.save(model, export_path, signatures={"serving_default": serving_input_fn})
@@ -300,7 +299,6 @@ def build_model():
 model_dir = tempfile.mkdtemp()
 model = build_model()
 checkpoints = ModelDirCheckpoints(model, model_dir, save_steps=5)
-callbacks = [checkpoints]
 
 
 # The serving signature the Estimator exported: one input per feature, predictions out.
@@ -320,7 +318,7 @@ model.fit(
     initial_epoch=checkpoints.global_step() // 5,
     steps_per_epoch=5,
     validation_data=input_fn().take(1),
-    callbacks=callbacks + [best_exporter])
+    callbacks=[checkpoints, best_exporter])
 model.evaluate(input_fn(), steps=1, callbacks=[checkpoints])
 ''',
         ),

@@ -57,9 +57,9 @@ def test_a_statement_the_branches_convert_differently_is_written_under_their_tes
     assert textwrap.indent(textwrap.dedent('''\
         if steps_left > 0:
             if args.use_tpu:
-                model.fit(input_fn(params={**params, "batch_size": 32}), steps_per_epoch=steps_left, callbacks=callbacks)
+                model.fit(input_fn(params={**params, "batch_size": 32}), steps_per_epoch=steps_left, callbacks=[checkpoints])
             else:
-                model.fit(input_fn(params=params), steps_per_epoch=steps_left, callbacks=callbacks)
+                model.fit(input_fn(params=params), steps_per_epoch=steps_left, callbacks=[checkpoints])
     '''), "    ") in body, body
 
 

@@ -58,10 +58,10 @@ def test_each_branch_runconfig_builds_the_model_under_the_if_test(rules):
             with strategy.scope():
                 model = build_model()
     '''), "    ") in body, body
-    # Each branch's checkpoint settings, the callbacks list and the training written once.
+    # Each branch's checkpoint settings; the training, with them, written once.
     assert "ModelDirCheckpoints(model, args.model_dir, save_steps=5)" in body, body
     assert "ModelDirCheckpoints(model, args.model_dir, save_secs=600)" in body, body
-    assert body.count("callbacks = [checkpoints]") == 1 and body.count("model.fit(") == 1, body
+    assert body.count("callbacks=[checkpoints]") == 1 and body.count("model.fit(") == 1, body
 
 
 @pytest.mark.parametrize("rebind", [

@@ -151,7 +151,7 @@ def test_a_function_of_the_module_returning_lists_of_hooks_returns_the_callbacks
 def test_the_function_s_callbacks_are_added_to_the_call_s_own():
     result, messages = local("return [tf.compat.v1.train.NanTensorHook(None)]", model_dir=', model_dir="/tmp/m"')
     assert result.status == "converted", messages
-    assert "callbacks=callbacks + get_train_hooks(10))" in result.new.decode()
+    assert "callbacks=[checkpoints, *get_train_hooks(10)])" in result.new.decode()
 
 
 def test_a_function_called_elsewhere_too_is_refused():

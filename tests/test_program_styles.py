@@ -50,7 +50,7 @@ def test_factory_binding_its_estimator_in_each_branch_then_returning_it(rules):
     assert new.count("return model") == 1 and new.count("        model = ") == 3  # each branch builds it
     assert "model = build_estimator(model_dir, model_type)" in new
     assert "checkpoints = ModelDirCheckpoints(model, model_dir" in new
-    assert "model.fit(input_fn().map(model.preprocess), steps_per_epoch=2, callbacks=callbacks)" in new
+    assert "model.fit(input_fn().map(model.preprocess), steps_per_epoch=2, callbacks=[checkpoints])" in new
     assert "feature_column" not in new and "tf.estimator." not in new
 
 
@@ -764,7 +764,7 @@ def test_tpu_or_estimator_branches_whose_input_fn_ignores_the_batch_size_tpu_add
         result, new = convert(rules, program)
         assert not any("convert this code differently" in f.message for f in result.findings), \
             [f.format() for f in result.findings]
-        assert "model.fit(train_input_fn(params=params)" in new, new
+        assert "train_input_fn(params=params), steps_per_epoch=steps_left" in new, new
         assert "TPUEstimator" not in new and "tf.estimator" not in new, new
     # An input_fn reading the batch size TPUEstimator sets gets it from the TPU branch only:
     # the call is written for each branch under the branches' test (test_branch_join).
