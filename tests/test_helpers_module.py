@@ -131,6 +131,16 @@ def test_helpers_that_build_on_others_bring_them():
     assert text.index("class LabelMean(") < text.index("class AccuracyBaseline(")
 
 
+def test_what_follows_a_helper_taken_out_is_spaced_as_pep8_has_it():
+    label_mean = _helpers.catalogue()["LabelMean"].code
+    source = (f"import tensorflow as tf\n\n\nclass Model(tf.keras.Model):\n    pass\n\n{label_mean}"
+              "\nMETRIC = LabelMean\n")
+    module, helpers = _helpers.extract(cst.parse_module(source), "program.py")
+    assert set(helpers) == {"LabelMean"}
+    # After the class that stays: two blank lines, not the one a statement gets elsewhere.
+    assert "class Model(tf.keras.Model):\n    pass\n\n\nMETRIC = LabelMean\n" in module.code, module.code
+
+
 def test_the_module_is_known_whichever_version_wrote_it():
     assert _helpers.is_ours(_helpers.render({"LabelMean": _helpers.catalogue()["LabelMean"].code}))
     older = '"""Another first line.\n\ne2k (estimator2keras) wrote this\nmodule when it converted..."""\n'
