@@ -1,19 +1,23 @@
 """Canned Estimators (DNN, linear, wide & deep) as Keras models with the same math.
 
 The conversion reads the Estimator's arguments and its feature columns (``_feature_columns``)
-and emits one ``tf.keras.Model`` subclass:
+and emits one Keras model class, a subclass of the ``CannedModel`` helper (``WideDeepModel``
+where a linear model has its own optimizer), which holds what every canned model does alike
+(``preprocess`` mapped over every dataset the program feeds the model, the head's labels,
+weights and predictions, a served model's raw features preprocessed first). The class holds
+what is its own:
 
-- ``preprocess(features, labels=None)`` does what the feature columns did to the raw
-  features (lookups, hashing, crossing, bucketing, normalizer functions) and is mapped over
-  every dataset the program feeds the model (``input_fn().map(model.preprocess)``): Keras 3
-  cannot distribute a dataset of strings under ``MirroredStrategy``, and preprocessing in
-  ``tf.data`` is what TensorFlow's guide recommends anyway;
-- ``call(inputs, training=False)`` is the network: one-hot and embedded categorical
+- ``features(features)`` does what the feature columns did to the raw features (lookups,
+  hashing, crossing, bucketing, normalizer functions), in ``tf.data``
+  (``input_fn().map(model.preprocess)``): Keras 3 cannot distribute a dataset of strings
+  under ``MirroredStrategy``, and preprocessing in ``tf.data`` is what TensorFlow's guide
+  recommends anyway;
+- ``network(inputs, training=False)`` is the network: one-hot and embedded categorical
   columns, the hidden layers (dropout, batch normalization), the logits, and a linear
-  model with one weight matrix per column. Called on a dict of raw features (a served
-  model), it preprocesses them first;
-- the head becomes ``compile``'s loss and metrics: TF1 (``tf.compat.v1.estimator.*``) canned
-  heads *sum* the loss over the batch (``reduction="sum"``), TF2 ones average it.
+  model with one weight matrix per column;
+- the head becomes ``compile``'s loss and metrics (the ``head_metrics`` helper): TF1
+  (``tf.compat.v1.estimator.*``) canned heads *sum* the loss over the batch
+  (``reduction="sum"``), TF2 ones average it.
 
 Variables are created in the Estimator's order (DNN inputs sorted by column name, hidden
 layers, logits, then the linear model's weights sorted by column name and its bias), so
@@ -901,15 +905,16 @@ class ModelWriter:
                 ("label/mean", "label_mean", 'LabelMean(name="label/mean")'),
                 ("prediction/mean", "prediction_mean", 'PredictionMean(name="prediction/mean")')]
 
-    def metrics(self) -> list[str]:
-        return [code for _, _, code in self.head_metrics()]
+    @property
+    def head_name(self) -> str:
+        """The head as the helpers name it: "binary", "multi_class" or "regression"."""
+        return {"binary": "binary", "multi": "multi_class", "regression": "regression"}[self.c.head]
 
     def metrics_code(self) -> str:
         """The head's metrics as code: the helper's list (HEAD_METRICS_LIST), then those
         add_metrics added."""
-        head = {"binary": "binary", "multi": "multi_class", "regression": "regression"}[self.c.head]
         compat_v1 = ", compat_v1=True" if self.c.v1 and self.c.head == "binary" else ""
-        listed = f'{self.head_metrics_list}("{head}"{compat_v1})'
+        listed = f'{self.head_metrics_list}("{self.head_name}"{compat_v1})'
         if not self.added:
             return listed
         return f"[*{listed}, {', '.join(code for _, _, code in self.added)}]"
@@ -998,8 +1003,7 @@ class ModelWriter:
     def base_args(self) -> str:
         """The base class's arguments: the head, the logits' width, the labels' vocabulary, the
         weight column, and (wide & deep) whether the loss is a mean."""
-        head = {"binary": "binary", "multi": "multi_class", "regression": "regression"}[self.c.head]
-        args = [f'"{head}"']
+        args = [f'"{self.head_name}"']
         if self.c.units != "1":
             args.append(f"units={self.c.units}")
         if self.c.label_vocabulary is not None:

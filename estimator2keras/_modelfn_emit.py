@@ -96,9 +96,11 @@ class _KerasWriter:
                 model = _emit.statement("model = {tf}.keras.Sequential({layers})", tf=self.tf, layers=layers)
         else:
             klass, class_arguments = self.model_class(class_name, forward, output, prediction)
-            statements.append(klass)
+            # The model_fn's docstring describes the model: the class's, not its builder's.
+            statements.append(_with_docstring(klass, self.fn))
             model = _emit.statement(f"model = {class_name}({', '.join(class_arguments)})")
-        builder, arguments = self.builder(name, model, builder_defs, optimizer, loss, metrics)
+        builder, arguments = self.builder(name, model, builder_defs, optimizer, loss, metrics,
+                                          docstring=direct is not None or sequential is not None)
         statements.append(builder)
         statements[:0] = self.definitions
         statements = self.carry_comments(statements, forward if sequential is not None else [])
@@ -412,10 +414,7 @@ class _KerasWriter:
         init = [_emit.code(params[name]).strip().rstrip(",").strip() for name in block.config]
         klass, _ = self.model_class(block.class_name, forward, output, None, base=f"{self.tf}.keras.layers.Layer",
                                     inputs=block.input, init_params=init)
-        doc = _docstring(block.fn)
-        if doc is not None:
-            klass = klass.with_changes(body=klass.body.with_changes(body=[doc, *klass.body.body]))
-        return klass.with_changes(leading_lines=[])
+        return _with_docstring(klass, block.fn).with_changes(leading_lines=[])
 
     def model_class(self, class_name: str, forward: list[_Def], output, prediction, base: str | None = None,
                     inputs: str = "features", init_params: list[str] | None = None):
@@ -796,9 +795,11 @@ class _KerasWriter:
         """Code for __init__ (a loop's iterable): TF2 names; `params` is the argument there."""
         return _emit.replace_in(node, dict(tf2_respellings(self.ctx, node, self.tf)))
 
-    def builder(self, name, model, builder_defs, optimizer, loss: LossConversion, metrics):
+    def builder(self, name, model, builder_defs, optimizer, loss: LossConversion, metrics, docstring=True):
+        """The function building and compiling the model; the model_fn's docstring is its
+        where no class of the model holds it."""
         body: list[cst.BaseStatement] = []
-        doc = _docstring(self.fn)
+        doc = _docstring(self.fn) if docstring else None
         if doc is not None:
             body.append(doc)
         body.append(model)
@@ -1199,6 +1200,16 @@ def _function(name: str, params: str, body: list[cst.BaseStatement], blank_befor
     fn = _emit.statement(f"def {name}({params}):\n    pass")
     fn = fn.with_changes(body=cst.IndentedBlock(body=body))
     return fn.with_changes(leading_lines=[_emit.blank_line()]) if blank_before else fn
+
+
+def _with_docstring(klass: cst.ClassDef, fn: cst.FunctionDef) -> cst.ClassDef:
+    """``klass`` with the docstring of the function it was made from, a blank line after it."""
+    doc = _docstring(fn)
+    if doc is None:
+        return klass
+    methods = list(klass.body.body)
+    methods[0] = methods[0].with_changes(leading_lines=[_emit.blank_line(), *methods[0].leading_lines])
+    return klass.with_changes(body=klass.body.with_changes(body=[doc, *methods]))
 
 
 def _docstring(fn: cst.FunctionDef) -> cst.BaseStatement | None:
