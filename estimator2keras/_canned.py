@@ -758,7 +758,7 @@ class ModelWriter:
         unpack = f"{', '.join(self.inputs)}{',' if len(self.inputs) == 1 else ''} = inputs"
         lines = [unpack] if len(unpack) + 8 <= MAX_LINE else _packed("(", self.inputs, ") = inputs")
         ids = [c.var for c in self.needed_inputs() if c.is_categorical and c.kind != "weighted"]
-        if ids:
+        if ids and self.ctx.rules.target == "tensorflow":  # (JAX takes the ids as int32, always)
             names = ", ".join(ids)
             lines.append("# Ids come as floats when Keras 3 first traces the model (on the replicas' mean batch).")
             cast = f"{names} = ({self.tf}.cast(ids, {self.tf}.int64) for ids in ({names}))"

@@ -11,6 +11,7 @@ select = ["E2K"]                   # codes or prefixes; default: every rule
 ignore = ["E2K400"]
 rules = ["team_e2k_rules"]         # extra rule modules (pkg.module or pkg.module:Rule)
 exclude = ["third_party/", "*_pb2.py"]
+target = "jax"                     # Keras 3 with keras.distribution; default "tensorflow"
 
 [[tool.e2k.overrides]]             # later overrides win
 paths = ["experiments/*"]
@@ -30,10 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from estimator2keras._registry import RuleLoadError, RuleSet
+from estimator2keras._registry import TARGETS, RuleLoadError, RuleSet
 
 CONFIG_FILE = "pyproject.toml"
-TOP_LEVEL_KEYS = ("select", "ignore", "rules", "exclude", "overrides")
+TOP_LEVEL_KEYS = ("select", "ignore", "rules", "exclude", "overrides", "target")
 OVERRIDE_KEYS = ("paths", "select", "ignore")
 
 
@@ -59,6 +60,7 @@ class Config:
     rules: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     overrides: tuple[Override, ...] = ()
+    target: str | None = None
 
     def relative(self, file: Path) -> str | None:
         try:
@@ -77,6 +79,7 @@ class RuleSettings:
     ignore: tuple[str, ...] = ()
     #: Directories (of config files) where rule modules named in the config may also live.
     search_path: tuple[str, ...] = ()
+    target: str = "tensorflow"
 
     def load(self) -> RuleSet:
         return _load_rule_set(self)
@@ -87,7 +90,7 @@ def _load_rule_set(settings: RuleSettings) -> RuleSet:
     for directory in settings.search_path:
         if directory not in sys.path:
             sys.path.append(directory)  # after installed packages: those win
-    return RuleSet.load(settings.rules, settings.select, settings.ignore)
+    return RuleSet.load(settings.rules, settings.select, settings.ignore, settings.target)
 
 
 def _matches(relative: str, patterns: Sequence[str]) -> bool:
@@ -147,7 +150,11 @@ def load_config(pyproject: Path) -> Config | None:
                 ignore=_codes(raw["ignore"], f"{here} ignore") if "ignore" in raw else None,
             )
         )
+    target = table.get("target")
+    if target is not None and target not in TARGETS:
+        raise ConfigError(f"{where} target: {target!r} is not one of {', '.join(TARGETS)}")
     return Config(
+        target=target,
         path=pyproject,
         root=pyproject.parent.resolve(),
         select=_codes(table.get("select", []), f"{where} select"),
@@ -165,6 +172,7 @@ class CommandLine:
     rules: Sequence[str] = ()
     select: Sequence[str] = ()
     ignore: Sequence[str] = ()
+    target: str | None = None
 
 
 @dataclass
@@ -225,7 +233,8 @@ class Resolver:
                         config_ignore = override.ignore if override.ignore is not None else config_ignore
             select = select or config_select
             ignore = ignore or config_ignore
-        return RuleSettings(base.rules, select, ignore, base.search_path)
+        target = self.cli.target or (config.target if config is not None else None) or "tensorflow"
+        return RuleSettings(base.rules, select, ignore, base.search_path, target)
 
     def _validate(self, config: Config) -> None:
         """Load the configured rule modules and check every configured code against them."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from estimator2keras import _helpers, _leftovers, _wrap
+from estimator2keras import _emit, _helpers, _leftovers, _wrap
 from estimator2keras._context import Finding, RewriteContext, parse_shared
 from estimator2keras._names import api_path_of_qualified
 from estimator2keras._notes import drop_repeated_notes, notes_to_header
@@ -267,8 +267,15 @@ class Job:
                     if helpers:
                         module = _helpers.without_unused_imports(module, source)
                         new = module.bytes
+                if self.rules.target != "tensorflow":
+                    module, helpers = self.retarget(module, helpers, limit)
+                    new = module.bytes
                 new, limit = _wrapped(new, source, path, module.encoding)
                 cst.parse_module(new)  # every output parses, or the file is left alone
+                if self.rules.target != "tensorflow":
+                    ctx.findings.extend(_target_findings(path, new.decode(module.encoding, errors="replace")))
+                    ctx.findings.append(Finding(path, 1, 1, "E2K700", "written for Keras 3 on JAX (keras.distribution, "
+                                                "keras.ops in the model)", "fixed"))
         except Exception as exc:
             return _error(path, source, 1, 1, RULE_FAILED, f"the rewritten file would not parse: {exc}")
 
@@ -280,6 +287,56 @@ class Job:
         if self.requested:
             result.program_honoured = ctx.program_honoured
         return _finish(result, self.rules, self.screening.tree, ctx.suppressions, ctx.suppressed)
+
+
+    def retarget(self, module: cst.Module, helpers: dict[str, str], limit: int) -> tuple[cst.Module, dict[str, str]]:
+        """The converted ``module`` and its ``helpers`` for the run's target (``targets``):
+        what has no form there is marked in the module (``_target_findings`` reports it)."""
+        from estimator2keras.targets import jax
+
+        if self.path.endswith(".ipynb"):
+            statement = module.body[0] if module.body else None
+            if statement is not None:
+                mark = cst.EmptyLine(comment=cst.Comment(
+                    f"# e2k: {jax.CODE} a notebook converts for the TensorFlow target only (--target tensorflow)"))
+                module = module.with_changes(body=[statement.with_changes(
+                    leading_lines=[*statement.leading_lines, mark]), *module.body[1:]])
+            return module, helpers
+        retargeted = jax.retarget(module, limit)
+        helpers, refused = jax.helpers(helpers)
+        module = retargeted.module
+        if refused:
+            module = _mark_helper_import(module, refused, jax.CODE)
+        return module, helpers
+
+
+def _mark_helper_import(module: cst.Module, refused: list[tuple[str, str]], code: str) -> cst.Module:
+    """The import of the helpers module, marked with each helper that has no form for the
+    target (``# e2k: CODE the helper `X` has no JAX form: why``)."""
+    body = list(module.body)
+    for index, statement in enumerate(body):
+        small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) else None
+        if isinstance(small, cst.ImportFrom) and small.module is not None \
+                and _helpers.MODULE in _emit.code(small.module):
+            marks = [cst.EmptyLine(comment=cst.Comment(f"# e2k: {code} the helper `{key}` has no JAX form: {why}"))
+                     for key, why in refused]
+            body[index] = statement.with_changes(leading_lines=[*statement.leading_lines, *marks])
+            return module.with_changes(body=body)
+    return module
+
+
+def _target_findings(path: str, text: str) -> list[Finding]:
+    """A finding for each mark the target's pass left (``# e2k: E2K701 why`` above what it marks)."""
+    from estimator2keras.targets.jax import CODE
+
+    prefix = f"# e2k: {CODE} "
+    findings = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if stripped.startswith(prefix):
+            findings.append(Finding(path, number + 1, len(line) - len(line.lstrip()) + 1, CODE,
+                                    stripped[len(prefix):], "manual"))
+    return findings
 
 
 def _wrapped(new: bytes, source: bytes, path: str, encoding: str) -> tuple[bytes, int]:

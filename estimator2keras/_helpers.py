@@ -342,7 +342,7 @@ def without_unused_imports(module: cst.Module, original: bytes) -> cst.Module:
 
 
 # -- the module -------------------------------------------------------------------------------
-_MODULES = {"tf": "import tensorflow as tf", "np": "import numpy as np",
+_MODULES = {"tf": "import tensorflow as tf", "np": "import numpy as np", "keras": "import keras",
             "saved_model_pb2": "from tensorflow.core.protobuf import saved_model_pb2"}
 
 

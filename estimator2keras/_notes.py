@@ -110,17 +110,24 @@ def notes_to_header(module: cst.Module, source: bytes, notes: dict[str, str], li
     gathered = module.visit(gather)
     if not gather.found:
         return module
-    body = list(gathered.body)
-    docstring = _is_docstring(body[0])
-    if docstring and len(body) == 1:
-        return module
-    lines = list(body[1].leading_lines if docstring else gathered.header)
+    return with_header(gathered, lambda items: items + [note for note in gather.found if note not in items],
+                       limit) or module
+
+
+def with_header(module: cst.Module, update, limit: int) -> cst.Module | None:
+    """``module`` with its header listing ``update(notes)`` (the (text, code) pairs it lists,
+    none where it has no header yet); None where a module of a docstring alone has no place
+    for one."""
+    body = list(module.body)
+    docstring = bool(body) and _is_docstring(body[0])
+    if not body or docstring and len(body) == 1:
+        return None
+    lines = list(body[1].leading_lines if docstring else module.header)
     start, end, items = _header_at(lines)
     if start is None:
         start = end = _header_place(lines)
-    items += [note for note in gather.found if note not in items]
     header = [cst.EmptyLine(comment=cst.Comment(HEADER))]
-    for text, code in items:
+    for text, code in update(items):
         wrapped = textwrap.wrap(f"{code} {text}", max(limit - 4, 40), break_long_words=False,
                                 break_on_hyphens=False)
         header += [cst.EmptyLine(comment=cst.Comment(("# - " if i == 0 else "#   ") + part))
@@ -132,8 +139,8 @@ def notes_to_header(module: cst.Module, source: bytes, notes: dict[str, str], li
     lines[start:end] = header
     if docstring:
         body[1] = body[1].with_changes(leading_lines=lines)
-        return gathered.with_changes(body=body)
-    return gathered.with_changes(header=lines)
+        return module.with_changes(body=body)
+    return module.with_changes(header=lines)
 
 
 def _is_docstring(statement: cst.BaseStatement) -> bool:

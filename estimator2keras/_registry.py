@@ -21,6 +21,10 @@ ENTRY_POINT_GROUP = "estimator2keras.rewrites"
 BUILTIN_PACK = "estimator2keras.rewrites"
 
 
+#: What ``e2k rewrite --target`` may name: the Keras a conversion writes.
+TARGETS = ("tensorflow", "jax")
+
+
 class RuleLoadError(Exception):
     """A rule pack could not be imported, or its rules are malformed."""
 
@@ -88,9 +92,13 @@ class RuleSet:
     select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
     specs: tuple[str, ...] = field(default=())
+    #: What the conversion writes: Keras on TensorFlow ("tensorflow"), or Keras 3 on any
+    #: backend, distributed by keras.distribution ("jax": ``estimator2keras.targets.jax``).
+    target: str = "tensorflow"
 
     @classmethod
-    def load(cls, extra: Sequence[str] = (), select: Sequence[str] = (), ignore: Sequence[str] = ()) -> "RuleSet":
+    def load(cls, extra: Sequence[str] = (), select: Sequence[str] = (), ignore: Sequence[str] = (),
+             target: str = "tensorflow") -> "RuleSet":
         specs = [*_entry_point_packs(), *extra]
         rules: list[type[Rule]] = []
         for spec in specs:
@@ -99,7 +107,9 @@ class RuleSet:
         for pattern in [*select, *ignore]:
             if not any(code.startswith(pattern) for code in by_code):
                 raise RuleLoadError(f"no rule has a code matching {pattern!r} (see `e2k rules`)")
-        return cls(dict(sorted(by_code.items())), tuple(select), tuple(ignore), tuple(specs))
+        if target not in TARGETS:
+            raise RuleLoadError(f"unknown target {target!r} (known: {', '.join(TARGETS)})")
+        return cls(dict(sorted(by_code.items())), tuple(select), tuple(ignore), tuple(specs), target)
 
     def enabled(self, code: str) -> bool:
         if self.select and not _matches(code, self.select):

@@ -47,6 +47,8 @@ class Case:
     after: str | None = None
     findings: tuple[str, ...] = ()
     id: str | None = None
+    #: The target the case converts for (``e2k rewrite --target``).
+    target: str = "tensorflow"
 
     @property
     def changes(self) -> bool:

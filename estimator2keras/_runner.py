@@ -37,6 +37,8 @@ class RewriteOptions:
     excludes: Sequence[str] = ()
     #: Ignore pyproject.toml configuration ([tool.e2k]).
     isolated: bool = False
+    #: "tensorflow" or "jax" (``--target``); None: the configuration's, else TensorFlow.
+    target: str | None = None
 
 
 @dataclass
@@ -248,7 +250,8 @@ def run(
     false. Each file's rules come from its nearest ``[tool.e2k]`` configuration and the
     options. ``on_start`` gets the number of files, ``on_result`` each file's result as soon
     as it is done (for progress)."""
-    resolver = Resolver(CommandLine(options.extra_rules, options.select, options.ignore), options.isolated)
+    resolver = Resolver(CommandLine(options.extra_rules, options.select, options.ignore, options.target),
+                        options.isolated)
     found = discover(paths, options.excludes)
     if options.out_dir is not None:
         # Two inputs mirrored to the same place (`e2k rewrite pkg_a pkg_b --out DIR`, both with

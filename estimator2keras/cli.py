@@ -47,6 +47,9 @@ def _add_rewrite(sub) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no summary line and no progress bar (for hooks)")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colour the human output (default: auto)")
     p.add_argument("--isolated", action="store_true", help="ignore [tool.e2k] configuration in pyproject.toml files")
+    p.add_argument("--target", choices=["tensorflow", "jax"], default=None,
+                   help="the Keras to write: on TensorFlow with tf.distribute (default), or Keras 3 on JAX "
+                        "with keras.distribution")
     p.set_defaults(handler=_rewrite)
 
 
@@ -82,6 +85,7 @@ def _rewrite(args: argparse.Namespace) -> int:
         ignore=args.ignore,
         excludes=args.exclude,
         isolated=args.isolated,
+        target=args.target,
     )
     progress = Progress(sys.stderr, enabled=not args.quiet)
     try:

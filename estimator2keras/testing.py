@@ -72,8 +72,12 @@ def check_case(rule: type[Rule], case: Case, rules: RuleSet | None = None) -> No
 
 
 def _check_program_case(rule: type[Rule], case: Case, rules: RuleSet) -> None:
+    import dataclasses
+
     from estimator2keras._engine import rewrite_source
 
+    if case.target != rules.target:
+        rules = dataclasses.replace(rules, target=case.target)
     result = rewrite_source(case.before.encode(), "case.py", rules)
     expected = case.after if case.after is not None else case.before
     if result.status == "error":

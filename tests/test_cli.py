@@ -118,7 +118,7 @@ def test_parallel_and_serial_runs_agree(tree, tmp_path_factory):
     [
         (["rewrite", "no/such/path.py"], "no/such/path.py: no such file or directory"),
         (["rewrite", "-j", "0", "."], "-j/--jobs must be at least 1"),
-        (["rewrite", "--select", "E2K7", "."], "no rule has a code matching 'E2K7'"),
+        (["rewrite", "--select", "E2K8", "."], "no rule has a code matching 'E2K8'"),
         (["rewrite", "--rules", "no_such_module", "."], "cannot import rule module 'no_such_module'"),
         (["rewrite", "--out", "x", "--check", "."], "cannot be combined"),
         (["explain", "E2K777"], "no rule 'E2K777'"),

@@ -12,6 +12,7 @@ Read the diff (git diff rewrites/) before committing it: the cases are the rules
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import sys
 from pathlib import Path
@@ -70,7 +71,10 @@ def run(codes: list[str]) -> None:
         for case in rule.cases:
             if case.after is None or not is_program_case(rule, case):
                 continue
-            result = rewrite_source(case.before.encode(), "case.py", _rules_with(rule, rules))
+            run = _rules_with(rule, rules)
+            if case.target != run.target:
+                run = dataclasses.replace(run, target=case.target)
+            result = rewrite_source(case.before.encode(), "case.py", run)
             new = result.new.decode()
             if result.status != "error" and new != case.after:
                 by_file.setdefault(inspect.getsourcefile(rule), {})[case.before] = new

@@ -3,6 +3,7 @@ helpers module beside it (single files), after/ (program trees).
 
     python tools/regen_fixtures.py [CASE ...]
 
+A fixture with a jax/ directory gets its conversion for Keras 3 on JAX there (--target jax).
 tests/test_fixtures.py and tests/test_program_conversion.py then hold the code to what was
 written: read the diff (git diff fixtures/) before committing it, and run the fixtures'
 parity tests (-m slow) on what changed. docs/side-by-side.md quotes three fixtures' output:
@@ -27,13 +28,15 @@ from estimator2keras.cli import main  # noqa: E402
 FIXTURES = REPO / "fixtures"
 
 
-def single(case: Path, rules) -> None:
+def single(case: Path, rules, out: Path | None = None) -> None:
+    """The fixture's after.py (and its helpers module), or in ``out`` another target's."""
+    out = out or case
     result = rewrite_source((case / "before.py").read_bytes(), f"{case.name}/before.py", rules)
     if result.status != "converted":
         print(f"{case.name}: {result.status}", *(f.format() for f in result.findings), sep="\n  ")
         return
-    (case / "after.py").write_bytes(result.new)
-    module = case / f"{_helpers.MODULE}.py"
+    (out / "after.py").write_bytes(result.new)
+    module = out / f"{_helpers.MODULE}.py"
     if result.helpers:
         module.write_text(_helpers.render(result.helpers, result.indent, limit=result.limit))
     elif module.exists():
@@ -73,11 +76,14 @@ def side_by_side(page: Path) -> None:
 
 def run(names: list[str]) -> None:
     rules = RuleSet.load()
+    jax = RuleSet.load(target="jax")
     for case in sorted(p for p in FIXTURES.iterdir() if p.is_dir()):
         if names and case.name not in names:
             continue
         if (case / "before.py").is_file():
             single(case, rules)
+            if (case / "jax").is_dir():  # the fixture's conversion for JAX too (--target jax)
+                single(case, jax, case / "jax")
         elif (case / "before").is_dir():
             package(case)
     side_by_side(REPO / "docs" / "side-by-side.md")

@@ -1,0 +1,2 @@
+"""What a conversion writes: the TensorFlow target is the converters' own output; the others
+are passes over it (``jax``)."""
