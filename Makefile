@@ -1,6 +1,7 @@
 # The two commands of the README. Everything is installed into local virtualenvs:
 #   .venv         TF 2.15.1 + tensorflow-estimator 2.15.0 (runs Estimator programs), e2k, test tools
-#   .venv-newest  the newest tensorflow-cpu (Keras 3): the migrated programs must run there too
+#   .venv-newest  the newest tensorflow-cpu (Keras 3): the migrated programs must run there too;
+#                 and JAX (CPU), which programs converted with --target jax run on
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 NEWEST := .venv-newest
@@ -16,7 +17,7 @@ $(VENV)/.installed: pyproject.toml
 $(NEWEST)/.installed:
 	$(PYTHON) -m venv $(NEWEST)
 	$(NEWEST)/bin/pip install --quiet --upgrade pip
-	$(NEWEST)/bin/pip install --quiet tensorflow-cpu
+	$(NEWEST)/bin/pip install --quiet tensorflow-cpu "jax[cpu]"
 	touch $@
 
 # Show what e2k does to TensorFlow's own multi-GPU Estimator example, then prove it trains the same.

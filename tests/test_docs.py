@@ -43,3 +43,14 @@ def test_the_side_by_side_page_shows_each_fixtures_output_as_it_is():
             if text.startswith('"""'):
                 text = text[text.index('"""', 3) + 3:].lstrip("\n")
             assert text.rstrip("\n") in page, f"docs/side-by-side.md is stale: fixtures/{case}/{name} changed"
+
+
+def test_the_jax_page_quotes_the_fixtures_output_as_it_is():
+    page = (REPO / "docs" / "jax-target.md").read_text()
+    quoted = page.split("```python\n", 1)[1].split("```", 1)[0]
+    after = (REPO / "fixtures" / "seed_mirrored_linear" / "jax" / "after.py").read_text()
+    position = 0
+    for part in quoted.split("...\n"):
+        found = after.find(part.strip("\n"), position)
+        assert found >= 0, f"docs/jax-target.md is stale: fixtures/seed_mirrored_linear/jax/after.py changed:\n{part}"
+        position = found + len(part.strip("\n"))

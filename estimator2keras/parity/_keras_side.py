@@ -5,7 +5,10 @@
 It runs the user's migrated Keras program unchanged (runpy, as `__main__`) after patching
 TensorFlow and Keras so that the run is comparable with the legacy one:
 
-* N logical CPU devices (or N GPUs) and every MirroredStrategy placed on them;
+* N logical CPU devices (or N GPUs) and every MirroredStrategy placed on them; a program for
+  Keras 3 on JAX (``backend: "jax"`` in the request, as ``--target jax`` writes it) runs on
+  JAX with N CPU devices (XLA_FLAGS), set before the program starts Keras, its
+  keras.distribution spreading the batch over them;
 * before the first `Model.fit`, the model is built (on one batch of fit's data, under the
   model's strategy scope, when the program did not build it) and the legacy side's initial
   values are copied into it, paired by creation order and shape (names as a cross-check).
@@ -74,6 +77,8 @@ class State:
         # `e2k checkpoint`: the legacy checkpoint's values are written into the model and its
         # optimizer, saved, restored, and the model's predictions read; nothing trains.
         self.checkpoint: dict | None = request.get("checkpoint")
+        #: The Keras backend the program runs on (None: TensorFlow).
+        self.backend: str | None = request.get("backend")
         self.written: dict | None = None
         self.predictions: dict | None = None
 
@@ -216,7 +221,8 @@ def _prepare_model(tf, state: State, model, x, batch_size, strict: bool = False)
     """Build the model if needed, pair its weights with the legacy variables, copy them in."""
     import numpy as np
 
-    strategy = getattr(model, "distribute_strategy", None) or tf.distribute.get_strategy()
+    strategy = _JaxDevices() if state.backend == "jax" else \
+        getattr(model, "distribute_strategy", None) or tf.distribute.get_strategy()
     if not getattr(model, "built", False) or not model.weights:
         features, x = _first_batch_features(x, batch_size)
         if features is None:
@@ -288,13 +294,37 @@ def _prepare_model(tf, state: State, model, x, batch_size, strict: bool = False)
             weight.assign(value.astype(np.dtype(str(getattr(weight.dtype, "name", weight.dtype)))))
     state.initial = _read(paired)
     state.replicas = int(strategy.num_replicas_in_sync)
-    name = type(strategy).__name__
-    state.strategy = None if name.startswith("_Default") else name  # no strategy in the program
+    name = getattr(strategy, "name", None) if isinstance(strategy, _JaxDevices) else type(strategy).__name__
+    state.strategy = None if name is None or name.startswith("_Default") else name  # no strategy in the program
     try:
         state.worker_devices = list(strategy.extended.worker_devices)
     except (AttributeError, RuntimeError):
         state.worker_devices = None
     return x
+
+
+class _JaxDevices:
+    """What the harness asks of a strategy, for a Keras 3 program on JAX: its distribution's
+    devices; the model needs no scope."""
+
+    def __init__(self):
+        import keras
+
+        distribution = keras.distribution.distribution()
+        self.devices = list(distribution.device_mesh.devices.flatten()) if distribution is not None else [None]
+        #: How the report names it: the distribution's class (``keras.distribution.DataParallel``).
+        self.name = f"keras.distribution.{type(distribution).__name__}" if distribution is not None else None
+        self.num_replicas_in_sync = len(self.devices)
+        self.extended = self
+
+    @property
+    def worker_devices(self):
+        return [str(d) for d in self.devices]
+
+    def scope(self):
+        import contextlib
+
+        return contextlib.nullcontext()
 
 
 def _read(weights):
@@ -775,6 +805,11 @@ def main(request_path: str) -> int:
     result: dict = {"side": "migrated", "status": "harness_error", "program": request["program"]}
     try:
         common.seed_python_and_numpy(request["seed"])
+        if state.backend == "jax":
+            # Before Keras (and JAX) start: the backend, and the devices the replicas are.
+            os.environ["KERAS_BACKEND"] = "jax"
+            os.environ["XLA_FLAGS"] = " ".join(
+                [os.environ.get("XLA_FLAGS", ""), f"--xla_force_host_platform_device_count={request['replicas']}"]).strip()
         try:
             import tensorflow as tf
         except ImportError as exc:
@@ -784,7 +819,12 @@ def main(request_path: str) -> int:
         result["versions"] = common.versions(tf)
         devices, kind = common.harness_devices(tf, request["replicas"])
         result["harness_devices"] = devices
-        configure_devices(tf, devices, kind)
+        if state.backend == "jax":
+            import keras
+
+            result["versions"]["backend"] = f"JAX {__import__('jax').__version__}, Keras {keras.__version__}"
+        else:
+            configure_devices(tf, devices, kind)
         tf.keras.utils.set_random_seed(request["seed"])
         common.patch_mirrored_strategy(tf, devices, state.info)
         common.patch_logical_device_configuration(tf, state.info)

@@ -71,7 +71,9 @@ def _side_line(info, legacy: bool) -> str:
     parts = []
     if versions.get("tensorflow"):
         tf = f"TF {versions['tensorflow']}"
-        if not legacy and versions.get("keras"):
+        if not legacy and versions.get("backend"):
+            tf = f"{versions['backend']} (tf.data: TF {versions['tensorflow']})"
+        elif not legacy and versions.get("keras"):
             tf += f", Keras {versions['keras']}"
         parts.append(tf)
     parts.append(f"Python {versions.get('python', '?')} ({info.python})")

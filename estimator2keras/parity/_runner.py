@@ -102,6 +102,21 @@ def child_environment(seed: int) -> dict[str, str]:
     return env
 
 
+def program_backend(path: Path) -> str | None:
+    """The Keras backend a migrated program chooses before Keras starts
+    (``os.environ.setdefault("KERAS_BACKEND", "jax")``, as ``--target jax`` writes it), else the
+    environment's; None: TensorFlow's."""
+    import re
+
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        text = ""
+    found = re.search(r"""KERAS_BACKEND["']\s*(?:\]\s*=|,)\s*["'](\w+)["']""", text)
+    backend = found.group(1) if found else os.environ.get("KERAS_BACKEND")
+    return backend if backend and backend != "tensorflow" else None
+
+
 def _launch(run: SideRun, request: dict[str, Any], env: dict[str, str]) -> subprocess.Popen:
     """Start one bootstrap in its interpreter, in its own process group."""
     run.out_dir.mkdir(parents=True, exist_ok=True)
@@ -465,6 +480,7 @@ def run_parity_many(
                 **request,
                 "legacy_variables": legacy_run.result.get("variables") or [],
                 "initial_weights": str(legacy_run.out_dir / "weights.npz"),
+                "backend": program_backend(migrated_path),
             }
             if from_checkpoint is not None:
                 from estimator2keras.checkpoint import convert_checkpoint

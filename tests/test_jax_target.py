@@ -1,0 +1,196 @@
+"""`e2k rewrite --target jax`: a converted program written for Keras 3 on JAX (targets/jax.py),
+and `e2k parity` running it on JAX against the Estimator on TF 2.15."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+import textwrap
+
+import libcst as cst
+import pytest
+
+from conftest import FIXTURES
+from estimator2keras._engine import rewrite_source
+from estimator2keras.targets import jax
+
+JAX_CASES = sorted(case.name for case in FIXTURES.iterdir() if (case / "jax" / "after.py").is_file())
+
+
+def retargeted(code: str) -> jax.Retargeted:
+    return jax.retarget(cst.parse_module(textwrap.dedent(code)), limit=99)
+
+
+def test_model_code_computes_with_keras_ops_and_tf_data_keeps_tensorflow():
+    result = retargeted('''\
+        import tensorflow as tf
+
+
+        class Model(tf.keras.Model):
+            def __init__(self):
+                super().__init__()
+                self.dense = tf.keras.layers.Dense(4, activation=tf.nn.relu)
+
+            def call(self, features, training=False):
+                x = tf.reshape(tf.cast(features["x"], tf.float32), [-1, 4])
+                x = tf.concat([x, tf.one_hot(tf.argmax(input=x, axis=1), 4)], axis=1)
+                return tf.reduce_mean(self.dense(x), axis=1, keepdims=True, name="mean")
+
+            def features(self, features):
+                return tf.strings.to_number(features["s"])
+
+
+        def input_fn():
+            return tf.data.Dataset.range(4).map(lambda x: tf.cast(x, tf.float32)).batch(2)
+        ''')
+    code = result.module.code
+    assert not result.refused
+    assert 'self.dense = keras.layers.Dense(4, activation="relu")' in code
+    assert 'x = keras.ops.reshape(keras.ops.cast(features["x"], "float32"), [-1, 4])' in code
+    assert "x = keras.ops.concatenate([x, keras.ops.one_hot(keras.ops.argmax(x, axis=1), 4)], axis=1)" in code
+    assert "return keras.ops.mean(self.dense(x), axis=1, keepdims=True)" in code  # name= has no place
+    # What runs in tf.data keeps TensorFlow, and TensorFlow's import stays for it.
+    assert 'return tf.strings.to_number(features["s"])' in code
+    assert "lambda x: tf.cast(x, tf.float32)" in code and "import tensorflow as tf" in code
+    assert code.index('os.environ.setdefault("KERAS_BACKEND", "jax")') < code.index("import keras")
+
+
+def test_a_mirrored_strategy_is_a_data_parallel_distribution_over_its_devices():
+    result = retargeted('''\
+        import tensorflow as tf
+
+        tf.config.set_logical_device_configuration(
+            tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * 2)
+
+
+        def input_fn():
+            return tf.data.Dataset.range(8).batch(4 * strategy.num_replicas_in_sync)
+
+
+        strategy = tf.distribute.MirroredStrategy(devices=["/cpu:0", "/cpu:1"])
+        with strategy.scope():
+            model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+            model.compile(optimizer="sgd", loss="mse")
+        model.fit(input_fn())
+        ''')
+    code = result.module.code
+    assert 'os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")' in code
+    assert "set_logical_device_configuration" not in code
+    assert ('strategy = keras.distribution.DataParallel(devices=["cpu:0", "cpu:1"])\n'
+            "keras.distribution.set_distribution(strategy)\n"
+            "model = keras.Sequential([keras.layers.Dense(1)])\n") in code  # built where the scope was
+    assert ".batch(4 * strategy.device_mesh.shape[0])" in code
+    assert "tf.distribute" not in code and "scope()" not in code
+
+
+def test_a_predict_step_takes_and_returns_the_models_state():
+    result = retargeted('''\
+        import tensorflow as tf
+
+
+        class Model(tf.keras.Model):
+            def predict_step(self, data):
+                features, _, _ = tf.keras.utils.unpack_x_y_sample_weight(data)
+                logits = self(features, training=False)
+                return {"classes": tf.argmax(logits, 1), "probabilities": tf.nn.softmax(logits)}
+        ''')
+    code = result.module.code
+    assert "def predict_step(self, state, data):" in code
+    assert "logits, non_trainable_variables = super().predict_step(state, data)" in code
+    assert ('return {"classes": keras.ops.argmax(logits, axis=1), "probabilities": keras.ops.softmax(logits)}, '
+            "non_trainable_variables") in code
+
+
+@pytest.mark.parametrize("statement, reason", [
+    ("return tf.one_hot(x, 4, on_value=2.0)", "tf.one_hot's argument `on_value` has no keras.ops counterpart"),
+    ("return tf.linalg.qr(x)", "tf.linalg.qr has no keras.ops counterpart"),
+])
+def test_a_tensorflow_op_with_no_keras_form_is_marked_where_it_is(statement, reason):
+    result = retargeted(f'''\
+        import tensorflow as tf
+
+
+        class Model(tf.keras.Model):
+            def call(self, x):
+                {statement}
+        ''')
+    assert result.refused == [next(r for r in result.refused if reason in r)]
+    assert f"    # e2k: {jax.CODE} {result.refused[0]}\n        {statement.split('(')[0]}" in result.module.code
+
+
+def test_tensorflow_state_outside_the_model_is_marked():
+    result = retargeted('''\
+        import tensorflow as tf
+
+        model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+        checkpoint = tf.train.Checkpoint(model=model)
+        ''')
+    assert result.refused and "tf.train.Checkpoint" in result.refused[0]
+
+
+def test_helpers_have_their_jax_form_or_are_marked(rules):
+    jax_rules = dataclasses.replace(rules, target="jax")
+    canned = rewrite_source((FIXTURES / "canned_dnn_classifier" / "before.py").read_bytes(), "canned.py", jax_rules)
+    assert canned.status == "converted", [f.format() for f in canned.findings]
+    assert "def predict_step(self, state, data):" in canned.helpers["CannedModel"]
+    assert "tf.keras" not in "".join(canned.helpers.values())
+    # A model_dir's checkpoints are TensorFlow's: the helper has no JAX form.
+    program = (FIXTURES / "checkpoint_resume" / "before.py").read_bytes()
+    resumed = rewrite_source(program, "resume.py", jax_rules)
+    assert resumed.status == "partial"
+    assert any(f.code == jax.CODE and "`ModelDirCheckpoints` has no JAX form" in f.message for f in resumed.findings)
+
+
+def test_the_target_comes_from_the_command_line_or_the_configuration(tmp_path):
+    from estimator2keras.cli import main
+
+    shutil.copy(FIXTURES / "seed_mirrored_linear" / "before.py", tmp_path / "train.py")
+    (tmp_path / "pyproject.toml").write_text('[tool.e2k]\ntarget = "jax"\n')
+    assert main(["rewrite", str(tmp_path)]) == 1
+    assert 'os.environ.setdefault("KERAS_BACKEND", "jax")' in (tmp_path / "train.py").read_text()
+    (tmp_path / "pyproject.toml").write_text('[tool.e2k]\ntarget = "pytorch"\n')
+    assert main(["rewrite", "--check", str(tmp_path)]) == 2  # a clear error, not a traceback
+
+
+def _jax_python():
+    python = os.environ.get("E2K_TARGET_PYTHON")
+    if not python:
+        return None
+    probe = subprocess.run([python, "-c", "import jax, keras"], capture_output=True)
+    return python if probe.returncode == 0 else None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", JAX_CASES)
+def test_the_jax_conversion_trains_like_the_estimator(case):
+    """The Estimator on TF 2.15 (MirroredStrategy, 2 replicas) against the program for JAX
+    (DataParallel on 2 devices), from the same initial weights."""
+    from estimator2keras.parity import run_parity
+
+    python = _jax_python()
+    if python is None:
+        pytest.skip("E2K_TARGET_PYTHON (newest TF with JAX) not set")
+    result = run_parity(FIXTURES / case / "before.py", FIXTURES / case / "jax" / "after.py", replicas=2,
+                        target_python=python)
+    assert result.passed, result.report()
+    assert result.migrated.strategy == "keras.distribution.DataParallel" and result.migrated.replicas == 2
+
+
+@pytest.mark.slow
+def test_parity_catches_a_wrong_jax_migration(tmp_path):
+    """The CNN converted for JAX, its learning rate 10% higher: parity finds it BROKEN (the
+    right one passes, above)."""
+    from estimator2keras.parity import run_parity
+
+    python = _jax_python()
+    if python is None:
+        pytest.skip("E2K_TARGET_PYTHON (newest TF with JAX) not set")
+    case = FIXTURES / "mnist_cnn"
+    shutil.copytree(case / "jax", tmp_path / "jax")
+    after = tmp_path / "jax" / "after.py"
+    text = after.read_text()
+    assert text.count("keras.optimizers.SGD(learning_rate=0.001)") == 1, "the fixture changed: update this test"
+    after.write_text(text.replace("keras.optimizers.SGD(learning_rate=0.001)", "keras.optimizers.SGD(learning_rate=0.0011)"))
+    result = run_parity(case / "before.py", after, replicas=2, target_python=python)
+    assert not result.passed and "BROKEN" in result.report(), result.report()
