@@ -124,9 +124,9 @@ class LeftForTensorFlow(Diagnostic):
       no place for (`tf.one_hot(..., on_value=...)`);
     - TensorFlow that acts on variables outside the model (`tf.train.Checkpoint`,
       `tf.saved_model.save`, a `tf.GradientTape` step), or a `tf.distribute` strategy other
-      than a MirroredStrategy bound to a name;
-    - a helper of `e2k_helpers.py` that has no JAX form (`ModelDirCheckpoints` restores
-      TensorFlow checkpoints); the import of the helpers module is marked;
+      than a MirroredStrategy or OneDeviceStrategy bound to a name;
+    - a helper of `e2k_helpers.py` that has no JAX form (a TF1 metric computed with
+      `tf.sets`, the `BestExport` exporter); the import of the helpers module is marked;
     - a notebook: notebooks convert for TensorFlow only.
 
     ## Why
@@ -144,29 +144,28 @@ class LeftForTensorFlow(Diagnostic):
     keywords = ()
     cases = [
         Case(
-            id="model-dir-checkpoints",
+            id="op-with-no-keras-form",
             target="jax",
             before='''\
 import tensorflow as tf
 
 
 def model_fn(features, labels, mode):
-    logits = tf.compat.v1.layers.dense(features, 1)
+    logits = tf.nn.l2_normalize(tf.compat.v1.layers.dense(features, 2), axis=1)
     loss = tf.compat.v1.losses.mean_squared_error(labels, logits)
     train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss, tf.compat.v1.train.get_global_step())
     return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
 
 
 def input_fn():
-    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).batch(1)
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0, 0.0]])).batch(1)
 
 
-estimator = tf.estimator.Estimator(model_fn, model_dir="/tmp/jax_case")
+estimator = tf.estimator.Estimator(model_fn)
 estimator.train(input_fn)
 ''',
             after='''\
 # e2k converted this file to Keras (`e2k explain CODE` says more):
-# - E2K402 The Estimator restored and saved checkpoints in its model_dir; so does ModelDirCheckpoints.
 # - E2K700 Keras 3 on JAX: keras.ops in the model's code; the input pipeline stays tf.data.
 import os
 
@@ -175,23 +174,30 @@ os.environ.setdefault("KERAS_BACKEND", "jax")
 import keras
 import tensorflow as tf
 
-# e2k: E2K701 the helper `ModelDirCheckpoints` has no JAX form: tf.train.Checkpoint reads or writes TensorFlow variables, which a Keras model on JAX does not have
-from e2k_helpers import ModelDirCheckpoints
+
+class Model(keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.dense = keras.layers.Dense(2)
+
+    def call(self, features, training=False):
+        # e2k: E2K701 tf.nn.l2_normalize has no keras.ops counterpart e2k writes in the model's code
+        logits = tf.nn.l2_normalize(self.dense(features), axis=1)
+        return logits
 
 
 def build_model():
-    model = keras.Sequential([keras.layers.Dense(1)])
+    model = Model()
     model.compile(optimizer=keras.optimizers.SGD(0.1), loss=keras.losses.MeanSquaredError())
     return model
 
 
 def input_fn():
-    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).batch(1)
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0, 0.0]])).batch(1)
 
 
 model = build_model()
-checkpoints = ModelDirCheckpoints(model, "/tmp/jax_case", save_secs=600)
-model.fit(input_fn(), callbacks=[checkpoints])
+model.fit(input_fn())
 ''',
             findings=("E2K701",),
         ),

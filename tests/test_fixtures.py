@@ -47,7 +47,7 @@ def test_fixture_rewrites_exactly_for_jax(case, rules):
 
 def test_three_fixtures_convert_for_jax():
     # The canonical program, a CNN classifier and a canned DNNClassifier (issue 16).
-    assert {"seed_mirrored_linear", "mnist_cnn", "canned_dnn_classifier"} <= set(JAX_CASES)
+    assert {"seed_mirrored_linear", "mnist_cnn", "canned_dnn_classifier", "checkpoint_resume"} <= set(JAX_CASES)
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -311,7 +311,9 @@ class _JaxDevices:
         import keras
 
         distribution = keras.distribution.distribution()
-        self.devices = list(distribution.device_mesh.devices.flatten()) if distribution is not None else [None]
+        # No distribution: JAX computes on its first device.
+        self.devices = list(distribution.device_mesh.devices.flatten()) if distribution is not None else \
+            keras.distribution.list_devices()[:1]
         #: How the report names it: the distribution's class (``keras.distribution.DataParallel``).
         self.name = f"keras.distribution.{type(distribution).__name__}" if distribution is not None else None
         self.num_replicas_in_sync = len(self.devices)

@@ -221,6 +221,14 @@ class _Translate(cst.CSTTransformer):
             return _emit.expr("keras.ops.sum(keras.ops.stack({x}), axis=0)", x=updated.args[0].value)
         if path == "nn.bias_add" and len(updated.args) == 2:
             return _emit.expr("{x} + {b}", x=updated.args[0].value, b=updated.args[1].value)
+        if path in ("argmax", "argmin"):
+            given = next((a for a in updated.args if a.keyword is not None and a.keyword.value == "output_type"), None)
+            if given is not None:  # the ids' dtype: a cast of keras.ops's (int32 on JAX)
+                plain = updated.with_changes(args=_emit.call_args(a for a in updated.args if a is not given))
+                inner = self.leave_Call(original.with_changes(
+                    args=[a for a in original.args if not (a.keyword is not None and a.keyword.value == "output_type")]),
+                    plain)
+                return _emit.expr("keras.ops.cast({x}, {t})", x=inner, t=given.value)
         spec = OPS.get(path)
         if spec is None:
             self._refuse(original, f"tf.{path} has no keras.ops counterpart e2k writes in the model's code")
@@ -382,7 +390,7 @@ def _strategies(module: cst.Module, aliases: set[str]) -> dict[str, cst.Call]:
                     and isinstance(node.value, cst.Call):
                 dotted = _dotted(node.value.func) or ""
                 root, _, rest = dotted.partition(".")
-                if root in aliases and rest == "distribute.MirroredStrategy":
+                if root in aliases and rest in ("distribute.MirroredStrategy", "distribute.OneDeviceStrategy"):
                     found[node.targets[0].target.value] = node.value
 
     module.visit(Find())
@@ -390,9 +398,12 @@ def _strategies(module: cst.Module, aliases: set[str]) -> dict[str, cst.Call]:
 
 
 def _devices(call: cst.Call) -> cst.BaseExpression:
-    """The devices of a MirroredStrategy(...) as keras.distribution names them."""
-    given = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "devices"
+    """The devices of a MirroredStrategy(...) (a OneDeviceStrategy's device) as
+    keras.distribution names them."""
+    given = next((a.value for a in call.args if a.keyword is not None and a.keyword.value in ("devices", "device")
                   or a.keyword is None and call.args.index(a) == 0), None)
+    if isinstance(given, cst.SimpleString):
+        given = cst.List([cst.Element(given)])
     if isinstance(given, (cst.List, cst.Tuple)) and all(
             isinstance(e.value, cst.SimpleString) for e in given.elements):
         names = [e.value.evaluated_value.lstrip("/").lower().replace("device:", "") for e in given.elements]
@@ -545,6 +556,90 @@ class {name}(keras.Model):
             return {{"predictions": logits}}, non_trainable_variables
         n_classes = 2 if self.head == "binary" else self.units
         return head_predictions(logits, n_classes), non_trainable_variables
+''',
+    "ModelDirCheckpoints": '''
+class {name}(keras.callbacks.Callback):
+    """An Estimator's model_dir for a Keras model and its optimizer: the latest checkpoint is
+    restored when the model first trains, evaluates or predicts, and training saves one every
+    `save_steps` steps or `save_secs` seconds and when it ends, numbered by global step
+    (Keras 3's weights files, which hold the optimizer's state: ckpt-<step>.weights.h5)."""
+
+    def __init__(self, model, directory, max_to_keep=5, keep_checkpoint_every_n_hours=None,
+                 save_steps=None, save_secs=None, restore=True):
+        super().__init__()
+        # No model_dir (None, or a flag left empty): the Estimator used a temporary directory.
+        self.directory = directory or tempfile.mkdtemp()
+        os.makedirs(self.directory, exist_ok=True)
+        self.watched = model
+        self.max_to_keep, self.keep_hours = max_to_keep, keep_checkpoint_every_n_hours
+        self.save_steps = save_steps
+        self.save_secs = save_secs
+        self.restored = not restore
+        self.kept_time = time.time()
+
+    def checkpoints(self):
+        """The directory's checkpoints as it is now, by step: (step, path), oldest first."""
+        found = []
+        for name in os.listdir(self.directory):
+            match = re.fullmatch(r"ckpt-(\\d+)\\.weights\\.h5", name)
+            if match:
+                found.append((int(match.group(1)), os.path.join(self.directory, name)))
+            elif name.startswith("model.ckpt-") and name.endswith(".index"):
+                # A TF1 checkpoint: the Keras model's variables have none of its names.
+                raise ValueError(
+                    f"{{self.directory}} holds an Estimator's checkpoint, which this "
+                    "Keras model cannot restore: convert the model_dir with "
+                    "`e2k checkpoint` (its docs: checkpoints.md)")
+        return sorted(found)
+
+    def global_step(self):
+        """The step training goes on from: the latest checkpoint's until it is restored."""
+        found = [] if self.restored else self.checkpoints()
+        if not found:
+            return int(self.watched.optimizer.iterations.numpy())
+        return found[-1][0]
+
+    def restore(self):
+        # Read when the model first trains, evaluates or predicts, as the Estimator read it.
+        if not self.restored:
+            found = self.checkpoints()
+            if found:
+                self.model.optimizer.build(self.model.trainable_variables)
+                self.model.load_weights(found[-1][1])
+            self.restored = True
+
+    def on_train_begin(self, logs=None):
+        self.restore()
+        self.step = self.saved_step = int(self.model.optimizer.iterations.numpy())
+        self.saved_time = time.time()
+
+    def on_test_begin(self, logs=None):
+        self.restore()
+
+    def on_predict_begin(self, logs=None):
+        self.restore()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.step += 1
+        steps_due = self.save_steps and self.step - self.saved_step >= self.save_steps
+        secs_due = self.save_secs and time.time() - self.saved_time >= self.save_secs
+        if steps_due or secs_due:
+            self.save()
+
+    def on_train_end(self, logs=None):
+        if self.step != self.saved_step and (self.save_steps or self.save_secs):
+            self.save()
+
+    def save(self):
+        self.model.save_weights(os.path.join(self.directory, f"ckpt-{{self.step}}.weights.h5"))
+        self.saved_step, self.saved_time = self.step, time.time()
+        if self.keep_hours and time.time() - self.kept_time >= self.keep_hours * 3600:
+            self.kept_time = time.time()  # kept for good, as keep_checkpoint_every_n_hours kept it
+            shutil.copyfile(os.path.join(self.directory, f"ckpt-{{self.step}}.weights.h5"),
+                            os.path.join(self.directory, f"kept-{{self.step}}.weights.h5"))
+        if self.max_to_keep:
+            for _, path in self.checkpoints()[:-self.max_to_keep]:
+                os.remove(path)
 ''',
     "head_predictions": '''
 def {name}(logits, n_classes):
