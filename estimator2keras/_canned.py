@@ -111,8 +111,6 @@ KERAS_DEFAULT_LR = 0.001
 #: TF activation functions that Keras names (the same functions): written as the name.
 KERAS_ACTIVATIONS = frozenset({"relu", "relu6", "elu", "selu", "tanh", "sigmoid", "softplus", "softsign", "swish",
                                "gelu", "exponential", "hard_sigmoid"})
-#: Emitted lines longer than this are wrapped.
-MAX_LINE = 99
 #: Reductions of tf.losses.Reduction / tf.compat.v1.losses.Reduction, by attribute.
 REDUCTIONS = {"SUM": "sum", "SUM_OVER_BATCH_SIZE": "sum_over_batch_size"}
 
@@ -756,13 +754,13 @@ class ModelWriter:
     def network_lines(self) -> list[str]:
         """``network``: the logits, from the inputs ``features`` gave."""
         unpack = f"{', '.join(self.inputs)}{',' if len(self.inputs) == 1 else ''} = inputs"
-        lines = [unpack] if len(unpack) + 8 <= MAX_LINE else _packed("(", self.inputs, ") = inputs")
+        lines = [unpack] if len(unpack) + 8 <= _emit.max_line() else _packed("(", self.inputs, ") = inputs")
         ids = [c.var for c in self.needed_inputs() if c.is_categorical and c.kind != "weighted"]
         if ids and self.ctx.rules.target == "tensorflow":  # (JAX takes the ids as int32, always)
             names = ", ".join(ids)
             lines.append("# Ids come as floats when Keras 3 first traces the model (on the replicas' mean batch).")
             cast = f"{names} = ({self.tf}.cast(ids, {self.tf}.int64) for ids in ({names}))"
-            if len(ids) > 2 and len(cast) + 8 <= MAX_LINE:
+            if len(ids) > 2 and len(cast) + 8 <= _emit.max_line():
                 lines.append(cast)
             else:
                 lines += [f"{v} = {self.tf}.cast({v}, {self.tf}.int64)" for v in ids]
@@ -773,7 +771,7 @@ class ModelWriter:
             one_line = f"net = {self.tf}.concat([{', '.join(dense)}], axis=1)"
             if len(dense) == 1:
                 lines.append(f"net = {dense[0]}")
-            elif len(one_line) + 8 <= MAX_LINE:
+            elif len(one_line) + 8 <= _emit.max_line():
                 lines.append(one_line)
             else:
                 lines.append(f"net = {self.tf}.concat([")
@@ -797,7 +795,7 @@ class ModelWriter:
         if linear is not None:
             parts = [self.linear_input(c) for c in sorted(linear.columns, key=lambda c: c.name)]
             outputs.append(f"self.linear(({', '.join(parts)}{',' if len(parts) == 1 else ''}))")
-            if len(outputs[-1]) + 30 > MAX_LINE:
+            if len(outputs[-1]) + 30 > _emit.max_line():
                 outputs[-1] = "\n".join(["self.linear((", *[f"    {p}," for p in parts], "))"])
         if len(outputs) == 1:
             lines += f"return {outputs[0]}".split("\n")
@@ -1099,8 +1097,9 @@ def _parenthesized(node: cst.BaseExpression) -> cst.BaseExpression:
     return node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
 
 
-def _packed(opening: str, names: list[str], closing: str, width: int = MAX_LINE - 8) -> list[str]:
+def _packed(opening: str, names: list[str], closing: str, width: int | None = None) -> list[str]:
     """``opening a, b, c closing`` on one line, or the names packed on indented lines."""
+    width = width if width is not None else _emit.max_line() - 8
     one_line = f"{opening}{', '.join(names)}{',' if len(names) == 1 and opening.endswith('(') else ''}{closing}"
     if len(one_line) <= width:
         return [one_line]

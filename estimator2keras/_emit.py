@@ -1,6 +1,8 @@
 """Building the code e2k emits: templates parsed by libcst, names that do not clash."""
 from __future__ import annotations
 
+import contextvars
+
 import re
 import textwrap
 from typing import Iterable
@@ -160,8 +162,16 @@ class _Replacer(cst.CSTTransformer):
         return new
 
 
-#: Emitted lines longer than this are wrapped, one argument per line.
+#: Emitted lines longer than this are wrapped, one argument per line (where the file's own
+#: length is longer, that: ``max_line``); shorter ones over the file's length, black wraps.
 MAX_LINE = 99
+#: The line length of the file being converted (the engine sets it for each file's passes).
+LINE_LIMIT: contextvars.ContextVar[int] = contextvars.ContextVar("e2k_line_limit", default=MAX_LINE)
+
+
+def max_line() -> int:
+    """The length over which e2k lays a statement it writes out on several lines itself."""
+    return max(MAX_LINE, LINE_LIMIT.get())
 
 
 def _hanging(indent: str) -> cst.ParenthesizedWhitespace:
@@ -180,7 +190,7 @@ def fit_line(statement: cst.SimpleStatementLine, depth: int, module_indent: str)
     if not isinstance(statement, cst.SimpleStatementLine):
         return statement  # a block kept as written (an `if` choosing the loss): its lines are the program's
     width = len(module_indent) * depth + max(len(line) for line in code(statement).splitlines() or [""])
-    if width <= MAX_LINE:
+    if width <= max_line():
         return statement
     small = statement.body[0]
     value = getattr(small, "value", None)

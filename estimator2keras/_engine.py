@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import traceback
 from dataclasses import dataclass, field
 
@@ -209,6 +210,7 @@ class Job:
         ctx = self.ctx
         if rule is None and self.skips_units():
             return True
+        token = _emit.LINE_LIMIT.set(self.line_limit)
         try:
             tree = ctx.begin_pass(self.module, code, parsed=self.module is self.parsed)
             if rule is None:
@@ -225,7 +227,14 @@ class Job:
         except (Exception, SystemExit) as exc:  # a user's rule may even call sys.exit()
             self.fail(exc, code)
             return False
+        finally:
+            _emit.LINE_LIMIT.reset(token)
         return True
+
+    @functools.cached_property
+    def line_limit(self) -> int:
+        """The file's line length (``_wrap.line_limit``), which what e2k writes is laid out for."""
+        return _wrap.line_limit(self.path, self.source.decode("utf-8", errors="replace"))
 
     def run_shared(self, tree: cst.Module, code: str, ctx: RewriteContext | None = None) -> None:
         """The module rules sharing the unit pass, on ``tree``, before the units: their plans

@@ -809,13 +809,20 @@ class _KerasWriter:
         compile_args = [_emit.keyword_arg("optimizer", optimizer)]
         if loss.keras_loss is not None:  # None: the model computes its own (`compute_loss`)
             compile_args.append(_emit.keyword_arg("loss", loss.keras_loss))
-        if metrics:
-            listed = cst.List(_comma_separated([cst.Element(m) for m in metrics]))
-            if len(metrics) > 1 and len(_emit.code(listed)) > 60:
-                listed = _emit.vertical_list(metrics, indent="        ")
-            compile_args.append(_emit.keyword_arg("metrics", listed))
-        compile_call = cst.Call(cst.Attribute(cst.Name("model"), cst.Name("compile")), args=_emit.call_args(compile_args))
-        body.append(self.fit(_emit.statement("{c}", c=compile_call), 1))
+
+        def compiled(metrics_value):
+            args = [*compile_args, _emit.keyword_arg("metrics", metrics_value)] if metrics else compile_args
+            call = cst.Call(cst.Attribute(cst.Name("model"), cst.Name("compile")), args=_emit.call_args(args))
+            return _emit.statement("{c}", c=call)
+
+        statement = compiled(cst.List(_comma_separated([cst.Element(m) for m in metrics])))
+        fitted = self.fit(statement, 1)
+        if fitted is not statement and len(metrics) > 1:
+            # Laid out one argument per line: the metrics one per line too, a level deeper.
+            call = fitted.body[0].value
+            args = [*call.args[:-1], call.args[-1].with_changes(value=_emit.vertical_list(metrics, indent="        "))]
+            fitted = fitted.with_changes(body=[fitted.body[0].with_changes(value=call.with_changes(args=args))])
+        body.append(fitted)
         body.append(_emit.statement("return model"))
         read = {n.value for stmt in body for n in _walk(stmt) if isinstance(n, cst.Name)}
         arguments = [a for a in self.arguments if a in read]

@@ -1347,7 +1347,7 @@ class _WeightPenaltyReader:
         while node is not None:  # the model_fn's own depth, as `fit` counts it
             depth += isinstance(node, (cst.FunctionDef, cst.ClassDef))
             node = self.ctx.parent(node)
-        if "\n" in text or len(self.ctx.module.default_indent) * depth + len(text) <= _emit.MAX_LINE:
+        if "\n" in text or len(self.ctx.module.default_indent) * depth + len(text) <= _emit.max_line():
             return line  # it fits, or the model_fn wrote it on several lines already
 
         def hanging():

@@ -450,7 +450,7 @@ def convert(ctx, plan, function: cst.FunctionDef, visible: bool, code: str, orph
     signature = ", ".join(spec for _, spec in receiver.params)
     depth = _depth(ctx, function) + (0 if visible else 1)
     width = len(ctx.module.default_indent) * depth + len(f"@{plan.tf}.function(input_signature=[{signature}])")
-    if width > _emit.MAX_LINE and receiver.vertical is not None:
+    if width > _emit.max_line() and receiver.vertical is not None:
         signature = receiver.vertical
     decorator = cst.Decorator(_emit.expr(f"{plan.tf}.function(input_signature=[{signature}])"))
     params = cst.Parameters([cst.Param(cst.Name(n)) for n, _ in receiver.params])

@@ -363,10 +363,7 @@ def input_fn():
 
 
 def build_model():
-    model = tf.keras.Sequential([
-        tf.keras.layers.Dense(4, activation=tf.nn.relu),
-        tf.keras.layers.Dense(1),
-    ])
+    model = tf.keras.Sequential([tf.keras.layers.Dense(4, activation=tf.nn.relu), tf.keras.layers.Dense(1)])
     model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
     return model
 

@@ -205,9 +205,14 @@ def rewrite_group(paths: list[str], read: Callable[[str], bytes],
             ctx.current = path
             job.run_shared(trees[path], "E2K001", ctx)
         ctx.current = primary
+        from estimator2keras import _emit
         from estimator2keras._units import convert_units
 
-        convert_units(ctx)
+        token = _emit.LINE_LIMIT.set(live[primary].line_limit)
+        try:
+            convert_units(ctx)
+        finally:
+            _emit.LINE_LIMIT.reset(token)
         results = ctx.finish_program_pass()
     except Exception:
         if os.environ.get("E2K_DEBUG_FEDERATION"):
