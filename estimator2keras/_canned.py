@@ -1263,8 +1263,8 @@ class {name}({tf}.keras.Model):
         self.head, self.units, self.weight_column = head, units, weight_column
         self.label_vocabulary = label_vocabulary
         if label_vocabulary is not None:
-            self.label_lookup = {tf}.keras.layers.StringLookup(vocabulary=label_vocabulary,
-                                                             num_oov_indices=0)
+            self.label_lookup = {tf}.keras.layers.StringLookup(
+                vocabulary=label_vocabulary, num_oov_indices=0)
 
     def preprocess(self, features, labels=None):
         """Raw features (and labels) -> the model's inputs (and labels, and weights)."""

@@ -509,144 +509,35 @@ def _names(node: cst.CSTNode):
         stack.extend(current.children)
 
 
-#: Helpers written otherwise for JAX than by translating their TensorFlow form: a canned
-#: model takes its preprocessed inputs only (strings cannot reach a JAX model: a served
-#: model's raw features are preprocessed in tf.data, as for training), and its predictions
-#: are the head's numbers (the class names it also gave are strings).
-HELPERS = {
-    "CannedModel": '''
-class {name}(keras.Model):
-    """A canned Estimator as a Keras model. A subclass's `features` computes what its feature
-    columns did to the raw features (`preprocess`, mapped over the datasets, runs it in
-    tf.data); its `network` computes the logits from them. `head` is the Estimator's head
-    ("binary", "multi_class" or "regression"), `units` the logits' width."""
-
-    def __init__(self, head, units=1, label_vocabulary=None, weight_column=None):
-        super().__init__()
-        self.head, self.units, self.weight_column = head, units, weight_column
-        self.label_vocabulary = label_vocabulary
-        if label_vocabulary is not None:
-            self.label_lookup = keras.layers.StringLookup(vocabulary=label_vocabulary,
-                                                          num_oov_indices=0)
-
-    def preprocess(self, features, labels=None):
-        """Raw features (and labels) -> the model's inputs (and labels, and weights), in tf.data."""
-        features = dense_features(features)
-        inputs = self.features(features)
-        if labels is None:
-            return inputs
-        if self.label_vocabulary is not None:
-            labels = self.label_lookup(labels)
-        if self.head != "multi_class":
-            labels = tf.reshape(labels, [-1, self.units])
-        if self.weight_column is None:
-            return inputs, labels
-        return inputs, labels, self.example_weights(features)
-
-    def example_weights(self, features):
-        return tf.reshape(tf.cast(features[self.weight_column], tf.float32), [-1])
-
-    def call(self, inputs, training=False):
-        return self.network(inputs, training=training)
-
-    def predict_step(self, state, data):
-        """The Estimator's predictions for a batch, as its head made them (the numbers)."""
-        logits, non_trainable_variables = super().predict_step(state, data)
-        if self.head == "regression":
-            return {{"predictions": logits}}, non_trainable_variables
-        n_classes = 2 if self.head == "binary" else self.units
-        return head_predictions(logits, n_classes), non_trainable_variables
+#: Helpers written otherwise for JAX than by translating their TensorFlow form: the methods
+#: (or functions) that replace the translated ones, by helper (None: the method goes).
+#: A canned model takes its preprocessed inputs only (strings cannot reach a JAX model: a
+#: served model's raw features are preprocessed in tf.data, as for training), and predicts
+#: its head's numbers (the class names it also gave are strings). An Estimator's model_dir
+#: is kept in Keras 3's weights files, which hold the optimizer's state too.
+OVERRIDES: dict[str, dict[str, str | None]] = {
+    "CannedModel": {
+        "call": '''
+def call(self, inputs, training=False):
+    return self.network(inputs, training=training)
 ''',
-    "ModelDirCheckpoints": '''
-class {name}(keras.callbacks.Callback):
-    """An Estimator's model_dir for a Keras model and its optimizer: the latest checkpoint is
-    restored when the model first trains, evaluates or predicts, and training saves one every
-    `save_steps` steps or `save_secs` seconds and when it ends, numbered by global step
-    (Keras 3's weights files, which hold the optimizer's state: ckpt-<step>.weights.h5)."""
-
-    def __init__(self, model, directory, max_to_keep=5, keep_checkpoint_every_n_hours=None,
-                 save_steps=None, save_secs=None, restore=True):
-        super().__init__()
-        # No model_dir (None, or a flag left empty): the Estimator used a temporary directory.
-        self.directory = directory or tempfile.mkdtemp()
-        os.makedirs(self.directory, exist_ok=True)
-        self.watched = model
-        self.max_to_keep, self.keep_hours = max_to_keep, keep_checkpoint_every_n_hours
-        self.save_steps = save_steps
-        self.save_secs = save_secs
-        self.restored = not restore
-        self.kept_time = time.time()
-
-    def checkpoints(self):
-        """The directory's checkpoints as it is now, by step: (step, path), oldest first."""
-        found = []
-        for name in os.listdir(self.directory):
-            match = re.fullmatch(r"ckpt-(\\d+)\\.weights\\.h5", name)
-            if match:
-                found.append((int(match.group(1)), os.path.join(self.directory, name)))
-            elif name.startswith("model.ckpt-") and name.endswith(".index"):
-                # A TF1 checkpoint: the Keras model's variables have none of its names.
-                raise ValueError(
-                    f"{{self.directory}} holds an Estimator's checkpoint, which this "
-                    "Keras model cannot restore: convert the model_dir with "
-                    "`e2k checkpoint` (its docs: checkpoints.md)")
-        return sorted(found)
-
-    def global_step(self):
-        """The step training goes on from: the latest checkpoint's until it is restored."""
-        found = [] if self.restored else self.checkpoints()
-        if not found:
-            return int(self.watched.optimizer.iterations.numpy())
-        return found[-1][0]
-
-    def restore(self):
-        # Read when the model first trains, evaluates or predicts, as the Estimator read it.
-        if not self.restored:
-            found = self.checkpoints()
-            if found:
-                self.model.optimizer.build(self.model.trainable_variables)
-                self.model.load_weights(found[-1][1])
-            self.restored = True
-
-    def on_train_begin(self, logs=None):
-        self.restore()
-        self.step = self.saved_step = int(self.model.optimizer.iterations.numpy())
-        self.saved_time = time.time()
-
-    def on_test_begin(self, logs=None):
-        self.restore()
-
-    def on_predict_begin(self, logs=None):
-        self.restore()
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.step += 1
-        steps_due = self.save_steps and self.step - self.saved_step >= self.save_steps
-        secs_due = self.save_secs and time.time() - self.saved_time >= self.save_secs
-        if steps_due or secs_due:
-            self.save()
-
-    def on_train_end(self, logs=None):
-        if self.step != self.saved_step and (self.save_steps or self.save_secs):
-            self.save()
-
-    def save(self):
-        self.model.save_weights(os.path.join(self.directory, f"ckpt-{{self.step}}.weights.h5"))
-        self.saved_step, self.saved_time = self.step, time.time()
-        if self.keep_hours and time.time() - self.kept_time >= self.keep_hours * 3600:
-            self.kept_time = time.time()  # kept for good, as keep_checkpoint_every_n_hours kept it
-            shutil.copyfile(os.path.join(self.directory, f"ckpt-{{self.step}}.weights.h5"),
-                            os.path.join(self.directory, f"kept-{{self.step}}.weights.h5"))
-        if self.max_to_keep:
-            for _, path in self.checkpoints()[:-self.max_to_keep]:
-                os.remove(path)
+        "predict_step": '''
+def predict_step(self, state, data):
+    """The Estimator's predictions for a batch, as its head made them (the numbers)."""
+    logits, non_trainable_variables = super().predict_step(state, data)
+    if self.head == "regression":
+        return {"predictions": logits}, non_trainable_variables
+    n_classes = 2 if self.head == "binary" else self.units
+    return head_predictions(logits, n_classes), non_trainable_variables
 ''',
-    "head_predictions": '''
-def {name}(logits, n_classes):
+    },
+    "head_predictions": {
+        "head_predictions": '''
+def head_predictions(logits, n_classes):
     """A canned classifier's predictions for a batch of logits (one logit for 2 classes, else
     one per class), as its head gave them: the probabilities, the predicted class's id, every
     class's ids (its class names, strings, are the vocabulary's at those ids)."""
-    predictions = {{"logits": logits}}
+    predictions = {"logits": logits}
     if n_classes == 2:
         predictions["logistic"] = keras.ops.sigmoid(logits)
         logits = keras.ops.concatenate([keras.ops.zeros_like(logits), logits], axis=1)
@@ -656,19 +547,107 @@ def {name}(logits, n_classes):
                        all_class_ids=all_class_ids)
     return predictions
 ''',
+    },
+    "ModelDirCheckpoints": {
+        "__doc__": '''An Estimator's model_dir for a Keras model and its optimizer: the latest checkpoint is
+    restored when the model first trains, evaluates or predicts, and training saves one every
+    `save_steps` steps or `save_secs` seconds and when it ends, numbered by global step
+    (Keras 3's weights files, which hold the optimizer's state: ckpt-<step>.weights.h5).''',
+        "__init__": '''
+def __init__(self, model, directory, max_to_keep=5, keep_checkpoint_every_n_hours=None,
+             save_steps=None, save_secs=None, restore=True):
+    super().__init__()
+    # No model_dir (None, or a flag left empty): the Estimator used a temporary directory.
+    self.directory = directory or tempfile.mkdtemp()
+    os.makedirs(self.directory, exist_ok=True)
+    self.watched = model
+    self.max_to_keep, self.keep_hours = max_to_keep, keep_checkpoint_every_n_hours
+    self.save_steps = save_steps
+    self.save_secs = save_secs
+    self.restored = not restore
+    self.kept_time = time.time()
+''',
+        "latest": '''
+def checkpoints(self):
+    """The directory's checkpoints as it is now, by step: (step, path), oldest first."""
+    found = []
+    for name in os.listdir(self.directory):
+        match = re.fullmatch(r"ckpt-(\\d+)\\.weights\\.h5", name)
+        if match:
+            found.append((int(match.group(1)), os.path.join(self.directory, name)))
+        elif name.startswith("model.ckpt-") and name.endswith(".index"):
+            # A TF1 checkpoint: the Keras model's variables have none of its names.
+            raise ValueError(
+                f"{self.directory} holds an Estimator's checkpoint, which this "
+                "Keras model cannot restore: convert the model_dir with "
+                "`e2k checkpoint` (its docs: checkpoints.md)")
+    return sorted(found)
+''',
+        "global_step": '''
+def global_step(self):
+    """The step training goes on from: the latest checkpoint's until it is restored."""
+    found = [] if self.restored else self.checkpoints()
+    if not found:
+        return int(self.watched.optimizer.iterations.numpy())
+    return found[-1][0]
+''',
+        "restore": '''
+def restore(self):
+    # Read when the model first trains, evaluates or predicts, as the Estimator read it.
+    if not self.restored:
+        found = self.checkpoints()
+        if found:
+            self.model.optimizer.build(self.model.trainable_variables)
+            self.model.load_weights(found[-1][1])
+        self.restored = True
+''',
+        "save": '''
+def save(self):
+    path = os.path.join(self.directory, f"ckpt-{self.step}.weights.h5")
+    self.model.save_weights(path)
+    self.saved_step, self.saved_time = self.step, time.time()
+    if self.keep_hours and time.time() - self.kept_time >= self.keep_hours * 3600:
+        self.kept_time = time.time()  # kept for good, as keep_checkpoint_every_n_hours kept it
+        shutil.copyfile(path, os.path.join(self.directory, f"kept-{self.step}.weights.h5"))
+    if self.max_to_keep:
+        for _, old in self.checkpoints()[:-self.max_to_keep]:
+            os.remove(old)
+''',
+    },
 }
+
+
+def _overridden(code: str, overrides: dict[str, str | None]) -> str:
+    """``code`` (one class or function) with the definitions of ``overrides`` in place of its
+    own of those names, and its docstring ``overrides["__doc__"]`` where given."""
+    import textwrap
+
+    module = cst.parse_module(code)
+    definition = module.body[0]
+    written = {name: cst.parse_statement(textwrap.dedent(text).strip() + "\n")
+               for name, text in overrides.items() if name != "__doc__" and text is not None}
+    if isinstance(definition, cst.FunctionDef):
+        return module.with_changes(body=[written.get(definition.name.value, definition)]).code
+    body = []
+    for index, statement in enumerate(definition.body.body):
+        if index == 0 and "__doc__" in overrides and isinstance(statement, cst.SimpleStatementLine):
+            statement = statement.with_changes(body=[cst.Expr(cst.SimpleString(f'"""{overrides["__doc__"]}"""'))])
+        name = statement.name.value if isinstance(statement, cst.FunctionDef) else None
+        if name in overrides:
+            if overrides[name] is None:
+                continue
+            statement = written[name].with_changes(leading_lines=statement.leading_lines)
+        body.append(statement)
+    return module.with_changes(body=[definition.with_changes(body=definition.body.with_changes(body=body))]).code
 
 
 def helpers(catalogued: dict[str, str]) -> tuple[dict[str, str], list[tuple[str, str]]]:
     """The helpers a converted file uses (key -> their TensorFlow code), for JAX; and (key,
     why) for each that has no JAX form."""
-    import textwrap
-
     written, refused = {}, []
     for key, code in catalogued.items():
-        if key in HELPERS:
-            written[key] = textwrap.dedent(HELPERS[key]).strip().format(name=key) + "\n"
-            continue
+        if key in OVERRIDES:
+            code = _overridden(code, OVERRIDES[key])
         translated, why = translate_helper(code)
         if why:
             refused.append((key, why[0]))
