@@ -148,6 +148,29 @@ def test_an_envelope_run_of_another_length_is_not_used_and_said_so():
     assert all(row.envelope is None for row in result.steps)
 
 
+def test_a_program_whose_stopping_step_is_within_its_own_noise_is_judged_by_the_run_that_stopped_there():
+    """Early stopping on a near tie: the legacy program ran 7 steps, nudged at rounding level 6.
+    A migration that stops at 6 agrees with the nudged run; it is judged against it, the first
+    run giving the envelope over the 6 common steps."""
+    legacy = [2.0, 1.9, 1.8, 1.7, 1.6, 1.5, 1.45]
+    nudged = [2.0, 1.9, 1.8, 1.7 + 1e-4, 1.6, 1.5 - 1e-4]
+    migrated = [2.0, 1.9, 1.8, 1.7, 1.6 + 1e-4, 1.5]
+    result = _judge(legacy, migrated, nudged, final=(1.0, 1.0), nudged_final=(1.0, 1.0))
+    assert result.passed, result.report()
+    assert len(result.steps) == 6 and result.envelope["measured"]
+    assert not result.hints  # the step counts differ within the program's noise, not a hint
+    assert any("stops where its own rounding decides: 7 steps as run, 6 with its weights nudged" in note
+               for note in result.notes)
+    # the same stopping step does not excuse a wrong migration: the losses still judge it
+    wrong = _judge(legacy, [2.0, 1.9, 1.8, 1.75, 1.7, 1.65], nudged)
+    assert wrong.verdict == "broken" and wrong.first_divergent_step == 4
+    # nor a weight that moved elsewhere
+    assert _judge(legacy, migrated, nudged, final=(1.0, 1.5)).verdict == "broken"
+    # a migration that stops elsewhere than either legacy run keeps the step-count verdict
+    other = _judge(legacy, legacy[:5], nudged)
+    assert other.verdict == "broken" and other.reason.startswith("step counts differ")
+
+
 def test_report_and_plot_show_the_envelope(tmp_path):
     legacy = [2.0, 1.9, 1.8, 1.7, 1.6]
     nudged = [2.0, 1.9, 1.8, 1.7 + 1e-3, 1.6 - 2e-3]

@@ -600,10 +600,22 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
     legacy_losses, factor, reduction_note = legacy_losses_on_keras_scale(legacy)
     legacy_info.loss_scale = factor
     migrated_losses = [float(x) for x in migrated.get("losses") or []]
-    envelope, envelope_info = None, None
+    envelope, envelope_info, run_length_note = None, None, None
     if nudged is not None:
         nudged_losses = legacy_losses_on_keras_scale(nudged)[0]
-        if len(nudged_losses) == len(legacy_losses):
+        if len(legacy_losses) != len(nudged_losses) == len(migrated_losses):
+            # Where the program stops is decided by its own rounding (early stopping on a
+            # near tie, say): the migrated run is judged against the legacy run that stopped
+            # where it did, the other one giving the envelope over their common steps.
+            run_length_note = (
+                f"the legacy program stops where its own rounding decides: {len(legacy_losses)} steps as run, "
+                f"{len(nudged_losses)} with its weights nudged at rounding level; the migrated program took "
+                f"{len(migrated_losses)}, so it is compared with the nudged run, the first run giving the noise "
+                f"envelope over their {min(len(legacy_losses), len(nudged_losses))} common steps")
+            legacy, nudged = nudged, legacy
+            legacy_weights, nudged_weights = nudged_weights, legacy_weights
+            legacy_losses, nudged_losses = nudged_losses, legacy_losses
+        if len(nudged_losses) == len(legacy_losses) or run_length_note:
             envelope = noise_envelope(legacy_losses, nudged_losses)
             envelope_info = {"measured": True, **(nudged.get("perturbation") or {}),
                              "k": tolerance.envelope_k, "strict_steps": tolerance.strict_steps}
@@ -641,7 +653,7 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
     metrics = compare_metrics(legacy_evaluation, final_evaluation(migrated), final_rtol, final_atol,
                               nudged_evaluation, k, known, by_examples)
 
-    notes = [reduction_note] if reduction_note else []
+    notes = [note for note in (reduction_note, run_length_note) if note]
     if known and any(row.note for row in metrics):
         notes.append(f"eval metrics: {known}")
     if scale_note and any(row.name == "loss" for row in metrics):
@@ -677,7 +689,7 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
         notes.append(f"the programs train {legacy_models} models each (Estimators held in a dict or list, say): "
                      "the first each trains is compared; the others train as written, not compared")
 
-    hints = step_count_hints(legacy_info, migrated_info, step_limit)
+    hints = [] if run_length_note else step_count_hints(legacy_info, migrated_info, step_limit)
     failing_step = next((row.step for row in steps if not row.passed), None)
     failing_weights = [row for row in weights if not row.passed]
     failing_metrics = [row for row in metrics if row.passed is False]
