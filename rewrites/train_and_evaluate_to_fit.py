@@ -520,10 +520,10 @@ model.evaluate(input_fn(), steps=1, callbacks=[checkpoints])
         exported = "[" + ", ".join(paths) + "]"
         if isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2:
             metrics, exports = (e.value for e in target.elements)
-            return [
-                _emit.statement("{t} = {e}", t=metrics, e=evaluate),
-                _emit.statement("{t} = {x}", t=exports, x=exported),
-            ]
+            assigned = [_emit.statement("{t} = {e}", t=metrics, e=evaluate)]
+            if not (isinstance(exports, cst.Name) and exports.value == "_"):  # `metrics, _ = ...`: unread
+                assigned.append(_emit.statement("{t} = {x}", t=exports, x=exported))
+            return assigned
         if paths:
             return [_emit.statement("{t} = ({e}, None)", t=target, e=evaluate),
                     _emit.statement("{t} = ({t}[0], {x})", t=target, x=exported)]

@@ -162,6 +162,8 @@ def test_global_step_of_the_result_is_the_step_count(rules, run):
     result = rewrite(rules, source)
     assert result.status == "converted", findings(result)
     assert '(int(model.optimizer.iterations.numpy()), metrics["loss"], metrics["mae"])' in flat(result.new.decode())
+    if run is TRAIN_AND_EVALUATE:  # the exporters' paths, bound to `_`, are not assigned
+        assert "_ = " not in result.new.decode() and "metrics = model.evaluate(" in flat(result.new.decode())
 
 
 @pytest.mark.parametrize("run", [TRAIN_AND_EVALUATE, EVALUATE], ids=["train_and_evaluate", "evaluate"])
