@@ -93,7 +93,9 @@ def catalogue() -> dict[str, Helper]:
         found[key] = _text(getattr(importlib.import_module(module), constant), key)
     for module in _FIXED:
         for value in vars(importlib.import_module(module)).values():
-            for text in (value.values() if isinstance(value, dict) else [value]):
+            texts = value.values() if isinstance(value, dict) else [value]
+            texts = [part for text in texts for part in (text if isinstance(text, tuple) else [text])]
+            for text in texts:  # a dict's values, ("Name", definition) pairs among them
                 if isinstance(text, str) and "{tf}" in text and "{name}" not in text:
                     match = _CLASS.match(text)
                     if match and text.count("\nclass ") + text.startswith("class ") == 1:

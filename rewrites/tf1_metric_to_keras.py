@@ -696,6 +696,15 @@ class {keras}OfArgmax({{tf}}.keras.metrics.{keras}):
 """
 
 
+#: Every class the three functions above write, for the catalogue of helpers
+#: (estimator2keras._helpers.catalogue): written once in the program's helpers module.
+GENERATED = {
+    **{f"{keras}OfElements": _of_elements(keras) for keras in OF_ELEMENTS.values()},
+    **{f"{keras}OfLogits": _of_logits(keras) for keras in sorted(set(COUNTS.values()))},
+    **{f"{keras}OfArgmax": _of_argmax(keras) for keras in (*sorted(set(COUNTS.values())), "Precision", "Recall")},
+}
+
+
 AT_THRESHOLDS = {
     cls: f"""
 class {cls}({{tf}}.keras.metrics.{keras}):
