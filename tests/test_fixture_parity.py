@@ -12,6 +12,7 @@ except ModuleNotFoundError:  # Python 3.10: the same parser, from PyPI
 import pytest
 
 from conftest import FIXTURES
+from parity_programs import support
 from estimator2keras.parity import run_parity_many
 from estimator2keras.parity._runner import WHEN_NEEDED
 
@@ -53,6 +54,7 @@ def check_fixture(case: str) -> None:
     newest = os.environ.get("E2K_TARGET_PYTHON")
     if newest and settings.get("newest", True):  # parity.toml says why a fixture cannot run there
         targets.append((after, newest))
+    targets += support.jax_candidates(after)  # jax/after.py (--target jax), on JAX: the same legacy run
     results = run_parity_many(
         FIXTURES / case / "before.py",
         targets,
@@ -66,7 +68,9 @@ def check_fixture(case: str) -> None:
         # migration agrees within the tolerances the envelope only widens.
         envelope=WHEN_NEEDED,
     )
-    for result in results:
+    replicas = settings.get("replicas", 2) * settings.get("workers", 1)
+    for target, result in zip(targets, results):
+        if isinstance(target, tuple) and target[0] != after:
+            support.assert_jax_parity(result, replicas)
         assert result.passed, result.report()
-        replicas = settings.get("replicas", 2) * settings.get("workers", 1)
         assert result.legacy.replicas == result.migrated.replicas == replicas, result.report()

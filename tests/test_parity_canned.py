@@ -52,12 +52,14 @@ def results():
         candidates = [after]
         if newest is not None:
             candidates.append((after, newest))
+        candidates += support.jax_candidates(after)  # jax/after.py (--target jax), on JAX
         if case == "canned_dnn_classifier":
             candidates += [wrong.path for wrong in WRONG.cases]
         found = run_parity_many(FIXTURES / case / "before.py", candidates, replicas=2,
                                 legacy_python=support.legacy_python(), envelope=WHEN_NEEDED)
         for candidate, result in zip(candidates, found):
-            key = "newest" if isinstance(candidate, tuple) else ("tf215" if candidate == after else candidate.name)
+            key = ("jax" if candidate[0] != after else "newest") if isinstance(candidate, tuple) else \
+                ("tf215" if candidate == after else candidate.name)
             out[(case, key)] = result
     return out
 
@@ -91,6 +93,14 @@ def test_after_py_trains_like_the_estimator_on_newest_tensorflow(results, case):
     result = results[(case, "newest")]
     _check_parity(result, case)
     assert result.migrated.versions["keras"].startswith("3.")
+
+
+@pytest.mark.parametrize("case", [case for case in CASES if support.jax_program(FIXTURES / case / "after.py")])
+def test_the_jax_conversion_trains_like_the_estimator(results, case):
+    """jax/after.py (e2k rewrite --target jax) on JAX, DataParallel over 2 devices."""
+    if (case, "jax") not in results:
+        pytest.skip("E2K_TARGET_PYTHON (the newest TensorFlow, with JAX) not set")
+    support.assert_jax_parity(results[(case, "jax")], replicas=2)
 
 
 def test_tf1_heads_sum_and_tf2_heads_average(results):

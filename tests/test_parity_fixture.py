@@ -52,6 +52,15 @@ def test_after_py_holds_parity_bit_for_bit_on_newest_tensorflow(two_replicas):
     assert all(row.max_abs_diff == 0 for row in result.weights), result.report()
 
 
+def test_the_jax_conversion_holds_parity_on_2_devices(two_replicas):
+    """fixtures/seed_mirrored_linear/jax/after.py (e2k rewrite --target jax) on JAX with
+    keras.distribution.DataParallel over 2 devices, against the Estimator on TF 2.15."""
+    if "jax" not in two_replicas:
+        pytest.skip("E2K_TARGET_PYTHON (the newest TensorFlow, with JAX) not set")
+    support.assert_jax_parity(two_replicas["jax"], replicas=2)
+    support.assert_parity(two_replicas["jax"], PROGRAM.correct_steps[2])
+
+
 def _e2k(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "estimator2keras", "parity", *args,

@@ -94,6 +94,36 @@ def target_python() -> str | None:
     return os.environ.get("E2K_TARGET_PYTHON") or None
 
 
+def jax_python() -> str | None:
+    """The newest TensorFlow's interpreter where it has JAX too (`make test` installs it): the
+    programs converted with --target jax run there."""
+    python = target_python()
+    return python if python and has_module(python, "jax") and has_module(python, "keras") else None
+
+
+def jax_program(after: Path) -> Path | None:
+    """The fixture's program converted with --target jax (its jax/after.py), if it has one."""
+    path = Path(after).parent / "jax" / "after.py"
+    return path if path.is_file() else None
+
+
+def jax_candidates(after: Path) -> list[tuple[Path, str]]:
+    """[(jax/after.py, the interpreter with JAX)] beside ``after`` where both exist, else []:
+    a candidate of run_parity_many sharing the legacy run with the TensorFlow ones."""
+    program, python = jax_program(after), jax_python()
+    return [(program, python)] if program and python else []
+
+
+def assert_jax_parity(result, replicas: int) -> None:
+    """A program converted for JAX: parity, on keras.distribution.DataParallel over as many
+    devices as the Estimator's replicas (one device: no distribution)."""
+    assert result.passed, result.report()
+    assert str(result.migrated.versions.get("backend", "")).startswith("JAX "), result.report()
+    if replicas > 1:
+        assert result.migrated.strategy == "keras.distribution.DataParallel", result.report()
+    assert result.migrated.replicas == replicas, result.report()
+
+
 @functools.lru_cache(maxsize=None)
 def has_module(python: str, module: str) -> bool:
     """Whether ``python`` can import ``module`` (found without importing it: fast)."""
@@ -156,7 +186,8 @@ def run_program(prog: Program, replicas: int, *, wrong: bool = True, newest: boo
                 extra: dict[str, Path] | None = None) -> dict:
     """One legacy run of ``prog`` compared with its correct migration ("correct"), every wrong
     one (by file stem), ``extra`` migrations (by key) and, when E2K_TARGET_PYTHON is set, the
-    correct one on the newest TensorFlow ("newest"). Sharing the legacy run keeps the suite fast.
+    correct one on the newest TensorFlow ("newest") and its conversion for JAX ("jax", where
+    the fixture has one). Sharing the legacy run keeps the suite fast.
 
     The noise envelope (the nudged legacy run) runs alongside the legacy run where wrong
     migrations are compared (their verdicts and first divergent steps depend on it); without
@@ -175,6 +206,8 @@ def run_program(prog: Program, replicas: int, *, wrong: bool = True, newest: boo
     if newest and target_python():
         keys.append("newest")
         candidates.append((prog.correct, target_python()))
+        keys += ["jax"] * len(jax_candidates(prog.correct))  # the --target jax conversion, on JAX
+        candidates += jax_candidates(prog.correct)
     envelope = True if wrong and prog.cases else WHEN_NEEDED
     results = run_parity_many(prog.legacy, candidates, replicas=replicas, legacy_python=legacy_python(),
                               envelope=envelope)
