@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from estimator2keras.parity import _preload
 from estimator2keras.parity._result import ParityResult, SideInfo, Tolerance
 
 _HERE = Path(__file__).resolve().parent
@@ -117,13 +118,22 @@ def program_backend(path: Path) -> str | None:
     return backend if backend and backend != "tensorflow" else None
 
 
-def _launch(run: SideRun, request: dict[str, Any], env: dict[str, str]) -> subprocess.Popen:
-    """Start one bootstrap in its interpreter, in its own process group."""
+def _launch(run: SideRun, request: dict[str, Any], env: dict[str, str]) -> subprocess.Popen | _preload.Forked:
+    """Start one bootstrap in its interpreter, in its own process group: forked from a warm
+    interpreter where one can serve it (_preload), else a fresh one."""
     run.out_dir.mkdir(parents=True, exist_ok=True)
     request = {**request, "program": str(run.program), "out_dir": str(run.out_dir)}
     request_path = run.out_dir / "request.json"
     request_path.write_text(json.dumps(request, indent=1), encoding="utf-8")
     bootstrap = LEGACY_BOOTSTRAP if run.name == "legacy" else KERAS_BOOTSTRAP
+    if not request.get("backend") and "TF_CONFIG" not in env:
+        # TensorFlow imported once per interpreter and environment, each run forked from it
+        modules = ("tensorflow", "tensorflow_estimator") if run.name == "legacy" else ("tensorflow",)
+        forked = _preload.launch(run.python, [str(bootstrap), str(request_path)], cwd=run.program.parent,
+                                 env=env, stdout=run.out_dir / "stdout.txt", stderr=run.out_dir / "stderr.txt",
+                                 modules=modules)
+        if forked is not None:
+            return forked
     with open(run.out_dir / "stdout.txt", "wb") as out, open(run.out_dir / "stderr.txt", "wb") as err:
         return subprocess.Popen(
             [run.python, str(bootstrap), str(request_path)],
