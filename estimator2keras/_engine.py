@@ -398,6 +398,12 @@ def _finish(
         parsed_new = after
         if after is not None:
             references = sorted([*references, *_leftovers.find_contrib(after)], key=lambda r: (r.line, r.offset))
+    if rules.enabled(ESTIMATOR_CODE_LEFT) and b"dtensor" in new:
+        # Keras 2's DTensor integration: gone from Keras 3 with Estimator (TensorFlow 2.16)
+        after = parsed_new if parsed_new is not None else _leftovers.parse(new)
+        parsed_new = after
+        if after is not None:
+            references = sorted([*references, *_leftovers.find_keras_removed(after)], key=lambda r: (r.line, r.offset))
     if references:
         lines = _leftovers.LineMap(source.splitlines(), new.splitlines())
         if suppressions is None:
@@ -517,9 +523,12 @@ def _report_left(
             continue
         seen.add((line, reference.text))
         col = _leftovers.column(new_lines, reference.line, reference.offset) if kept else 1
-        what = f"TensorFlow 1 API left (TensorFlow 2 has no {_leftovers.removed_module(reference)})" \
-            if _leftovers.is_contrib(reference) \
-            else "Estimator API left"
+        if _leftovers.is_keras_removed(reference):
+            what = "Keras 2 API left (Keras 3 has no tf.keras.dtensor nor layout arguments)"
+        elif _leftovers.is_contrib(reference):
+            what = f"TensorFlow 1 API left (TensorFlow 2 has no {_leftovers.removed_module(reference)})"
+        else:
+            what = "Estimator API left"
         finding = Finding(result.path, line, col, ESTIMATOR_CODE_LEFT, f"{what}: {reference.describe()}", "manual")
         if suppressions.covers(line, ESTIMATOR_CODE_LEFT):
             if suppressed is not None:

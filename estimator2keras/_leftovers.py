@@ -38,8 +38,8 @@ from estimator2keras._names import api_path_of_qualified
 #: estimator, TPUEstimator, tensorflow_estimator, model_to_estimator). ``KEYWORDS`` is the
 #: coarse filter for a whole tree (fewer words, fewer scans of each file's bytes);
 #: ``mentions_estimator`` is exact ("contributors" in a licence header is no reference).
-KEYWORDS = (b"stimator", b"contrib", b"multi_gpu_model")
-_EXACT = (b"stimator", b"contrib.", b"contrib import", b"import contrib", b"multi_gpu_model")
+KEYWORDS = (b"stimator", b"contrib", b"multi_gpu_model", b"dtensor")
+_EXACT = (b"stimator", b"contrib.", b"contrib import", b"import contrib", b"multi_gpu_model", b"dtensor")
 
 _TPU_ESTIMATOR_SETTINGS = frozenset({"RunConfig", "TPUConfig", "InputPipelineConfig"})
 
@@ -97,6 +97,8 @@ class Reference:
     qualified: str = ""
     #: Why it is left, where the reference says more than its name (a class derived from it).
     note: str = ""
+    #: "keras": Keras 2's DTensor API (``find_keras_removed``), not an Estimator's.
+    kind: str = ""
 
     def describe(self) -> str:
         """``tf.estimator.EstimatorSpec`` as written; a name that an import or an alias
@@ -412,6 +414,58 @@ def find_contrib(tree: ast.Module) -> list[Reference]:
         if hits:
             found.append(Reference(node.lineno, node.col_offset, dotted, hits[0]))
     return found
+
+
+#: Keras 2's DTensor integration, which Keras 3 (TensorFlow 2.16+) removed with Estimator:
+#: the tf.keras.dtensor namespace, and the layout and mesh arguments of Keras's own classes.
+KERAS_REMOVED = "keras.dtensor"
+_DTENSOR_KEYWORDS = ("mesh",)  # and every "*_layout" keyword: kernel_layout=, bias_layout=...
+
+
+def is_keras_removed(reference: Reference) -> bool:
+    """Is the reference one of ``find_keras_removed``'s (Keras 2's DTensor API)?"""
+    return reference.kind == "keras"
+
+
+def find_keras_removed(tree: ast.Module) -> list[Reference]:
+    """Every use of Keras 2's DTensor integration in ``tree``, in file order: a reference to
+    ``tf.keras.dtensor`` (``LayoutMap``, its optimizers), and a ``mesh=`` or ``*_layout=``
+    argument of a tf.keras class (``Dense(kernel_layout=...)``, ``metrics.Mean(mesh=mesh)``).
+    Keras 3 has none of them: the program stops running on the TensorFlow that removed
+    Estimator (docs/jax-target.md says what replaces them: ``keras.distribution``)."""
+    found_in = index(tree)
+    if not found_in.imports:
+        return []
+    bindings = _Bindings()
+    _read_imports(found_in.imports, bindings)
+    if not bindings.names:
+        return []
+    _read_aliases(tree, bindings)
+
+    def qualified_of(dotted: str) -> list[str]:
+        first, dot, rest = dotted.partition(".")
+        return sorted(q + dot + rest for q in bindings.names.get(first, ()))
+
+    found = []
+    for node, dotted in found_in.chains:
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            continue
+        hits = [q for q in qualified_of(dotted) if (api_path_of_qualified(q) or "").startswith(KERAS_REMOVED)]
+        if hits:
+            found.append(Reference(node.lineno, node.col_offset, dotted, hits[0], kind="keras"))
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        dotted = _dotted(node.func)
+        keras = [q for q in qualified_of(dotted or "") if (api_path_of_qualified(q) or "").startswith("keras.")
+                 and not (api_path_of_qualified(q) or "").startswith(KERAS_REMOVED)]
+        if not keras:
+            continue
+        for keyword in node.keywords:
+            if keyword.arg and (keyword.arg in _DTENSOR_KEYWORDS or keyword.arg.endswith("_layout")):
+                found.append(Reference(keyword.value.lineno, keyword.value.col_offset,
+                                       f"{dotted}({keyword.arg}=...)", kind="keras"))
+    return sorted(found, key=lambda r: (r.line, r.offset))
 
 
 def _import_text(node: ast.stmt, qualified: str) -> str:

@@ -36,6 +36,16 @@ class EstimatorCodeLeft(Diagnostic):
     program, with a note at the call (`calls model.train_and_evaluate (trainer/model.py),
     which e2k converted: this file needs no change of its own`).
 
+    The same release removed Keras 2's DTensor integration, and programs that trained with
+    it (TensorFlow's "DTensor with Keras" tutorial) stop there too: every reference to
+    `tf.keras.dtensor` (`LayoutMap`, its optimizers) and every `mesh=` or `*_layout=`
+    argument of a `tf.keras` class (`Dense(kernel_layout=...)`, `metrics.Mean(mesh=mesh)`)
+    is reported as `E2K905 Keras 2 API left (Keras 3 has no tf.keras.dtensor nor layout
+    arguments): ...`. TensorFlow's own `tf.experimental.dtensor` (`create_mesh`, `Layout`,
+    `pack`) is still there and is not reported. Keras 3's successor is `keras.distribution`
+    (`DataParallel`, `ModelParallel` with a `LayoutMap`): [jax-target.md](../jax-target.md)
+    says what `e2k rewrite --target jax` writes; e2k does not convert these programs yet.
+
     ## Why
     `tf.estimator` is gone from TensorFlow 2.16. A model_fn module whose Estimator is built
     elsewhere, a `RunConfig` for an Estimator returned by a factory, a `train_and_evaluate`

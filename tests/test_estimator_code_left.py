@@ -151,6 +151,43 @@ def model_fn(features, labels, mode):
     assert result.definitions == (("model_fn", 4, 9),)
 
 
+DTENSOR_KERAS = b"""\
+import tensorflow as tf
+from tensorflow.experimental import dtensor
+
+mesh = dtensor.create_mesh([("batch", 2)], devices=["CPU:0", "CPU:1"])
+layout_map = tf.keras.dtensor.experimental.LayoutMap(mesh=mesh)
+layout_map["feature.*kernel"] = dtensor.Layout.replicated(mesh, rank=2)
+model = tf.keras.Sequential([
+    tf.keras.layers.Dense(8, kernel_layout=dtensor.Layout.replicated(mesh, rank=2),
+                          bias_layout=dtensor.Layout.replicated(mesh, rank=1)),
+])
+optimizer = tf.keras.dtensor.experimental.optimizers.Adam(0.01, mesh=mesh)
+accuracy = tf.keras.metrics.SparseCategoricalAccuracy(mesh=mesh)
+images = dtensor.pack([tf.zeros([1, 4])] * 2, dtensor.Layout.batch_sharded(mesh, "batch", rank=2))
+"""
+
+
+def test_keras_2s_dtensor_api_is_never_unchanged(rules):
+    """Keras 3 (TensorFlow 2.16, the release without Estimator) removed tf.keras.dtensor and
+    the layout and mesh arguments: a program using them is reported, one finding each, never
+    "unchanged"; TensorFlow's own dtensor module (create_mesh, Layout, pack) is still there."""
+    result = rewrite_source(DTENSOR_KERAS, "train.py", rules)
+    assert result.status == "partial" and result.new is DTENSOR_KERAS
+    what = "E2K905 Keras 2 API left (Keras 3 has no tf.keras.dtensor nor layout arguments): "
+    assert [(f.line, f"{f.code} {f.message}") for f in result.findings] == [
+        (5, what + "tf.keras.dtensor.experimental.LayoutMap"),
+        (8, what + "tf.keras.layers.Dense(kernel_layout=...)"),
+        (9, what + "tf.keras.layers.Dense(bias_layout=...)"),
+        (11, what + "tf.keras.dtensor.experimental.optimizers.Adam"),
+        (12, what + "tf.keras.metrics.SparseCategoricalAccuracy(mesh=...)"),
+    ]
+    # the same mesh= on a function of the program's own, or TF's dtensor alone: nothing to say
+    own = b"import tensorflow as tf\nfrom tensorflow.experimental import dtensor\n\n" \
+          b"def build(mesh=None):\n    return mesh\n\nbuild(mesh=dtensor.create_mesh([('batch', 1)]))\n"
+    assert rewrite_source(own, "own.py", rules).status == "unchanged"
+
+
 def test_a_file_built_around_an_estimator_from_another_module_is_partial(rules):
     source = b"""\
 import tensorflow as tf
