@@ -93,3 +93,20 @@ def test_an_interpreter_that_cannot_serve_gives_the_run_back(tmp_path):
     not_python.chmod(0o755)
     assert _preload.launch(str(not_python), ["x.py"], cwd=tmp_path, env=dict(os.environ), stdout=tmp_path / "o",
                            stderr=tmp_path / "e", modules=()) is None
+
+
+def test_servers_are_few_whatever_pytest_names_in_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setattr(_preload, "MAX_SERVERS", 2)
+    for i in range(3):  # PYTEST_CURRENT_TEST changes with every test: not a server of its own
+        _run(tmp_path, f"same{i}", SCRIPT, "0", env={"PYTEST_CURRENT_TEST": f"test {i}"})[0].wait(timeout=60)
+    assert len(_preload._servers) == 1
+    for i in range(3):  # other environments: the least recently used server is stopped
+        _run(tmp_path, f"other{i}", SCRIPT, "0", env={"E2K_OTHER": str(i)})[0].wait(timeout=60)
+    assert len(_preload._servers) == 2
+
+
+def test_a_stopped_server_lets_its_running_child_finish_and_say_so(tmp_path):
+    forked, out_dir = _run(tmp_path, "slow", "import time\ntime.sleep(1)\nprint('done')\n")
+    _preload.shutdown()
+    assert forked.wait(timeout=60) == 0
+    assert (out_dir / "stdout.txt").read_text() == "done\n"

@@ -28,7 +28,8 @@ from pathlib import Path
 
 #: The server: imports the modules named in argv[1], then forks one child per line of stdin
 #: ({"argv", "cwd", "env", "stdout", "stderr", "status"}), answering {"pid"} on its stdout.
-#: A thread per child waits for it and writes its exit code to the "status" file.
+#: A thread per child waits for it and writes its exit code to the "status" file; at the end
+#: of stdin the server exits once every child has.
 SERVER = r'''
 import json, os, sys, threading
 
@@ -92,7 +93,8 @@ for line in sys.stdin:
     pid = os.fork()
     if pid == 0:
         child(job)
-    threading.Thread(target=reap, args=(pid, job["status"]), daemon=True).start()
+    # not a daemon: when its stdin closes, the server still waits for its children's ends
+    threading.Thread(target=reap, args=(pid, job["status"])).start()
     with lock:
         channel.write(json.dumps({"pid": pid}) + "\n")
 '''
@@ -147,6 +149,7 @@ class _Server:
                 # never answers (not a CPython taking -c) is given up, and the run starts fresh.
                 if not select.select([self.process.stdout], [], [], ANSWER_TIMEOUT)[0]:
                     self.process.kill()
+                    self.process.wait()
                     return None
                 line = self.process.stdout.readline()
             except (OSError, ValueError):
@@ -157,17 +160,23 @@ class _Server:
             return None
 
     def close(self) -> None:
+        """Its stdin closed, the server forks no more and exits once its running children have
+        (each run's status file is still written, for whoever waits on it)."""
         try:
             self.process.stdin.close()
         except OSError:
             pass
-        try:
-            self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
 
 
-_servers: dict[tuple, _Server] = {}
+#: Servers kept at once (the least recently used is stopped beyond): each holds an imported
+#: TensorFlow (about 250 MB), and a host may meet several environments.
+MAX_SERVERS = 4
+#: Variables that change while a process runs and that no import reads: not part of a
+#: server's key (pytest names each test in PYTEST_CURRENT_TEST; a key with it would start a
+#: server per test). The child still gets them, from its own environment.
+VOLATILE = frozenset({"PYTEST_CURRENT_TEST"})
+
+_servers: dict[tuple, _Server] = {}  # in order of use, the most recent last
 _registry_lock = threading.Lock()
 
 
@@ -181,14 +190,20 @@ def launch(python: str, argv: list[str], *, cwd: Path, env: dict[str, str], stdo
     on first use; None where that cannot be done (the caller starts an interpreter itself)."""
     if not enabled():
         return None
-    key = (python, tuple(sorted(env.items())), modules)
+    key = (python, tuple(sorted((k, v) for k, v in env.items() if k not in VOLATILE)), modules)
+    stopped = []
     with _registry_lock:
-        server = _servers.get(key)
+        server = _servers.pop(key, None)
         if server is None or server.process.poll() is not None:
             try:
-                server = _servers[key] = _Server(python, env, modules)
+                server = _Server(python, {k: v for k, v in env.items() if k not in VOLATILE}, modules)
             except OSError:
                 return None
+        _servers[key] = server
+        while len(_servers) > MAX_SERVERS:
+            stopped.append(_servers.pop(next(iter(_servers))))
+    for old in stopped:
+        old.close()
     status = Path(stdout).with_name("exit_status")
     status.unlink(missing_ok=True)
     job = {"argv": [str(a) for a in argv], "cwd": str(cwd), "env": env, "stdout": str(stdout),
