@@ -24,10 +24,16 @@ def drop_repeated_notes(module: cst.Module, code: bytes, source: bytes) -> cst.M
     """``module`` (whose text is ``code``; ``source``, the file as it was) with each of e2k's
     notes kept only where it first appears."""
     text, original = (b.decode(module.encoding, errors="replace") for b in (code, source))
-    repeated = _repeated_paragraphs(text, set(_OWN_LINE_COMMENT.findall(original)))
+    repeated = _repeated_paragraphs(text, _user_comments(original))
     if not repeated:
         return module
     return module.visit(_DropRepeated(repeated))
+
+
+def _user_comments(original: str) -> set[str]:
+    """The own-line comments of the file as it was, read line by line as the notes are: in a
+    "\r\n" file too (a multiline regex's $ stops before "\n", not "\r", and would miss them)."""
+    return {m.group(1) for line in original.splitlines() if (m := _OWN_LINE_COMMENT.fullmatch(line))}
 
 
 def _repeated_paragraphs(code: str, users: set[str]) -> set[tuple[str, ...]]:
@@ -106,7 +112,7 @@ def notes_to_header(module: cst.Module, source: bytes, notes: dict[str, str], li
     if not notes or not module.body:
         return module
     original = source.decode(module.encoding, errors="replace")
-    gather = _Gather(notes, set(_OWN_LINE_COMMENT.findall(original)))
+    gather = _Gather(notes, _user_comments(original))
     gathered = module.visit(gather)
     if not gather.found:
         return module

@@ -149,6 +149,10 @@ NOTES = [
                  "# Note.\nx = 1\n\n# Note.\n# Mine.\ny = 2\n", id="note-joined-to-user-comment-kept"),
     pytest.param("x = 1\n\n# Note.\nif x:\n    # Note.\n    y = 2\n", "",
                  "x = 1\n\n# Note.\nif x:\n    y = 2\n", id="nested"),
+    # the user's own comment, twice, in a "\r\n" file with a trailing space: the user's, kept
+    pytest.param("x = 0\r\n\r\n# mine: \r\nx = 1\r\n\r\n# mine: \r\ny = 2\r\n",
+                 "x = 0\r\n\r\n# mine: \r\nx = 1\r\n\r\n# mine: \r\ny = 2\r\n",
+                 "x = 0\r\n\r\n# mine: \r\nx = 1\r\n\r\n# mine: \r\ny = 2\r\n", id="users-crlf"),
 ]
 
 
