@@ -23,31 +23,21 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from estimator2keras.parity import _preload, run_parity_many  # noqa: E402
-from estimator2keras.parity._runner import WHEN_NEEDED  # noqa: E402
+sys.path.insert(0, str(REPO / "benchmarks"))
 
-FIXTURES = REPO / "fixtures"
+from estimator2keras.parity import _preload  # noqa: E402
+from estimator2keras.parity._runner import WHEN_NEEDED  # noqa: E402
+from parity_envelope_modes import run_fixture  # noqa: E402
+
 DEFAULT = ["seed_mirrored_linear", "gradient_clipping", "binary_classifier_metrics", "mnist_cnn"]
 
 
 def run_round(cases: list[str], preload: bool) -> tuple[list[str], float]:
-    from test_fixture_parity import _settings
-
     os.environ["E2K_PARITY_PRELOAD"] = "1" if preload else "0"
     verdicts, started = [], time.perf_counter()
     try:
-        for case in cases:
-            settings = _settings(case)
-            after = FIXTURES / case / "after.py"
-            targets: list = [after]
-            newest = os.environ.get("E2K_TARGET_PYTHON")
-            if newest and settings.get("newest", True):
-                targets.append((after, newest))
-            results = run_parity_many(FIXTURES / case / "before.py", targets, replicas=settings.get("replicas", 2),
-                                      steps=settings.get("steps"), rtol=settings.get("rtol"), atol=settings.get("atol"),
-                                      workers=settings.get("workers", 1),
-                                      envelope=WHEN_NEEDED)
-            verdicts += [f"{case}:{r.verdict}" for r in results]
+        for case in cases:  # what tests/test_fixture_parity.py runs, as parity_envelope_modes.py does
+            verdicts += [f"{case}:{verdict}" for verdict in run_fixture(case, WHEN_NEEDED)[0]]
     finally:
         _preload.shutdown()
     return verdicts, time.perf_counter() - started

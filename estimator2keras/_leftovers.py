@@ -392,28 +392,43 @@ def is_contrib(reference: Reference) -> bool:
     return bool(reference.qualified) and _is_contrib_api(reference.qualified)
 
 
+def _module_bindings(tree: ast.Module) -> _Bindings | None:
+    """What the module's imports and module-level aliases bind (None: nothing of TensorFlow's)."""
+    found_in = index(tree)
+    if not found_in.imports:
+        return None
+    bindings = _Bindings()
+    _read_imports(found_in.imports, bindings)
+    if not bindings.names:
+        return None
+    _read_aliases(tree, bindings)
+    return bindings
+
+
+def _qualified(bindings: _Bindings, dotted: str) -> list[str]:
+    """The fully qualified names ``dotted`` (``tf.keras.layers.Dense``) may stand for."""
+    first, dot, rest = dotted.partition(".")
+    return sorted(q + dot + rest for q in bindings.names.get(first, ()))
+
+
+def _chains_to(tree: ast.Module, bindings: _Bindings, wanted, kind: str = "") -> list[Reference]:
+    """Each read of a name or attribute chain that resolves to a qualified name ``wanted`` takes."""
+    found = []
+    for node, dotted in index(tree).chains:
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            continue
+        hits = [q for q in _qualified(bindings, dotted) if wanted(q)]
+        if hits:
+            found.append(Reference(node.lineno, node.col_offset, dotted, hits[0], kind=kind))
+    return found
+
+
 def find_contrib(tree: ast.Module) -> list[Reference]:
     """Every reference to ``tf.contrib`` (not an Estimator API: those are ``find_references``'s)
     in ``tree``, in file order: TensorFlow 2 has no ``tf.contrib``, so code a conversion left
     calling it fails where the converted program runs it."""
-    found_in = index(tree)
-    if not found_in.imports:
-        return []
-    bindings = _Bindings()
-    _read_imports(found_in.imports, bindings)
-    if not bindings.names:
-        return []
-    _read_aliases(tree, bindings)
-    found = []
-    for node, dotted in found_in.chains:
-        first, dot, rest = dotted.partition(".")
-        if first not in bindings.names or isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            continue
-        qualified = sorted(q + dot + rest for q in bindings.names[first])
-        hits = [q for q in qualified if _is_contrib_api(q)]
-        if hits:
-            found.append(Reference(node.lineno, node.col_offset, dotted, hits[0]))
-    return found
+    bindings = _module_bindings(tree)
+    return [] if bindings is None else _chains_to(tree, bindings, _is_contrib_api)
 
 
 #: Keras 2's DTensor integration, which Keras 3 (TensorFlow 2.16+) removed with Estimator:
@@ -433,31 +448,15 @@ def find_keras_removed(tree: ast.Module) -> list[Reference]:
     argument of a tf.keras class (``Dense(kernel_layout=...)``, ``metrics.Mean(mesh=mesh)``).
     Keras 3 has none of them: the program stops running on the TensorFlow that removed
     Estimator (docs/jax-target.md says what replaces them: ``keras.distribution``)."""
-    found_in = index(tree)
-    if not found_in.imports:
+    bindings = _module_bindings(tree)
+    if bindings is None:
         return []
-    bindings = _Bindings()
-    _read_imports(found_in.imports, bindings)
-    if not bindings.names:
-        return []
-    _read_aliases(tree, bindings)
-
-    def qualified_of(dotted: str) -> list[str]:
-        first, dot, rest = dotted.partition(".")
-        return sorted(q + dot + rest for q in bindings.names.get(first, ()))
-
-    found = []
-    for node, dotted in found_in.chains:
-        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            continue
-        hits = [q for q in qualified_of(dotted) if (api_path_of_qualified(q) or "").startswith(KERAS_REMOVED)]
-        if hits:
-            found.append(Reference(node.lineno, node.col_offset, dotted, hits[0], kind="keras"))
+    found = _chains_to(tree, bindings, lambda q: (api_path_of_qualified(q) or "").startswith(KERAS_REMOVED), "keras")
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
         dotted = _dotted(node.func)
-        keras = [q for q in qualified_of(dotted or "") if (api_path_of_qualified(q) or "").startswith("keras.")
+        keras = [q for q in _qualified(bindings, dotted or "") if (api_path_of_qualified(q) or "").startswith("keras.")
                  and not (api_path_of_qualified(q) or "").startswith(KERAS_REMOVED)]
         if not keras:
             continue
