@@ -544,7 +544,11 @@ class _KerasWriter:
         names = [n for n in [self.output_name, *self.inference_passes] if n is not None and n in read]
         output_name = " = ".join(names or [self.output_name or "outputs"])
         lines = [_emit.statement(f"{output_name} = self(features, training=False)")]
-        lines += [_line(self.rewrite(d.small), d.line, d.small, comments=False) for d in post]
+        for d in post:  # with the user's comment on it (and the blank line above that), as written
+            line = _line(self.rewrite(d.small), d.line, d.small)
+            if not any(empty.comment for empty in getattr(line, "leading_lines", ())):
+                line = line.with_changes(leading_lines=[])
+            lines.append(line)
         lines.append(_emit.statement("return {v}", v=self.rewrite(value)))
         return lines
 

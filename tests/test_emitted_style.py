@@ -233,15 +233,45 @@ def test_a_model_fns_comments_go_above_the_compile_argument_they_describe(rules)
             "        # The loss.\n"
             "        loss=tf.keras.losses.MeanSquaredError())\n") in result.new.decode(), result.new.decode()
 
+
+
+def test_the_comment_of_a_prediction_goes_with_it_into_predict_step(rules):
+    """A statement the predictions are computed with goes to predict_step, and its comment
+    with it (it used to be stacked above compile(), orphaned)."""
+    from estimator2keras._engine import rewrite_source
+
+    source = (
+        "import tensorflow as tf\n\n\n"
+        "def model_fn(features, labels, mode):\n"
+        "    logits = tf.compat.v1.layers.dense(features['x'], 3)\n\n"
+        "    # The predicted class.\n"
+        "    classes = tf.argmax(logits, 1)\n"
+        "    if mode == tf.estimator.ModeKeys.PREDICT:\n"
+        "        return tf.estimator.EstimatorSpec(mode, predictions={'classes': classes})\n"
+        "    loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, logits)\n"
+        "    train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(\n"
+        "        loss, tf.compat.v1.train.get_global_step())\n"
+        "    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)\n\n\n"
+        "est = tf.estimator.Estimator(model_fn)\n"
+        "est.train(lambda: tf.data.Dataset.from_tensor_slices(({'x': [[1.0]]}, [[2]])).batch(1), steps=1)\n")
+    result = rewrite_source(source.encode(), "p.py", rules)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    new = result.new.decode()
+    assert new.count("# The predicted class.") == 1, new
+    assert ("        logits = self(features, training=False)\n\n"
+            "        # The predicted class.\n"
+            "        classes = tf.argmax(logits, 1)\n") in new, new
+
+
 # -- line length, helpers written once, how much is written ---------------------------------
 sys.path.insert(0, str(FIXTURES.parent / "benchmarks"))
 import emitted_lines  # noqa: E402  (benchmarks/emitted_lines.py: the same figures, printed)
 
 TREES = emitted_lines.trees(FIXTURES)
 #: The total after/before line ratio of the converted files over every fixture may not grow
-#: past this (1.378 at the last change (9,302 lines), 1.56 before canned models and their head's metrics had
+#: past this (1.378 at the last change (9,305 lines), 1.56 before canned models and their head's metrics had
 #: base classes and a helper; issue 15 aims at 1.1).
-RATIO_CEILING = 1.378
+RATIO_CEILING = 1.379
 
 
 @pytest.mark.parametrize("tree", TREES, ids=[t.name for t in TREES])
