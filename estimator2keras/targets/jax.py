@@ -163,8 +163,10 @@ class _Translate(cst.CSTTransformer):
 
     def _model_base(self, base: cst.BaseExpression) -> bool:
         path = self._tf_path(base)
-        if path is not None:
-            return path in MODEL_BASES
+        if path is not None:  # Keras's model classes, and any class of its layers, losses, metrics, optimizers
+            return path in MODEL_BASES or (path.startswith(("keras.layers.", "keras.losses.", "keras.metrics.",
+                                                            "keras.optimizers."))
+                                           and path.rpartition(".")[2][:1].isupper())
         # A class of the program's own (a layer block) or a helper's: the model's where its name is.
         return isinstance(base, cst.Name) and (base.value.endswith(("Model", "Layer", "Loss", "Metric"))
                                                or base.value in ("LabelMean",))
