@@ -15,6 +15,10 @@ import libcst as cst
 from estimator2keras import _emit
 
 NEEDS_TENSORBOARD = "TensorFlow 2.20+ needs `pip install tensorboard`"
+#: The note above the callbacks list that holds a TensorBoard callback (listed in the file's
+#: header): the converted program's one new requirement.
+NOTE = ("The TensorBoard callback needs the tensorboard package, which TensorFlow 2.20 and later no "
+        "longer install: pip install tensorboard.")
 
 
 def needs_tensorboard(message: str) -> str:

@@ -2664,7 +2664,12 @@ class ConversionPlan:
         if self.fit_callbacks and not self.callbacks_inline():
             listed = _emit.vertical_list(self.fit_callbacks) if len(self.fit_callbacks) > 1 else cst.List(
                 [cst.Element(self.fit_callbacks[0])])
-            after.append(_emit.statement("{n} = {v}", n=self.callbacks_var, v=listed))
+            listing = _emit.statement("{n} = {v}", n=self.callbacks_var, v=listed)
+            if any(isinstance(c, cst.Call) and _emit.code(c.func).endswith("TensorBoard") for c in self.fit_callbacks):
+                from estimator2keras._tensorboard import NOTE
+
+                listing = _emit.with_comment(listing, NOTE)
+            after.append(listing)
         return build, after
 
     def unit_statement(self) -> list[cst.BaseStatement]:

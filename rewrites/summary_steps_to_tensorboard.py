@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from estimator2keras import _emit
 from estimator2keras._rule import Case, Safety, UnitRule
-from estimator2keras._tensorboard import needs_tensorboard, tensorboard_callback
+from estimator2keras._tensorboard import NOTE, needs_tensorboard, tensorboard_callback
 
 DEFAULT_NOT_WRITTEN = needs_tensorboard(
     "RunConfig's default summaries (every 100 steps, to model_dir) are not written: pass "
@@ -30,8 +30,9 @@ class SummaryStepsToTensorBoard(UnitRule):
     model_fn are not carried over (they are reported as E2K404 where they are).
 
     TensorFlow 2.20 and later no longer install TensorBoard: there the callback stops `fit`
-    after its first batch with `TBNotInstalledError` until `pip install tensorboard`, and the
-    report's finding for the callback says so.
+    after its first batch with `TBNotInstalledError` until `pip install tensorboard`: the
+    converted file's header says so (`# - E2K409 The TensorBoard callback needs the tensorboard
+    package...`), and so does the report's finding for the callback.
 
     ## Limitations
     When `save_summary_steps` is not given, RunConfig's default (every 100 steps) is not
@@ -46,6 +47,7 @@ class SummaryStepsToTensorBoard(UnitRule):
     code = "E2K409"
     summary = "RunConfig(save_summary_steps=N) with a model_dir -> tf.keras.callbacks.TensorBoard(model_dir, update_freq=N)"
     safety = Safety.REVIEW
+    notes = (NOTE,)
     order = 34
 
     cases = [
@@ -73,6 +75,8 @@ estimator.train(input_fn, steps=50)
             after='''\
 # e2k converted this file to Keras (`e2k explain CODE` says more):
 # - E2K402 The Estimator restored and saved checkpoints in its model_dir; so does ModelDirCheckpoints.
+# - E2K409 The TensorBoard callback needs the tensorboard package, which TensorFlow 2.20 and later no
+#   longer install: pip install tensorboard.
 import tensorflow as tf
 
 from e2k_helpers import ModelDirCheckpoints

@@ -68,6 +68,18 @@ def test_emitted_tensorboard_callback_carries_the_note(rules, case):
     assert all("TensorBoard" in note for note in notes)
 
 
+def test_the_files_header_names_the_new_requirement(rules):
+    """Not only the report (whose "fixed" findings show with -v): the converted file's header
+    says the program now needs the tensorboard package (two new users' programs crashed on
+    TF 2.21 with TBNotInstalledError without a word in the file)."""
+    from estimator2keras._tensorboard import NOTE
+
+    _, new = _convert(rules, PROGRAMS["save_summary_steps"])
+    header = new.split("import ", 1)[0]
+    assert "# - E2K409 The TensorBoard callback needs the tensorboard package" in header, new
+    assert "install tensorboard." in header and new.count(NOTE.split(",")[0]) == 1
+
+
 def test_default_summaries_note_is_the_same_mechanism(rules):
     source = PROGRAMS["save_summary_steps"].replace(", save_summary_steps=5", "")
     result, new = _convert(rules, source)
