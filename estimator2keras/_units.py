@@ -1293,6 +1293,21 @@ def _through_functions(ctx: RewriteContext, reached: list):
     return out, passed, inside
 
 
+def _displays(ctx: RewriteContext, name: cst.CSTNode) -> bool:
+    """Whether the read only shows the Estimator: the whole expression statement (a notebook
+    cell's displayed value), or the one argument of ``print(...)``."""
+    if not isinstance(name, cst.Name):
+        return False
+    parent = ctx.parent(name)
+    if isinstance(parent, cst.Expr):
+        return True
+    if isinstance(parent, cst.Arg) and parent.keyword is None and parent.star == "":
+        call = ctx.parent(parent)
+        return isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == "print" \
+            and len(call.args) == 1
+    return False
+
+
 def _use_text(ctx: RewriteContext, name: cst.CSTNode) -> str:
     """How a report names a use of the Estimator it does not convert: the expression around
     the read (``classifier.model_dir``, ``all_classifiers[...] = classifier``), cut short."""
@@ -2452,6 +2467,13 @@ class ConversionPlan:
                 self._check_passed(use)
                 continue
             if use.name in self.claimed_hook_args:
+                continue
+            if use.name not in self.claimed_uses and _displays(self.ctx, use.name):
+                # `estimator` alone in a notebook cell, `print(estimator)`: the model is shown
+                if use.name.value != self.model_var:
+                    self.replace(use.name, cst.Name(self.model_var))
+                self.fixed(use.name, UNSUPPORTED_USE, f"`{use.name.value}` shown (a cell's value, print) -> the "
+                                                      f"Keras model `{self.model_var}` shown")
                 continue
             if use.name not in self.claimed_uses:
                 what = f"`.{use.method}(...)`" if use.kind == "method" else _use_text(self.ctx, use.name)

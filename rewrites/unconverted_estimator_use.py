@@ -16,6 +16,10 @@ class UnconvertedEstimatorUse(Diagnostic):
     keeps its TF1 code; a `# e2k: E2K902 <reason>` line marks where, naming the use
     (`this use (`export_everything(estimator)`)`), and the finding is reported.
 
+    A use that only shows the Estimator converts: `estimator` alone as a notebook cell's
+    value, `print(estimator)`; the Keras model is shown there instead (a "fixed" finding
+    under this code says so).
+
     ## Why
     Converting the Estimator while some of its uses still expect an Estimator would leave a
     program that fails at run time, or trains differently.
