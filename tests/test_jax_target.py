@@ -171,6 +171,21 @@ def test_every_helper_metric_loss_and_layer_computes_with_keras_ops_on_jax():
     assert checked >= 10
 
 
+def test_the_backend_is_chosen_after_the_standard_library_imports_before_keras():
+    """`import os` takes its place among the standard library's imports, which stay first; the
+    backend is set after them; `import keras` opens the third-party group; the program's own
+    modules keep their group."""
+    import libcst as cst
+
+    source = ('"""Doc."""\nimport argparse\nimport sys\n\nimport numpy as np\nimport tensorflow as tf\n\n'
+              'from trainer import model\n\nx = np.zeros(1) + tf.zeros(1) + model.X + sys.maxsize\n')
+    new = jax._imports(cst.parse_module(source), {"tf"}, 2).code
+    assert new.startswith('"""Doc."""\nimport argparse\nimport os\nimport sys\n\n'
+                          'os.environ.setdefault("KERAS_BACKEND", "jax")\n'
+                          'os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")\n\n'
+                          'import keras\nimport numpy as np\nimport tensorflow as tf\n\nfrom trainer import model\n'), new
+
+
 def test_the_target_comes_from_the_command_line_or_the_configuration(tmp_path):
     from estimator2keras.cli import main
 

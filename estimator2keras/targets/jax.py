@@ -28,6 +28,8 @@ for TensorFlow.
 """
 from __future__ import annotations
 
+import sys
+
 import libcst as cst
 
 from estimator2keras import _emit
@@ -360,16 +362,62 @@ def _imports(module: cst.Module, aliases: set[str], devices: int | None) -> cst.
     first = next((i for i, s in enumerate(body) if _is_import(s)), None)
     if first is None:
         first = 1 if body and _is_docstring(body[0]) else 0
-    lines = ["import os", "", 'os.environ.setdefault("KERAS_BACKEND", "jax")']
+    # The standard library's imports stay first, `import os` in its place among them; the
+    # backend is chosen after them, before Keras and the other third-party imports.
+    end = first
+    while end < len(body) and _is_import(body[end]) and _standard(body[end]):
+        end += 1
+    group = body[first:end]
+    at = next((i for i, s in enumerate(group) if isinstance(s.body[0], cst.Import)
+               and (_dotted(s.body[0].names[0].name) or "") > "os"), len(group))
+    os_import = cst.parse_statement("import os\n")
+    if group:
+        if at == 0:  # it opens the group: the group's leading comment stays above it
+            os_import = os_import.with_changes(leading_lines=group[0].leading_lines)
+            group[0] = group[0].with_changes(leading_lines=[])
+        group.insert(at, os_import)
+    else:
+        group = [os_import]
+        if first < len(body):
+            group[0] = os_import.with_changes(leading_lines=body[first].leading_lines)
+            body[first] = body[first].with_changes(leading_lines=[])
+    lines = ['os.environ.setdefault("KERAS_BACKEND", "jax")']
     if devices:
         lines.append(f'os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count={devices}")')
     header = cst.parse_module("\n".join([*lines, "", "import keras", ""])).body
-    header = [s.with_changes(leading_lines=[cst.EmptyLine()] if i in (1, len(header) - 1) else [])
+    header = [s.with_changes(leading_lines=[cst.EmptyLine()] if i in (0, len(header) - 1) else [])
               for i, s in enumerate(header)]
-    if first < len(body):
-        header[0] = header[0].with_changes(leading_lines=body[first].leading_lines)
-        body[first] = body[first].with_changes(leading_lines=[])
-    return module.with_changes(body=[*body[:first], *header, *body[first:]])
+    rest = body[end:]
+    if rest and _is_import(rest[0]) and _installed(rest[0]):
+        rest[0] = rest[0].with_changes(leading_lines=[])  # `import keras` opens the third-party group
+    return module.with_changes(body=[*body[:first], *group, *header, *rest])
+
+
+def _installed(statement: cst.SimpleStatementLine) -> bool:
+    """An import of an installed package (``tensorflow``, ``numpy``): the third-party group,
+    which ``import keras`` joins; the program's own modules keep their blank line above."""
+    import importlib.util
+
+    small = statement.body[0]
+    if isinstance(small, cst.ImportFrom) and small.relative:
+        return False
+    name = (_dotted(small.module) if isinstance(small, cst.ImportFrom) else _dotted(small.names[0].name)) or ""
+    try:
+        return importlib.util.find_spec(name.split(".")[0]) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _standard(statement: cst.SimpleStatementLine) -> bool:
+    """An import of the standard library's (or ``from __future__``)."""
+    small = statement.body[0]
+    if isinstance(small, cst.ImportFrom):
+        if small.relative:
+            return False
+        names = [_dotted(small.module) or ""]
+    else:
+        names = [_dotted(a.name) or "" for a in small.names]
+    return all(n.split(".")[0] in sys.stdlib_module_names or n == "__future__" for n in names)
 
 
 def _is_import(statement: cst.BaseStatement) -> bool:
