@@ -384,26 +384,22 @@ def _finish(
     references: list[_leftovers.Reference] = []
     lines = None
     parsed_new = None  # CPython's tree of the new bytes, where parsed here (or the original's)
-    if rules.enabled(ESTIMATOR_CODE_LEFT) and _leftovers.mentions_estimator(new):
-        after = tree if new is source or new == source else None
-        if after is None:
-            after = _leftovers.parse(new)
-        parsed_new = after
-        if after is not None:
-            references = _leftovers.find_references(after)
-    if rules.enabled(ESTIMATOR_CODE_LEFT) and new != source and (b"contrib" in new or b"examples.tutorials" in new) \
+    enabled = rules.enabled(ESTIMATOR_CODE_LEFT)
+    finders = [_leftovers.find_references] if enabled and _leftovers.mentions_estimator(new) else []
+    if enabled and new != source and (b"contrib" in new or b"examples.tutorials" in new) \
             and _leftovers.mentions_estimator(source):
         # A converted file runs on TensorFlow 2, which has no tf.contrib: what is left of it fails there.
-        after = parsed_new if parsed_new is not None else _leftovers.parse(new)
-        parsed_new = after
-        if after is not None:
-            references = sorted([*references, *_leftovers.find_contrib(after)], key=lambda r: (r.line, r.offset))
-    if rules.enabled(ESTIMATOR_CODE_LEFT) and b"dtensor" in new:
+        finders.append(_leftovers.find_contrib)
+    if enabled and b"dtensor" in new:
         # Keras 2's DTensor integration: gone from Keras 3 with Estimator (TensorFlow 2.16)
-        after = parsed_new if parsed_new is not None else _leftovers.parse(new)
-        parsed_new = after
-        if after is not None:
-            references = sorted([*references, *_leftovers.find_keras_removed(after)], key=lambda r: (r.line, r.offset))
+        finders.append(_leftovers.find_keras_removed)
+    if finders:
+        parsed_new = tree if (new is source or new == source) and tree is not None else _leftovers.parse(new)
+        if parsed_new is not None:
+            for find in finders:
+                found = find(parsed_new)
+                references = found if find is _leftovers.find_references else \
+                    sorted([*references, *found], key=lambda r: (r.line, r.offset))
     if references:
         lines = _leftovers.LineMap(source.splitlines(), new.splitlines())
         if suppressions is None:

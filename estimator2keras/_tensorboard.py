@@ -21,6 +21,11 @@ NOTE = ("The TensorBoard callback needs the tensorboard package, which TensorFlo
         "longer install: pip install tensorboard.")
 
 
+def is_callback(node: cst.CSTNode) -> bool:
+    """Whether ``node`` is a call that makes a TensorBoard callback (``tensorboard_callback``'s)."""
+    return isinstance(node, cst.Call) and _emit.code(node.func).endswith("TensorBoard")
+
+
 def needs_tensorboard(message: str) -> str:
     """``message`` of a conversion that emits, or advises, a TensorBoard callback, with the note."""
     return f"{message} ({NEEDS_TENSORBOARD})"

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Callable
 
 import libcst as cst
 
-from estimator2keras import _emit
+from estimator2keras import _emit, _tensorboard
 from estimator2keras._rule import Unsupported
 
 if TYPE_CHECKING:
@@ -499,7 +499,7 @@ def callbacks_arg(plan: "ConversionPlan", hooks: Hooks | None, training: bool) -
         # Keras runs (two crash when their summary writers close).
         shared_code = {_emit.code(c) for c in plan.fit_callbacks}
         own = [c for c in own if _emit.code(c) not in shared_code]
-        boards = [c for c in [*plan.fit_callbacks, *own] if isinstance(c, cst.Call) and _emit.code(c.func).endswith("TensorBoard")]
+        boards = [c for c in [*plan.fit_callbacks, *own] if _tensorboard.is_callback(c)]
         if len(boards) > 1:
             raise Unsupported("two TensorBoard callbacks would write during one fit (the RunConfig's summaries and a "
                               "summary hook's, with other settings), which Keras cannot run: keep one",

@@ -2687,10 +2687,10 @@ class ConversionPlan:
             listed = _emit.vertical_list(self.fit_callbacks) if len(self.fit_callbacks) > 1 else cst.List(
                 [cst.Element(self.fit_callbacks[0])])
             listing = _emit.statement("{n} = {v}", n=self.callbacks_var, v=listed)
-            if any(isinstance(c, cst.Call) and _emit.code(c.func).endswith("TensorBoard") for c in self.fit_callbacks):
-                from estimator2keras._tensorboard import NOTE
+            from estimator2keras import _tensorboard
 
-                listing = _emit.with_comment(listing, NOTE)
+            if any(_tensorboard.is_callback(c) for c in self.fit_callbacks):
+                listing = _emit.with_comment(listing, _tensorboard.NOTE)
             after.append(listing)
         return build, after
 
