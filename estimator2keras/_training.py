@@ -382,28 +382,52 @@ class {name}({tf}.keras.callbacks.Callback):
             return int(self.checkpoint.optimizer.iterations.numpy())
         return int(latest.rsplit("-", 1)[-1])
 
-    def restore(self):
-        # Not before: Keras 3 restores into a model under a distribution strategy only once
-        # the model is built, which it is when a callback starts.
-        if not self.restored:
-            self.latest()
-            fresh = {tf}.train.CheckpointManager(self.checkpoint, self.manager.directory, *self.keep)
-            if self.writer is self.manager:
-                self.writer = fresh
-            self.manager = fresh
-            self.manager.restore_or_initialize()
-            self.restored = True
+    def restore(self, kind):
+        # Not before: Keras 3 restores into a model only once it is built, which it is when
+        # a callback starts under a distribution strategy, and else in the first step.
+        if self.restored:
+            return
+        self.latest()
+        if not self.model.built and hasattr({tf}.keras, "version"):
+            step = getattr(self.model, f"{{kind}}_function")
+
+            def first_step(iterator):
+                setattr(self.model, f"{{kind}}_function", step)
+                self.build(iterator.element_spec)
+                self.restore(kind)
+                return step(iterator)
+
+            setattr(self.model, f"{{kind}}_function", first_step)
+            return
+        fresh = {tf}.train.CheckpointManager(self.checkpoint, self.manager.directory, *self.keep)
+        if self.writer is self.manager:
+            self.writer = fresh
+        self.manager = fresh
+        self.manager.restore_or_initialize()
+        self.restored = True
+
+    def build(self, spec):
+        """Builds the model on a batch of zeros shaped like the data's (its first step would)."""
+        def zeros(spec):
+            shape = [1 if size is None else size for size in spec.shape]
+            if isinstance(spec, {tf}.SparseTensorSpec):
+                return {tf}.sparse.from_dense({tf}.zeros(shape, spec.dtype))
+            if isinstance(spec, {tf}.RaggedTensorSpec):
+                return {tf}.RaggedTensor.from_tensor({tf}.zeros(shape, spec.dtype), ragged_rank=spec.ragged_rank)
+            return {tf}.zeros(shape, spec.dtype)
+        features = {tf}.keras.utils.unpack_x_y_sample_weight(spec)[0]
+        self.model({tf}.nest.map_structure(zeros, features), training=False)
 
     def on_train_begin(self, logs=None):
-        self.restore()
-        self.step = self.saved_step = int(self.model.optimizer.iterations.numpy())
+        self.step = self.saved_step = self.global_step()
+        self.restore("train")
         self.saved_time = time.time()
 
     def on_test_begin(self, logs=None):
-        self.restore()
+        self.restore("test")
 
     def on_predict_begin(self, logs=None):
-        self.restore()
+        self.restore("predict")
 
     def on_train_batch_end(self, batch, logs=None):
         self.step += 1

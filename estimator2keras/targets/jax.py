@@ -642,7 +642,7 @@ def global_step(self):
     return found[-1][0]
 ''',
         "restore": '''
-def restore(self):
+def restore(self, kind):
     # Read when the model first trains, evaluates or predicts, as the Estimator read it.
     if not self.restored:
         found = self.checkpoints()
@@ -651,6 +651,7 @@ def restore(self):
             self.model.load_weights(found[-1][1])
         self.restored = True
 ''',
+        "build": None,
         "save": '''
 def save(self):
     path = os.path.join(self.directory, f"ckpt-{self.step}.weights.h5")
