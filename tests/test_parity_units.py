@@ -577,3 +577,34 @@ def test_a_failing_worker_is_reported_and_the_others_do_not_wait_for_the_time_li
     failed = _runner.run_workers(run, {}, timeout=120, env={**os.environ, "FAIL": "1", "HANG": "60"}, workers=2)
     assert time.perf_counter() - started < 30
     assert failed.status == "crashed" and failed.result["task"] == 1
+
+
+def test_a_module_of_a_package_runs_as_python_m_would_and_a_script_as_python_path(tmp_path):
+    # A trainer package's task.py says `from trainer import model` (and `from . import
+    # util`): run as a file from its own directory, it crashed with "No module named trainer".
+    import os
+    import subprocess
+    import sys
+
+    package = tmp_path / "trainer"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "model.py").write_text("UNITS = 3\n")
+    (package / "util.py").write_text("NAME = 'util'\n")
+    (package / "task.py").write_text(
+        "import os\nfrom trainer import model\nfrom . import util\nimport util as sibling\n"
+        "if __name__ == '__main__':\n"
+        "    print(model.UNITS, util.NAME, sibling.NAME, __package__, os.getcwd() == os.environ['ROOT'])\n")
+    (tmp_path / "script.py").write_text("import os\nprint(__name__, os.getcwd() == os.environ['ROOT'])\n")
+    assert side_common.program_entry(str(package / "task.py")) == (str(tmp_path), "trainer.task")
+    assert side_common.program_entry(str(tmp_path / "script.py")) == (str(tmp_path), None)
+    run = ("import importlib.util, sys\n"
+           "spec = importlib.util.spec_from_file_location('common', sys.argv[1])\n"
+           "common = importlib.util.module_from_spec(spec)\n"
+           "spec.loader.exec_module(common)\n"
+           "print(*common.run_program(sys.argv[2]))\n")
+    for program, printed in ((package / "task.py", "3 util util trainer True"), (tmp_path / "script.py", "__main__ True")):
+        done = subprocess.run([sys.executable, "-c", run, side_common.__file__, str(program)], capture_output=True,
+                              text=True, timeout=60, cwd="/", env={**os.environ, "ROOT": str(tmp_path)})
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines() == [printed, "ok None"], done.stdout

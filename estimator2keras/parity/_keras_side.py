@@ -801,8 +801,7 @@ def configure_devices(tf, devices: list[str], kind: str) -> None:
 def main(request_path: str) -> int:
     request = common.load_request(request_path)
     out_dir = request["out_dir"]
-    # Like `python PROGRAM`: the program's directory first on sys.path, before TF is imported.
-    sys.path[0] = os.path.dirname(os.path.abspath(request["program"]))
+    common.set_program_path(request["program"])
     state = State(request)
     result: dict = {"side": "migrated", "status": "harness_error", "program": request["program"]}
     try:

@@ -914,8 +914,7 @@ def _redirect_exports(tf, out_dir: str) -> None:
 def main(request_path: str) -> int:
     request = common.load_request(request_path)
     out_dir = request["out_dir"]
-    # Like `python PROGRAM`: the program's directory first on sys.path, before TF is imported.
-    sys.path[0] = os.path.dirname(os.path.abspath(request["program"]))
+    common.set_program_path(request["program"])
     rec = Recorder(request)
     result: dict = {"side": "legacy", "status": "harness_error", "program": request["program"]}
     try:

@@ -489,18 +489,45 @@ def exception_summary(exc: BaseException) -> str:
     return line[:500]
 
 
+def program_entry(path: str) -> tuple[str, str | None]:
+    """Where the user's program runs from, and its module name if it is one of a package.
+
+    A file beside an ``__init__.py`` is a package's module (``trainer/task.py``, which says
+    ``from trainer import model``): it runs as ``python -m trainer.task`` from the directory
+    above the package. Any other file runs as ``python PATH``, from its own directory.
+    """
+    path = os.path.abspath(path)
+    root, module = os.path.dirname(path), [os.path.splitext(os.path.basename(path))[0]]
+    while os.path.isfile(os.path.join(root, "__init__.py")) and os.path.dirname(root) != root:
+        root, package = os.path.split(root)
+        module.insert(0, package)
+    return root, (".".join(module) if len(module) > 1 else None)
+
+
+def set_program_path(path: str) -> None:
+    """The program's root first on sys.path (before TensorFlow is imported), as Python puts it."""
+    root, module = program_entry(path)
+    sys.path[0] = root
+    if module is not None:
+        # As `python PATH` would too: a package's module may import its siblings by name.
+        sys.path.insert(1, os.path.dirname(os.path.abspath(path)))
+
+
 def run_program(path: str) -> tuple[str, dict | None]:
-    """Run the user's program as `python PATH` would: its directory is cwd and sys.path[0].
+    """Run the user's program as Python would (see program_entry): its root is cwd and sys.path[0].
 
     Returns ("ok", None) or (status, error) where error has type, message, traceback.
     """
     path = os.path.abspath(path)
-    program_dir = os.path.dirname(path)
+    program_dir, module = program_entry(path)
     os.chdir(program_dir)
-    sys.path[0] = program_dir
+    set_program_path(path)
     sys.argv = [path]
     try:
-        runpy.run_path(path, run_name="__main__")
+        if module is None:
+            runpy.run_path(path, run_name="__main__")
+        else:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
     except SystemExit as exc:
         if exc.code in (None, 0):
             return "ok", None
