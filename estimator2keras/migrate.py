@@ -208,7 +208,7 @@ def markdown(m: Migration) -> str:
                       f"{envelope.get('elements', '?')} trainable values nudged by {envelope.get('ulps', '?')} ulps at "
                       f"every step (seed {envelope.get('seed', '?')}); after step {envelope.get('strict_steps')} a "
                       f"step passes within max(tight tolerance, {_num(envelope.get('k'), 'g')} x envelope), steps 1 to "
-                      f"{envelope.get('strict_steps')} within the tight tolerance alone (docs/parity.md).", ""]
+                      f"{envelope.get('strict_steps')} within max(tight tolerance, envelope) (docs/parity.md).", ""]
         elif envelope:
             lines += [f"No noise envelope: {envelope.get('reason')}; judged by the fixed tolerance.", ""]
         if m.plot_path is not None:

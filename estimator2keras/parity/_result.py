@@ -25,7 +25,8 @@ class Tolerance:
 
     With the noise envelope (the legacy program run again with its weights nudged by
     ``envelope_ulps`` ulps at every step, see docs/parity.md), the schedule is different:
-    steps 1..``strict_steps`` are judged by the tight tolerance alone; every later step may
+    steps 1..``strict_steps`` may differ by the tight tolerance or the envelope (the program's
+    own noise there, not k times it), whichever is larger; every later step may
     differ by ``max(tight tolerance, envelope_k * envelope)``, the envelope being the largest
     difference the nudged run showed from the legacy run up to that step. Final weights and
     eval metrics use the fixed tolerance of the last step, widened the same way by their own
@@ -59,7 +60,8 @@ class Tolerance:
     def describe(self, envelope: bool = False) -> str:
         tight = f"|diff| <= {self.tight_atol:g} + {self.tight_rtol:g}*|legacy|"
         if envelope:
-            return (f"steps 1-{self.strict_steps} {tight}; later steps |diff| <= max({self.tight_atol:g} + "
+            return (f"steps 1-{self.strict_steps} |diff| <= max({self.tight_atol:g} + {self.tight_rtol:g}*|legacy|, "
+                    f"envelope); later steps |diff| <= max({self.tight_atol:g} + "
                     f"{self.tight_rtol:g}*|legacy|, {self.envelope_k:g} x envelope), the envelope being the "
                     f"largest |nudged - legacy| up to that step (legacy run again, weights nudged by "
                     f"{self.envelope_ulps} ulps at every step)")

@@ -112,7 +112,7 @@ def print_report(report: dict[str, Any]) -> None:
                 cells.append("never" if first is None else
                              f"{first['ratio']:.3g}@{first['step']}{'*' if first['strict'] else ''}")
         print(f"{name:34} " + "  ".join(f"{c:>10}" for c in cells))
-    print("(* = a strict step, judged by the tight tolerance alone)")
+    print("(* = a strict step, judged by max(tight tolerance, 1 x envelope))")
     print(f"largest k needed by a correct migration:      {report['largest_k_needed_by_a_correct_migration']:.3g}")
     print(f"smallest ratio at a wrong migration's catch:  {report['smallest_ratio_at_a_wrong_migrations_catch']:.3g}")
 
