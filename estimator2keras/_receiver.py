@@ -43,6 +43,7 @@ RECEIVERS = {
     "estimator.export.TensorServingInputReceiver": "tensor",
 }
 RECEIVER_SIGNATURE = ("features", "receiver_tensors", "receiver_tensors_alternatives")
+RAW = frozenset({"estimator.export.build_raw_serving_input_receiver_fn"})
 PLACEHOLDER = "placeholder"
 WITH_DEFAULT = "placeholder_with_default"
 #: Calls whose result is a dict of tensors (the features' kind is told through them).
@@ -83,12 +84,30 @@ def handwritten(ctx, node: cst.BaseExpression) -> cst.FunctionDef | None:
     if not isinstance(function, cst.FunctionDef):
         return None
     returned = _single_return(function)
-    if isinstance(returned, cst.Call) and ctx.call_api_path(returned) in RECEIVERS:
+    if isinstance(returned, cst.Call) and (ctx.call_api_path(returned) in RECEIVERS or _raw_built(ctx, returned)):
         return function
+    if isinstance(returned, cst.Call) and isinstance(returned.func, cst.Call) and not returned.args \
+            and ctx.call_api_path(returned.func) in RAW:
+        raise Unsupported(f"`{function.name.value}` returns build_raw_serving_input_receiver_fn(..., "
+                          "default_batch_size=...)(): a fixed batch size is not converted", returned)
     if _returns_receiver(ctx, function):
         raise Unsupported(
             f"`{function.name.value}` returns its serving receiver other than as its one last `return`", function)
     return None
+
+
+def _raw_built(ctx, call: cst.Call) -> cst.BaseExpression | None:
+    """The tensors of ``build_raw_serving_input_receiver_fn(tensors)()``, a receiver built and
+    returned at once: it receives placeholders of their shapes, names and dtypes, which a
+    function's own placeholders (batch dimension None) are; None for any other call."""
+    inner = call.func
+    if call.args or not isinstance(inner, cst.Call) or ctx.call_api_path(inner) not in RAW:
+        return None
+    args = bind_arguments(inner, ("features", "default_batch_size"))
+    batch = args.get("default_batch_size")
+    if "features" not in args or (batch is not None and _emit.code(batch.value) != "None"):
+        return None
+    return args["features"].value
 
 
 def _returns_receiver(ctx, function: cst.FunctionDef) -> bool:
@@ -113,8 +132,13 @@ def read(ctx, plan, function: cst.FunctionDef, respell: dict) -> Receiver:
     body = function.body.body if isinstance(function.body, cst.IndentedBlock) else []
     returned = body[-1]
     call = returned.body[-1].value
-    kind = RECEIVERS[ctx.call_api_path(call)]
-    args = bind_arguments(call, RECEIVER_SIGNATURE)
+    raw = _raw_built(ctx, call)
+    if raw is not None:
+        # `build_raw_serving_input_receiver_fn(tensors)()`: the tensors are fed as they are.
+        kind, args = "dict", {"features": cst.Arg(raw), "receiver_tensors": cst.Arg(raw)}
+    else:
+        kind = RECEIVERS[ctx.call_api_path(call)]
+        args = bind_arguments(call, RECEIVER_SIGNATURE)
     alternatives = args.get("receiver_tensors_alternatives")
     if alternatives is not None and _emit.code(alternatives.value) != "None":
         raise Unsupported("receiver_tensors_alternatives (more serving signatures) are not converted", alternatives)

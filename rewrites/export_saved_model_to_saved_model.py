@@ -43,7 +43,9 @@ class ExportSavedModelToSavedModel(UnitRule):
       known only when the program runs (`SERVING_FUNCTIONS[args.export_format]`) converts
       each of them and keeps the pick: `SERVING_FUNCTIONS[args.export_format](model.predict_step)`.
       A serving function of the module that nothing exports with (an alternative the program
-      kept) is converted the same way, beside the one exported.
+      kept) is converted the same way, beside the one exported. A function that returns
+      `build_raw_serving_input_receiver_fn(placeholders)()`, the receiver built and called
+      at once, feeds its placeholders as they are, as a ServingInputReceiver of them would.
 
     `estimator.export_saved_model(base, serving_input_receiver_fn)` (and the older
     `export_savedmodel`) becomes `tf.saved_model.save(model, <base>/<timestamp>,
@@ -265,6 +267,87 @@ def build_model():
 @tf.function(input_signature=[{"x": tf.TensorSpec([None, 2], tf.float32, name="x")}])
 def serving_input_fn(inputs):
     return model.predict_step(inputs)
+
+
+model = build_model()
+model.fit(input_fn())
+tf.saved_model.save(
+    model,
+    os.fsencode(os.path.join("export", str(int(time.time())))),
+    signatures={"serving_default": serving_input_fn})
+''',
+        ),
+        Case(
+            id="raw-receiver-built-in-a-function",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": [[1.0, 2.0]]}, [[2.0]])).batch(1)
+
+
+def model_fn(features, labels, mode):
+    hidden = tf.layers.dense(features["x"], 4, activation=tf.nn.relu)
+    logits = tf.layers.dense(hidden, 1)
+    if mode == tf.estimator.ModeKeys.PREDICT:
+        return tf.estimator.EstimatorSpec(mode, predictions={"logits": logits, "hidden": hidden})
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def serving_input_fn():
+    placeholders = {"x": tf.placeholder(tf.float32, [None, 2], name="x")}
+    return tf.estimator.export.build_raw_serving_input_receiver_fn(placeholders)()
+
+
+estimator = tf.estimator.Estimator(model_fn)
+estimator.train(input_fn)
+estimator.export_saved_model("export", serving_input_fn)
+''',
+            after='''\
+import os
+import time
+
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": [[1.0, 2.0]]}, [[2.0]])).batch(1)
+
+
+class Model(tf.keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.hidden = tf.keras.layers.Dense(4, activation=tf.nn.relu)
+        self.logits = tf.keras.layers.Dense(1)
+
+    def call(self, features, training=False):
+        hidden = self.hidden(features["x"])
+        logits = self.logits(hidden)
+        return logits
+
+    def predict_step(self, data):
+        features, _, _ = tf.keras.utils.unpack_x_y_sample_weight(data)
+        hidden = self.hidden(features["x"])
+        logits = self.logits(hidden)
+        return {"logits": logits, "hidden": hidden}
+
+
+def build_model():
+    model = Model()
+    model.compile(
+        optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError()
+    )
+    return model
+
+
+# The serving signature the Estimator exported: the receiver tensors in, the PREDICT predictions
+# out.
+@tf.function(input_signature=[{"x": tf.TensorSpec([None, 2], tf.float32, name="x")}])
+def serving_input_fn(placeholders):
+    return model.predict_step(placeholders)
 
 
 model = build_model()

@@ -59,6 +59,28 @@ def serving_input_fn():
     assert "def serving_input_fn(image):\n    return model.predict_step(image)" in new
 
 
+def test_a_raw_receiver_built_and_returned_at_once_feeds_the_functions_placeholders(rules):
+    # `return build_raw_serving_input_receiver_fn(placeholders)()` (a new user's program):
+    # the receiver of those placeholders, fed as they are. E2K007 said it was none of the
+    # forms it converts, although it named this one.
+    result = _rewrite('''
+def serving_input_fn():
+    placeholders = {name: tf.placeholder(tf.float32, [None], name=name) for name in ["a", "b"]}
+    return tf.estimator.export.build_raw_serving_input_receiver_fn(placeholders)()
+''', rules)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    new = flat(result.new.decode())
+    assert "for name in [\"a\", \"b\"]}])\ndef serving_input_fn(placeholders):\n" \
+           "    return model.predict_step(placeholders)" in new, new
+    assert "tf.TensorSpec([None], tf.float32, name=name)" in new
+    # A fixed batch size is another signature: refused, the unit left whole.
+    _refused(_rewrite('''
+def serving_input_fn():
+    placeholders = {"x": tf.placeholder(tf.float32, [None, 2])}
+    return tf.estimator.export.build_raw_serving_input_receiver_fn(placeholders, default_batch_size=8)()
+''', rules), "default_batch_size")
+
+
 def test_one_tensor_of_a_serving_input_receiver_is_the_feature_named_feature(rules):
     # ServingInputReceiver wraps features that are not a dict as {"feature": tensor}, and a
     # single receiver tensor as {"input": tensor}: the model_fn and the signature saw those.
