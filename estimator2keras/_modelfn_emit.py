@@ -460,6 +460,7 @@ class _KerasWriter:
             body.append(line)
         body.append(_emit.statement("return {o}", o=self.rewrite(output)))
         body, _ = _without_self_assignments(body)
+        self._call = (inputs, body)  # predict_step runs it itself where it reads inside the model
         if body and isinstance(body[0], cst.SimpleStatementLine) and all(line.comment is None for line in body[0].leading_lines):
             body[0] = body[0].with_changes(leading_lines=[])  # what stood above it went to __init__
         init_reads = self._init_arguments()
@@ -543,13 +544,33 @@ class _KerasWriter:
         read = {n.value for node in [*(d.value for d in post), value] for n in self.names_read(node)}
         names = [n for n in [self.output_name, *self.inference_passes] if n is not None and n in read]
         output_name = " = ".join(names or [self.output_name or "outputs"])
-        lines = [_emit.statement(f"{output_name} = self(features, training=False)")]
+        lines = self.forward_read(read, names or [self.output_name or "outputs"]) or [
+            _emit.statement(f"{output_name} = self(features, training=False)")]
         for d in post:  # with the user's comment on it (and the blank line above that), as written
             line = _line(self.rewrite(d.small), d.line, d.small)
             if not any(empty.comment for empty in getattr(line, "leading_lines", ())):
                 line = line.with_changes(leading_lines=[])
             lines.append(line)
         lines.append(_emit.statement("return {v}", v=self.rewrite(value)))
+        return lines
+
+    def forward_read(self, read: set[str], outputs: list[str]) -> list[cst.BaseStatement]:
+        """Where the predictions read a tensor inside the model (``"hidden": hidden``), the
+        statements of ``call`` run for inference (``training`` False), its output bound to
+        ``outputs``; none where they read the model's output only."""
+        inside = {d.name for d in self.defs if d.small in self.forward_smalls} - {*outputs, *self.inference_passes}
+        inside = {name for name in inside & read if name not in self.layer_objects and name not in self.weight_names}
+        if not inside:
+            return []
+        first = sorted(inside)[0]
+        inputs, body = getattr(self, "_call", (None, []))
+        if inputs != "features" or self.inference_passes or not body:
+            self.refuse(self.latest_def(first, len(self.order)).small,
+                        f"`{first}` is inside the model; e2k predicts from the model's output only here")
+        returned = body[-1].body[0].value
+        lines = [line.visit(_InferenceOnly()) for line in body[:-1]]
+        if not (isinstance(returned, cst.Name) and [returned.value] == outputs):
+            lines.append(_emit.statement(f"{' = '.join(outputs)} = {{v}}", v=returned.visit(_InferenceOnly())))
         return lines
 
     def split_build(self, init_defs: list[_Def], inputs: str) -> tuple[list[_Def], list[_Def]]:
@@ -1134,6 +1155,26 @@ class _AliasReads(cst.CSTTransformer):
 
     def leave_Name(self, original, updated):
         return self.values.get(original.value, updated)
+
+
+class _InferenceOnly(cst.CSTTransformer):
+    """``call``'s code as predict_step runs it: ``training`` read as False."""
+
+    def __init__(self):
+        super().__init__()
+        self.names: set[int] = set()
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is not None:
+            self.names.add(id(node.keyword))
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self.names.add(id(node.attr))
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        if original.value == "training" and id(original) not in self.names:
+            return cst.Name("False")
+        return updated
 
 
 def _without_self_assignments(body: list) -> tuple[list, list]:

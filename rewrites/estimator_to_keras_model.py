@@ -28,7 +28,9 @@ class EstimatorToKerasModel(UnitRule):
     - TRAIN's `train_op` (`optimizer.minimize(loss)`) gives `compile(optimizer=...)`, with
       its learning-rate schedule.
     - EVAL's `eval_metric_ops` give `compile(metrics=[...])`, under the same names.
-    - PREDICT's `predictions` dict gives the model a `predict_step`.
+    - PREDICT's `predictions` dict gives the model a `predict_step`. Where a prediction is a
+      tensor inside the model (`"hidden": hidden`, an embedding served beside the output),
+      `predict_step` runs the forward code of `call` itself, `training` False, and returns it.
 
     A forward pass that is one chain of layers from `features` becomes
     `tf.keras.Sequential([...])`. Anything else becomes a `tf.keras.Model` subclass whose
