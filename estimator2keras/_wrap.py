@@ -79,7 +79,8 @@ def _configured(directory: str) -> int | None:
 
 def wrap(new: str, original: str, limit: int) -> str:
     """``new`` with each statement that has a line e2k wrote (not one of ``original``'s) over
-    ``limit`` formatted to fit it."""
+    ``limit`` formatted to fit it, and its continuation lines aligned with their brackets."""
+    new = realign(new, original)
     lines = new.splitlines(keepends=True)
     if all(len(line.rstrip("\r\n")) <= limit for line in lines):
         return new
@@ -116,13 +117,14 @@ def wrap(new: str, original: str, limit: int) -> str:
                 last -= 1
             if any(first <= i <= last for i in long_lines):
                 headers.append((first, last))
-    comments = [(i, i, "comment") for i in long_lines
+    comments = [(*_paragraph(lines, i, written), "comment") for i in long_lines
                 if lines[i].strip().startswith("#") and not lines[i].strip().startswith("# e2k:")]
+    comments = [c for index, c in enumerate(comments) if c not in comments[:index]]
     for first, last, kind in sorted([*((f, l, "statement") for f, l in _outermost(spans)),
                                      *((f, l, "header") for f, l in headers),
                                      *((f, l, "docstring") for f, l in docstrings), *comments], reverse=True):
         if kind == "comment":
-            formatted = _comment(lines[first], limit)
+            formatted = _comment(lines[first:last + 1], limit)
         elif kind == "docstring":
             formatted = _docstring(lines[first:last + 1], limit)
         else:
@@ -130,6 +132,98 @@ def wrap(new: str, original: str, limit: int) -> str:
         if formatted is not None:
             lines[first:last + 1] = formatted
     return "".join(lines)
+
+
+def realign(new: str, original: str) -> str:
+    """``new`` with the continuation lines of each statement e2k wrote aligned again under
+    the bracket they were aligned with (``f(a,\n  b)``, ``b`` under ``a``), where e2k moved
+    that bracket: ``params={"lr": 0.1,`` became ``model = build_model({"lr": 0.1,``, and the
+    next line, written for the old column, stayed where it was."""
+    lines = new.splitlines(keepends=True)
+    written = _written_lines(original.splitlines(keepends=True), lines)
+    if not written:
+        return new
+    try:
+        tree = ast.parse(new)
+    except SyntaxError:
+        return new
+    spans = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.stmt):
+            continue
+        body = getattr(node, "body", None)
+        if body is None:
+            spans.append((node.lineno - 1, node.end_lineno - 1))
+        elif body and body[0].lineno > node.lineno:  # a header: its decorators, its line(s)
+            first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))]) - 1
+            spans.append((first, body[0].lineno - 2))
+    for first, last in _outermost([span for span in spans if span[1] > span[0]]):
+        if any(first <= i <= last for i in written):
+            lines[first:last + 1] = _aligned(lines[first:last + 1])
+    return "".join(_blank_runs(lines, written))
+
+
+def _blank_runs(lines: list[str], written: set[int]) -> list[str]:
+    """No more than two blank lines in a row (PEP 8) where e2k wrote one of them: a removed
+    statement's blank lines beside those of what replaced it."""
+    kept, run = [], []
+    for index, line in enumerate(lines + ["end"]):
+        if line.strip() == "" and index < len(lines):
+            run.append(index)
+            continue
+        if len(run) > 2 and any(i in written for i in run):
+            run = run[:2]
+        kept.extend(lines[i] for i in run)
+        run = []
+        if index < len(lines):
+            kept.append(line)
+    return kept
+
+
+def _aligned(lines: list[str]) -> list[str]:
+    """One statement's lines, each continuation line of a bracket whose contents start on the
+    bracket's line (visual indentation) moved to the column after the bracket."""
+    for _ in range(len(lines)):
+        found = _misaligned(lines)
+        if found is None:
+            break
+        row, shift = found
+        line = lines[row]
+        if shift < 0 and len(_indent(line)) < -shift:
+            break
+        lines[row] = " " * shift + line if shift > 0 else line[-shift:]
+    return lines
+
+
+def _misaligned(lines: list[str]) -> tuple[int, int] | None:
+    """(line, columns to move it by) of the first continuation line not under its bracket."""
+    import io
+    import tokenize
+
+    opened: list[tuple[int, int, bool]] = []  # row, column, contents follow on its line
+    previous_row = 0
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO("".join(lines)).readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return None
+    for index, token in enumerate(tokens):
+        row, col = token.start[0] - 1, token.start[1]
+        if token.type in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT,
+                          tokenize.ENDMARKER):
+            continue
+        if row > previous_row and opened and token.string not in ")]}":
+            bracket_row, bracket_col, visual = opened[-1]
+            if visual and row > bracket_row and col != bracket_col + 1:
+                return row, bracket_col + 1 - col
+        previous_row = max(previous_row, token.end[0] - 1)
+        if token.type == tokenize.OP and token.string in "([{":
+            following = next((t for t in tokens[index + 1:] if t.type != tokenize.COMMENT), None)
+            visual = following is not None and following.type not in (tokenize.NL, tokenize.NEWLINE) \
+                and following.start[0] == token.start[0] and following.string not in ")]}"
+            opened.append((row, col, visual))
+        elif token.type == tokenize.OP and token.string in ")]}" and opened:
+            opened.pop()
+    return None
 
 
 def _comments_above(lines: list[str], long_lines: set[int], limit: int) -> str | None:
@@ -185,15 +279,39 @@ def _written_lines(old: list[str], new: list[str]) -> set[int]:
     return written
 
 
-def _comment(line: str, limit: int) -> list[str]:
-    """An own-line comment e2k wrote, over the limit: its words on as many lines as it takes."""
+def _paragraph(lines: list[str], at: int, written: set[int]) -> tuple[int, int]:
+    """(first, last) of the own-line comments e2k wrote around line ``at`` at its indent that
+    continue one sentence (a line not ending it: ".", ":", "!", "?"), filled again together
+    (not "so\n# that the")."""
+    def same(i: int) -> bool:
+        text = lines[i].strip()
+        return i in written and text.startswith("#") and not text.startswith("# e2k:") and text != "#" \
+            and _indent(lines[i]) == _indent(lines[at])
+
+    def ends(i: int) -> bool:  # a sentence ends on this line: the next starts another
+        return lines[i].rstrip().endswith((".", ":", "!", "?"))
+
+    first = last = at
+    while first > 0 and same(first - 1) and not ends(first - 1):
+        first -= 1
+    while last + 1 < len(lines) and same(last + 1) and not ends(last):
+        last += 1
+    texts = [lines[i].strip()[1:] for i in range(first, last + 1)]
+    if any(text.startswith(("  ", " - ", " * ")) for text in texts):
+        return at, at  # a list, or a code example: its lines stay lines
+    return first, last
+
+
+def _comment(block: list[str], limit: int) -> list[str]:
+    """Own-line comments e2k wrote, one over the limit: their words on as many lines as it takes."""
     import textwrap
 
+    line = block[0]
     indent, ending = _indent(line), _ending(line)
-    text = line.strip()[1:].strip()
+    text = " ".join(part.strip()[1:].strip() for part in block)
     width = max(limit - len(indent) - 2, 30)
     return [f"{indent}# {part}{ending}" for part in textwrap.wrap(text, width, break_long_words=False,
-                                                                     break_on_hyphens=False)] or [line]
+                                                                     break_on_hyphens=False)] or block
 
 
 def _docstring(lines: list[str], limit: int) -> list[str] | None:

@@ -162,7 +162,6 @@ def eval_input_fn():
     return tf.data.Dataset.from_tensor_slices(({"x": x}, y)).batch(8)
 
 
-
 class LinearRegressorModel(CannedModel):
     """The canned LinearRegressor (tf.estimator): loss averaged over the batch."""
 

@@ -87,3 +87,87 @@ def test_hugging_keeps_a_one_element_tuples_comma():
     # Dropping the comma would make it no tuple: it stays before the bracket.
     assert _wrap._hugged(lines, 79) == ["x = (", "    some_long_function_name(argument_one, argument_two),)"]
     assert _wrap._hugged(["f(", "    a,", "    b,", ")"], 79) == ["f(", "    a,", "    b)"]
+
+
+def test_continuation_lines_follow_the_bracket_e2k_moved():
+    # `params={"lr": 0.1,` became `model = build_model({"lr": 0.1,`; `return {...` moved left:
+    # the next lines, aligned with the old bracket, stayed where they were (a new user's program).
+    original = textwrap.dedent('''\
+        def main():
+          estimator = tf.estimator.Estimator(
+              model_fn=model_fn,
+              params={"lr": 0.1, "unused_a": 1,
+                      "unused_b": [1,
+                                   2]})
+          predictions = {"class_ids": tf.argmax(logits, axis=1),
+                         "probabilities": tf.nn.softmax(logits)}
+        ''')
+    new = textwrap.dedent('''\
+        def main():
+          model = build_model({"lr": 0.1, "unused_a": 1,
+                      "unused_b": [1,
+                                   2]})
+          return {"class_ids": tf.argmax(logits, axis=1),
+                         "probabilities": tf.nn.softmax(logits)}
+        ''')
+    assert _wrap.wrap(new, original, 79) == textwrap.dedent('''\
+        def main():
+          model = build_model({"lr": 0.1, "unused_a": 1,
+                               "unused_b": [1,
+                                            2]})
+          return {"class_ids": tf.argmax(logits, axis=1),
+                  "probabilities": tf.nn.softmax(logits)}
+        ''')
+    # Lines e2k did not write, and hanging indents (nothing after the bracket), stay as they are.
+    untouched = "x = f(a,\n        b)\ny = g(\n    c)\n"
+    assert _wrap.wrap(untouched, untouched, 79) == untouched
+    assert _wrap.wrap("y = gg(\n    c)\n", "", 79) == "y = gg(\n    c)\n"
+
+
+def test_a_sentence_e2k_wrote_over_several_comment_lines_is_filled_again_as_one():
+    new = ("def f():\n"
+           "  # Built here, in the Estimator's order (the DNN, then the linear model), so that the linear\n"
+           "  # model's own optimizer can be built before training.\n"
+           "  # Another sentence.\n"
+           "  x = 1\n")
+    assert _wrap.wrap(new, "", 79) == (
+        "def f():\n"
+        "  # Built here, in the Estimator's order (the DNN, then the linear model), so\n"
+        "  # that the linear model's own optimizer can be built before training.\n"
+        "  # Another sentence.\n"
+        "  x = 1\n")
+    # A list keeps its lines.
+    listed = "# Changed:\n# - E2K402 The Estimator restored and saved checkpoints in its model_dir; so does it now\n#   as well.\n"
+    assert "\n#   as well.\n" in _wrap.wrap(listed, "", 79)
+
+
+def test_a_decorator_e2k_wrote_is_aligned_and_no_more_than_two_blank_lines_it_left_follow():
+    new = textwrap.dedent('''\
+        model.fit(x)
+
+
+        @tf.function(input_signature=[serving_signature({name: tf.zeros([1, 2])
+                 for name in ["x"]})])
+        def serve(features):
+          return model.predict_step(features)
+
+
+
+
+        tf.saved_model.save(model, "export")
+        ''')
+    assert _wrap.wrap(new, "model.fit(x)\n", 79) == textwrap.dedent('''\
+        model.fit(x)
+
+
+        @tf.function(input_signature=[serving_signature({name: tf.zeros([1, 2])
+                                                         for name in ["x"]})])
+        def serve(features):
+          return model.predict_step(features)
+
+
+        tf.saved_model.save(model, "export")
+        ''')
+    # The user's own blank lines stay as many as they were.
+    own = "x = 1\n\n\n\ny = 2\n"
+    assert _wrap.wrap(own, own, 79) == own
