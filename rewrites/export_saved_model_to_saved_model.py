@@ -15,6 +15,54 @@ SIGNATURES = {
 }
 
 
+def _hoistable(call: cst.Call, small: cst.BaseSmallStatement) -> bool:
+    """Can the export ``call`` run before the rest of ``small`` (its value then read where the
+    call was)? Where every other call of the statement encloses it (``print(...)``,
+    ``str(...)``) and no lambda, comprehension, conditional or boolean operator decides
+    whether it runs."""
+    found: list[cst.CSTNode] = []
+
+    class Path(cst.CSTVisitor):
+        def __init__(self):
+            self.stack: list[cst.CSTNode] = []
+
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            if node is call:
+                found.extend(self.stack)
+                return False
+            self.stack.append(node)
+            return True
+
+        def on_leave(self, original: cst.CSTNode) -> None:
+            if self.stack and self.stack[-1] is original:
+                self.stack.pop()
+
+    small.visit(Path())
+    if not found:
+        return False
+    blocking = (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp, cst.IfExp, cst.BooleanOperation,
+                cst.Await, cst.Yield)
+    if any(isinstance(node, blocking) for node in found):
+        return False
+    enclosing = {id(node) for node in found}
+    others = [node for node in _calls(small) if node is not call and id(node) not in enclosing]
+    return not any(not _within(node, call) for node in others)
+
+
+def _calls(node: cst.CSTNode) -> list[cst.Call]:
+    calls, stack = [], [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Call):
+            calls.append(current)
+        stack.extend(current.children)
+    return calls
+
+
+def _within(node: cst.CSTNode, outer: cst.CSTNode) -> bool:
+    return any(inner is node for inner in _calls(outer))
+
+
 class ExportSavedModelToSavedModel(UnitRule):
     """estimator.export_saved_model(...) becomes `tf.saved_model.save` with the same serving signature.
 
@@ -50,7 +98,10 @@ class ExportSavedModelToSavedModel(UnitRule):
     `estimator.export_saved_model(base, serving_input_receiver_fn)` (and the older
     `export_savedmodel`) becomes `tf.saved_model.save(model, <base>/<timestamp>,
     signatures={...})`; an assigned result is the export directory as bytes, as the
-    Estimator returned it. `EstimatorSpec(export_outputs={"name": PredictOutput(predictions)})`
+    Estimator returned it. An export inside an expression (`print("exported to",
+    estimator.export_saved_model(...))`) is written first, and its directory read where the
+    call was, when nothing else in the statement ran before it (only calls around it, such
+    as `print(...)`, and no conditional, boolean operator, lambda or comprehension around it). `EstimatorSpec(export_outputs={"name": PredictOutput(predictions)})`
     names the signatures (and, as in the Estimator, a single one is also `serving_default`).
 
     A canned Estimator (E2K501-E2K503) exported its head's predictions dict as the signature
@@ -515,6 +566,15 @@ tf.saved_model.save(
                        save_statement(plan, ctx, cst.Name(target), signatures)]
                 if after:
                     new.append(_emit.statement(after.format(path=target)))
+            elif small is not None and _hoistable(use.call, small):
+                # `print("exported to", estimator.export_saved_model(...))`: the export first, its
+                # directory where the call was (nothing else in the statement ran before it).
+                target = plan.unique_name("export_dir")
+                new = [_emit.statement("{t} = {p}", t=target, p=path),
+                       save_statement(plan, ctx, cst.Name(target), signatures)]
+                if after:
+                    new.append(_emit.statement(after.format(path=target)))
+                new.append(statement.deep_replace(use.call, cst.Name(target)).with_changes(leading_lines=[]))
             else:
                 raise Unsupported(f"{use.method}(...) is used inside an expression e2k does not rewrite", use.call)
             new[0] = new[0].with_changes(leading_lines=statement.leading_lines)

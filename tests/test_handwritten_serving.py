@@ -265,3 +265,27 @@ def serving_input_fn():
     assert ("def serving_input_fn(features):\n"
             "    receiver_tensors = {\"x\": features}\n"
             "    return model.predict_step(receiver_tensors)") in new
+
+
+@pytest.mark.parametrize("use, converts", [
+    ('print("exported to", estimator.export_saved_model("export", serving_input_fn))', True),
+    ('paths = [str(estimator.export_saved_model("export", serving_input_fn))]', True),
+    # something else runs first, or decides whether the export runs: left whole, reported
+    ('print(time_it(), estimator.export_saved_model("export", serving_input_fn))', False),
+    ('path = keep and estimator.export_saved_model("export", serving_input_fn)', False),
+])
+def test_an_export_inside_an_expression_runs_first_and_its_directory_is_used_there(rules, use, converts):
+    source = PROGRAM.replace("SERVING", '''
+def serving_input_fn():
+    inputs = {"x": tf.placeholder(tf.float32, [None, 2])}
+    return tf.estimator.export.ServingInputReceiver(inputs, inputs)
+''').replace('estimator.export_saved_model("export", EXPORTED)', use)
+    result = rewrite_source(source.encode(), "program.py", rules)
+    if not converts:
+        _refused(result, "is used inside an expression")
+        return
+    assert result.status == "converted", [f.format() for f in result.findings]
+    new = flat(result.new.decode())
+    assert 'export_dir = os.fsencode(os.path.join("export", str(int(time.time()))))\n' \
+           'tf.saved_model.save(model, export_dir, signatures={"serving_default": serving_input_fn})\n' in new
+    assert use.replace('estimator.export_saved_model("export", serving_input_fn)', "export_dir") in new

@@ -108,6 +108,9 @@ HANDWRITTEN = {
     "serving_functions_table": (
         {"age": [0.3, 0.5, 0.9], "hours_per_week": [0.4, 0.2, 0.6]},
         ["serving_default"], ["age", "hours_per_week"], ["logits", "probabilities"]),
+    "serving_raw_receiver_hidden": (
+        {"f0": [0.3, -1.0, 2.0], "f1": [0.4, 0.2, -0.6], "f2": [1.0, 0.0, 0.5]},
+        ["serving_default"], ["f0", "f1", "f2"], ["hidden", "value"]),
     "serving_input_fn_exporter": (
         {"rawdata": [[0.1, 0.2, 0.3, 0.4], [0.5, 0.6, 0.7, 0.8], [2.0, 1.0, 0.5, 0.25]]},
         ["predict_export_outputs", "serving_default"], ["rawdata"], ["predicted"]),
