@@ -96,6 +96,7 @@ class _KerasWriter:
                 model = _emit.statement("model = {tf}.keras.Sequential({layers})", tf=self.tf, layers=layers)
         else:
             klass, class_arguments = self.model_class(class_name, forward, output, prediction)
+            klass = _call_returns_directly(klass)
             # The model_fn's docstring describes the model: the class's, not its builder's.
             statements.append(_with_docstring(klass, self.fn))
             model = _emit.statement(f"model = {class_name}({', '.join(class_arguments)})")
@@ -414,6 +415,7 @@ class _KerasWriter:
         init = [_emit.code(params[name]).strip().rstrip(",").strip() for name in block.config]
         klass, _ = self.model_class(block.class_name, forward, output, None, base=f"{self.tf}.keras.layers.Layer",
                                     inputs=block.input, init_params=init)
+        klass = _call_returns_directly(klass)
         return _with_docstring(klass, block.fn).with_changes(leading_lines=[])
 
     def model_class(self, class_name: str, forward: list[_Def], output, prediction, base: str | None = None,
@@ -1155,6 +1157,37 @@ class _AliasReads(cst.CSTTransformer):
 
     def leave_Name(self, original, updated):
         return self.values.get(original.value, updated)
+
+
+def _call_returns_directly(klass: cst.ClassDef) -> cst.ClassDef:
+    """The class with its ``call`` ending ``return <value>`` where it ended by assigning the
+    value to a name it then returned (once the class is whole: code put before the ``return``
+    later, a weight penalty, must still run after the value was computed)."""
+    body = [_with_body(s, _returned_directly(list(s.body.body)))
+            if isinstance(s, cst.FunctionDef) and s.name.value == "call" else s for s in klass.body.body]
+    return klass.with_changes(body=klass.body.with_changes(body=body))
+
+
+def _with_body(function: cst.FunctionDef, body: list) -> cst.FunctionDef:
+    return function.with_changes(body=function.body.with_changes(body=body))
+
+
+def _returned_directly(body: list) -> list:
+    """``logits = self.logits(net)`` then ``return logits``: ``return self.logits(net)`` (what
+    ruff's RET504 asks of hand-written code), where neither line has a comment."""
+    if len(body) < 2 or not all(isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1 for s in body[-2:]):
+        return body
+    assign, returned = body[-2].body[0], body[-1].body[0]
+    if not (isinstance(assign, cst.Assign) and len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name)
+            and isinstance(returned, cst.Return) and isinstance(returned.value, cst.Name)
+            and returned.value.value == assign.targets[0].target.value):
+        return body
+    if any(line.comment for s in body[-2:] for line in s.leading_lines) or any(
+            s.trailing_whitespace.comment for s in body[-2:]):
+        return body
+    merged = body[-1].with_changes(body=[returned.with_changes(value=assign.value)],
+                                   leading_lines=body[-2].leading_lines)
+    return [*body[:-2], merged]
 
 
 class _InferenceOnly(cst.CSTTransformer):

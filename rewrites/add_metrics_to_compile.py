@@ -108,8 +108,7 @@ class Model(tf.keras.Model):
         self.output_layer = tf.keras.layers.Dense(1)
 
     def call(self, features, training=False):
-        output = self.output_layer(features["x"])
-        return output
+        return self.output_layer(features["x"])
 
     def predict_step(self, data):
         features, _, _ = tf.keras.utils.unpack_x_y_sample_weight(data)

@@ -186,8 +186,7 @@ class Model(tf.keras.Model):
         net = features
         for dense in self.dense_layers:
             net = dense(net)
-        logits = self.logits(net)
-        return logits
+        return self.logits(net)
 
 
 def build_model(hidden_units, learning_rate):

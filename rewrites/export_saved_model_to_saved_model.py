@@ -216,8 +216,7 @@ class Model(tf.keras.Model):
         self.logits = tf.keras.layers.Dense(1)
 
     def call(self, features, training=False):
-        logits = self.logits(features["x"])
-        return logits
+        return self.logits(features["x"])
 
     def predict_step(self, data):
         features, _, _ = tf.keras.utils.unpack_x_y_sample_weight(data)
@@ -296,8 +295,7 @@ class Model(tf.keras.Model):
         self.logits = tf.keras.layers.Dense(1)
 
     def call(self, features, training=False):
-        logits = self.logits(features["x"])
-        return logits
+        return self.logits(features["x"])
 
     def predict_step(self, data):
         features, _, _ = tf.keras.utils.unpack_x_y_sample_weight(data)
@@ -376,8 +374,7 @@ class Model(tf.keras.Model):
 
     def call(self, features, training=False):
         hidden = self.hidden(features["x"])
-        logits = self.logits(hidden)
-        return logits
+        return self.logits(hidden)
 
     def predict_step(self, data):
         features, _, _ = tf.keras.utils.unpack_x_y_sample_weight(data)

@@ -165,8 +165,7 @@ class Model(tf.keras.Model):
         self.logits = tf.keras.layers.Dense(1)
 
     def call(self, features, training=False):
-        logits = self.logits(features["image"])
-        return logits
+        return self.logits(features["image"])
 
 
 def build_model():
@@ -236,8 +235,7 @@ class Model(tf.keras.Model):
         self.logits = tf.keras.layers.Dense(1)
 
     def call(self, features, training=False):
-        logits = self.logits(features["x"])
-        return logits
+        return self.logits(features["x"])
 
 
 def build_model():
@@ -302,8 +300,7 @@ class Model(tf.keras.Model):
         self.logits = tf.keras.layers.Dense(1)
 
     def call(self, features, training=False):
-        logits = self.logits(features["x"])
-        return logits
+        return self.logits(features["x"])
 
 
 def build_model():
@@ -369,8 +366,7 @@ class Model(tf.keras.Model):
         self.predictions = tf.keras.layers.Dense(1)
 
     def call(self, features, training=False):
-        predictions = self.predictions(features["rooms"][:, None])
-        return predictions
+        return self.predictions(features["rooms"][:, None])
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         """The model_fn's loss, as the Estimator computed it on each replica's batch:

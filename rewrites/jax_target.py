@@ -180,8 +180,7 @@ class Model(keras.Model):
 
     def call(self, features, training=False):
         # e2k: E2K701 tf.nn.l2_normalize has no keras.ops counterpart e2k writes in the model's code
-        logits = tf.nn.l2_normalize(self.dense(features), axis=1)
-        return logits
+        return tf.nn.l2_normalize(self.dense(features), axis=1)
 
 
 def build_model():

@@ -108,8 +108,7 @@ class Model(tf.keras.Model):
         self.logits = tf.keras.layers.Dense(1)
 
     def call(self, features, training=False):
-        logits = self.logits(features["x"])
-        return logits
+        return self.logits(features["x"])
 
 
 def build_model():

@@ -291,8 +291,7 @@ class Model(tf.keras.Model):
 
     def call(self, features, training=False):
         hidden = tf.identity(self.dense(features), name="hidden")
-        logits = self.logits(hidden)
-        return logits
+        return self.logits(hidden)
 
 
 def build_model():

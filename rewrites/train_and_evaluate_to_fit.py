@@ -201,8 +201,7 @@ class Model(tf.keras.Model):
         self.logits = tf.keras.layers.Dense(1)
 
     def call(self, features, training=False):
-        logits = self.logits(features["x"])
-        return logits
+        return self.logits(features["x"])
 
     def predict_step(self, data):
         features, _, _ = tf.keras.utils.unpack_x_y_sample_weight(data)
@@ -286,8 +285,7 @@ class Model(tf.keras.Model):
         self.predictions = tf.keras.layers.Dense(1)
 
     def call(self, features, training=False):
-        predictions = self.predictions(features["x"])
-        return predictions
+        return self.predictions(features["x"])
 
 
 def build_model():

@@ -56,7 +56,7 @@ def test_a_keras_model_called_per_mode_becomes_one_forward_pass_with_the_trainin
     assert result.status == "converted", manual(result)
     new = flat(result.new.decode())
     assert "self.model = create_model(params[\"units\"])" in new
-    assert "output = self.model(net, training=training)" in new
+    assert "return self.model(net, training=training)" in new
     assert "def create_model(units):" in new  # the factory is kept as written
 
 
@@ -131,7 +131,7 @@ def test_a_helper_that_makes_layers_becomes_a_method_with_its_layers_made_once(r
     # The helper's parameters that configured layers take the values the call passed.
     assert 'self.dense = tf.keras.layers.Dense(params["units"], activation=tf.nn.relu)' in new
     assert "self.dropout = tf.keras.layers.Dropout(rate=0.5)" in new
-    assert "output = self.dense_net(features, training=training)" in new
+    assert "return self.dense_net(features, training=training)" in new
     assert "def dense_net(self, x_dict, training=False):" in new
     assert "hidden = self.dropout(hidden, training=training)" in new
     assert "variable_scope" not in new and "def dense_net(x_dict" not in new  # the TF1 helper is gone
@@ -373,7 +373,7 @@ def test_a_helper_that_tests_its_mode_parameter_takes_the_training_flag(rules):
     new = flat(result.new.decode())
     # (This once emitted a method without `training` that read it: a NameError at the first step.)
     assert "def dnn_model(self, img, training=False):" in new
-    assert "output = self.dnn_model(features, training=training)" in new
+    assert "return self.dnn_model(features, training=training)" in new
     assert "hidden = self.dropout(hidden, training=training)" in new
     other = convert(rules, helper, '''\
     def model_fn(features, labels, mode, params):

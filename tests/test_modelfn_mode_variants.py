@@ -97,7 +97,7 @@ def test_a_training_flag_per_mode_and_an_argument_the_helper_never_reads(rules):
     result = convert(rules, FLAG_HELPER, model_fn('params["hidden"], True, unused=1', 'params["hidden"], False, unused=2'))
     assert result.status == "converted", manual(result)
     new = flat(result.new.decode())
-    assert "logits = self.build_model(x, training=training)" in new
+    assert "return self.build_model(x, training=training)" in new
     assert "net = self.dropout(net, training=training)" in new
 
 
@@ -105,7 +105,7 @@ def test_a_training_flag_given_as_a_test_of_the_mode(rules):
     result = convert(rules, FLAG_HELPER, model_fn('params["hidden"], mode == tf.estimator.ModeKeys.TRAIN',
                                                   'params["hidden"], False'))
     assert result.status == "converted", manual(result)
-    assert "logits = self.build_model(x, training=training)" in flat(result.new.decode())
+    assert "return self.build_model(x, training=training)" in flat(result.new.decode())
 
 
 def test_calls_that_differ_in_the_layers_they_make_are_refused(rules):
@@ -353,7 +353,7 @@ def test_a_call_for_predict_beside_one_shared_by_train_and_eval(rules):
     # The flag tests the mode: off in EVAL as in PREDICT, as Keras's evaluate and predict run.
     result = convert(rules, FLAG_HELPER, shared.format(predict="False", train="mode == tf.estimator.ModeKeys.TRAIN"))
     assert result.status == "converted", manual(result)
-    assert "logits = self.build_model(x, training=training)" in flat(result.new.decode())
+    assert "return self.build_model(x, training=training)" in flat(result.new.decode())
     # On in EVAL too (a literal True, or a keep_prob that drops there): Keras's evaluate would not drop.
     for train, predict, helper in (("True", "False", FLAG_HELPER),
                                    ('params["keep"]', "1.0", CONTRIB_HELPER)):

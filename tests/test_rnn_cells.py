@@ -147,7 +147,7 @@ def test_static_rnn_last_output_over_split_time_steps(rules):
     ''')
     assert "self.lstm_cell = tf.keras.layers.LSTM(3)" in new, new
     assert "outputs = self.lstm_cell(tf.stack(steps, axis=1))" in new
-    assert "predictions = self.predictions(outputs)" in new
+    assert "return self.predictions(outputs)" in new
 
 
 def test_static_rnn_outputs_rebound_to_the_last_one(rules):
@@ -162,7 +162,7 @@ def test_static_rnn_outputs_rebound_to_the_last_one(rules):
     ''')
     assert "outputs = self.lstm_cell(tf.stack(steps, axis=1))" in new, new
     assert "outputs = outputs" not in new and "outputs[-1]" not in new
-    assert "predictions = self.predictions(outputs)" in new
+    assert "return self.predictions(outputs)" in new
 
 
 @pytest.mark.parametrize(("body", "reason"), [
