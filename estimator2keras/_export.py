@@ -85,7 +85,7 @@ def model_dir_base(plan) -> cst.BaseExpression:
     if plan.checkpoints is None or _never_none(plan.ctx, plan.model_dir):
         return plan.model_dir
     # The model_dir when it is given (the directory the callback writes), else the callback's own.
-    return _emit.expr(f"{_emit.code(plan.model_dir)} or {plan.checkpoints}.manager.directory")
+    return _emit.expr(f"{_emit.code(plan.model_dir)} or {plan.checkpoints}.directory")
 
 
 def _never_none(ctx, value: cst.BaseExpression, depth: int = 0) -> bool:

@@ -156,6 +156,8 @@ def _free(code: str) -> frozenset[str]:
             bound.add(node.arg)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             bound.add(node.name)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             bound.update(a.asname or a.name.split(".")[0] for a in node.names)
     return frozenset({n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - bound)
@@ -244,14 +246,22 @@ def extract(module: cst.Module, path: str, source: str | None = None) -> tuple[c
     helpers = _closure({taken[n] for n in taken}, known)
     body = []
     dropped_before = False
+    marks: list[cst.EmptyLine] = []  # `# e2k:` marks a unit put above a helper: they stay in the file
     for statement in module.body:
         if isinstance(statement, (cst.ClassDef, cst.FunctionDef)) and statement.name.value in taken:
             dropped_before = True
+            marks += [line for line in statement.leading_lines
+                      if line.comment is not None and line.comment.value.startswith("# e2k:")]
             continue
         if dropped_before:
             statement = _spaced(statement, after_definition=bool(body) and isinstance(
                 body[-1], (cst.ClassDef, cst.FunctionDef)))
             dropped_before = False
+        if marks:
+            lines = list(statement.leading_lines)
+            at = next((i for i, line in enumerate(lines) if line.comment is not None), len(lines))
+            statement = statement.with_changes(leading_lines=[*lines[:at], *marks, *lines[at:]])
+            marks = []
         body.append(statement)
     module = module.with_changes(body=body)
     rest = _reads(ast.parse(module.code))

@@ -352,21 +352,24 @@ class {name}({tf}.keras.callbacks.Callback):
         super().__init__()
         # No model_dir (None, or a flag left empty): the Estimator used a temporary directory.
         directory = directory or tempfile.mkdtemp()
-        self.checkpoint = {tf}.train.Checkpoint(model=model, optimizer=model.optimizer)
+        self.optimizer = model.optimizer
         self.keep = (max_to_keep, keep_checkpoint_every_n_hours)
-        self.manager = self.writer = {tf}.train.CheckpointManager(self.checkpoint, directory, *self.keep)
+        checkpoint = {tf}.train.Checkpoint(model=model, optimizer=model.optimizer)
+        # The directory as a CheckpointManager takes it (e2k parity gives each run its own).
+        self.directory = self.aside = {tf}.train.CheckpointManager(checkpoint, directory, *self.keep).directory
         if not model.distribute_strategy.extended.should_checkpoint:
             # Another worker than the chief of a multi-worker strategy: it saves too (the
             # variables are read collectively), but aside, as under an Estimator.
-            self.writer = {tf}.train.CheckpointManager(self.checkpoint, tempfile.mkdtemp(), 1)
+            self.aside = tempfile.mkdtemp()
         self.save_steps = save_steps
         self.save_secs = save_secs
         self.restored = not restore
+        self.writer = None
 
     def latest(self):
         """The latest checkpoint in the directory as it is now: like the Estimator, which read
         its model_dir when it ran, not when it was made (a program may empty it in between)."""
-        latest = {tf}.train.latest_checkpoint(self.manager.directory)
+        latest = {tf}.train.latest_checkpoint(self.directory)
         if latest and "_CHECKPOINTABLE_OBJECT_GRAPH" not in dict({tf}.train.list_variables(latest)):
             # A TF1 checkpoint by variable names: the Keras model's variables have none of them.
             raise ValueError(
@@ -379,15 +382,16 @@ class {name}({tf}.keras.callbacks.Callback):
         """The step training goes on from: the latest checkpoint's until it is restored."""
         latest = None if self.restored else self.latest()
         if latest is None:
-            return int(self.checkpoint.optimizer.iterations.numpy())
+            return int(self.optimizer.iterations.numpy())
         return int(latest.rsplit("-", 1)[-1])
 
     def restore(self, kind):
         # Not before: Keras 3 restores into a model only once it is built, which it is when
         # a callback starts under a distribution strategy, and else in the first step.
-        if self.restored:
+        if self.writer is not None:
             return
-        self.latest()
+        if not self.restored:
+            self.latest()
         if not self.model.built and hasattr({tf}.keras, "version"):
             step = getattr(self.model, f"{{kind}}_function")
 
@@ -399,11 +403,21 @@ class {name}({tf}.keras.callbacks.Callback):
 
             setattr(self.model, f"{{kind}}_function", first_step)
             return
-        fresh = {tf}.train.CheckpointManager(self.checkpoint, self.manager.directory, *self.keep)
-        if self.writer is self.manager:
-            self.writer = fresh
-        self.manager = fresh
-        self.manager.restore_or_initialize()
+        # Keras 3 keeps a layer's list of layers where tf.train.Checkpoint does not look
+        # (keras-team/keras#19425): its weights are listed too.
+        weights = {{"weights": self.model.weights}} if hasattr({tf}.keras, "version") else {{}}
+        checkpoint = {tf}.train.Checkpoint(model=self.model, optimizer=self.optimizer, **weights)
+        self.writer = {tf}.train.CheckpointManager(checkpoint, self.aside, *self.keep)
+        latest = None if self.restored else self.latest()
+        if latest is not None:
+            try:
+                checkpoint.restore(latest).assert_existing_objects_matched()
+            except AssertionError as error:
+                raise ValueError(
+                    f"{{latest}} does not hold every weight of this model, "
+                    "which would start from its initial values: another "
+                    "program wrote it, or another Keras (Keras 2 and 3 "
+                    f"name the weights otherwise). {{error}}") from None
         self.restored = True
 
     def build(self, spec):

@@ -39,7 +39,7 @@ class ModelDirToCheckpointManager(UnitRule):
       (E2K003), so that a second run of the program resumes, or skips training, as before.
 
     `estimator.model_dir` becomes the directory, `estimator.latest_checkpoint()`
-    `checkpoints.manager.latest_checkpoint`, and `estimator.eval_dir()` the path it named,
+    `checkpoints.latest()`, and `estimator.eval_dir()` the path it named,
     `os.path.join(<model_dir>, "eval")` (Keras's TensorBoard callback writes its evaluation
     summaries elsewhere: code reading event files there finds none).
 
@@ -167,7 +167,7 @@ if steps_left > 0:
                 plan.replace(parent, directory.deep_clone())
                 plan.claim_use(use)
             elif use.kind == "method" and use.method == "latest_checkpoint" and not use.call.args:
-                plan.replace(use.call, _emit.expr("{m}.manager.latest_checkpoint", m=manager))
+                plan.replace(use.call, _emit.expr("{m}.latest()", m=manager))
                 plan.claim_use(use)
             elif use.kind == "method" and use.method == "eval_dir" and len(use.call.args) <= 1 \
                     and all(not a.star and (a.keyword is None or a.keyword.value == "name") for a in use.call.args):

@@ -539,7 +539,9 @@ class _Fetches:
                 node = self._attribute_or_argument(node, set())  # `self.loss_name`: kept, it is not fetched
         if isinstance(node, cst.SimpleString):
             return keras_value(site, self.ctx, node)
-        raise Unsupported(f"the hook fetches `{_emit.code(original)}` (`{_emit.code(node)}`), which is not the loss, "
+        fetched, found = _emit.code(original), _emit.code(node)
+        what = f"`{fetched}`" if fetched == found else f"`{fetched}` (`{found}`)"
+        raise Unsupported(f"the hook fetches {what}, which is not the loss, "
                           "a compiled metric, the learning rate or the global step", original)
 
     def _attribute_or_argument(self, node: cst.BaseExpression, attributes: set[str]) -> cst.BaseExpression:

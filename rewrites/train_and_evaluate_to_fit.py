@@ -80,7 +80,7 @@ class TrainAndEvaluateToFit(UnitRule):
       export list holds those paths. The name may be an expression (a flag holding an export
       directory: `os.path.join` keeps the Estimator's meaning, an absolute name winning); where
       the model_dir may be None when the program runs, the path falls back to the checkpoints
-      callback's directory (`args.job_dir or checkpoints.manager.directory`), the temporary
+      callback's directory (`args.job_dir or checkpoints.directory`), the temporary
       one the Estimator would have used. An exporter (or a
       serving function's alias) bound alike in each branch of an if/elif is that one exporter.
 

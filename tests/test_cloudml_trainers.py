@@ -126,7 +126,7 @@ def test_exports_under_a_model_dir_that_may_be_none_go_where_the_checkpoints_go(
     """`--job-dir` without a default: the Estimator used a temporary directory, and
     exported there; the checkpoints callback makes that directory."""
     _, task, _ = convert(tmp_path, capsys)
-    assert 'os.path.join(args.job_dir or checkpoints.manager.directory, "export", "census"' in task, task
+    assert 'os.path.join(args.job_dir or checkpoints.directory, "export", "census"' in task, task
 
 
 def test_exports_under_a_literal_model_dir_name_it(rules):

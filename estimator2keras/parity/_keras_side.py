@@ -651,7 +651,7 @@ def checkpoint_write(tf, state: State, model, optimizer) -> None:
                  "shape": [], "what": "global step"} for counter in iterations]
 
     stage = request["stage_dir"]
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, **_listed_weights(tf, model))
     manager = tf.train.CheckpointManager(checkpoint, stage, max_to_keep=1)
     path = manager.save(checkpoint_number=int(step or 0))
     weights_file = os.path.join(stage, request.get("weights_file", "model.weights.h5"))
@@ -684,11 +684,19 @@ def checkpoint_write(tf, state: State, model, optimizer) -> None:
     else:
         unchanged(written[:len(state.paired)], "the weights file")
     zero()
-    tf.train.Checkpoint(model=model, optimizer=optimizer).restore(path).assert_existing_objects_matched()
+    tf.train.Checkpoint(model=model, optimizer=optimizer, **_listed_weights(tf, model)).restore(
+        path).assert_existing_objects_matched()
     unchanged(written, "the written checkpoint")
     state.written = {"checkpoint": os.path.basename(path),
                      "weights_file": os.path.basename(weights_file) if weights_file else None,
                      "mapping": mapping, "global_step": step}
+
+
+def _listed_weights(tf, model) -> dict:
+    """The model's weights listed beside it, as e2k's ModelDirCheckpoints lists them on Keras 3
+    (tf.train.Checkpoint does not see a Keras 3 layer's list of layers, keras-team/keras#19425):
+    the checkpoint written is the one that callback restores."""
+    return {"weights": model.weights} if hasattr(tf.keras, "version") else {}
 
 
 def _predict(model, x, steps, batch_size, source: str, max_batches: int) -> dict:

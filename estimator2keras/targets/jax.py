@@ -618,6 +618,12 @@ def __init__(self, model, directory, max_to_keep=5, keep_checkpoint_every_n_hour
     self.kept_time = time.time()
 ''',
         "latest": '''
+def latest(self):
+    """The path of the directory's latest checkpoint, None where it has none."""
+    found = self.checkpoints()
+    return found[-1][1] if found else None
+''',
+        "checkpoints": '''
 def checkpoints(self):
     """The directory's checkpoints as it is now, by step: (step, path), oldest first."""
     found = []
@@ -670,7 +676,8 @@ def save(self):
 
 def _overridden(code: str, overrides: dict[str, str | None]) -> str:
     """``code`` (one class or function) with the definitions of ``overrides`` in place of its
-    own of those names, and its docstring ``overrides["__doc__"]`` where given."""
+    own of those names (a name it has not: a method added after the one before it in
+    ``overrides``), and its docstring ``overrides["__doc__"]`` where given."""
     import textwrap
 
     module = cst.parse_module(code)
@@ -680,6 +687,7 @@ def _overridden(code: str, overrides: dict[str, str | None]) -> str:
     if isinstance(definition, cst.FunctionDef):
         return module.with_changes(body=[written.get(definition.name.value, definition)]).code
     body = []
+    own = {s.name.value for s in definition.body.body if isinstance(s, cst.FunctionDef)}
     for index, statement in enumerate(definition.body.body):
         if index == 0 and "__doc__" in overrides and isinstance(statement, cst.SimpleStatementLine):
             statement = statement.with_changes(body=[cst.Expr(cst.SimpleString(f'"""{overrides["__doc__"]}"""'))])
@@ -689,6 +697,10 @@ def _overridden(code: str, overrides: dict[str, str | None]) -> str:
                 continue
             statement = written[name].with_changes(leading_lines=statement.leading_lines)
         body.append(statement)
+        if name in overrides:  # the methods the TensorFlow form has not: after the one they follow
+            for added in [n for n in overrides if n not in own and n != "__doc__" and overrides[n] is not None]:
+                if list(overrides).index(added) == list(overrides).index(name) + 1:
+                    body.append(written[added].with_changes(leading_lines=statement.leading_lines))
     return module.with_changes(body=[definition.with_changes(body=definition.body.with_changes(body=body))]).code
 
 
