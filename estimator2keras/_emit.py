@@ -62,17 +62,89 @@ def _parse(parse, template: str, nodes: dict):
 
 
 class _SlotFiller(cst.CSTTransformer):
+    """Puts each slot's node in; one that binds less tightly than the operator the template
+    gives it to (``{max} - {start}`` given ``A if c else B``) is parenthesized, as Python
+    would read the template's text: ``(A if c else B) - start``, not ``A if c else B - start``."""
+
     def __init__(self, slots: dict[str, cst.CSTNode]):
         super().__init__()
         self.slots = slots
         self.filled = 0
+        self.nodes: set[int] = set()
 
     def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
         node = self.slots.get(original_node.value)
         if node is None:
             return updated_node
         self.filled += 1
+        self.nodes.add(id(node))
         return node
+
+    def _bound(self, node, least: int):
+        if id(node) not in self.nodes or _precedence(node) >= least:
+            return node
+        wrapped = node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        self.nodes.add(id(wrapped))
+        return wrapped
+
+    def leave_BinaryOperation(self, original_node, updated_node):
+        level = _precedence(updated_node.with_changes(lpar=[], rpar=[]))
+        power = isinstance(updated_node.operator, cst.Power)
+        return updated_node.with_changes(left=self._bound(updated_node.left, level + power),
+                                         right=self._bound(updated_node.right, level + (not power)))
+
+    def leave_UnaryOperation(self, original_node, updated_node):
+        return updated_node.with_changes(
+            expression=self._bound(updated_node.expression, _precedence(updated_node.with_changes(lpar=[], rpar=[]))))
+
+    def leave_Comparison(self, original_node, updated_node):
+        return updated_node.with_changes(
+            left=self._bound(updated_node.left, 6),
+            comparisons=[c.with_changes(comparator=self._bound(c.comparator, 6)) for c in updated_node.comparisons])
+
+    def leave_BooleanOperation(self, original_node, updated_node):
+        level = 3 if isinstance(updated_node.operator, cst.And) else 2
+        return updated_node.with_changes(left=self._bound(updated_node.left, level),
+                                         right=self._bound(updated_node.right, level + 1))
+
+    def leave_Attribute(self, original_node, updated_node):
+        return updated_node.with_changes(value=self._bound(updated_node.value, _PRIMARY))
+
+    def leave_Subscript(self, original_node, updated_node):
+        return updated_node.with_changes(value=self._bound(updated_node.value, _PRIMARY))
+
+    def leave_Call(self, original_node, updated_node):
+        return updated_node.with_changes(func=self._bound(updated_node.func, _PRIMARY))
+
+
+_PRIMARY = 15
+_BINARY = {cst.BitOr: 6, cst.BitXor: 7, cst.BitAnd: 8, cst.LeftShift: 9, cst.RightShift: 9, cst.Add: 10,
+           cst.Subtract: 10, cst.Multiply: 11, cst.Divide: 11, cst.FloorDivide: 11, cst.Modulo: 11,
+           cst.MatrixMultiply: 11, cst.Power: 13}
+
+
+def _precedence(node: cst.CSTNode) -> int:
+    """How tightly ``node`` binds, as Python's grammar orders its operators (lambda 0 to an
+    atom, or anything in parentheses, 15)."""
+    if getattr(node, "lpar", None):
+        return _PRIMARY
+    if isinstance(node, cst.Lambda):
+        return 0
+    if isinstance(node, cst.IfExp):
+        return 1
+    if isinstance(node, cst.BooleanOperation):
+        return 3 if isinstance(node.operator, cst.And) else 2
+    if isinstance(node, cst.UnaryOperation):
+        return 4 if isinstance(node.operator, cst.Not) else 12
+    if isinstance(node, cst.Comparison):
+        return 5
+    if isinstance(node, cst.BinaryOperation):
+        return _BINARY[type(node.operator)]
+    if isinstance(node, (cst.NamedExpr, cst.Yield)):
+        return 0
+    if isinstance(node, cst.Await):
+        return 14
+    return _PRIMARY
 
 
 def _fill(template: str, nodes: dict) -> str:

@@ -232,3 +232,24 @@ def test_templates_keep_the_nodes_they_embed():
     assert statement.iter is wrapped
     # A placeholder inside a string or a longer name is filled as text.
     assert _emit.code(_emit.expr("f('{p}', {p}_fn)", p=cst.Name("x"))) == "f('x', x_fn)"
+
+
+def test_a_template_parenthesizes_what_binds_less_tightly_than_its_operator():
+    # `train(max_steps=int(argv[1]) if ... else 100)` became `steps_left = int(argv[1]) if ...
+    # else 100 - checkpoints.global_step()`: the step subtracted from the else branch only, so
+    # a second run trained again (new-user test).
+    import libcst as cst
+
+    from estimator2keras import _emit
+
+    def filled(template, **nodes):
+        return _emit.code(_emit.statement(template, **{k: cst.parse_expression(v) for k, v in nodes.items()})).strip()
+
+    assert filled("left = {max} - {start}", max="int(a) if c else 100", start="g()") == \
+        "left = (int(a) if c else 100) - g()"
+    assert filled("left = {max} - {start}", max="a - b", start="x - y") == "left = a - b - (x - y)"
+    assert filled("x = {a}.b", a="p + q") == "x = (p + q).b"
+    assert filled("x = {a} * 2", a="p * q") == "x = p * q * 2"
+    assert filled("x = f({a})", a="p if q else r") == "x = f(p if q else r)"
+    node = cst.parse_expression("n")
+    assert _emit.expr("{a} - 1", a=node).left is node  # a node that needs nothing stays itself
