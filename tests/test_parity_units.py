@@ -608,3 +608,24 @@ def test_a_module_of_a_package_runs_as_python_m_would_and_a_script_as_python_pat
                               text=True, timeout=60, cwd="/", env={**os.environ, "ROOT": str(tmp_path)})
         assert done.returncode == 0, done.stderr
         assert done.stdout.splitlines() == [printed, "ok None"], done.stdout
+
+
+def test_the_programs_get_the_arguments_given_with_args(tmp_path):
+    # A trainer with a required --job-dir crashed under e2k parity: no way to give it flags.
+    import subprocess
+    import sys
+
+    (tmp_path / "task.py").write_text(
+        "import argparse, sys\nparser = argparse.ArgumentParser()\nparser.add_argument('--job-dir', required=True)\n"
+        "print(parser.parse_args().job_dir, sys.argv[0].endswith('task.py'))\n")
+    run = ("import importlib.util, sys\n"
+           "spec = importlib.util.spec_from_file_location('common', sys.argv[1])\n"
+           "common = importlib.util.module_from_spec(spec)\n"
+           "spec.loader.exec_module(common)\n"
+           "print(*common.run_program(sys.argv[2], sys.argv[3:]))\n")
+    done = subprocess.run([sys.executable, "-c", run, side_common.__file__, str(tmp_path / "task.py"),
+                           "--job-dir", "/tmp/a b"], capture_output=True, text=True, timeout=60)
+    assert done.stdout.splitlines() == ["/tmp/a b True", "ok None"], done.stdout + done.stderr
+    from estimator2keras.cli import main
+
+    assert main(["parity", str(tmp_path / "task.py"), str(tmp_path / "task.py"), "--args", "'unclosed"]) == 2

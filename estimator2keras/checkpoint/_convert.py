@@ -130,6 +130,7 @@ def convert_checkpoint(
     seed: int = 0,
     timeout: float = DEFAULT_TIMEOUT,
     workdir: str | os.PathLike[str] | None = None,
+    args: list[str] | tuple[str, ...] = (),
 ) -> CheckpointResult:
     """Convert the latest checkpoint in ``model_dir`` (written by the Estimator program
     ``legacy``) into a checkpoint of the migrated Keras program ``migrated`` in ``out``.
@@ -137,6 +138,7 @@ def convert_checkpoint(
     Never raises for a problem with the programs or the checkpoint: the result's verdict is
     "refused" (a variable with no counterpart, a shape conflict, predictions that differ by
     more than ``rtol``) or "error" (cannot run: bad input, a crash), and nothing is written.
+    ``args`` are the command-line arguments both programs get (a trainer's flags).
     """
     model_dir_s = os.fspath(model_dir)
     result = CheckpointResult(verdict="error", reason="", model_dir=model_dir_s, out=os.fspath(out), rtol=rtol)
@@ -155,7 +157,7 @@ def convert_checkpoint(
     result.workdir = str(root) if keep else None
     try:
         _convert(result, root, legacy_path, migrated_path, prefix, out_path, legacy_python, target_python,
-                 replicas=replicas, rtol=rtol, seed=seed, timeout=timeout, force=force)
+                 replicas=replicas, rtol=rtol, seed=seed, timeout=timeout, force=force, args=args)
     finally:
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
@@ -197,7 +199,7 @@ def _copy_checkpoint(prefix: str, directory: Path) -> None:
 
 def _convert(result: CheckpointResult, root: Path, legacy_path: Path, migrated_path: Path, prefix: str,
              out_path: Path, legacy_python: str, target_python: str, *, replicas: int, rtol: float, seed: int,
-             timeout: float, force: bool) -> None:
+             timeout: float, force: bool, args: list[str] | tuple[str, ...] = ()) -> None:
     import numpy as np
 
     env = child_environment(seed)
@@ -206,7 +208,7 @@ def _convert(result: CheckpointResult, root: Path, legacy_path: Path, migrated_p
         shutil.rmtree(leftover, ignore_errors=True)
     _copy_checkpoint(prefix, copy)
     request = {"replicas": replicas, "workers": 1, "steps": None, "seed": seed, "neutralize_shuffle": True,
-               "neutralize_dropout": True, "op_determinism": True}
+               "neutralize_dropout": True, "op_determinism": True, "args": [str(a) for a in args]}
     batches = {"eval_batches": EVAL_BATCHES, "train_batches": TRAIN_BATCHES}
     legacy_run = run_side(SideRun("legacy", legacy_path, legacy_python, root / "legacy"),
                           {**request, "checkpoint": {"model_dir": str(copy), **batches}}, timeout, env)

@@ -34,6 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                         help=f"time limit for each program (default: {DEFAULT_TIMEOUT:g})")
     parser.add_argument("--workdir", metavar="DIR", help="keep the runs' files (requests, logs, results) in DIR")
+    parser.add_argument("--args", default="", metavar="ARGS",
+                        help="command-line arguments both programs get, as a shell would split them")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,10 +46,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"e2k checkpoint: --rtol must be a number >= 0, got {args.rtol}", file=sys.stderr)
         return EXIT_ERROR
     try:
+        import shlex
+
+        program_args = shlex.split(args.args)
+    except ValueError as exc:
+        print(f"e2k checkpoint: --args: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    try:
         result = convert_checkpoint(
             args.legacy, args.migrated, args.model_dir, args.out, legacy_python=args.legacy_python,
             target_python=args.target_python, force=args.force, replicas=args.replicas, rtol=args.rtol,
-            timeout=args.timeout, workdir=args.workdir)
+            timeout=args.timeout, workdir=args.workdir, args=program_args)
     except KeyboardInterrupt:
         print("e2k checkpoint: interrupted, nothing written", file=sys.stderr)
         return EXIT_ERROR

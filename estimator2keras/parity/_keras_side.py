@@ -847,7 +847,7 @@ def main(request_path: str) -> int:
         if state.checkpoint is None:  # `e2k checkpoint` writes where it is told, and trains nothing
             patch_model_dirs(tf, out_dir, state.info["notes"], (request.get("resume") or {}).get("model_dir"))
 
-        status, error = common.run_program(request["program"])
+        status, error = common.run_program(request["program"], request.get("args", ()))
         if state.checkpoint is not None and status == "captured":
             status, error = "ok", None
         if status == "ok" and state.fit_calls == 0:

@@ -953,7 +953,7 @@ def main(request_path: str) -> int:
         if rec.perturb is not None:
             _redirect_exports(tf, out_dir)
 
-        status, error = common.run_program(request["program"])
+        status, error = common.run_program(request["program"], request.get("args", ()))
         if rec.checkpoint is not None and status in ("ok", "captured"):
             status, error = ("ok", None) if rec.captured else ("no_training", {
                 "type": "NoTraining",

@@ -318,6 +318,7 @@ def run_parity(
     workers: int = 1,
     envelope: bool | str = True,
     from_checkpoint: str | os.PathLike[str] | None = None,
+    args: list[str] | tuple[str, ...] = (),
 ) -> ParityResult:
     """Run an Estimator program and its Keras migration and compare how they train.
 
@@ -353,12 +354,15 @@ def run_parity(
     the Estimator from a copy of its latest checkpoint, the migrated program from that
     checkpoint converted by `e2k checkpoint` (every directory a ``tf.train.CheckpointManager``
     of the program manages starts as a copy of it); both train the steps left.
+
+    ``args`` are the command-line arguments both programs get (``sys.argv[1:]``): a trainer's
+    required ``--job-dir``, its flags.
     """
     return run_parity_many(
         legacy, [migrated], replicas=replicas, steps=steps, rtol=rtol, atol=atol, tolerance=tolerance,
         legacy_python=legacy_python, target_python=target_python, seed=seed, keep_shuffle=keep_shuffle,
         keep_dropout=keep_dropout, op_determinism=op_determinism, timeout=timeout, workdir=workdir,
-        workers=workers, envelope=envelope, from_checkpoint=from_checkpoint)[0]
+        workers=workers, envelope=envelope, from_checkpoint=from_checkpoint, args=args)[0]
 
 
 def run_parity_many(
@@ -381,6 +385,7 @@ def run_parity_many(
     workers: int = 1,
     envelope: bool | str = True,
     from_checkpoint: str | os.PathLike[str] | None = None,
+    args: list[str] | tuple[str, ...] = (),
 ) -> list[ParityResult]:
     """:func:`run_parity` for several migrations of one program: the legacy program runs
     once, each migration is compared with that run. One result per migration, in order.
@@ -423,6 +428,8 @@ def run_parity_many(
                      f"at every step (seed {seed})") if envelope else "off",
         "initial_weights": "legacy initial values copied into the Keras model",
     }
+    if args:
+        settings["args"] = " ".join(str(a) for a in args)
     if from_checkpoint is not None:
         settings["from_checkpoint"] = (f"both resumed from {os.fspath(from_checkpoint)}: the Estimator from a copy, "
                                        "the migrated program from it converted by e2k checkpoint")
@@ -459,6 +466,7 @@ def run_parity_many(
             "neutralize_shuffle": not keep_shuffle,
             "neutralize_dropout": not keep_dropout,
             "op_determinism": op_determinism,
+            "args": [str(a) for a in args],
         }
         if from_checkpoint is not None:
             from estimator2keras.checkpoint._convert import _copy_checkpoint, latest_checkpoint

@@ -513,7 +513,7 @@ def set_program_path(path: str) -> None:
         sys.path.insert(1, os.path.dirname(os.path.abspath(path)))
 
 
-def run_program(path: str) -> tuple[str, dict | None]:
+def run_program(path: str, args: list[str] | tuple[str, ...] = ()) -> tuple[str, dict | None]:
     """Run the user's program as Python would (see program_entry): its root is cwd and sys.path[0].
 
     Returns ("ok", None) or (status, error) where error has type, message, traceback.
@@ -522,7 +522,7 @@ def run_program(path: str) -> tuple[str, dict | None]:
     program_dir, module = program_entry(path)
     os.chdir(program_dir)
     set_program_path(path)
-    sys.argv = [path]
+    sys.argv = [path, *args]
     try:
         if module is None:
             runpy.run_path(path, run_name="__main__")

@@ -64,6 +64,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--from-checkpoint", metavar="OLD_DIR",
                         help="resume both programs from this Estimator model_dir (the migrated one from it "
                              "converted by `e2k checkpoint`) and compare the steps left")
+    parser.add_argument("--args", default="", metavar="ARGS",
+                        help="command-line arguments both programs get, as a shell would split them "
+                             "(e.g. --args '--job-dir /tmp/run --train-steps 100')")
     parser.add_argument("--max-rows", type=int, default=40, metavar="N",
                         help="longest step table printed in full (default: 40)")
 
@@ -81,6 +84,13 @@ def run(args: argparse.Namespace) -> int:
                   "`!` and `%` lines) and compare those", file=sys.stderr)
             return EXIT_ERROR
     try:
+        import shlex
+
+        program_args = shlex.split(args.args)
+    except ValueError as exc:
+        print(f"e2k parity: --args: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    try:
         from estimator2keras.parity._report import print_report, require_rich, write_json, write_plot
 
         require_rich()  # before minutes of training, not after
@@ -95,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
             legacy_python=args.legacy_python, target_python=args.target_python, seed=args.seed,
             keep_shuffle=args.keep_shuffle, keep_dropout=args.keep_dropout,
             op_determinism=not args.no_op_determinism, timeout=args.timeout, workdir=args.workdir,
-            workers=args.workers, from_checkpoint=args.from_checkpoint)
+            workers=args.workers, from_checkpoint=args.from_checkpoint, args=program_args)
         if args.json:
             write_json(result, args.json)
         if args.plot:
