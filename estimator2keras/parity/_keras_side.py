@@ -118,6 +118,17 @@ class _ReadOrder:
         self._cls = resource_variable_ops.BaseResourceVariable
         self._tf = tf
         self._first: dict[int, int] = {}
+        self.tracing = False
+
+    def call(self, model, features) -> None:
+        """Run ``model`` on ``features`` traced (a tf.function), recording what it reads."""
+        def forward(features):
+            self.tracing = True
+            try:
+                return model(features, training=False)
+            finally:
+                self.tracing = False
+        self._tf.function(forward, autograph=False)(features)
 
     def __enter__(self):
         first, executing_eagerly = self._first, self._tf.executing_eagerly
@@ -127,9 +138,11 @@ class _ReadOrder:
             original = self._saved[name]
 
             def read(variable, *args, **kwargs):
-                # Eager reads only: Keras 3 first traces the call symbolically, reading the
-                # weights that exist already before its layers have made theirs.
-                if executing_eagerly():
+                # Eager reads, and those of the traced call (`traced`): an eager op reads a
+                # variable in C (TensorFlow's fast path) without this method, a traced one here.
+                # Not Keras 3's symbolic first call, which reads the weights that exist before
+                # its layers have made theirs.
+                if executing_eagerly() or self.tracing:
                     first.setdefault(id(variable), len(first))
                 return original(variable, *args, **kwargs)
             return read
@@ -165,6 +178,25 @@ class _ReadOrder:
         keyed = [(self._position(w), i, w) for i, w in enumerate(weights)]
         unread = len(self._first) + 1
         return [w for _, _, w in sorted(keyed, key=lambda k: (unread if k[0] is None else k[0], k[1]))]
+
+
+def _by_names(legacy: list[dict], weights: list) -> list:
+    """``weights`` in their order, but where two of one shape stand at each other's names
+    (``gamma`` where the legacy table has ``beta`` and the other way round), swapped: an order
+    read from a call can put a layer's own weights as its op reads them."""
+    weights = list(weights)
+    if len(legacy) != len(weights):
+        return weights
+    for i, theirs in enumerate(legacy):
+        if _leaf(theirs["name"]) == _leaf(_weight_name(weights[i])):
+            continue
+        for j in range(i + 1, len(weights)):
+            if (list(weights[j].shape) == list(weights[i].shape)
+                    and _leaf(_weight_name(weights[j])) == _leaf(theirs["name"])
+                    and _leaf(_weight_name(weights[i])) == _leaf(legacy[j]["name"])):
+                weights[i], weights[j] = weights[j], weights[i]
+                break
+    return weights
 
 
 def _weight_name(weight) -> str:
@@ -253,9 +285,12 @@ def _prepare_model(tf, state: State, model, x, batch_size, strict: bool = False)
         # (not the building call's: making a mirrored variable reads it, and Keras 3 traces
         # that call symbolically first).
         with strategy.scope(), _ReadOrder(tf) as reads:
-            model(features, training=False)
+            reads.call(model, features)
         trainable = reads.ordered(trainable)
-        non_trainable = reads.ordered(non_trainable)
+        if shapes(legacy_state) != shapes(_describe(non_trainable, False)):
+            non_trainable = reads.ordered(non_trainable)  # else created in order: a fused op reads them otherwise
+    trainable = _by_names(legacy_trainable, trainable)
+    non_trainable = _by_names(legacy_state, non_trainable)
     state.variables = _describe(trainable, True) + _describe(non_trainable, False)
 
     mine_trainable = state.variables[: len(trainable)]
