@@ -33,7 +33,10 @@ class EstimatorTrainEvaluateToFitEvaluate(UnitRule):
       `tf.data.Dataset.from_tensor_slices(model.predict(input_fn())).as_numpy_iterator()`:
       Keras predicts all batches at once, and this iterates over one example at a time (a
       dict of arrays per example, or an array), as the Estimator yielded them.
-      `predict_keys` keeps only those keys.
+      `predict_keys` keeps only those keys. `predict(input_fn, yield_single_examples=False)`
+      becomes `(model.predict_on_batch(...) for batch in input_fn())`: one dict of arrays per
+      batch of the input, as the Estimator yielded them (its labels, if the input has them, left
+      out by `tf.keras.utils.unpack_x_y_sample_weight`).
     - `hooks=` become callbacks (E2K406-E2K408); the model_fn's `training_hooks`,
       `evaluation_hooks` and `prediction_hooks` go to every `fit`, `evaluate`, `predict`.
     - `checkpoint_path=tf.train.latest_checkpoint(model_dir)` (with a converted `model_dir`,
@@ -92,7 +95,7 @@ class EstimatorTrainEvaluateToFitEvaluate(UnitRule):
     count where the Estimator trained until stopped; a loud difference, never a silent one.
 
     ## Limitations
-    Saving listeners, `predict(yield_single_examples=False)`, a `checkpoint_path=` other than
+    Saving listeners, `predict(yield_single_examples=False, hooks=...)`, a `checkpoint_path=` other than
     the model_dir's latest checkpoint, and a `train()` without steps on an input that repeats
     forever are reported (E2K902); so is the value of `train()` used (`est.train(...).evaluate(
     ...)`: train returned the Estimator, `fit` returns a History). A container of Estimators is
@@ -513,11 +516,14 @@ print("loss %.4f at step %d" % (metrics["loss"], int(model.optimizer.iterations.
     def _predict(self, use, plan, ctx, params, resolve) -> None:
         args = bind_arguments(use.call, PREDICT_SIGNATURE)
         single = args.get("yield_single_examples")
-        if single is not None and _emit.code(single.value) != "True":
-            raise Unsupported(
-                "predict(yield_single_examples=False) is not converted: Keras predict gives all batches at once",
-                single)
+        batched = single is not None and _emit.code(single.value) == "False"
+        if single is not None and not batched and _emit.code(single.value) != "True":
+            raise Unsupported("predict(yield_single_examples=...) of a value known only when the program runs is "
+                              "not converted", single)
         hooks = call_hooks(plan, ctx, "predict", args.get("hooks"), resolve)
+        if batched and args.get("hooks") is not None and not _is_none(args["hooks"].value):
+            raise Unsupported("predict(yield_single_examples=False, hooks=...): predict_on_batch takes no callbacks",
+                              args["hooks"])
         if hooks.num_steps or hooks.last_step or hooks.early_stops:
             raise Unsupported("a training hook (StopAtStepHook, early stopping) passed to predict()", use.call)
         input_fn = resolve_input_fn(ctx, args["input_fn"].value)
@@ -526,11 +532,17 @@ print("loss %.4f at step %d" % (metrics["loss"], int(model.optimizer.iterations.
                 "this predict input_fn may repeat forever: the Estimator yielded predictions lazily, Keras "
                 "predict reads the whole dataset", args["input_fn"])
         plan.register_input_fn(input_fn)
-        new_args = [cst.Arg(plan.dataset(input_fn.call_expression(plan.params_for("infer"), "infer")))]
+        dataset = plan.dataset(input_fn.call_expression(plan.params_for("infer"), "infer"))
+        new_args = [cst.Arg(dataset)]
         callbacks = callbacks_arg(plan, hooks, training=False)
         if callbacks is not None:
             new_args.append(callbacks)
         predictions: cst.BaseExpression = method_call(plan.model_var, "predict", new_args)
+        if batched:
+            # One dict of arrays (or one array) per batch of the input, as the Estimator yielded
+            # them; a batch's labels, where the input has them, are left out as predict left them.
+            predictions = _emit.expr("{m}.predict_on_batch({tf}.keras.utils.unpack_x_y_sample_weight(batch)[0])",
+                                     m=plan.model_var, tf=plan.tf)
         keys = args.get("predict_keys")
         if keys is not None and not _is_none(keys.value):
             if plan.predictions_kind != "dict":
@@ -538,10 +550,14 @@ print("loss %.4f at step %d" % (metrics["loss"], int(model.optimizer.iterations.
             wanted = keys.value if not isinstance(keys.value, cst.SimpleString) else cst.List([cst.Element(keys.value)])
             predictions = _emit.expr(
                 "{{key: value for key, value in {p}.items() if key in {k}}}", p=predictions, k=wanted)
-        plan.replace(use.call, per_example(predictions, plan.tf))
+        if batched:
+            plan.replace(use.call, _emit.expr("({p} for batch in {d})", p=predictions, d=dataset))
+        else:
+            plan.replace(use.call, per_example(predictions, plan.tf))
         self._checkpoint_path(use, args, plan, ctx)
         plan.claim_use(use)
-        plan.fixed(use.call, self.code, "estimator.predict -> model.predict, one example at a time")
+        plan.fixed(use.call, self.code, "estimator.predict -> model.predict_on_batch, one batch at a time" if batched
+                   else "estimator.predict -> model.predict, one example at a time")
 
     def _checkpoint_path(self, use, args, plan, ctx) -> None:
         """``checkpoint_path=tf.train.latest_checkpoint(model_dir)`` is what the Estimator read anyway."""
@@ -556,7 +572,7 @@ print("loss %.4f at step %d" % (metrics["loss"], int(model.optimizer.iterations.
         if not latest:
             raise Unsupported(
                 "checkpoint_path= other than the model_dir's latest checkpoint is not converted: restore it with "
-                "checkpoints.checkpoint.restore(path) before the call", path)
+                "tf.train.Checkpoint(model=model).restore(path) before the call", path)
         plan.fixed(path, self.code, "checkpoint_path=latest_checkpoint(model_dir): the model_dir's latest, as by default")
 
 

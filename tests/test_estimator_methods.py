@@ -141,3 +141,44 @@ def test_predict_on_an_input_fn_factory_whose_flag_the_call_fixes(flag, repeats,
     result = rewrite_source(source.encode(), "program.py", rules)
     refused = [f for f in result.findings if "may repeat forever" in f.message]
     assert bool(refused) is repeats, [f.format() for f in result.findings]
+
+
+BATCHED = '''\
+import numpy as np
+import tensorflow as tf
+
+
+def input_fn():
+    x = np.arange(10, dtype=np.float32).reshape(10, 1)
+    return tf.data.Dataset.from_tensor_slices(({"x": x}, x)).batch(4)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features["x"])
+    if mode == tf.estimator.ModeKeys.PREDICT:
+        return tf.estimator.EstimatorSpec(mode, predictions={"y": logits})
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+estimator = tf.estimator.Estimator(model_fn)
+estimator.train(input_fn, steps=2)
+shapes = [batch["y"].shape for batch in estimator.predict(input_fn, yield_single_examples=False)]
+'''
+
+
+def test_predictions_a_batch_at_a_time_are_predicted_a_batch_at_a_time(rules):
+    # predict(yield_single_examples=False) refused the whole program (new-user test): Keras
+    # predicts a batch with predict_on_batch, its labels left out as predict left them.
+    result = rewrite_source(BATCHED.encode(), "program.py", rules)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    new = result.new.decode()
+    assert "model.predict_on_batch(tf.keras.utils.unpack_x_y_sample_weight(batch)[0])" in new
+    tf = pytest.importorskip("tensorflow")
+    namespace: dict = {}
+    exec(compile(new, "program.py", "exec"), namespace)
+    assert namespace["shapes"] == [(4, 1), (4, 1), (2, 1)]  # the Estimator's batches
+    refused = rewrite_source(BATCHED.replace("yield_single_examples=False", "yield_single_examples=flag").encode(),
+                             "program.py", rules)
+    assert refused.status == "partial"
