@@ -352,10 +352,23 @@ class CannedReader:
         return self.optimizer_instance(given)
 
     def named_optimizer(self, name: str, learning_rate: str | None) -> cst.BaseExpression:
+        if name == "Adam":  # TF1's Adam, and Keras's legacy one, round as TF1Adam does
+            if self.v1:
+                return _emit.expr(f"{self.tf1_adam()}({learning_rate})")
+            return _emit.expr(f"{self.tf1_adam()}(learning_rate={learning_rate or _float(KERAS_DEFAULT_LR)}, "
+                              "epsilon=1e-07)")
         if self.v1:
             return _emit.expr(f"{self.tf}.keras.optimizers." + TF1_BY_NAME[name].format(lr=learning_rate))
         lr = learning_rate or _float(KERAS_DEFAULT_LR)
         return _emit.expr(f"{self.tf}.keras.optimizers.{KERAS_BY_NAME[name]}(learning_rate={lr})")
+
+    def tf1_adam(self) -> str:
+        """The name of the helper class that is Keras's Adam with TF1's float32 betas (E2K101)."""
+        import importlib
+
+        template = importlib.import_module("estimator2keras.rewrites.tf1_optimizer_to_keras").TF1_ADAM
+        self.plan.imports.append(("numpy", None, "np"))
+        return self.plan.add_helper("TF1Adam", lambda given: _emit.statements(template, name=given, tf=self.tf))
 
     def optimizer_instance(self, given: cst.BaseExpression) -> cst.BaseExpression:
         expr = given
@@ -381,8 +394,17 @@ class CannedReader:
             if any(a.keyword and a.keyword.value == "decay" for a in expr.args):
                 self.refuse(expr, "the Keras legacy optimizer's decay= has no counterpart in the new optimizers")
             new = _emit.expr(f"{self.tf}.keras.optimizers.{cls}").deep_clone()
-            new = expr.with_changes(func=new, args=[a.with_changes(value=respelled(self.ctx, a.value, self.tf))
-                                                    for a in expr.args])
+            args = [a.with_changes(value=respelled(self.ctx, a.value, self.tf)) for a in expr.args]
+            if cls == "Adam" and ".legacy." in path:
+                # Keras's legacy Adam rounded as TF1's did: TF1Adam, with the legacy epsilon.
+                new = cst.Name(self.tf1_adam())
+                if not any(a.keyword is not None and a.keyword.value == "epsilon" for a in args) and \
+                        sum(a.keyword is None for a in args) < 4:
+                    args = [*(a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in args),
+                            _emit.keyword_arg("epsilon", cst.Float("1e-07"))]
+                new = _emit.one_line_call(expr.with_changes(func=new), args)
+            else:
+                new = expr.with_changes(func=new, args=args)
         if new is None:
             self.refuse(expr, "this optimizer is not one e2k converts (tf.compat.v1.train.*Optimizer or "
                               "tf.keras.optimizers.*)")

@@ -57,6 +57,7 @@ _NAMED = (
     ("WideDeepModel", "estimator2keras._canned", "WIDE_DEEP_MODEL"),
     ("unsharded", "estimator2keras.rewrites.multi_worker_input_unsharded", "UNSHARDED"),
     ("TF1RMSprop", "estimator2keras.rewrites.tf1_optimizer_to_keras", "TF1_RMSPROP"),
+    ("TF1Adam", "estimator2keras.rewrites.tf1_optimizer_to_keras", "TF1_ADAM"),
     ("LoggingTensorCallback", "estimator2keras.rewrites.session_run_hook_to_callback", "LOGGING_TENSOR_CALLBACK"),
     ("global_batches", "estimator2keras.rewrites.per_replica_batch_to_global", "JOINED"),
     ("KerasV2RMSprop", "estimator2keras.rewrites.keras_model_to_estimator_unwrap", "KERAS_V2_RMSPROP"),
@@ -496,7 +497,11 @@ def inline(new: str, helpers: dict[str, str]) -> str:
                 placed = True
             continue
         body.append(statement)
-    return module.with_changes(body=body).code
+    text = module.with_changes(body=body).code
+    # What the helpers read that the file did not import (numpy, time): the modules e2k knows.
+    known = [name for name in sorted(_free(text)) if name in _MODULES or name in sys.stdlib_module_names]
+    imports = "".join(_import_line(name) + "\n" for name in known)
+    return imports + text if imports else text
 
 
 def docs_table() -> str:

@@ -59,6 +59,8 @@ estimator.train(input_fn)
             after='''\
 import tensorflow as tf
 
+from e2k_helpers import TF1Adam
+
 
 def input_fn():
     return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).batch(1)
@@ -66,7 +68,7 @@ def input_fn():
 
 def build_model():
     model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
-    optimizer = tf.keras.optimizers.Adam(0.01, epsilon=1e-08)
+    optimizer = TF1Adam(0.01)
     model.compile(optimizer=optimizer, loss=tf.keras.losses.MeanSquaredError())
     return model
 

@@ -227,6 +227,8 @@ estimator.train(input_fn)
             after='''\
 import tensorflow as tf
 
+from e2k_helpers import TF1Adam
+
 
 def input_fn():
     return tf.data.Dataset.from_tensor_slices(([[1.0, 2.0]], [[0.5]])).batch(1)
@@ -237,9 +239,7 @@ def build_model(units, learning_rate):
         tf.keras.layers.Dense(units, activation=tf.nn.relu),
         tf.keras.layers.Dense(1),
     ])
-    model.compile(
-        optimizer=tf.keras.optimizers.Adam(learning_rate, epsilon=1e-08),
-        loss=tf.keras.losses.MeanSquaredError())
+    model.compile(optimizer=TF1Adam(learning_rate), loss=tf.keras.losses.MeanSquaredError())
     return model
 
 

@@ -107,6 +107,8 @@ estimator.train(input_fn)
             after='''\
 import tensorflow as tf
 
+from e2k_helpers import TF1Adam
+
 
 def input_fn():
     return tf.data.Dataset.from_tensor_slices(([[1.0, 2.0]], [[0.5]])).batch(1)
@@ -119,9 +121,7 @@ def build_model():
         tf.keras.layers.Dropout(rate=0.2),
         tf.keras.layers.Dense(1),
     ])
-    model.compile(
-        optimizer=tf.keras.optimizers.Adam(0.01, epsilon=1e-08),
-        loss=tf.keras.losses.MeanSquaredError())
+    model.compile(optimizer=TF1Adam(0.01), loss=tf.keras.losses.MeanSquaredError())
     return model
 
 
@@ -160,6 +160,8 @@ estimator.train(input_fn)
             after='''\
 import tensorflow as tf
 
+from e2k_helpers import TF1Adam
+
 
 def input_fn():
     return tf.data.Dataset.from_tensor_slices(([[1.0, 2.0]], [[0.5]])).batch(1)
@@ -171,9 +173,7 @@ def create_model(units):
 
 def build_model(params):
     model = create_model(params["units"])
-    model.compile(
-        optimizer=tf.keras.optimizers.Adam(0.01, epsilon=1e-08),
-        loss=tf.keras.losses.MeanSquaredError())
+    model.compile(optimizer=TF1Adam(0.01), loss=tf.keras.losses.MeanSquaredError())
     return model
 
 

@@ -70,6 +70,8 @@ estimator.train(input_fn)
             after='''\
 import tensorflow as tf
 
+from e2k_helpers import TF1Adam
+
 
 def input_fn():
     return tf.data.Dataset.from_tensor_slices(([[1.0, 2.0]], [[0.5]])).batch(1)
@@ -77,7 +79,7 @@ def input_fn():
 
 def build_model():
     model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
-    optimizer = tf.keras.optimizers.Adam(0.01, epsilon=1e-08, global_clipnorm=5.0)
+    optimizer = TF1Adam(0.01, global_clipnorm=5.0)
     model.compile(optimizer=optimizer, loss=tf.keras.losses.MeanSquaredError())
     return model
 

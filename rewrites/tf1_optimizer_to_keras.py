@@ -65,7 +65,7 @@ class Tf1OptimizerToKeras(ExpressionRule):
     |---|---|
     | `GradientDescentOptimizer(lr)` | `SGD(lr)` |
     | `MomentumOptimizer(lr, m, use_nesterov=n)` | `SGD(lr, momentum=m, nesterov=n)`; with a decaying `lr`, `TF1Momentum(lr, momentum=m)` (below) |
-    | `AdamOptimizer(lr, beta1, beta2, epsilon)` | `Adam(lr, beta_1=..., beta_2=..., epsilon=1e-08)` |
+    | `AdamOptimizer(lr, beta1, beta2, epsilon)` | `TF1Adam(lr, beta_1=..., beta_2=...)`: Keras `Adam` with TF1's float32 betas and epsilon 1e-08 (a small class in the helpers module); outside a converted unit `Adam(lr, ..., epsilon=1e-08)` |
     | `AdagradOptimizer(lr, initial_accumulator_value)` | `Adagrad(lr, initial_accumulator_value=...)` |
     | `AdadeltaOptimizer(lr, rho, epsilon)` | `Adadelta(lr, rho=..., epsilon=1e-08)` |
     | `RMSPropOptimizer(lr, decay, momentum, epsilon, centered)` | `TF1RMSprop(lr, rho=decay, ..., epsilon=1e-10)`: Keras `RMSprop`, its accumulators starting at 1.0 (a small class added to the file) |
@@ -93,7 +93,11 @@ class Tf1OptimizerToKeras(ExpressionRule):
     ## Fix safety
     Safe where the update rules are the same: SGD, momentum with a constant learning rate
     (Keras's velocity is then the TF1 accumulator times `-lr`), Adam (both use the
-    "epsilon hat" form), Adagrad (Keras adds `epsilon=1e-07` inside the square root of an
+    "epsilon hat" form; Keras takes `1 - beta` from the Python float where TF1 took it in
+    float32, which moved every update by about 6.5e-6 of itself: `TF1Adam` gives Keras the
+    betas as float32 values, and its updates are TF1's within an ulp; a canned Estimator's
+    `"Adam"` and Keras's legacy `Adam` become `TF1Adam` too, the legacy one with its epsilon,
+    1e-07), Adagrad (Keras adds `epsilon=1e-07` inside the square root of an
     accumulator that starts at 0.1: a relative change below 5e-7 per step), Adadelta.
     RMSprop computes TF1's update (epsilon inside the square root, momentum on the scaled
     gradient), but Keras starts its mean-square accumulators at 0.0 where TF1 started them at
@@ -170,7 +174,38 @@ class Tf1OptimizerToKeras(ExpressionRule):
             # Keras's RMSprop with TF1's accumulator start: the same steps from the first.
             name = plan.add_helper("TF1RMSprop", lambda given: _emit.statements(TF1_RMSPROP, name=given, tf=tf))
             new = new.with_changes(func=cst.Name(name))
+        if path == "train.AdamOptimizer" and ctx.active_plan is not None:
+            # Keras's Adam with TF1's float32 betas: the same updates to the bit.
+            ctx.active_plan.imports.append(("numpy", None, "np"))  # the class reads it, where it is in the file
+            name = ctx.active_plan.add_helper("TF1Adam", lambda given: _emit.statements(TF1_ADAM, name=given, tf=tf))
+            new = tf1_adam_call(new, name)
         return new
+
+
+def tf1_adam_call(call: cst.Call, name: str) -> cst.Call:
+    """``tf.keras.optimizers.Adam(...)`` as ``TF1Adam(...)``, whose epsilon is TF1's already."""
+    args = [a for a in call.args if not (a.keyword is not None and a.keyword.value == "epsilon"
+                                         and _emit.code(a.value) == "1e-08")]
+    return _emit.one_line_call(call.with_changes(func=cst.Name(name)), args)
+
+
+#: Keras's Adam updates m and v with `1 - beta` taken from the Python float (0.001 exactly for
+#: 0.999), TF1's AdamOptimizer (and Keras's legacy Adam) in float32 (1 - 0.999f = 0.00099998713),
+#: while both take the bias correction from float32 powers: every Keras update differed from
+#: TF1's by about 6.5e-6 of itself, at every step (a new user's canned regressor on Adam 0.05 left
+#: the program's noise at step 3). With the betas given as their float32 values the updates are
+#: those of TF1's fused kernel (Keras's legacy Adam) to the bit, on Keras 2 and Keras 3, and TF1's
+#: within an ulp (TF1 multiplies its beta powers step by step; tests/test_tf1_adam.py).
+TF1_ADAM = '''
+class {name}({tf}.keras.optimizers.Adam):
+    """Keras Adam updating as TF1's AdamOptimizer did: TF1 took `1 - beta` in float32, Keras
+    from the Python float, which moved each update by about 6.5e-6 of itself. The betas are
+    given as their float32 values; epsilon is TF1's default, 1e-08."""
+
+    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-08, **kwargs):
+        super().__init__(learning_rate, beta_1=float(np.float32(beta_1)),
+                         beta_2=float(np.float32(beta_2)), epsilon=epsilon, **kwargs)
+'''
 
 
 #: Keras RMSprop computes TF1's update (epsilon inside the square root, momentum on the

@@ -72,14 +72,14 @@ DNN = "tf.feature_column.indicator_column(city)"
     ("tf1.estimator.LinearRegressor([age, city], optimizer=None)", "tf.keras.optimizers.Ftrl(0.2)", None),
     # a name: the Estimator's learning rate, TF1 defaults written out
     (f"tf1.estimator.DNNRegressor([4], [age, {DNN}], optimizer='Adam')",
-     "tf.keras.optimizers.Adam(0.05, epsilon=1e-08)", None),
+     "TF1Adam(0.05)", None),
     (f"tf.estimator.DNNRegressor([4], [age, {DNN}], optimizer='SGD')", "tf.keras.optimizers.SGD(learning_rate=0.001)",
      None),
     # objects: TF1 optimizers through E2K101, Keras legacy ones as the new ones
     (f"tf1.estimator.DNNRegressor([4], [age, {DNN}], optimizer=tf1.train.MomentumOptimizer(0.1, 0.9))",
      "tf.keras.optimizers.SGD(0.1, momentum=0.9)", None),
     (f"tf.estimator.DNNRegressor([4], [age, {DNN}], optimizer=lambda: tf.keras.optimizers.legacy.Adam(0.01))",
-     "tf.keras.optimizers.Adam(0.01)", None),
+     "TF1Adam(0.01, epsilon=1e-07)", None),
     # an explicit reduction wins over the class's default
     (f"tf1.estimator.DNNRegressor([4], [age, {DNN}], loss_reduction=tf1.losses.Reduction.SUM_OVER_BATCH_SIZE)",
      None, "MeanSquaredError()"),

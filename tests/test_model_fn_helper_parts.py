@@ -69,7 +69,7 @@ def test_create_train_op_is_minimize_after_the_update_ops():
     result = rewrite(CREATE)
     assert result.status == "converted", manual(result)
     new = flat(result.new.decode())
-    assert "optimizer=tf.keras.optimizers.Adam(params[\"lr\"], epsilon=1e-08)" in new
+    assert "optimizer=TF1Adam(params[\"lr\"])" in new
     # It ran UPDATE_OPS: the moving averages moved in the Estimator, and do in Keras.
     assert "momentum=1.0" not in new and "tf.keras.layers.BatchNormalization()" in new
     assert "contrib" not in new

@@ -7,6 +7,7 @@ import textwrap
 
 import pytest
 
+from estimator2keras import _helpers
 from estimator2keras._engine import rewrite_source
 
 HEAD = '''\
@@ -108,7 +109,7 @@ def test_the_layer_classes_run_and_hold_each_calls_own_weights(rules):
     import numpy as np
 
     result = convert(rules, BLOCKS)
-    model, out = run_model(result.new.decode(), {"hidden": [8, 4], "norm": True},
+    model, out = run_model(_helpers.inline(result.new.decode(), result.helpers), {"hidden": [8, 4], "norm": True},
                            {"image": np.ones((2, 16), np.float32)})
     assert out.shape == (2, 3)
     kernels = sorted(tuple(w.shape) for w in model.trainable_weights if len(w.shape) > 1)
@@ -204,7 +205,7 @@ def test_model_functions_picked_by_a_setting_become_layer_classes_picked_alike(r
     assert '{"linear": Linear, "deep": Deep}[params["model"]](params)' in new
     # The model_fn's mode, given to the function, is Keras's training flag there.
     assert "self.dropout(net, training=training)" in new
-    model, out = run_model(new, {"hidden": [8], "norm": True, "model": "deep"},
+    model, out = run_model(_helpers.inline(new, result.helpers), {"hidden": [8], "norm": True, "model": "deep"},
                            {"image": __import__("numpy").ones((2, 16), "float32")})
     assert out.shape == (2, 3) and len(model.trainable_weights) == 4
 
