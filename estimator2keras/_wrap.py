@@ -97,32 +97,13 @@ def wrap(new: str, original: str, limit: int) -> str:
     except SyntaxError:
         return new
     hug = closers_hug(original)
-    spans, headers, docstrings = [], [], []
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.stmt):
-            continue
-        body = getattr(node, "body", None)
-        if body is None:  # a simple statement
-            first, last = node.lineno - 1, node.end_lineno - 1
-            if not any(first <= i <= last for i in long_lines):
-                continue
-            string = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) \
-                and isinstance(node.value.value, str)
-            (docstrings if string and ('"""' in lines[first] or "'''" in lines[first]) else spans).append((first, last))
-        elif body and body[0].lineno > node.lineno:
-            decorators = getattr(node, "decorator_list", [])
-            first = min([node.lineno, *(d.lineno for d in decorators)]) - 1
-            last = body[0].lineno - 2
-            while last > first and lines[last].strip()[:1] in ("#", ""):
-                last -= 1
-            if any(first <= i <= last for i in long_lines):
-                headers.append((first, last))
-    comments = [(*_paragraph(lines, i, written), "comment") for i in long_lines
-                if lines[i].strip().startswith("#") and not lines[i].strip().startswith("# e2k:")]
-    comments = [c for index, c in enumerate(comments) if c not in comments[:index]]
-    for first, last, kind in sorted([*((f, l, "statement") for f, l in _outermost(spans)),
-                                     *((f, l, "header") for f, l in headers),
-                                     *((f, l, "docstring") for f, l in docstrings), *comments], reverse=True):
+    found = [(first, last, kind) for first, last, kind in _spans(tree, lines)
+             if any(first <= i <= last for i in long_lines)]
+    statements = [(f, l) for f, l, kind in found if kind == "statement"]
+    comments = dict.fromkeys((*_paragraph(lines, i, written), "comment") for i in long_lines
+                             if lines[i].strip().startswith("#") and not lines[i].strip().startswith("# e2k:"))
+    for first, last, kind in sorted([*((f, l, "statement") for f, l in _outermost(statements)),
+                                     *(span for span in found if span[2] != "statement"), *comments], reverse=True):
         if kind == "comment":
             formatted = _comment(lines[first:last + 1], limit)
         elif kind == "docstring":
@@ -147,20 +128,34 @@ def realign(new: str, original: str) -> str:
         tree = ast.parse(new)
     except SyntaxError:
         return new
-    spans = []
+    spans = [(first, last) for first, last, kind in _spans(tree, lines) if kind != "docstring" and last > first]
+    for first, last in _outermost(spans):
+        if any(first <= i <= last for i in written):
+            lines[first:last + 1] = _aligned(lines[first:last + 1])
+    return "".join(_blank_runs(lines, written))
+
+
+def _spans(tree: ast.Module, lines: list[str]):
+    """(first, last, kind) of each statement of ``tree`` (0-based lines): a simple one's lines,
+    "statement" or a "docstring"; a compound one's "header", its decorators and its line(s)
+    up to its body, without the comments above the body."""
     for node in ast.walk(tree):
         if not isinstance(node, ast.stmt):
             continue
         body = getattr(node, "body", None)
-        if body is None:
-            spans.append((node.lineno - 1, node.end_lineno - 1))
-        elif body and body[0].lineno > node.lineno:  # a header: its decorators, its line(s)
-            first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))]) - 1
-            spans.append((first, body[0].lineno - 2))
-    for first, last in _outermost([span for span in spans if span[1] > span[0]]):
-        if any(first <= i <= last for i in written):
-            lines[first:last + 1] = _aligned(lines[first:last + 1])
-    return "".join(_blank_runs(lines, written))
+        if body is None:  # a simple statement
+            first, last = node.lineno - 1, node.end_lineno - 1
+            string = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) \
+                and isinstance(node.value.value, str)
+            docstring = string and ('"""' in lines[first] or "'''" in lines[first])
+            yield first, last, "docstring" if docstring else "statement"
+        elif body and body[0].lineno > node.lineno:
+            decorators = getattr(node, "decorator_list", [])
+            first = min([node.lineno, *(d.lineno for d in decorators)]) - 1
+            last = body[0].lineno - 2
+            while last > first and lines[last].strip()[:1] in ("#", ""):
+                last -= 1
+            yield first, last, "header"
 
 
 def _blank_runs(lines: list[str], written: set[int]) -> list[str]:
