@@ -87,34 +87,41 @@ class _SlotFiller(cst.CSTTransformer):
         self.nodes.add(id(wrapped))
         return wrapped
 
+    @staticmethod
+    def _rebuilt(node, **fields):
+        """``node`` with ``fields`` where one is another object, else ``node`` itself."""
+        changed = {name: value for name, value in fields.items() if value is not getattr(node, name)}
+        return node.with_changes(**changed) if changed else node
+
     def leave_BinaryOperation(self, original_node, updated_node):
-        level = _precedence(updated_node.with_changes(lpar=[], rpar=[]))
+        level = _precedence(updated_node, own_parentheses=False)
         power = isinstance(updated_node.operator, cst.Power)
-        return updated_node.with_changes(left=self._bound(updated_node.left, level + power),
-                                         right=self._bound(updated_node.right, level + (not power)))
+        return self._rebuilt(updated_node, left=self._bound(updated_node.left, level + power),
+                             right=self._bound(updated_node.right, level + (not power)))
 
     def leave_UnaryOperation(self, original_node, updated_node):
-        return updated_node.with_changes(
-            expression=self._bound(updated_node.expression, _precedence(updated_node.with_changes(lpar=[], rpar=[]))))
+        level = _precedence(updated_node, own_parentheses=False)
+        return self._rebuilt(updated_node, expression=self._bound(updated_node.expression, level))
 
     def leave_Comparison(self, original_node, updated_node):
-        return updated_node.with_changes(
-            left=self._bound(updated_node.left, 6),
-            comparisons=[c.with_changes(comparator=self._bound(c.comparator, 6)) for c in updated_node.comparisons])
+        comparisons = [self._rebuilt(c, comparator=self._bound(c.comparator, 6)) for c in updated_node.comparisons]
+        if all(new is old for new, old in zip(comparisons, updated_node.comparisons)):
+            comparisons = updated_node.comparisons
+        return self._rebuilt(updated_node, left=self._bound(updated_node.left, 6), comparisons=comparisons)
 
     def leave_BooleanOperation(self, original_node, updated_node):
-        level = 3 if isinstance(updated_node.operator, cst.And) else 2
-        return updated_node.with_changes(left=self._bound(updated_node.left, level),
-                                         right=self._bound(updated_node.right, level + 1))
+        level = _precedence(updated_node, own_parentheses=False)
+        return self._rebuilt(updated_node, left=self._bound(updated_node.left, level),
+                             right=self._bound(updated_node.right, level + 1))
 
     def leave_Attribute(self, original_node, updated_node):
-        return updated_node.with_changes(value=self._bound(updated_node.value, _PRIMARY))
+        return self._rebuilt(updated_node, value=self._bound(updated_node.value, _PRIMARY))
 
     def leave_Subscript(self, original_node, updated_node):
-        return updated_node.with_changes(value=self._bound(updated_node.value, _PRIMARY))
+        return self._rebuilt(updated_node, value=self._bound(updated_node.value, _PRIMARY))
 
     def leave_Call(self, original_node, updated_node):
-        return updated_node.with_changes(func=self._bound(updated_node.func, _PRIMARY))
+        return self._rebuilt(updated_node, func=self._bound(updated_node.func, _PRIMARY))
 
 
 _PRIMARY = 15
@@ -123,10 +130,11 @@ _BINARY = {cst.BitOr: 6, cst.BitXor: 7, cst.BitAnd: 8, cst.LeftShift: 9, cst.Rig
            cst.MatrixMultiply: 11, cst.Power: 13}
 
 
-def _precedence(node: cst.CSTNode) -> int:
+def _precedence(node: cst.CSTNode, own_parentheses: bool = True) -> int:
     """How tightly ``node`` binds, as Python's grammar orders its operators (lambda 0 to an
-    atom, or anything in parentheses, 15)."""
-    if getattr(node, "lpar", None):
+    atom, or anything in parentheses, 15; ``own_parentheses`` False: its operator's, whatever
+    parentheses it has)."""
+    if own_parentheses and getattr(node, "lpar", None):
         return _PRIMARY
     if isinstance(node, cst.Lambda):
         return 0
