@@ -13,7 +13,7 @@ from estimator2keras._rule import Unsupported
 from estimator2keras._symbols import tf2_respellings
 from estimator2keras._units import Binding, accesses_of, bind_arguments, resolve, resolve_call
 
-RAW = frozenset({"estimator.export.build_raw_serving_input_receiver_fn"})
+RAW = _receiver.RAW
 PARSING = frozenset({"estimator.export.build_parsing_serving_input_receiver_fn"})
 PREDICT_OUTPUT = frozenset({"estimator.export.PredictOutput"})
 #: Export outputs whose signature TF1 built on a single string input (serialized tf.Examples)

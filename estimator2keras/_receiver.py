@@ -43,6 +43,7 @@ RECEIVERS = {
     "estimator.export.TensorServingInputReceiver": "tensor",
 }
 RECEIVER_SIGNATURE = ("features", "receiver_tensors", "receiver_tensors_alternatives")
+#: The builder of a receiver of one placeholder per feature (``_export`` reads it too).
 RAW = frozenset({"estimator.export.build_raw_serving_input_receiver_fn"})
 PLACEHOLDER = "placeholder"
 WITH_DEFAULT = "placeholder_with_default"
@@ -86,10 +87,6 @@ def handwritten(ctx, node: cst.BaseExpression) -> cst.FunctionDef | None:
     returned = _single_return(function)
     if isinstance(returned, cst.Call) and (ctx.call_api_path(returned) in RECEIVERS or _raw_built(ctx, returned)):
         return function
-    if isinstance(returned, cst.Call) and isinstance(returned.func, cst.Call) and not returned.args \
-            and ctx.call_api_path(returned.func) in RAW:
-        raise Unsupported(f"`{function.name.value}` returns build_raw_serving_input_receiver_fn(..., "
-                          "default_batch_size=...)(): a fixed batch size is not converted", returned)
     if _returns_receiver(ctx, function):
         raise Unsupported(
             f"`{function.name.value}` returns its serving receiver other than as its one last `return`", function)
@@ -105,8 +102,11 @@ def _raw_built(ctx, call: cst.Call) -> cst.BaseExpression | None:
         return None
     args = bind_arguments(inner, ("features", "default_batch_size"))
     batch = args.get("default_batch_size")
-    if "features" not in args or (batch is not None and _emit.code(batch.value) != "None"):
-        return None
+    if batch is not None and _emit.code(batch.value) != "None":
+        raise Unsupported("build_raw_serving_input_receiver_fn(..., default_batch_size=...)() receives a fixed "
+                          "batch size: not converted", call)
+    if "features" not in args:
+        raise Unsupported("build_raw_serving_input_receiver_fn() without features", call)
     return args["features"].value
 
 
