@@ -3,6 +3,7 @@ from __future__ import annotations
 import libcst as cst
 
 from estimator2keras import _emit
+from estimator2keras._context import iter_calls
 from estimator2keras._export import export_path, export_signatures, save_statement, signature_names
 from estimator2keras._rule import Case, Safety, UnitRule, Unsupported
 from estimator2keras._units import bind_arguments
@@ -15,52 +16,22 @@ SIGNATURES = {
 }
 
 
-def _hoistable(call: cst.Call, small: cst.BaseSmallStatement) -> bool:
+def _hoistable(ctx, call: cst.Call, small: cst.BaseSmallStatement) -> bool:
     """Can the export ``call`` run before the rest of ``small`` (its value then read where the
     call was)? Where every other call of the statement encloses it (``print(...)``,
     ``str(...)``) and no lambda, comprehension, conditional or boolean operator decides
     whether it runs."""
-    found: list[cst.CSTNode] = []
-
-    class Path(cst.CSTVisitor):
-        def __init__(self):
-            self.stack: list[cst.CSTNode] = []
-
-        def on_visit(self, node: cst.CSTNode) -> bool:
-            if node is call:
-                found.extend(self.stack)
-                return False
-            self.stack.append(node)
-            return True
-
-        def on_leave(self, original: cst.CSTNode) -> None:
-            if self.stack and self.stack[-1] is original:
-                self.stack.pop()
-
-    small.visit(Path())
-    if not found:
-        return False
+    around = []
+    node = ctx.parent(call)
+    while node is not None and node is not small:
+        around.append(node)
+        node = ctx.parent(node)
     blocking = (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp, cst.IfExp, cst.BooleanOperation,
                 cst.Await, cst.Yield)
-    if any(isinstance(node, blocking) for node in found):
+    if node is None or any(isinstance(n, blocking) for n in around):
         return False
-    enclosing = {id(node) for node in found}
-    others = [node for node in _calls(small) if node is not call and id(node) not in enclosing]
-    return not any(not _within(node, call) for node in others)
-
-
-def _calls(node: cst.CSTNode) -> list[cst.Call]:
-    calls, stack = [], [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, cst.Call):
-            calls.append(current)
-        stack.extend(current.children)
-    return calls
-
-
-def _within(node: cst.CSTNode, outer: cst.CSTNode) -> bool:
-    return any(inner is node for inner in _calls(outer))
+    runs_with = {id(n) for n in around} | {id(c) for c in iter_calls(call)}
+    return all(id(c) in runs_with for c in iter_calls(small))
 
 
 class ExportSavedModelToSavedModel(UnitRule):
@@ -563,7 +534,7 @@ tf.saved_model.save(
                        save_statement(plan, ctx, cst.Name(target), signatures)]
                 if after:
                     new.append(_emit.statement(after.format(path=target)))
-            elif small is not None and _hoistable(use.call, small):
+            elif small is not None and _hoistable(ctx, use.call, small):
                 # `print("exported to", estimator.export_saved_model(...))`: the export first, its
                 # directory where the call was (nothing else in the statement ran before it).
                 target = plan.unique_name("export_dir")
