@@ -499,9 +499,13 @@ def inline(new: str, helpers: dict[str, str]) -> str:
         body.append(statement)
     text = module.with_changes(body=body).code
     # What the helpers read that the file did not import (numpy, time): the modules e2k knows.
-    known = [name for name in sorted(_free(text)) if name in _MODULES or name in sys.stdlib_module_names]
-    imports = "".join(_import_line(name) + "\n" for name in known)
-    return imports + text if imports else text
+    imports = []
+    for name in sorted(_free(text)):
+        try:
+            imports.append(_import_line(name) + "\n")
+        except ValueError:
+            continue  # a name of the program's own, not a module
+    return "".join(imports) + text
 
 
 def docs_table() -> str:
