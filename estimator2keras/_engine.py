@@ -396,10 +396,7 @@ def _finish(
     if finders:
         parsed_new = tree if (new is source or new == source) and tree is not None else _leftovers.parse(new)
         if parsed_new is not None:
-            for find in finders:
-                found = find(parsed_new)
-                references = found if find is _leftovers.find_references else \
-                    sorted([*references, *found], key=lambda r: (r.line, r.offset))
+            references = sorted((r for find in finders for r in find(parsed_new)), key=lambda r: (r.line, r.offset))
     if references:
         lines = _leftovers.LineMap(source.splitlines(), new.splitlines())
         if suppressions is None:

@@ -504,13 +504,15 @@ def program_entry(path: str) -> tuple[str, str | None]:
     return root, (".".join(module) if len(module) > 1 else None)
 
 
-def set_program_path(path: str) -> None:
-    """The program's root first on sys.path (before TensorFlow is imported), as Python puts it."""
+def set_program_path(path: str) -> tuple[str, str | None]:
+    """The program's root first on sys.path (before TensorFlow is imported), as Python puts it;
+    ``program_entry(path)``."""
     root, module = program_entry(path)
     sys.path[0] = root
     if module is not None:
         # As `python PATH` would too: a package's module may import its siblings by name.
         sys.path.insert(1, os.path.dirname(os.path.abspath(path)))
+    return root, module
 
 
 def run_program(path: str, args: list[str] | tuple[str, ...] = ()) -> tuple[str, dict | None]:
@@ -519,9 +521,8 @@ def run_program(path: str, args: list[str] | tuple[str, ...] = ()) -> tuple[str,
     Returns ("ok", None) or (status, error) where error has type, message, traceback.
     """
     path = os.path.abspath(path)
-    program_dir, module = program_entry(path)
+    program_dir, module = set_program_path(path)
     os.chdir(program_dir)
-    set_program_path(path)
     sys.argv = [path, *args]
     try:
         if module is None:
