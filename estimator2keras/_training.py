@@ -390,8 +390,7 @@ class {name}({tf}.keras.callbacks.Callback):
         # a callback starts under a distribution strategy, and else in the first step.
         if self.writer is not None:
             return
-        if not self.restored:
-            self.latest()
+        latest = None if self.restored else self.latest()
         if not self.model.built and hasattr({tf}.keras, "version"):
             step = getattr(self.model, f"{{kind}}_function")
 
@@ -408,7 +407,6 @@ class {name}({tf}.keras.callbacks.Callback):
         weights = {{"weights": self.model.weights}} if hasattr({tf}.keras, "version") else {{}}
         checkpoint = {tf}.train.Checkpoint(model=self.model, optimizer=self.optimizer, **weights)
         self.writer = {tf}.train.CheckpointManager(checkpoint, self.aside, *self.keep)
-        latest = None if self.restored else self.latest()
         if latest is not None:
             try:
                 checkpoint.restore(latest).assert_existing_objects_matched()
