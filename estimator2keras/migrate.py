@@ -234,7 +234,7 @@ def markdown(m: Migration) -> str:
             lines += _table(["metric", "legacy", "migrated", "abs diff", "envelope", "allowed", "result"],
                             [[r.name, _num(r.legacy), _num(r.migrated), _num(r.abs_diff, ".3g"), _num(r.envelope, ".3g"),
                               _num(r.allowed, ".3g"),
-                              "not compared (one side only)" if r.passed is None else ("ok" if r.passed else "**FAIL**")]
+                              _metric_result(r)]
                              for r in p.metrics])
         if p.hyperparameters:
             lines += ["### Hyper-parameters read from both programs at run time", ""]
@@ -336,3 +336,12 @@ def run(args: argparse.Namespace) -> int:
           + (f", {migration.plot_path}" if migration.plot_path is not None and migration.plot_path.exists() else ""),
           file=sys.stderr)
     return migration.exit_code
+
+
+def _metric_result(row) -> str:
+    """A metric row's result cell: why it is not compared, or why it fails without a number."""
+    if row.passed is None:
+        return f"not compared ({row.note or 'one side only'})"
+    if row.passed:
+        return "ok"
+    return f"**FAIL** ({row.note})" if row.migrated is None and row.note else "**FAIL**"

@@ -232,13 +232,133 @@ def test_weights_alone_can_break_parity():
     assert result.weights_by_difference()[0].legacy_name == "dense/kernel"
 
 
-def test_eval_metric_alone_can_break_parity_and_one_sided_metrics_are_listed():
-    legacy = _side([1.0], evaluations=[{"loss": 0.5, "accuracy": 0.75, "global_step": 1}])
+def test_eval_metric_alone_can_break_parity_and_migrated_only_metrics_are_listed():
+    legacy = _side([1.0], evaluations=[{"loss": 0.5, "global_step": 1}])
     migrated = _side([1.0], reduction=None, evaluations=[{"loss": 0.6, "mae": 0.1}])
     result = _compare(None, None, legacy=legacy, migrated=migrated)
     assert result.verdict == "broken" and "eval metric 'loss' differs" in result.reason
-    assert {row.name: row.passed for row in result.metrics} == {"loss": False, "accuracy": None, "mae": None}
+    assert {row.name: row.passed for row in result.metrics} == {"loss": False, "mae": None}
     assert any("incomplete last round" in hint for hint in result.hints)
+
+
+# --- eval metrics on one side only -------------------------------------------------------
+
+def _metric_line(text: str, name: str) -> str:
+    return next(line for line in text.splitlines() if line.lstrip("│┃ ").startswith(f"{name} "))
+
+
+def test_a_metric_the_migrated_program_lost_fails_parity_naming_it():
+    legacy = _side([1.0], evaluations=[{"loss": 0.5, "auc": 0.8, "accuracy": 0.75, "global_step": 1}])
+    migrated = _side([1.0], reduction=None, evaluations=[{"loss": 0.5, "accuracy": 0.75}])
+    result = _compare(None, None, legacy=legacy, migrated=migrated)
+    assert result.verdict == "broken" and result.exit_code == 1
+    assert result.reason == (
+        "losses and weights agree, but 1 eval metric the Estimator program reports is missing from the migrated "
+        "program: 'auc' (its evaluation reports 'accuracy', 'loss'; a migration must keep every metric the "
+        "Estimator program reported)")
+    rows = {row.name: row for row in result.metrics}
+    assert {name: row.passed for name, row in rows.items()} == {"loss": True, "auc": False, "accuracy": True}
+    assert rows["auc"].legacy == 0.8 and rows["auc"].migrated is None
+    assert rows["auc"].note == "missing from the migrated program"
+    # the metric BatchNorm/remainder hints are about values that differ, not a metric that is not there
+    assert not any("incomplete last round" in hint for hint in result.hints)
+    text = render_text(result, width=400)
+    assert _metric_line(text, "auc").rstrip(" │").endswith("FAIL (missing from the migrated program)")
+    assert text.rstrip().splitlines()[-1] == f"BROKEN: {result.reason}"
+    data = json.loads(json.dumps(result.to_dict()))
+    assert {"name": "auc", "passed": False, "note": "missing from the migrated program"}.items() <= \
+        next(row for row in data["metrics"] if row["name"] == "auc").items()
+
+
+def test_metrics_lost_behind_an_earlier_difference_are_still_named():
+    legacy = _side([1.0, 1.0], evaluations=[{"loss": 0.5, "auc": 0.8, "precision": 0.6, "global_step": 2}])
+    migrated = _side([1.0, 2.0], reduction=None, evaluations=[{"loss": 0.5}])
+    result = _compare(None, None, legacy=legacy, migrated=migrated)
+    assert result.reason.startswith("losses diverge at step 2")
+    assert "2 eval metrics the Estimator program reports are missing from the migrated program: 'auc', " \
+           "'precision'" in " ".join(result.hints)
+    assert "hint: 2 eval metrics the Estimator program reports are missing" in render_text(result, width=400)
+
+
+def test_a_migrated_program_that_never_evaluates_fails_naming_the_metrics():
+    legacy = _side([1.0], evaluations=[{"loss": 0.5, "accuracy": 0.75, "global_step": 1}])
+    migrated = _side([1.0], reduction=None, evaluations=[], fit_validation=None)
+    result = _compare(None, None, legacy=legacy, migrated=migrated)
+    assert result.verdict == "broken"
+    assert "the Estimator program evaluates and the migrated program never does" in result.reason
+    assert result.reason.endswith("2 eval metrics missing from the migrated program: 'loss', 'accuracy'")
+    assert {row.name: row.passed for row in result.metrics} == {"loss": False, "accuracy": False}
+
+
+def test_metrics_only_the_migrated_program_reports_do_not_fail():
+    legacy = _side([1.0], evaluations=[{"loss": 0.5, "global_step": 1}])
+    migrated = _side([1.0], reduction=None, evaluations=[{"loss": 0.5, "mae": 0.1, "accuracy": 0.9}])
+    result = _compare(None, None, legacy=legacy, migrated=migrated)
+    assert result.passed, result.report()
+    assert result.reason == "1 step, 2 final weights and 1 eval metric agree within tolerance"
+    assert {row.name: row.passed for row in result.metrics} == {"loss": True, "mae": None, "accuracy": None}
+    assert {row.note for row in result.metrics if row.passed is None} == {"the migrated program only"}
+    assert _metric_line(render_text(result), "mae").rstrip(" │").endswith("not compared (the migrated program only)")
+
+
+def test_the_estimators_bookkeeping_keys_do_not_fail():
+    # global_step: every Estimator evaluation reports it, no Keras evaluation does
+    legacy = _side([1.0], evaluations=[{"loss": 0.5, "global_step": 1}])
+    result = _compare(None, None, legacy=legacy, migrated=_side([1.0], reduction=None, evaluations=[{"loss": 0.5}]))
+    assert result.passed and [row.name for row in result.metrics] == ["loss"]
+    # a canned head's batch-dependent eval `loss`: its average_loss is compared instead (not a lost metric)
+    legacy = _side([1.0], evaluations=[{"loss": 4.0, "average_loss": 0.5, "global_step": 1}])
+    migrated = _side([1.0], reduction=None, evaluations=[{"loss": 0.5, "average_loss": 0.5}])
+    result = _compare(None, None, legacy=legacy, migrated=migrated)
+    assert result.passed, result.report()
+    assert {row.name: row.passed for row in result.metrics} == {"average_loss": True, "loss": None}
+    assert any("is compared instead" in note for note in result.notes)
+
+
+def test_a_metric_that_is_not_a_number_on_both_sides_is_listed_not_failed():
+    legacy = _side([1.0], evaluations=[{"loss": 0.5, "per_class": [0.5, 0.25], "global_step": 1}])
+    migrated = _side([1.0], reduction=None, evaluations=[{"loss": 0.5, "per_class": [0.5, 0.25]}])
+    result = _compare(None, None, legacy=legacy, migrated=migrated)
+    assert result.passed, result.report()
+    assert {row.name: (row.passed, row.note) for row in result.metrics}["per_class"] == (None, "not a number")
+
+
+_BINARY_HEAD = {"loss": 0.7, "accuracy": 0.5, "accuracy_baseline": 0.5, "auc": 0.6, "auc_precision_recall": 0.55,
+                "average_loss": 0.7, "label/mean": 0.5, "precision": 0.4, "prediction/mean": 0.45, "recall": 0.3,
+                "global_step": 1}
+
+
+@pytest.mark.parametrize("optimizer, lost_fails", [
+    ("FtrlOptimizer", False),  # tf.compat.v1 canned head: trapezoidal PR AUC, no Keras equivalent
+    ("Ftrl", True),  # a TF2 head (Keras optimizers): its PR AUC is Keras's, a migration must keep it
+])
+def test_a_tf1_binary_heads_auc_precision_recall_is_the_one_head_metric_a_migration_may_lack(optimizer, lost_fails):
+    optimizers = [{"kind": "Ftrl", "class": optimizer, "params": {}}]
+    legacy = _side([1.0], reduction="sum", evaluations=[dict(_BINARY_HEAD)], optimizers=optimizers)
+    kept = {k: v for k, v in _BINARY_HEAD.items() if k not in ("auc_precision_recall", "global_step")}
+    result = _compare(None, None, legacy=legacy,
+                      migrated=_side([1.0], reduction=None, evaluations=[kept], optimizers=optimizers))
+    row = {row.name: row for row in result.metrics}["auc_precision_recall"]
+    if lost_fails:
+        assert result.verdict == "broken"
+        assert "missing from the migrated program: 'auc_precision_recall'" in result.reason
+        assert row.passed is False
+    else:
+        assert result.passed, result.report()
+        assert row.passed is None and "tf.compat.v1 canned binary head" in row.note
+        assert "not compared (legacy only: a tf.compat.v1 canned binary head" in render_text(result, width=300)
+    # any other head metric lost fails, TF1 head or not
+    lost = {k: v for k, v in kept.items() if k != "auc"}
+    result = _compare(None, None, legacy=legacy,
+                      migrated=_side([1.0], reduction=None, evaluations=[lost], optimizers=optimizers))
+    assert result.verdict == "broken" and "missing from the migrated program: 'auc'" in result.reason
+
+
+def test_e2k_checkpoint_comparison_still_lists_legacy_only_metrics():
+    """compare_metrics' default (e2k checkpoint proves a checkpoint by the metrics both report)."""
+    rows = compare_metrics({"loss": 1.0, "auc": 0.5}, {"loss": 1.0, "mae": 0.2}, 1e-6, 1e-5)
+    assert [(row.name, row.passed, row.note) for row in rows] == [
+        ("loss", True, None), ("auc", None, "the legacy program only"), ("mae", None, "the migrated program only")]
 
 
 def test_keras_fit_validation_stands_in_for_a_missing_evaluate():

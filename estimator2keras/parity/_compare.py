@@ -24,6 +24,22 @@ from estimator2keras.parity._result import (
 # Metrics every Estimator evaluation reports that are bookkeeping, not model quality.
 _NOT_COMPARED_METRICS = {"global_step"}
 
+#: MetricRow.note of a metric the Estimator program reports and the migrated program lacks: a
+#: migration that drops a metric the program had is wrong, so the row fails.
+MISSING_FROM_MIGRATED = "missing from the migrated program"
+#: MetricRow.note of a metric only the legacy program reports where that is not judged (e2k
+#: checkpoint: its proof is the metrics both report).
+LEGACY_ONLY = "the legacy program only"
+#: MetricRow.note of a metric only the migrated program reports: listed, not compared.
+MIGRATED_ONLY = "the migrated program only"
+#: MetricRow.note of a metric both report whose value is not a number (a string, a vector).
+NOT_A_NUMBER = "not a number"
+
+# The eval metrics of a tf.estimator binary classification head (canned binary classifiers,
+# BaselineClassifier), besides `loss`.
+_BINARY_HEAD_METRICS = frozenset({"accuracy", "accuracy_baseline", "auc", "auc_precision_recall", "average_loss",
+                                  "label/mean", "precision", "prediction/mean", "recall"})
+
 
 def side_info(side: Mapping[str, Any], program: str, python: str, seconds: float | None) -> SideInfo:
     """The SideInfo of one side's result.json."""
@@ -233,8 +249,10 @@ METRIC_RTOL = 1e-4
 def compare_metrics(legacy: Mapping[str, Any] | None, migrated: Mapping[str, Any] | None,
                     rtol: float, atol: float, nudged: Mapping[str, Any] | None = None,
                     envelope_k: float = 0.0, known_difference: str | None = None,
-                    example_weighted: Mapping[str, tuple[float, float | None]] | None = None) -> list[MetricRow]:
-    """Metrics of the last evaluation, by name; names on one side only are listed, not compared.
+                    example_weighted: Mapping[str, tuple[float, float | None]] | None = None,
+                    missing_fails: bool = False, legacy_only: Mapping[str, str] | None = None) -> list[MetricRow]:
+    """Metrics of the last evaluation, by name; with ``missing_fails``, one the migrated program
+    lacks fails.
 
     Without the nudged run's evaluation: within ``atol + rtol * |legacy|`` (the fixed schedule's
     tolerance of the last step). With it: within ``max(atol + METRIC_RTOL * |legacy|, envelope_k *
@@ -245,7 +263,16 @@ def compare_metrics(legacy: Mapping[str, Any] | None, migrated: Mapping[str, Any
     ``example_weighted`` maps a metric (the eval ``loss`` of a custom model_fn) to the Estimator's
     evaluation batches' values weighed by their examples, and the envelope run's: the number Keras
     computes from the same batches. A migrated value that misses the Estimator's number but matches
-    that one, within the same tolerance, passes as ``explained``; one that matches neither fails."""
+    that one, within the same tolerance, passes as ``explained``; one that matches neither fails.
+
+    With ``missing_fails`` (parity), a name the legacy evaluation reports and the migrated one
+    lacks (the migrated program does not compute the metric, or never evaluates) fails, its note
+    ``MISSING_FROM_MIGRATED``: a migration that drops a metric the program had is wrong. Except
+    the bookkeeping keys (``global_step``, never a row) and the names ``legacy_only`` maps to why
+    a correct migration lacks them: listed, not compared, with that reason as the note. Without
+    it (e2k checkpoint, which proves a checkpoint by the metrics both programs report) such a
+    name is listed, not compared (``LEGACY_ONLY``). A name only the migrated program reports is
+    listed, not compared (``MIGRATED_ONLY``): a migration may report more."""
     if not legacy and not migrated:
         return []
     legacy = {k: v for k, v in (legacy or {}).items() if k not in _NOT_COMPARED_METRICS}
@@ -253,8 +280,16 @@ def compare_metrics(legacy: Mapping[str, Any] | None, migrated: Mapping[str, Any
     rows = []
     for name in list(legacy) + [n for n in migrated if n not in legacy]:
         a, b = _scalar(legacy.get(name)), _scalar(migrated.get(name))
+        if name not in migrated:
+            reason = (legacy_only or {}).get(name) or (None if missing_fails else LEGACY_ONLY)
+            rows.append(MetricRow(name, a, None, None, None, None if reason else False,
+                                  note=reason or MISSING_FROM_MIGRATED))
+            continue
+        if name not in legacy:
+            rows.append(MetricRow(name, None, b, None, None, None, note=MIGRATED_ONLY))
+            continue
         if a is None or b is None:
-            rows.append(MetricRow(name, a, b, None, None, None))
+            rows.append(MetricRow(name, a, b, None, None, None, note=NOT_A_NUMBER))
             continue
         diff = abs(a - b)
         passed = allclose(a, b, rtol, atol)
@@ -278,6 +313,30 @@ def compare_metrics(legacy: Mapping[str, Any] | None, migrated: Mapping[str, Any
         rows.append(MetricRow(name, a, b, diff, relative(diff, a), passed or explained, envelope, allowed, note,
                               example_weighted=weighted[0] if weighted is not None else None, explained=explained))
     return rows
+
+
+def legacy_only_metrics(legacy: Mapping[str, Any] | None) -> dict[str, str]:
+    """The metrics of the legacy side's last evaluation that a correct migration does not
+    report, each with why: a tf.compat.v1 canned binary head's ``auc_precision_recall``, the
+    area under the PR curve summed in trapezoids, which no Keras AUC computes (e2k's
+    conversion leaves it out, docs/canned-estimators.md). Recognised by the head's metrics
+    all being there and the Estimator training with TF1 optimizers only (a tf.compat.v1
+    canned Estimator takes nothing else; a TF2 head's PR AUC is Keras's, and a migration
+    must keep it). Any other metric the migrated program lacks fails."""
+    evaluation = final_evaluation(legacy) if legacy else None
+    if not evaluation or not _BINARY_HEAD_METRICS <= set(evaluation):
+        return {}
+    optimizers = [str(item.get("class") or "") for item in legacy.get("optimizers") or []]
+    if not optimizers or not all(name.endswith("Optimizer") for name in optimizers):
+        return {}
+    return {"auc_precision_recall": (
+        "legacy only: a tf.compat.v1 canned binary head's area under the PR curve, summed in trapezoids, "
+        "which no Keras AUC computes")}
+
+
+def missing_from_migrated(row: MetricRow) -> bool:
+    """Whether the row is a metric the legacy program reports and the migrated one lacks."""
+    return row.passed is False and row.note == MISSING_FROM_MIGRATED
 
 
 def _within(a: float, b: float, rtol: float, atol: float, envelope: float | None, envelope_k: float,
@@ -513,6 +572,18 @@ def _allowance(row: StepRow, tolerance: Tolerance) -> str:
     return f"|diff| {row.abs_diff:.3g} > max({fixed}, {tolerance.envelope_k:g} x envelope) = {row.allowed:.3g}"
 
 
+def _missing_text(rows: list[MetricRow], migrated_evaluation: Mapping[str, Any] | None) -> str:
+    """What the verdict says of eval metrics the migrated program lacks."""
+    names = ", ".join(repr(row.name) for row in rows)
+    if not migrated_evaluation:
+        return (f"the Estimator program evaluates and the migrated program never does (no Model.evaluate, no "
+                f"validation in fit): {_count(len(rows), 'eval metric')} missing from the migrated program: {names}")
+    return (f"{_count(len(rows), 'eval metric')} the Estimator program reports "
+            f"{'is' if len(rows) == 1 else 'are'} missing from the migrated program: {names} (its evaluation "
+            f"reports {', '.join(repr(name) for name in sorted(migrated_evaluation))}; a migration must keep "
+            "every metric the Estimator program reported)")
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
@@ -653,11 +724,13 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
                                                  rel_tol=1e-7, abs_tol=0.0):
         nudged_weighted = example_weighted_eval_loss(nudged) if nudged_evaluation is not None else None
         by_examples = {"loss": (weighted[0], nudged_weighted[0] if nudged_weighted else None)}
-    metrics = compare_metrics(legacy_evaluation, final_evaluation(migrated), final_rtol, final_atol,
-                              nudged_evaluation, k, known, by_examples)
+    migrated_evaluation = final_evaluation(migrated)
+    metrics = compare_metrics(legacy_evaluation, migrated_evaluation, final_rtol, final_atol,
+                              nudged_evaluation, k, known, by_examples, missing_fails=True,
+                              legacy_only=legacy_only_metrics(legacy))
 
     notes = [note for note in (reduction_note, run_length_note) if note]
-    if known and any(row.note for row in metrics):
+    if known and any(row.note == known for row in metrics):
         notes.append(f"eval metrics: {known}")
     if scale_note and any(row.name == "loss" for row in metrics):
         notes.append(scale_note)
@@ -695,8 +768,11 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
     hints = [] if run_length_note else step_count_hints(legacy_info, migrated_info, step_limit)
     failing_step = next((row.step for row in steps if not row.passed), None)
     failing_weights = [row for row in weights if not row.passed]
-    failing_metrics = [row for row in metrics if row.passed is False]
-    compared_metrics = [row for row in metrics if row.passed is not None]
+    missing_metrics = [row for row in metrics if missing_from_migrated(row)]
+    failing_metrics = [row for row in metrics if row.passed is False and not missing_from_migrated(row)]
+    compared_metrics = [row for row in metrics if row.passed is not None and not missing_from_migrated(row)]
+    missing_text = _missing_text(missing_metrics, migrated_evaluation) if missing_metrics else None
+    missing_said = False
 
     if not steps:
         verdict, reason = "error", "no training step to compare"
@@ -724,6 +800,9 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
         reason = (f"losses agree, but {_count(len(failing_weights), 'final weight')} differ{'s' if len(failing_weights) == 1 else ''} "
                   f"(most: {worst.legacy_name}, max |diff| {worst.max_abs_diff:.3g}"
                   f"{'' if worst.envelope is None else f', envelope {worst.envelope:.3g}'})")
+    elif missing_metrics:
+        verdict, missing_said = "broken", True
+        reason = f"losses and weights agree, but {missing_text}"
     elif failing_metrics:
         verdict = "broken"
         worst = failing_metrics[0]
@@ -761,6 +840,8 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
     elif failing_hyper:
         hints.append(f"hyper-parameters differ (read from both programs at run time): {_hyper_text(failing_hyper)}")
     hints += evaluation_hints(weights, failing_metrics, failing_step, legacy_info)
+    if missing_metrics and not missing_said:
+        hints.append(missing_text)  # the verdict names an earlier difference: this one is said too
     if envelope_info is not None and not envelope_info["measured"]:
         notes.append(f"no noise envelope: {envelope_missing}; judged by the fixed tolerance")
     return ParityResult(

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from estimator2keras.parity._compare import MISSING_FROM_MIGRATED, missing_from_migrated
 from estimator2keras.parity._result import ParityResult, StepRow
 
 _INSTALL_HINT = "pip install 'estimator2keras[parity]'"
@@ -177,7 +178,12 @@ def build_renderables(result: ParityResult, *, max_rows: int = 40) -> list[Any]:
         for name in columns + ["result"]:
             table.add_column(name, justify="left" if name in ("metric", "result") else "right")
         for row in result.metrics:
-            status = "not compared (one side only)" if row.passed is None else ("ok" if row.passed else "FAIL")
+            if row.passed is None:  # a name one side only reports, or not a number: see MetricRow.note
+                status = f"not compared ({row.note or 'one side only'})"
+            elif missing_from_migrated(row):
+                status = f"FAIL ({MISSING_FROM_MIGRATED})"
+            else:
+                status = "ok" if row.passed else "FAIL"
             if row.explained:
                 status += f" (as Keras weighs the Estimator's batches: {_num(row.example_weighted)}; see note)"
             elif row.passed is False and row.example_weighted is not None:

@@ -131,7 +131,9 @@ class WeightRow:
 
 @dataclass(frozen=True)
 class MetricRow:
-    """One evaluation metric of the last evaluation; ``passed`` is None when only one side has it."""
+    """One evaluation metric of the last evaluation; ``passed`` is None where it is not compared (the
+    migrated program only reports it, or it is no number), False where it differs or the migrated
+    program lacks it (``note`` says which)."""
 
     name: str
     legacy: float | None
@@ -141,7 +143,9 @@ class MetricRow:
     passed: bool | None
     envelope: float | None = None  # |nudged - legacy| of this metric
     allowed: float | None = None
-    note: str | None = None  # why the fixed tolerance is allowed too (a known evaluation difference)
+    #: why the fixed tolerance is allowed too (a known evaluation difference), or why the row is
+    #: not compared or fails without a difference (one side only, no number)
+    note: str | None = None
     #: a custom model_fn's eval loss: the Estimator's evaluation batches' losses weighed by their
     #: examples, as Keras weighs them (the Estimator's own number counts every batch the same)
     example_weighted: float | None = None

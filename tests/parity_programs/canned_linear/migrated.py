@@ -2,7 +2,7 @@
 
 The numeric column becomes a named input, the linear model one Dense unit, the head's mean
 squared error over the batch Keras's default MeanSquaredError, and the canned SGD its
-default learning rate, 0.2.
+default learning rate, 0.2; the head's eval metrics are compiled as metrics.
 """
 import numpy as np
 import tensorflow as tf
@@ -19,7 +19,11 @@ GLOBAL_BATCH = PER_REPLICA_BATCH * strategy.num_replicas_in_sync
 with strategy.scope():
   features = tf.keras.Input(shape=(2,), name="x")
   model = tf.keras.Model({"x": features}, tf.keras.layers.Dense(1)(features))
-  model.compile(optimizer=tf.keras.optimizers.SGD(0.2), loss=tf.keras.losses.MeanSquaredError())
+  # The regression head's eval metrics: the mean loss and the means of labels and predictions.
+  model.compile(optimizer=tf.keras.optimizers.SGD(0.2), loss=tf.keras.losses.MeanSquaredError(),
+                metrics=[tf.keras.metrics.MeanSquaredError(name="average_loss"),
+                         tf.keras.metrics.MeanMetricWrapper(lambda y, p: y, name="label/mean"),
+                         tf.keras.metrics.MeanMetricWrapper(lambda y, p: p, name="prediction/mean")])
 
 dataset = tf.data.Dataset.from_tensor_slices(({"x": x}, y)).batch(GLOBAL_BATCH)
 model.fit(dataset, verbose=2)

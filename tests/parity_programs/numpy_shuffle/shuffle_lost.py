@@ -86,7 +86,9 @@ def main():
     model.compile(
         optimizer=tf.keras.optimizers.Ftrl(learning_rate=0.2),
         loss=tf.keras.losses.MeanSquaredError(),
-        metrics=[tf.keras.metrics.MeanSquaredError(name="average_loss")])
+        metrics=[tf.keras.metrics.MeanSquaredError(name="average_loss"),
+                 tf.keras.metrics.MeanMetricWrapper(lambda y, p: y, name="label/mean"),
+                 tf.keras.metrics.MeanMetricWrapper(lambda y, p: p, name="prediction/mean")])
     # Train
     model.fit(get_input_fn(training_set, shuffle=True).map(model.preprocess), steps_per_epoch=40)
     # Evaluate loss over one epoch of test_set.

@@ -17,7 +17,10 @@ GLOBAL_BATCH = PER_REPLICA_BATCH * strategy.num_replicas_in_sync
 with strategy.scope():
   features = tf.keras.Input(shape=(2,), name="x")
   model = tf.keras.Model({"x": features}, tf.keras.layers.Dense(1)(features))
-  model.compile(optimizer=tf.keras.optimizers.SGD(0.2), loss=tf.keras.losses.MeanSquaredError(reduction="sum"))
+  model.compile(optimizer=tf.keras.optimizers.SGD(0.2), loss=tf.keras.losses.MeanSquaredError(reduction="sum"),
+                metrics=[tf.keras.metrics.MeanSquaredError(name="average_loss"),
+                         tf.keras.metrics.MeanMetricWrapper(lambda y, p: y, name="label/mean"),
+                         tf.keras.metrics.MeanMetricWrapper(lambda y, p: p, name="prediction/mean")])
 
 dataset = tf.data.Dataset.from_tensor_slices(({"x": x}, y)).batch(GLOBAL_BATCH)
 model.fit(dataset, verbose=2)
