@@ -30,6 +30,9 @@ SESSION = "a SessionRunHook used its session here; a Keras callback has none (us
 NOT_STOPPABLE = (
     "a callback stops fit but not evaluate() or predict(), which this hook also stopped under the Estimator"
 )
+NOT_STOPPABLE_ONLY = (
+    "the hook stopped evaluate() or predict() here (`request_stop()`), which a Keras callback cannot stop"
+)
 CODE = "E2K407"
 
 
@@ -75,13 +78,24 @@ class SessionRunHookClassToCallback(ExpressionRule):
     steps so far, where a fetched loss tensor was the step's own, and a callback reads the
     optimizer after the step (the global step is given as the step that ran, `iterations - 1`,
     as the hook fetched it; a decayed learning rate is the step's own on Keras 2, the next
-    step's on Keras 3). What a hook fetched
-    that has no Keras counterpart (an activation, a tensor e2k cannot trace to the model_fn,
-    an attribute the hook also uses otherwise) and what it did with its `session` are kept,
-    marked `# e2k: E2K407` with the value named, and reported: they must be rewritten to read
-    `logs` (the loss and metrics) or `self.model`. So is each lookup of a tensor in the TF1
-    graph left with them (`tf.get_default_graph().get_tensor_by_name(...)` in `begin`), which
-    a callback cannot run (it raised a KeyError in a tester's program, with no mark there).
+    step's on Keras 3).
+
+    ## Limitations
+    A hook converts completely or not at all. A callback has no `run_values`, no `session`
+    and no TF1 graph: a callback method still reading `run_values.results` raised a NameError
+    at the first step. So a hook class with anything of these left, whatever its spelling,
+    is not converted, and neither is the Estimator it is passed to (its `train()` keeps the
+    hook): what it fetches that has no Keras counterpart (an activation, a tensor e2k cannot
+    trace to the model_fn, such as an attribute a helper method looked up, an attribute the
+    hook also uses otherwise, fetches returned only on some steps), a read of `run_values`
+    other than its `results`, a read of a hook method's parameters that is not
+    `run_context.request_stop()` on its own line in a hook used in training
+    (`session.run(...)` in `end`, `run_context.session`, a hook that stops evaluation
+    only), and each lookup of a tensor in the TF1 graph
+    (`tf.get_default_graph().get_tensor_by_name(...)` in `begin`, which raised a KeyError in
+    a tester's callback). Each such statement is marked `# e2k: E2K407`, with the value named,
+    and reported, in every hook class the Estimator is given; the hook must be rewritten by
+    hand as a callback that reads `logs` (the loss and metrics) or `self.model`.
 
     ## References
     - https://www.tensorflow.org/guide/migrate/sessionrunhook_callback
@@ -269,13 +283,13 @@ estimator.train(input_fn, steps=100, hooks=[ActivationHook()])
 import tensorflow as tf
 
 
-class ActivationHook(tf.keras.callbacks.Callback):
-    def on_train_batch_begin(self, batch, logs=None):
-        # e2k: E2K407 the tensor 'hidden' (`tf.layers.Dense(4)(features)` in the model_fn) is not the loss, a compiled metric, the learning rate or the global step: a Keras model does not expose it; read the loss and metrics from `logs`, the weights from `self.model`
-        pass
+class ActivationHook(tf.train.SessionRunHook):
+    def before_run(self, run_context):
+        # e2k: E2K407 `ActivationHook` is not converted (nor the Estimator it is passed to): the tensor 'hidden' (`tf.layers.Dense(4)(features)` in the model_fn) is not the loss, a compiled metric, the learning rate or the global step: a Keras model does not expose it; read the loss and metrics from `logs`, the weights from `self.model`
+        return tf.train.SessionRunArgs("hidden:0")
 
-    def on_train_batch_end(self, batch, logs=None):
-        # e2k: E2K407 the tensor 'hidden' (`tf.layers.Dense(4)(features)` in the model_fn) is not the loss, a compiled metric, the learning rate or the global step: a Keras model does not expose it; read the loss and metrics from `logs`, the weights from `self.model`
+    def after_run(self, run_context, run_values):
+        # e2k: E2K407 `ActivationHook` is not converted (nor the Estimator it is passed to): the tensor 'hidden' (`tf.layers.Dense(4)(features)` in the model_fn) is not the loss, a compiled metric, the learning rate or the global step: a Keras model does not expose it; read the loss and metrics from `logs`, the weights from `self.model`
         print(run_values.results.mean())
 
 
@@ -283,27 +297,16 @@ def input_fn():
     return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).repeat().batch(1)
 
 
-class Model(tf.keras.Model):
-    def __init__(self):
-        super().__init__()
-        self.dense = tf.keras.layers.Dense(4)
-        self.logits = tf.keras.layers.Dense(1)
-
-    def call(self, features, training=False):
-        hidden = tf.identity(self.dense(features), name="hidden")
-        return self.logits(hidden)
+def model_fn(features, labels, mode):
+    hidden = tf.identity(tf.layers.Dense(4)(features), name="hidden")
+    logits = tf.layers.Dense(1)(hidden)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
 
 
-def build_model():
-    model = Model()
-    model.compile(
-        optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError()
-    )
-    return model
-
-
-model = build_model()
-model.fit(input_fn(), steps_per_epoch=100, callbacks=[ActivationHook()])
+estimator = tf.estimator.Estimator(model_fn)
+estimator.train(input_fn, steps=100, hooks=[ActivationHook()])
 ''',
             findings=("E2K407",),
         ),
@@ -313,8 +316,26 @@ model.fit(input_fn(), steps_per_epoch=100, callbacks=[ActivationHook()])
         raise Unsupported("a SessionRunHook base class is not a hook", call)
 
     def convert_class(self, klass: cst.ClassDef, ctx, tf: str, plan, phases: list[str]) -> cst.ClassDef:
+        new, left, stoppable = self._convert(klass, ctx, tf, plan, phases)
+        if left:
+            # Said for the unit's other hook classes too, which stay with it.
+            for other, (rule, other_phases) in list(plan.hook_classes.items()):
+                if other is not klass and issubclass(rule, SessionRunHookClassToCallback):
+                    left += rule()._convert(other, ctx, tf, plan, sorted(other_phases))[1]
+            raise _left_as_it_was(left)
+        for node, message in stoppable:
+            plan.leftover_marked_in_new_code(node, CODE, message)
+        return new
+
+    def _convert(self, klass: cst.ClassDef, ctx, tf: str, plan, phases: list[str]):
+        """(the callback class, what a callback could not run as (node, why, the class), the
+        statements marked NOT_STOPPABLE); nothing reported."""
         order = [p for p in ("train", "eval", "predict") if p in phases]
-        klass, fetched = _Fetches(klass, ctx, plan, order).convert()
+        original = klass
+        fetches = _Fetches(klass, ctx, plan, order)
+        klass, fetched = fetches.convert()
+        left: list[tuple[cst.CSTNode, str, cst.ClassDef]] = []  # what a callback could not run: the class stays
+        stoppable: list[tuple[cst.CSTNode, str]] = []
         bases = []
         for base in klass.bases:
             if ctx.api_path(base.value) in self.targets:
@@ -336,7 +357,13 @@ model.fit(input_fn(), steps_per_epoch=100, callbacks=[ActivationHook()])
                 body.append(statement)
                 continue
             index, keras_params = HOOK_METHODS[name]
-            new = self._method(statement, ctx, plan, order, keras_params, fetched)
+            new, marked = self._method(statement, order, keras_params, fetched)
+            for node, message in marked:
+                node = fetches.origin.get(node, node)  # after_run's statements, as the source has them
+                if message == NOT_STOPPABLE:
+                    stoppable.append((node, message))
+                else:
+                    left.append((node, message, original))
             if name == "after_create_session":
                 begin_extra.extend(new.body.body)
                 continue
@@ -359,7 +386,8 @@ model.fit(input_fn(), steps_per_epoch=100, callbacks=[ActivationHook()])
             aliases[0] = aliases[0].with_changes(leading_lines=[_emit.blank_line()])
             body.extend(aliases)
         # The statement replaced keeps its own blank lines and comments above the class.
-        return klass.with_changes(bases=bases, body=klass.body.with_changes(body=body), leading_lines=())
+        new = klass.with_changes(bases=bases, body=klass.body.with_changes(body=body), leading_lines=())
+        return new, left, stoppable
 
     def _init(self, init: cst.FunctionDef) -> cst.FunctionDef:
         for statement in init.body.body:
@@ -373,23 +401,71 @@ model.fit(input_fn(), steps_per_epoch=100, callbacks=[ActivationHook()])
             statements.insert(0, first)
         return init.with_changes(body=init.body.with_changes(body=statements))
 
-    def _method(self, fn: cst.FunctionDef, ctx, plan, phases: list[str], keras_params: str,
-                fetched: str | None = None) -> cst.FunctionDef:
+    def _method(self, fn: cst.FunctionDef, phases: list[str], keras_params: str,
+                fetched: str | None = None) -> tuple[cst.FunctionDef, list[tuple[cst.CSTNode, str]]]:
+        """The callback method, and the statements of ``fn`` marked in it with why."""
         name = fn.name.value
         index = HOOK_METHODS[name][0]
         phase = phases[0]
         params = [p.name.value for p in fn.params.params[1:]]
         rewriter = _HookBody(params, phases, fetched or FETCHED)
         new_body = fn.body.visit(rewriter)
-        for node, message in rewriter.marked:
-            plan.leftover_marked_in_new_code(node, CODE, message)
+        marked = list(rewriter.marked)
+        # Whatever still reads the hook method's parameters (an `if run_values.results > 1:`,
+        # `if done: run_context.request_stop()` on one line, `*args`): the callback method has
+        # other parameters, and it would raise a NameError there.
+        seen = {node for node, _ in marked}
+        for statement, read in _parameter_reads(new_body, _parameters(fn)):
+            statement = rewriter.origin.get(statement, statement)
+            if statement in seen:
+                continue
+            seen.add(statement)
+            if read in ("session", "coord", "sess"):
+                message = SESSION
+            elif fetched is not None and name == "after_run" and read in params[1:2]:
+                message = fetched  # `run_values`: what it held is not converted
+            else:
+                message = (f"`{read}`, a parameter of the hook's `{name}`, is read here, which the callback's "
+                           f"`{PHASE_METHODS[phase][index]}` does not have")
+            marked.append((statement, message))
         if not new_body.body:
             new_body = new_body.with_changes(body=[_emit.statement("pass")])
         header = _emit.statement(f"def {PHASE_METHODS[phase][index]}(self, {keras_params}):\n    pass")
-        return fn.with_changes(name=header.name, params=header.params, body=new_body)
+        return fn.with_changes(name=header.name, params=header.params, body=new_body), marked
 
 
-class _HookBody(cst.CSTTransformer):
+def _left_as_it_was(left: list[tuple[cst.CSTNode, str, cst.ClassDef]]) -> Unsupported:
+    """The refusal of hook classes a callback could not run as they would be converted: the
+    classes and the Estimator they are passed to stay as they were (a callback reading
+    `run_values`, a `session` or the TF1 graph would raise at its first step), each statement
+    left reported."""
+    found = []
+    for item in left:
+        if item not in found:
+            found.append(item)
+    said = [(node, f"`{klass.name.value}` is not converted (nor the Estimator it is passed to): {message}")
+            for node, message, klass in found]
+    refusal = Unsupported(said[0][1], said[0][0], CODE)
+    refusal.also = [(node, message, CODE) for node, message in said[1:]]
+    return refusal
+
+
+class _Traced(cst.CSTTransformer):
+    """A transformer that keeps, for each statement it makes, the statement it made it from."""
+
+    def __init__(self):
+        super().__init__()
+        self.origin: dict[cst.CSTNode, cst.CSTNode] = {}
+
+    def on_leave(self, original_node, updated_node):
+        result = super().on_leave(original_node, updated_node)
+        if isinstance(original_node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)) \
+                and isinstance(result, cst.CSTNode):
+            self.origin[result] = self.origin.get(original_node, original_node)
+        return result
+
+
+class _HookBody(_Traced):
     """A hook method's body as a callback's: request_stop -> stop_training, fetches marked."""
 
     def __init__(self, params: list[str], phases: list[str], fetched: str = FETCHED):
@@ -404,7 +480,9 @@ class _HookBody(cst.CSTTransformer):
         small = original.body[0] if len(original.body) == 1 else None
         if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
             func = _emit.code(small.value.func)
-            if func.endswith(".request_stop") and func.split(".")[0] in self.params and "train" in self.phases:
+            if func.endswith(".request_stop") and func.split(".")[0] in self.params and "train" not in self.phases:
+                return self._mark(original, updated, NOT_STOPPABLE_ONLY)
+            if func.endswith(".request_stop") and func.split(".")[0] in self.params:
                 stop = _emit.statement("self.model.stop_training = True").with_changes(
                     leading_lines=updated.leading_lines, trailing_whitespace=updated.trailing_whitespace)
                 if self.phases != ["train"]:  # the same method also runs in evaluate() or predict()
@@ -428,6 +506,39 @@ class _HookBody(cst.CSTTransformer):
         self.marked.append((original, message))
         line = cst.EmptyLine(comment=cst.Comment(f"{MARK_PREFIX}{CODE} {message}"))
         return updated.with_changes(leading_lines=[*updated.leading_lines, line])
+
+
+def _parameters(fn: cst.FunctionDef) -> set[str]:
+    """Every parameter name of ``fn`` but ``self``."""
+    params = fn.params
+    found = [*params.posonly_params, *params.params, *params.kwonly_params]
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            found.append(star)
+    return {p.name.value for p in found} - {"self"}
+
+
+def _parameter_reads(body: cst.CSTNode, names: set[str]) -> list[tuple[cst.CSTNode, str]]:
+    """(the innermost statement, the name) of each read of ``names`` in ``body``: a name, not
+    an attribute's or a keyword's."""
+    found = []
+    stack: list[tuple[cst.CSTNode, cst.CSTNode | None]] = [(body, None)]
+    while stack:
+        node, statement = stack.pop()
+        if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            statement = node
+        if isinstance(node, cst.Name):
+            if node.value in names and statement is not None:
+                found.append((statement, node.value))
+            continue
+        if isinstance(node, cst.Attribute):
+            stack.append((node.value, statement))
+            continue
+        if isinstance(node, cst.Arg):
+            stack.append((node.value, statement))
+            continue
+        stack.extend((child, statement) for child in reversed(node.children))
+    return found
 
 
 def _names(node: cst.CSTNode):
@@ -459,6 +570,8 @@ class _Fetches:
     def __init__(self, klass: cst.ClassDef, ctx, plan, phases: list[str]):
         self.klass, self.ctx, self.plan, self.phases = klass, ctx, plan, phases
         self.methods = {s.name.value: s for s in klass.body.body if isinstance(s, cst.FunctionDef)}
+        #: A statement of the converted ``after_run`` -> the statement of the source it was.
+        self.origin: dict[cst.CSTNode, cst.CSTNode] = {}
 
     def convert(self) -> tuple[cst.ClassDef, str | None]:
         """The class with its fetches converted, or as it was and why not."""
@@ -639,7 +752,7 @@ class _Fetches:
             return (isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name)
                     and node.value.value == run_values and node.attr.value == "results")
 
-        class Results(cst.CSTTransformer):
+        class Results(_Traced):
             def leave_Assign(self, original, updated):
                 # `step, loss = run_values.results`: the values unpacked from a tuple.
                 if is_results(original.value) and isinstance(results, (cst.List, cst.Tuple)) \
@@ -663,7 +776,9 @@ class _Fetches:
             def leave_Attribute(self, original, updated):
                 return results.deep_clone() if is_results(original) else updated
 
-        new = after.visit(Results())
+        results_of = Results()
+        new = after.visit(results_of)
+        self.origin.update(results_of.origin)
         for node in _walk(new.body):
             if isinstance(node, cst.Name) and node.value == run_values:
                 raise Unsupported(f"`{run_values}` is read otherwise than `{run_values}.results`", after)

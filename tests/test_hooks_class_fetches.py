@@ -1,6 +1,7 @@
 """E2K407: a SessionRunHook class that fetches values with SessionRunArgs becomes a callback
 reading them from `logs` and `self.model` when each is the loss, a compiled metric, the
-learning rate or the global step; otherwise the fetching lines stay marked, naming the value."""
+learning rate or the global step; otherwise the class (and its Estimator) stays as it was,
+the fetching lines marked, naming the value (tests/test_hooks_class_left.py)."""
 from __future__ import annotations
 
 import textwrap
@@ -233,4 +234,6 @@ def test_a_graph_lookup_left_with_unconverted_fetches_is_marked_too():
     assert any("looked a tensor up in the TF1 graph here" in m for m in manual(result)), manual(result)
     text = hook_class(result)
     lookup = text.index("get_tensor_by_name")
-    assert "# e2k: E2K407 a SessionRunHook looked a tensor up" in text[:lookup]
+    assert "# e2k: E2K407 `ReportHook` is not converted (nor the Estimator it is passed to): " \
+           "a SessionRunHook looked a tensor up" in text[:lookup]
+    assert text.startswith("class ReportHook(tf1.train.SessionRunHook):")  # left as it was
