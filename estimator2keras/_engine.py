@@ -407,15 +407,17 @@ def _finish(
         if not result.manual and not told:
             _report_left(result, references, lines, suppressions, suppressed)
         elif not told:
-            # A file left partial for another reason still names each tf.contrib call it keeps
-            # where no finding stands (TensorFlow 2 has none: every one is a blocker), and each
+            # A file left partial for another reason still names each tf.contrib call (and each
+            # use of Keras 2's DTensor API) it keeps where no finding stands (TensorFlow 2 has
+            # none, Keras 3 neither: every one is a blocker), and each
             # reference in a function or class no finding speaks of (a SessionRunHook class
             # left beside a converted Estimator that a warning made "partial": fail closed).
             marked = {f.line for f in result.manual}
             after = parsed_new if parsed_new is not None else _leftovers.parse(new)
             silent = _silent_definitions(after, lines, marked) if after is not None else ()
             left = [r for r in references if lines(r.line)[0] not in marked and (
-                _leftovers.is_contrib(r) or any(first <= r.line <= last for _, first, last in silent))]
+                _leftovers.is_contrib(r) or _leftovers.is_keras_removed(r)
+                or any(first <= r.line <= last for _, first, last in silent))]
             if left:
                 _report_left(result, left, lines, suppressions, suppressed)
     if result.manual or references:

@@ -948,12 +948,20 @@ def main(request_path: str) -> int:
             common.patch_dropout(tf, rec.dropout, lambda: rec.recording_thread == threading.get_ident())
         if request["op_determinism"]:
             common.enable_op_determinism(tf, rec.info)
-        instrument(tf, request, rec, devices, kind)
+        loop = None
+        if request.get("custom_loop"):
+            loop = _custom_loop(tf, request, rec, devices, kind)
+        else:
+            instrument(tf, request, rec, devices, kind)
         _patch_rnn_cells(tf)
         if rec.perturb is not None:
             _redirect_exports(tf, out_dir)
 
         status, error = common.run_program(request["program"], request.get("args", ()))
+        if loop is not None:
+            if status == "ok" and error is not None and error.get("type") == "HarnessStop":
+                error = None  # the steps asked for are recorded
+            loop.finish()
         if rec.checkpoint is not None and status in ("ok", "captured"):
             status, error = ("ok", None) if rec.captured else ("no_training", {
                 "type": "NoTraining",
@@ -975,6 +983,24 @@ def main(request_path: str) -> int:
         return common.harness_error(result, exc)
     finally:
         common.write_json(os.path.join(out_dir, "result.json"), result)
+
+
+def _custom_loop(tf, request: dict, rec: Recorder, devices: list[str], kind: str):
+    """A Keras program that trains in its own loop: its steps recorded (_custom_loop.py), on
+    the harness's N devices (logical CPUs set up before TensorFlow starts)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_custom_loop.py")
+    spec = importlib.util.spec_from_file_location("_e2k_parity_custom_loop", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if kind == "CPU" and len(devices) > 1:
+        from tensorflow.python.framework import config as tf_config
+
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf_config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration() for _ in devices])
+    program_dir = os.path.dirname(os.path.abspath(request["program"]))
+    loop = module.CustomLoop(tf, rec, program_dir, devices, common)
+    loop.install()
+    return loop
 
 
 def _save(rec: Recorder, result: dict, out_dir: str) -> None:

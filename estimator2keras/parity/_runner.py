@@ -103,6 +103,17 @@ def child_environment(seed: int) -> dict[str, str]:
     return env
 
 
+def trains_in_own_loop(path: Path) -> bool:
+    """Does the legacy program train a Keras model in its own loop (``apply_gradients``, as
+    TensorFlow's DTensor-Keras tutorial does) rather than through an Estimator? Its side then
+    records the loop's steps (parity/_custom_loop.py)."""
+    try:
+        source = path.read_bytes()
+    except OSError:
+        return False
+    return b"apply_gradients" in source and b"stimator" not in source
+
+
 def program_backend(path: Path) -> str | None:
     """The Keras backend a migrated program chooses before Keras starts
     (``os.environ.setdefault("KERAS_BACKEND", "jax")``, as ``--target jax`` writes it), else the
@@ -467,6 +478,7 @@ def run_parity_many(
             "neutralize_dropout": not keep_dropout,
             "op_determinism": op_determinism,
             "args": [str(a) for a in args],
+            "custom_loop": trains_in_own_loop(legacy_path),
         }
         if from_checkpoint is not None:
             from estimator2keras.checkpoint._convert import _copy_checkpoint, latest_checkpoint

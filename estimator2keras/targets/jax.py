@@ -447,11 +447,23 @@ def _strategies(module: cst.Module, aliases: set[str]) -> dict[str, cst.Call]:
     return found
 
 
+def _given_devices(call: cst.Call) -> cst.BaseExpression | None:
+    return next((a.value for a in call.args if a.keyword is not None and a.keyword.value in ("devices", "device")
+                 or a.keyword is None and call.args.index(a) == 0), None)
+
+
+def _all_nodes(node: cst.CSTNode):
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(current.children)
+
+
 def _devices(call: cst.Call) -> cst.BaseExpression:
     """The devices of a MirroredStrategy(...) (a OneDeviceStrategy's device) as
     keras.distribution names them."""
-    given = next((a.value for a in call.args if a.keyword is not None and a.keyword.value in ("devices", "device")
-                  or a.keyword is None and call.args.index(a) == 0), None)
+    given = _given_devices(call)
     if isinstance(given, cst.SimpleString):
         given = cst.List([cst.Element(given)])
     if isinstance(given, (cst.List, cst.Tuple)) and all(
@@ -466,6 +478,8 @@ def _distribution(module: cst.Module, aliases: set[str], strategies: dict[str, c
     block its body, and the virtual CPU devices the TensorFlow target configured gone (their
     number returned: XLA_FLAGS asks JAX for them)."""
     devices: list[int] = []
+    configurers = _device_configurers(module, aliases)
+    removed: set[str] = set()
 
     class Rewrite(cst.CSTTransformer):
         def leave_SimpleStatementLine(self, original, updated):
@@ -501,7 +515,73 @@ def _distribution(module: cst.Module, aliases: set[str], strategies: dict[str, c
             return updated
 
     rewritten = module.visit(Rewrite())
-    return list(rewritten.body), (max(devices) if devices else None)
+    body = []
+    for statement in rewritten.body:
+        small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 \
+            else None
+        call = small.value if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) else None
+        if call is not None and _dotted(call.func) in configurers and len(call.args) == 1 \
+                and isinstance(call.args[0].value, cst.Integer):
+            # `configure_virtual_cpus(2)`, a function of the program that splits the CPU
+            devices.append(int(call.args[0].value.value))
+            removed.add(_dotted(call.func))
+            continue
+        body.append(statement)
+    # The functions that only split the CPU go with their calls, when nothing else reads them
+    # (their own name is the one reference left); the blank lines above what went stay.
+    # So does a list of device names the strategy was given (DataParallel takes JAX's own).
+    removed |= {_dotted(given) for call in strategies.values()
+                if isinstance(given := _given_devices(call), cst.Name)}
+    left = {name: sum(1 for s in body for n in _names(s, keywords=False) if n.value == name) for name in removed}
+    kept, blank = [], None
+    for statement in body:
+        small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 \
+            else None
+        assigned = small.targets[0].target if isinstance(small, cst.Assign) and len(small.targets) == 1 else None
+        if isinstance(statement, cst.FunctionDef) and left.get(statement.name.value) == 1 \
+                or isinstance(assigned, cst.Name) and left.get(assigned.value) == 1 \
+                and not any(isinstance(n, cst.Call) and _dotted(n.func) != "range" for n in _all_nodes(small.value)):
+            blank = blank or [line for line in statement.leading_lines if line.comment is None]
+            continue
+        if blank is not None and len(blank) > len(statement.leading_lines) and not statement.leading_lines:
+            statement = statement.with_changes(leading_lines=blank)
+        blank = None
+        kept.append(statement)
+    return kept, (max(devices) if devices else None)
+
+
+def _device_configurers(module: cst.Module, aliases: set[str]) -> set[str]:
+    """The module's functions ``f(n)`` whose body only splits the first CPU into ``n`` logical
+    devices (``tf.config.set_logical_device_configuration(cpus[0], [...] * n)``, the physical
+    devices listed first)."""
+    found = set()
+    for statement in module.body:
+        if not isinstance(statement, cst.FunctionDef) or len(statement.params.params) != 1:
+            continue
+        param = statement.params.params[0].name.value
+        body = [s for s in statement.body.body if not _is_docstring(s)]
+        configures = False
+        for line in body:
+            small = line.body[0] if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
+            value = small.value if isinstance(small, (cst.Expr, cst.Assign)) else None
+            if not isinstance(value, cst.Call):
+                break
+            root, _, rest = (_dotted(value.func) or "").partition(".")
+            if root not in aliases:
+                break
+            if rest == "config.list_physical_devices" and isinstance(small, cst.Assign):
+                continue
+            if rest == "config.set_logical_device_configuration" and isinstance(small, cst.Expr) \
+                    and len(value.args) == 2 and isinstance(value.args[1].value, cst.BinaryOperation) \
+                    and isinstance(value.args[1].value.operator, cst.Multiply) \
+                    and isinstance(value.args[1].value.right, cst.Name) and value.args[1].value.right.value == param:
+                configures = True
+                continue
+            break
+        else:
+            if configures:
+                found.add(statement.name.value)
+    return found
 
 
 def _virtual_devices(call: cst.Call) -> int | None:
@@ -550,12 +630,15 @@ def _param(name: str) -> cst.Param:
     return cst.Param(cst.Name(name), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
 
 
-def _names(node: cst.CSTNode):
+def _names(node: cst.CSTNode, keywords: bool = True):
     stack = [node]
     while stack:
         current = stack.pop()
         if isinstance(current, cst.Name):
             yield current
+        if not keywords and isinstance(current, cst.Arg):
+            stack.extend(c for c in current.children if c is not current.keyword)
+            continue
         stack.extend(current.children)
 
 
