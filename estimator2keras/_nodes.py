@@ -66,3 +66,11 @@ def walk_in_order(node: cst.CSTNode):
         current = stack.pop()
         yield current
         stack.extend(reversed(fields_children(current)))
+
+
+def sole_small(statement: cst.CSTNode) -> cst.BaseSmallStatement | None:
+    """The one small statement of a simple statement line (``x = 1``), or None (a compound
+    statement, several on one line)."""
+    if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
+        return statement.body[0]
+    return None

@@ -5,8 +5,8 @@ from dataclasses import dataclass
 import libcst as cst
 
 from estimator2keras import _emit
-from estimator2keras._context import iter_calls, statements_of
-from estimator2keras._nodes import walk as _walk
+from estimator2keras._context import iter_calls
+from estimator2keras._nodes import sole_small, walk as _walk
 from estimator2keras._rule import Case, ModuleRule, Safety, Unsupported
 from estimator2keras._units import bind_arguments, tf_alias
 
@@ -247,7 +247,7 @@ class _Conversion:
     def run(self) -> None:
         ctx = self.ctx
         mesh_statement = self._top_level(self.mesh_call)
-        small = mesh_statement.body[0] if isinstance(mesh_statement, cst.SimpleStatementLine) else None
+        small = sole_small(mesh_statement)
         if not (isinstance(small, cst.Assign) and small.value is self.mesh_call and len(small.targets) == 1
                 and isinstance(small.targets[0].target, cst.Name)):
             raise Unsupported("the DTensor mesh is not assigned to a name at the module's top level", self.mesh_call)
@@ -288,8 +288,7 @@ class _Conversion:
         """Module-level names bound to a dtensor.Layout: name -> replicated?"""
         layouts: dict[str, bool] = {}
         for statement in self.body:
-            small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 \
-                else None
+            small = sole_small(statement)
             if isinstance(small, cst.Assign) and isinstance(small.value, cst.Call) \
                     and self._api(small.value).startswith(DTENSOR + "Layout") \
                     and not isinstance(small.targets[0].target, cst.Subscript):  # a LayoutMap's entry
@@ -318,8 +317,7 @@ class _Conversion:
         """``layout_map = LayoutMap(mesh=mesh)``, its entries, and ``with layout_map.scope():``."""
         self.layout_maps: set[str] = set()
         for statement in self.body:
-            small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 \
-                else None
+            small = sole_small(statement)
             if isinstance(small, cst.Assign) and isinstance(small.value, cst.Call) and self._api(small.value) in LAYOUT_MAP:
                 if len(small.targets) != 1 or not isinstance(small.targets[0].target, cst.Name):
                     raise Unsupported("a LayoutMap is not assigned to one name", small)
@@ -516,8 +514,7 @@ class _Conversion:
 
     def _is_batch_statement(self, statement) -> bool:
         """``x, y = batch[0], batch[1]`` or ``x, y = pack_dtensor_inputs(x, y, ...)``."""
-        small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 \
-            else None
+        small = sole_small(statement)
         if not isinstance(small, cst.Assign) or len(small.targets) != 1:
             return False
         value = small.value
@@ -568,8 +565,7 @@ class _Conversion:
 
     def _metrics_assignment(self, name: str):
         for statement in self.body:
-            small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 \
-                else None
+            small = sole_small(statement)
             if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name) \
                     and small.targets[0].target.value == name:
                 if not isinstance(small.value, (cst.Dict, cst.List, cst.Tuple)):
@@ -757,8 +753,7 @@ class _Conversion:
 
     def _random_generator(self) -> None:
         for statement in self.body:
-            small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 \
-                else None
+            small = sole_small(statement)
             if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) \
                     and self._api(small.value) in RANDOM_GENERATOR:
                 self.removed.append(statement)

@@ -33,6 +33,7 @@ import sys
 import libcst as cst
 
 from estimator2keras import _emit
+from estimator2keras._nodes import sole_small, walk
 
 #: The rule code of what the JAX target leaves for a human.
 CODE = "E2K701"
@@ -452,14 +453,6 @@ def _given_devices(call: cst.Call) -> cst.BaseExpression | None:
                  or a.keyword is None and call.args.index(a) == 0), None)
 
 
-def _all_nodes(node: cst.CSTNode):
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(current.children)
-
-
 def _devices(call: cst.Call) -> cst.BaseExpression:
     """The devices of a MirroredStrategy(...) (a OneDeviceStrategy's device) as
     keras.distribution names them."""
@@ -517,8 +510,7 @@ def _distribution(module: cst.Module, aliases: set[str], strategies: dict[str, c
     rewritten = module.visit(Rewrite())
     body = []
     for statement in rewritten.body:
-        small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 \
-            else None
+        small = sole_small(statement)
         call = small.value if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) else None
         if call is not None and _dotted(call.func) in configurers and len(call.args) == 1 \
                 and isinstance(call.args[0].value, cst.Integer):
@@ -535,12 +527,11 @@ def _distribution(module: cst.Module, aliases: set[str], strategies: dict[str, c
     left = {name: sum(1 for s in body for n in _names(s, keywords=False) if n.value == name) for name in removed}
     kept, blank = [], None
     for statement in body:
-        small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 \
-            else None
+        small = sole_small(statement)
         assigned = small.targets[0].target if isinstance(small, cst.Assign) and len(small.targets) == 1 else None
         if isinstance(statement, cst.FunctionDef) and left.get(statement.name.value) == 1 \
                 or isinstance(assigned, cst.Name) and left.get(assigned.value) == 1 \
-                and not any(isinstance(n, cst.Call) and _dotted(n.func) != "range" for n in _all_nodes(small.value)):
+                and not any(isinstance(n, cst.Call) and _dotted(n.func) != "range" for n in walk(small.value)):
             blank = blank or [line for line in statement.leading_lines if line.comment is None]
             continue
         if blank is not None and len(blank) > len(statement.leading_lines) and not statement.leading_lines:
