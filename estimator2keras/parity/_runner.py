@@ -570,6 +570,9 @@ def run_parity_many(
                 background = None
                 if nudged_run.ok:
                     nudged, nudged_weights = nudged_run.result, nudged_run.weights()
+                    missing = other_start(legacy_weights, nudged_weights, tolerance.envelope_ulps)
+                    if missing:
+                        nudged = nudged_weights = None
                 else:
                     missing = _envelope_failure(nudged_run, timeout)
             if missing:
@@ -612,6 +615,34 @@ def _envelope_not_needed(result: ParityResult, settings: dict[str, Any], toleran
     result.envelope = {"measured": False, "reason": reason}
     result.notes.append(f"no noise envelope: {reason}")
     return result
+
+
+def other_start(legacy: dict, nudged: dict, ulps: int) -> str | None:
+    """Why the envelope run cannot measure the program's noise, when it started from other
+    weights than the legacy run did (more apart than its nudge of ``ulps`` ulps): the
+    program's initialisation is not repeatable (a TF1 input pipeline whose threads create
+    ops in another order, and the seeded initialisers with them). Its losses would then show
+    two initialisations apart, not rounding amplified, and an envelope that wide lets any
+    migration pass."""
+    np = _numpy()
+    worst = 0.0
+    for key, a in legacy.items():
+        if not key.startswith("initial_") or key not in nudged:
+            continue
+        a, b = np.asarray(a), np.asarray(nudged[key])
+        if a.shape != b.shape:
+            return "the envelope run (the legacy program, its weights nudged) built other variables"
+        if not np.issubdtype(a.dtype, np.floating) or not a.size:
+            continue
+        allowed = (ulps + 1) * np.spacing(np.abs(a).astype(a.dtype))
+        excess = np.abs(a.astype(np.float64) - b.astype(np.float64)) - allowed
+        worst = max(worst, float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+                    if np.any(excess > 0) else worst)
+    if worst > 0:
+        return (f"the legacy program started from other weights when run again (max |diff| {worst:.3g} before "
+                "the first step): its initialisation is not repeatable, so a second run measures two "
+                "initialisations, not its numerical noise")
+    return None
 
 
 def _envelope_failure(run: SideRun, timeout: float) -> str:
