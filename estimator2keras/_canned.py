@@ -99,8 +99,9 @@ NOT_CARRIED = frozenset({"model_dir", "warm_start_from"})
 
 # Optimizers a canned Estimator accepts by name. TF1 classes take the Estimator's learning
 # rate; TF2 (Keras legacy) classes take it too, except where the Estimator passes none.
+# (Adam and, for TF1, RMSProp are e2k's helper classes: named_optimizer.)
 TF1_BY_NAME = {
-    "Adagrad": "Adagrad({lr})",
+    "Adagrad": "Adagrad({lr}, epsilon=0.0)",  # TF1's Adagrad had no epsilon
     "Adam": "Adam({lr}, epsilon=1e-08)",
     "Ftrl": "Ftrl({lr})",
     "RMSProp": "RMSprop({lr}, epsilon=1e-10)",
@@ -358,17 +359,33 @@ class CannedReader:
             return _emit.expr(f"{self.tf1_adam()}(learning_rate={learning_rate or _float(KERAS_DEFAULT_LR)}, "
                               "epsilon=1e-07)")
         if self.v1:
+            if name == "RMSProp":  # TF1's RMSProp: accumulators from 1.0, TF1's update (E2K101)
+                return _emit.expr(f"{_rewrite('tf1_optimizer_to_keras').tf1_rmsprop(self.plan, self.tf)}"
+                                  f"({learning_rate}, epsilon=1e-10)")
             return _emit.expr(f"{self.tf}.keras.optimizers." + TF1_BY_NAME[name].format(lr=learning_rate))
         lr = learning_rate or _float(KERAS_DEFAULT_LR)
+        helper = self.keras_v2_optimizer(name)
+        if helper is not None:
+            return _emit.expr(f"{helper}(learning_rate={lr})")
         return _emit.expr(f"{self.tf}.keras.optimizers.{KERAS_BY_NAME[name]}(learning_rate={lr})")
+
+    def keras_v2_optimizer(self, name: str) -> str | None:
+        """The helper class (its name) that updates as the Keras OptimizerV2 optimizer a TF2
+        canned Estimator trained with where today's Keras one differs (E2K101): RMSprop and
+        Adagrad add epsilon to the root, Keras's under it; None for the others."""
+        if name in ("RMSProp", "RMSprop"):  # (the Estimator's name for it, Keras's class)
+            template = _rewrite("keras_model_to_estimator_unwrap").KERAS_V2_RMSPROP
+            return self.plan.add_helper("KerasV2RMSprop", lambda given: _emit.statements(
+                template, name=given, tf=self.tf))
+        if name == "Adagrad":
+            return _rewrite("tf1_optimizer_to_keras").keras_v2_adagrad(self.plan, self.tf)
+        return None
 
     def tf1_adam(self) -> str:
         """The name of the helper class that is Keras's Adam with TF1's float32 betas (E2K101)."""
-        import importlib
-
-        template = importlib.import_module("estimator2keras.rewrites.tf1_optimizer_to_keras").TF1_ADAM
         self.plan.imports.append(("numpy", None, "np"))
-        return self.plan.add_helper("TF1Adam", lambda given: _emit.statements(template, name=given, tf=self.tf))
+        return self.plan.add_helper("TF1Adam", lambda given: _emit.statements(
+            _rewrite("tf1_optimizer_to_keras").TF1_ADAM, name=given, tf=self.tf))
 
     def optimizer_instance(self, given: cst.BaseExpression) -> cst.BaseExpression:
         expr = given
@@ -403,6 +420,10 @@ class CannedReader:
                     args = [*(a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in args),
                             _emit.keyword_arg("epsilon", cst.Float("1e-07"))]
                 new = _emit.one_line_call(expr.with_changes(func=new), args)
+            elif cls in ("RMSprop", "Adagrad") and not self.v1:
+                # A TF2 canned Estimator trained with Keras's OptimizerV2 one (`legacy` in TF
+                # 2.11-2.15, to which it converted a new one): epsilon added to the root.
+                new = expr.with_changes(func=cst.Name(self.keras_v2_optimizer(cls)), args=args)
             else:
                 new = expr.with_changes(func=new, args=args)
         if new is None:
@@ -432,6 +453,14 @@ class CannedReader:
 
 def _float(value: float) -> str:
     return repr(round(value, 12))
+
+
+def _rewrite(module: str):
+    """A rule's module, whose helper classes (the optimizers E2K101 and E2K008 write) a canned
+    Estimator's optimizer is written with."""
+    import importlib
+
+    return importlib.import_module(f"estimator2keras.rewrites.{module}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -15,10 +15,12 @@ class CannedDnnToKerasModel(UnitRule):
     activation=...)` per hidden layer (with `Dropout` and `BatchNormalization(momentum=0.999)`
     where the Estimator had them) and the logits. `compile` gets:
 
-    - the optimizer the Estimator would have built: `Adagrad(0.05)` for TF1
-      (`tf.compat.v1.estimator`) classes, Keras's `Adagrad(learning_rate=0.001)` for TF2 ones;
-      an optimizer given by name gets the learning rate the Estimator would have given it;
-      an optimizer object is translated (E2K101);
+    - the optimizer the Estimator would have built: `Adagrad(0.05, epsilon=0.0)` (TF1's
+      Adagrad had no epsilon) for TF1 (`tf.compat.v1.estimator`) classes,
+      `KerasV2Adagrad(learning_rate=0.001)` for TF2 ones (Keras's OptimizerV2 Adagrad, which
+      they trained with: a helper class, E2K101); an optimizer given by name gets the
+      learning rate the Estimator would have given it (`"RMSProp"`: `TF1RMSprop` for TF1
+      classes, `KerasV2RMSprop` for TF2 ones); an optimizer object is translated (E2K101);
     - the head's loss: sigmoid cross-entropy for 2 classes, softmax cross-entropy for more,
       squared error for a regressor, all from the logits, **summed over the batch**
       (`reduction="sum"`) for TF1 classes, averaged for TF2 ones (`loss_reduction=` is
@@ -126,7 +128,7 @@ def input_fn():
 
 model = DNNRegressorModel()
 model.compile(
-    optimizer=tf.keras.optimizers.Adagrad(0.05),
+    optimizer=tf.keras.optimizers.Adagrad(0.05, epsilon=0.0),
     loss=tf.keras.losses.MeanSquaredError(reduction="sum"),
     metrics=head_metrics("regression"))
 model.fit(input_fn().map(model.preprocess))

@@ -12,10 +12,10 @@ class CannedWideDeepToKerasModel(UnitRule):
     their `tf.compat.v1` versions) with a `tf.keras.Model` subclass holding both towers of
     the Estimator: the DNN (as E2K501 builds it) and the linear model (as E2K502 builds
     it), whose logits are added. Like the Estimator, each tower has its own optimizer:
-    `compile` gets the DNN's (`Adagrad(0.001)` by default) and the model is built with the
-    linear one (`Ftrl(min(0.005, 1/sqrt(n_linear_columns)))` by default); a `train_step`
-    computes the loss once and applies each optimizer to its tower's variables, and
-    `test_step` evaluates. The loss is summed over the batch for TF1 classes, averaged over
+    `compile` gets the DNN's (Adagrad at 0.001 by default, written as E2K501 writes it) and
+    the model is built with the linear one (`Ftrl(min(0.005, 1/sqrt(n_linear_columns)))` by
+    default); a `train_step` computes the loss once and applies each optimizer to its tower's
+    variables, and `test_step` evaluates. The loss is summed over the batch for TF1 classes, averaged over
     the global batch for TF2 ones, and reported like Keras reports its own.
 
     ## Why
@@ -125,7 +125,7 @@ def input_fn():
 
 
 model = DNNLinearCombinedRegressorModel(linear_optimizer=tf.keras.optimizers.Ftrl(0.005))
-model.compile(optimizer=tf.keras.optimizers.Adagrad(0.001))
+model.compile(optimizer=tf.keras.optimizers.Adagrad(0.001, epsilon=0.0))
 model.fit(input_fn().map(model.preprocess))
 ''',
         ),

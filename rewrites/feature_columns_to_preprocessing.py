@@ -132,7 +132,7 @@ classifier.train(input_fn)
             after='''\
 import tensorflow as tf
 
-from e2k_helpers import CannedModel, head_metrics
+from e2k_helpers import CannedModel, head_metrics, KerasV2Adagrad
 
 
 class DNNClassifierModel(CannedModel):
@@ -186,7 +186,7 @@ def input_fn():
 
 model = DNNClassifierModel()
 model.compile(
-    optimizer=tf.keras.optimizers.Adagrad(learning_rate=0.001),
+    optimizer=KerasV2Adagrad(learning_rate=0.001),
     loss=tf.keras.losses.BinaryCrossentropy(from_logits=True),
     metrics=head_metrics("binary"))
 model.fit(input_fn().map(model.preprocess))

@@ -96,7 +96,9 @@ def _input_fn():
 
 def _build_model():
     model = keras.Sequential([keras.layers.Dense(1, activation="relu")])
-    model.compile(optimizer=keras.optimizers.Adagrad(0.05), loss=keras.losses.MeanSquaredError())
+    model.compile(
+        optimizer=keras.optimizers.Adagrad(0.05, epsilon=0.0),
+        loss=keras.losses.MeanSquaredError())
     return model
 
 

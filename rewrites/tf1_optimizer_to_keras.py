@@ -28,6 +28,7 @@ OPTIMIZERS = {
     "train.AdagradOptimizer": CallSpec(
         "keras.optimizers.Adagrad",
         ("learning_rate", "initial_accumulator_value", "use_locking", "name"),
+        explicit={"epsilon": "0.0"},  # TF1 had none (and refused an accumulator value <= 0)
         dropped=_LOCKING,
     ),
     "train.AdadeltaOptimizer": CallSpec(
@@ -66,9 +67,9 @@ class Tf1OptimizerToKeras(ExpressionRule):
     | `GradientDescentOptimizer(lr)` | `SGD(lr)` |
     | `MomentumOptimizer(lr, m, use_nesterov=n)` | `SGD(lr, momentum=m, nesterov=n)`; with a decaying `lr`, `TF1Momentum(lr, momentum=m)` (below) |
     | `AdamOptimizer(lr, beta1, beta2, epsilon)` | `TF1Adam(lr, beta_1=..., beta_2=...)`: Keras `Adam` with TF1's float32 betas and epsilon 1e-08 (a small class in the helpers module); outside a converted unit `Adam(lr, ..., epsilon=1e-08)` |
-    | `AdagradOptimizer(lr, initial_accumulator_value)` | `Adagrad(lr, initial_accumulator_value=...)` |
-    | `AdadeltaOptimizer(lr, rho, epsilon)` | `Adadelta(lr, rho=..., epsilon=1e-08)` |
-    | `RMSPropOptimizer(lr, decay, momentum, epsilon, centered)` | `TF1RMSprop(lr, rho=decay, ..., epsilon=1e-10)`: Keras `RMSprop`, its accumulators starting at 1.0 (a small class added to the file) |
+    | `AdagradOptimizer(lr, initial_accumulator_value)` | `Adagrad(lr, initial_accumulator_value=..., epsilon=0.0)` |
+    | `AdadeltaOptimizer(lr, rho, epsilon)` | `TF1Adadelta(lr, rho=...)`: Keras `Adadelta` updating as TF1's kernel, epsilon 1e-08 (a small class in the helpers module); outside a converted unit `Adadelta(lr, rho=..., epsilon=1e-08)` |
+    | `RMSPropOptimizer(lr, decay, momentum, epsilon, centered)` | `TF1RMSprop(lr, rho=decay, ..., epsilon=1e-10)`: Keras `RMSprop`, its accumulators starting at 1.0 and updated as TF1's kernel (a small class in the helpers module) |
     | `FtrlOptimizer(...)` | `Ftrl(...)` (same parameter names) |
 
     The train_op may come from a function of the program (`train_op = get_train_op(loss,
@@ -82,7 +83,8 @@ class Tf1OptimizerToKeras(ExpressionRule):
     `model_fn_parts_from_helpers`).
 
     Where Keras and TF1 defaults differ, the TF1 value is written out: Adam and Adadelta
-    `epsilon=1e-08` (Keras: 1e-07), RMSprop `epsilon=1e-10` (Keras: 1e-07). `use_locking` has
+    `epsilon=1e-08` (Keras: 1e-07), RMSprop `epsilon=1e-10` (Keras: 1e-07), Adagrad
+    `epsilon=0.0` (Keras: 1e-07; TF1's had none). `use_locking` has
     no meaning in TF2 and is dropped; positional arguments after the learning rate become
     keywords, since Keras orders them differently.
 
@@ -97,19 +99,31 @@ class Tf1OptimizerToKeras(ExpressionRule):
     float32, which moved every update by about 6.5e-6 of itself: `TF1Adam` gives Keras the
     betas as float32 values, and its updates are TF1's within an ulp; a canned Estimator's
     `"Adam"` and Keras's legacy `Adam` become `TF1Adam` too, the legacy one with its epsilon,
-    1e-07), Adagrad (Keras adds `epsilon=1e-07` inside the square root of an
-    accumulator that starts at 0.1: a relative change below 5e-7 per step), Adadelta.
+    1e-07), Adagrad (Keras adds its epsilon under the square root of the accumulator, TF1
+    added none: with `epsilon=0.0` the updates are TF1's to the bit in a `tf.function`,
+    where they were a few 1e-7 of themselves smaller, 5e-5 with a small
+    `initial_accumulator_value`; TF1 refused an `initial_accumulator_value` <= 0, so the
+    root is never 0 in a program that ran), Adadelta (Keras takes `1 - rho` from the Python
+    float where TF1 took it in float32, and divides by a root where TF1's kernel multiplied by
+    its reciprocal: a bias of about 1e-7 of each step; `TF1Adadelta` computes TF1's kernel,
+    to the bit on Keras 2 and Keras 3; outside a converted unit `Adadelta` is written).
     RMSprop computes TF1's update (epsilon inside the square root, momentum on the scaled
     gradient), but Keras starts its mean-square accumulators at 0.0 where TF1 started them at
-    1.0, so Keras's first steps would be larger: the emitted `TF1RMSprop` subclass creates them
+    1.0, so Keras's first steps would be larger (and rounds `1 - rho` from the Python float, a
+    bias of a few 1e-8 after it): the emitted `TF1RMSprop` subclass updates as TF1's kernel
+    (`ms += (g^2 - ms) * (1 - rho)` in float32, to the bit), and creates its accumulators
     with the initial value 1.0, so they hold it on every replica and wherever Keras builds the
     optimizer (Keras 3 without a strategy builds it while tracing the train function, where
     setting them after `build` would become an op of every step), and the steps are the same
     from the first (the fixture `rmsprop_momentum_mirrored`, and a model trained without a
-    strategy, pass `e2k parity` with 2 replicas on TF 2.15 and the newest TF). Outside a converted unit, where no
-    class can be added, the plain `RMSprop` is written and reported. Momentum with a decaying
-    learning rate differs: TF1 scales the whole accumulated step by the current rate, Keras
-    SGD each new gradient, so the steps after each change of rate differ (measured: identical
+    strategy, pass `e2k parity` with 2 replicas on TF 2.15 and the newest TF). A canned
+    `tf.compat.v1` Estimator's `"RMSProp"` becomes `TF1RMSprop` too; a canned TF2 one's
+    `"RMSProp"` and `"Adagrad"` (Keras's OptimizerV2 ones, epsilon added to the root, where
+    today's Keras adds it under the root) become `KerasV2RMSprop` (as in E2K008) and
+    `KerasV2Adagrad` (OptimizerV2's dense update, to the bit). Outside a converted unit,
+    where no class can be added, the plain `RMSprop` is written and reported. Momentum with a
+    decaying learning rate differs: TF1 scales the whole accumulated step by the current rate,
+    Keras SGD each new gradient, so the steps after each change of rate differ (measured: identical
     until the first decay, then a 6% loss difference on the next step): a converted model_fn
     gets `TF1Momentum`, a small SGD subclass added to the file whose update is TF1's
     (`accumulation = momentum * accumulation + gradient; variable -= rate * accumulation`;
@@ -140,7 +154,7 @@ class Tf1OptimizerToKeras(ExpressionRule):
     targets = tuple(OPTIMIZERS)
 
     cases = [
-        Case("tf1.train.AdagradOptimizer(0.05)", "tf.keras.optimizers.Adagrad(0.05)", id="adagrad"),
+        Case("tf1.train.AdagradOptimizer(0.05)", "tf.keras.optimizers.Adagrad(0.05, epsilon=0.0)", id="adagrad"),
         Case(
             "tf1.train.AdamOptimizer(learning_rate=1e-3, beta1=0.8)",
             "tf.keras.optimizers.Adam(learning_rate=1e-3, beta_1=0.8, epsilon=1e-08)",
@@ -161,8 +175,8 @@ class Tf1OptimizerToKeras(ExpressionRule):
     def convert(self, call, ctx, tf):
         path = ctx.call_api_path(call)
         new, _ = translate(call, OPTIMIZERS[path], tf)
+        plan = ctx.active_plan
         if path == "train.RMSPropOptimizer":
-            plan = ctx.active_plan
             if plan is None:
                 ctx.leftover(
                     call,
@@ -171,19 +185,33 @@ class Tf1OptimizerToKeras(ExpressionRule):
                     code=self.code,
                 )
                 return new
-            # Keras's RMSprop with TF1's accumulator start: the same steps from the first.
-            name = plan.add_helper("TF1RMSprop", lambda given: _emit.statements(TF1_RMSPROP, name=given, tf=tf))
-            new = new.with_changes(func=cst.Name(name))
-        if path == "train.AdamOptimizer" and ctx.active_plan is not None:
+            # Keras's RMSprop with TF1's accumulator start and update: the same steps from the first.
+            return new.with_changes(func=cst.Name(tf1_rmsprop(plan, tf)))
+        if path == "train.AdamOptimizer" and plan is not None:
             # Keras's Adam with TF1's float32 betas: the same updates to the bit.
-            ctx.active_plan.imports.append(("numpy", None, "np"))  # the class reads it, where it is in the file
-            name = ctx.active_plan.add_helper("TF1Adam", lambda given: _emit.statements(TF1_ADAM, name=given, tf=tf))
+            plan.imports.append(("numpy", None, "np"))  # the class reads it, where it is in the file
+            name = plan.add_helper("TF1Adam", lambda given: _emit.statements(TF1_ADAM, name=given, tf=tf))
+            new = tf1_adam_call(new, name)
+        if path == "train.AdadeltaOptimizer" and plan is not None:
+            # Keras's Adadelta with TF1's kernel: the same updates to the bit.
+            name = plan.add_helper("TF1Adadelta", lambda given: _emit.statements(TF1_ADADELTA, name=given, tf=tf))
             new = tf1_adam_call(new, name)
         return new
 
 
+def tf1_rmsprop(plan, tf: str) -> str:
+    """The name of the helper class that is Keras's RMSprop updating as TF1's (E2K101)."""
+    return plan.add_helper("TF1RMSprop", lambda given: _emit.statements(TF1_RMSPROP, name=given, tf=tf))
+
+
+def keras_v2_adagrad(plan, tf: str) -> str:
+    """The name of the helper class that is Keras's OptimizerV2 Adagrad (canned TF2 Estimators)."""
+    return plan.add_helper("KerasV2Adagrad", lambda given: _emit.statements(KERAS_V2_ADAGRAD, name=given, tf=tf))
+
+
 def tf1_adam_call(call: cst.Call, name: str) -> cst.Call:
-    """``tf.keras.optimizers.Adam(...)`` as ``TF1Adam(...)``, whose epsilon is TF1's already."""
+    """``tf.keras.optimizers.Adam(...)`` as ``TF1Adam(...)`` (or Adadelta as ``TF1Adadelta``),
+    whose epsilon is TF1's already."""
     args = [a for a in call.args if not (a.keyword is not None and a.keyword.value == "epsilon"
                                          and _emit.code(a.value) == "1e-08")]
     return _emit.one_line_call(call.with_changes(func=cst.Name(name)), args)
@@ -217,9 +245,18 @@ class {name}({tf}.keras.optimizers.Adam):
 #: Keras 2 (TF 2.15) names the second argument `variable_name` and takes `initial_value`;
 #: Keras 3 names it `name` and takes `initializer` (and may wrap the method: hence the test
 #: for Keras 2's parameter, whose signature no longer changes).
+#: From there Keras's update still rounds apart from TF1's kernel (`1 - rho` from the Python
+#: float, `rho * ms + (1 - rho) * g^2` where TF1 computed `ms + (g^2 - ms) * (1 - rho)`: a
+#: bias of a few 1e-8 of the weights after 20 steps); `update_step` computes TF1's kernel, to
+#: the bit on Keras 2 and Keras 3, eager and in a tf.function (tests/test_tf1_optimizer_kernels.py).
+#: The step is divided as divide_no_nan, which Grappler leaves a division (it rewrites
+#: `g * lr / sqrt(x)` as a multiplication by rsqrt), and the centered denominator is summed
+#: by add_n, which its constant folding does not reorder.
 TF1_RMSPROP = '''
 class {name}({tf}.keras.optimizers.RMSprop):
-    """Keras RMSprop whose mean-square accumulators start at 1.0, as TF1's RMSPropOptimizer's did."""
+    """Keras RMSprop updating as TF1's RMSPropOptimizer did: its mean squares start at 1.0
+    (Keras's at 0: larger first steps) and move as TF1's kernel moved them, `ms += (g^2 -
+    ms) * (1 - rho)` in float32 (Keras rounds `rho * ms + (1 - rho) * g^2` otherwise)."""
 
     def add_variable_from_reference(self, variable, *args, **kwargs):
         # RMSprop.build makes each mean-square accumulator here, as "velocity".
@@ -230,4 +267,100 @@ class {name}({tf}.keras.optimizers.RMSprop):
         if "initial_value" in make.__code__.co_varnames:  # Keras 2 (TF 2.15, tf_keras)
             return make(variable, name, initial_value={tf}.ones(variable.shape, variable.dtype))
         return make(variable, name, initializer="ones")  # Keras 3
+
+    def update_step(self, gradient, variable, *learning_rate):
+        if isinstance(gradient, {tf}.IndexedSlices):  # an embedding's rows: Keras's update
+            return super().update_step(gradient, variable, *learning_rate)
+        dtype = variable.dtype  # (Keras 3 passes the learning rate, Keras 2 does not)
+        lr = {tf}.cast((*learning_rate, self.learning_rate)[0], dtype)
+        if hasattr(self, "_get_variable_index"):  # Keras 3
+            index = self._get_variable_index(variable)
+        else:  # Keras 2 (TF 2.15)
+            index = self._index_dict[self._var_key(variable)]
+        gradient = {tf}.cast(gradient, dtype)
+        one_minus_rho = 1 - {tf}.cast(self.rho, dtype)
+        ms = self._velocities[index]
+        ms.assign_add(({tf}.square(gradient) - ms) * one_minus_rho)
+        if self.centered:
+            mg = self._average_gradients[index]
+            mg.assign_add((gradient - mg) * one_minus_rho)
+            variance = ms - {tf}.square(mg)
+            epsilon = {tf}.cast(self.epsilon, dtype)
+            denominator = {tf}.add_n(
+                [variance, {tf}.fill({tf}.shape(variance), epsilon)])
+        else:
+            denominator = ms + self.epsilon
+        step = {tf}.math.divide_no_nan(gradient * lr, {tf}.sqrt(denominator))
+        if self.momentum > 0:
+            momentum = self._momentums[index]
+            momentum.assign(momentum * self.momentum + step)
+            step = momentum
+        variable.assign_sub(step)
+'''
+
+
+#: Keras's Adadelta takes `1 - rho` from the Python float where TF1's AdadeltaOptimizer took
+#: it in float32, and computes the step as `sqrt(u + eps) / sqrt(a + eps) * g` where TF1's
+#: kernel computed `sqrt(u + eps) * rsqrt(a + eps) * g`: a bias of about 1e-7 of each step,
+#: always the same way. `update_step` is TF1's kernel, to the bit on Keras 2 and Keras 3
+#: (tests/test_tf1_optimizer_kernels.py). Epsilon is TF1's default, 1e-08 (Keras's: 1e-07).
+#: For Keras 3 on JAX it is marked E2K701, as TF1RMSprop is: e2k writes no keras.ops form of
+#: tf.math.rsqrt (1 / sqrt rounds otherwise, in a third of the cases).
+TF1_ADADELTA = '''
+class {name}({tf}.keras.optimizers.Adadelta):
+    """Keras Adadelta updating as TF1's AdadeltaOptimizer did: Keras takes `1 - rho` from
+    the Python float (TF1: in float32) and divides by a root (TF1 multiplied by rsqrt),
+    which biased each step by about 1e-7 of itself. Epsilon is TF1's default, 1e-08."""
+
+    def __init__(self, learning_rate=0.001, rho=0.95, epsilon=1e-08, **kwargs):
+        super().__init__(learning_rate, rho=rho, epsilon=epsilon, **kwargs)
+
+    def update_step(self, gradient, variable, *learning_rate):
+        if isinstance(gradient, {tf}.IndexedSlices):  # an embedding's rows: Keras's update
+            return super().update_step(gradient, variable, *learning_rate)
+        dtype = variable.dtype  # (Keras 3 passes the learning rate, Keras 2 does not)
+        lr = {tf}.cast((*learning_rate, self.learning_rate)[0], dtype)
+        if hasattr(self, "_get_variable_index"):  # Keras 3
+            index = self._get_variable_index(variable)
+        else:  # Keras 2 (TF 2.15)
+            index = self._index_dict[self._var_key(variable)]
+        gradient = {tf}.cast(gradient, dtype)
+        rho = {tf}.cast(self.rho, dtype)
+        accum = self._accumulated_grads[index]
+        accum_update = self._accumulated_delta_vars[index]
+        accum.assign(accum * rho + {tf}.square(gradient) * (1 - rho))
+        update = {tf}.sqrt(accum_update + self.epsilon) * {tf}.math.rsqrt(
+            accum + self.epsilon) * gradient
+        variable.assign_sub(update * lr)
+        accum_update.assign(accum_update * rho + {tf}.square(update) * (1 - rho))
+'''
+
+
+#: The canned TF2 Estimators' "Adagrad" was Keras's OptimizerV2 Adagrad
+#: (`tf.keras.optimizers.legacy.Adagrad` in TF 2.11-2.15), which divides by `sqrt(accumulator)
+#: + epsilon`; today's Keras Adagrad divides by `sqrt(accumulator + epsilon)`: a bias of a few
+#: 1e-7 of each step where the accumulator is small. Its update is OptimizerV2's dense one, to
+#: the bit on Keras 2 and Keras 3, and its JAX form on JAX (tests/test_keras_v2_adagrad.py);
+#: an embedding's sparse gradient gets Keras's update, which moves the rows looked up only, as
+#: OptimizerV2's did.
+KERAS_V2_ADAGRAD = '''
+class {name}({tf}.keras.optimizers.Adagrad):
+    """Keras Adagrad updating as Keras's OptimizerV2 Adagrad, which TF2's canned Estimators
+    trained with: epsilon added to the root of the accumulator, where this Adagrad adds it
+    under the root (a bias of a few 1e-7 of each step)."""
+
+    def update_step(self, gradient, variable, *learning_rate):
+        if isinstance(gradient, {tf}.IndexedSlices):  # an embedding's rows: Keras's update
+            return super().update_step(gradient, variable, *learning_rate)
+        dtype = variable.dtype  # (Keras 3 passes the learning rate, Keras 2 does not)
+        lr = {tf}.cast((*learning_rate, self.learning_rate)[0], dtype)
+        if hasattr(self, "_get_variable_index"):  # Keras 3
+            index = self._get_variable_index(variable)
+        else:  # Keras 2 (TF 2.15)
+            index = self._index_dict[self._var_key(variable)]
+        gradient = {tf}.cast(gradient, dtype)
+        accumulator = self._accumulators[index]
+        accumulator.assign_add({tf}.square(gradient))
+        root = {tf}.sqrt(accumulator) + self.epsilon
+        variable.assign_sub(gradient * lr / root)
 '''

@@ -58,13 +58,13 @@ DNN = "tf.feature_column.indicator_column(city)"
 
 
 @pytest.mark.parametrize("estimator,optimizer,loss", [
-    # TF1 classes: Adagrad(0.05) for a DNN, Ftrl(0.2) for a linear model, the loss summed
-    (f"tf1.estimator.DNNClassifier([4], [age, {DNN}])", "tf.keras.optimizers.Adagrad(0.05)",
+    # TF1 classes: Adagrad(0.05) for a DNN (TF1's: no epsilon), Ftrl(0.2) for a linear model, the loss summed
+    (f"tf1.estimator.DNNClassifier([4], [age, {DNN}])", "tf.keras.optimizers.Adagrad(0.05, epsilon=0.0)",
      'BinaryCrossentropy(from_logits=True, reduction="sum")'),
     ("tf1.estimator.LinearRegressor([age, city])", "tf.keras.optimizers.Ftrl(0.2)",
      'MeanSquaredError(reduction="sum")'),
-    # TF2 classes: Keras's own Adagrad learning rate (0.001), Ftrl(0.2), the loss averaged
-    (f"tf.estimator.DNNRegressor([4], [age, {DNN}])", "tf.keras.optimizers.Adagrad(learning_rate=0.001)",
+    # TF2 classes: Keras's own Adagrad learning rate (0.001), its OptimizerV2 form; Ftrl(0.2), the loss averaged
+    (f"tf.estimator.DNNRegressor([4], [age, {DNN}])", "KerasV2Adagrad(learning_rate=0.001)",
      "MeanSquaredError()"),
     ("tf.estimator.LinearClassifier([age, city], n_classes=3)", "tf.keras.optimizers.Ftrl(learning_rate=0.2)",
      "SparseCategoricalCrossentropy(from_logits=True)"),
@@ -103,7 +103,7 @@ def test_linear_default_learning_rate_for_optimizer_none_depends_on_the_column_c
         f"tf1.estimator.DNNLinearCombinedClassifier(linear_feature_columns=[age, city], "
         f"dnn_feature_columns=[age], dnn_hidden_units=[2])", rules)
     assert "linear_optimizer=tf.keras.optimizers.Ftrl(0.005)" in text
-    assert "optimizer=tf.keras.optimizers.Adagrad(0.001)" in text
+    assert "optimizer=tf.keras.optimizers.Adagrad(0.001, epsilon=0.0)" in text
     del program
 
 

@@ -16,7 +16,7 @@ def input_fn():
 
 def build_model(params):
     model = tf.keras.Sequential([tf.keras.layers.Dense(params["units"])])
-    optimizer = tf.keras.optimizers.Adagrad(params["learning_rate"])
+    optimizer = tf.keras.optimizers.Adagrad(params["learning_rate"], epsilon=0.0)
     model.compile(optimizer=optimizer, loss=tf.keras.losses.MeanSquaredError())
     return model
 
