@@ -6,7 +6,7 @@ from estimator2keras import _emit
 from estimator2keras._context import MARK_PREFIX
 from estimator2keras._edits import is_docstring
 from estimator2keras._nodes import walk as _walk
-from estimator2keras._hook_values import GLOBAL_STEP, KerasValue, keras_value
+from estimator2keras._hook_values import GLOBAL_STEP, LOSS, KerasValue, keras_value
 from estimator2keras._rule import Case, ExpressionRule, Safety, Unsupported
 from estimator2keras._training import PHASE_METHODS, HookSite
 
@@ -34,6 +34,9 @@ NOT_STOPPABLE_ONLY = (
     "the hook stopped evaluate() or predict() here (`request_stop()`), which a Keras callback cannot stop"
 )
 CODE = "E2K407"
+#: Above a callback method that reads the loss the hook fetched: what Keras logs is not the same number.
+LOSS_NOTE = ('logs["loss"] is the mean loss of the epoch\'s steps so far (what fit shows), not the loss of '
+             "this step alone, which the hook fetched.")
 
 
 class SessionRunHookClassToCallback(ExpressionRule):
@@ -75,7 +78,8 @@ class SessionRunHookClassToCallback(ExpressionRule):
 
     ## Fix safety
     Review. Keras reports the loss and the metrics in `logs` as their means over the epoch's
-    steps so far, where a fetched loss tensor was the step's own, and a callback reads the
+    steps so far, where a fetched loss tensor was the step's own (the callback method that
+    reads `logs["loss"]` says so in a comment above it), and a callback reads the
     optimizer after the step (the global step is given as the step that ran, `iterations - 1`,
     as the hook fetched it; a decayed learning rate is the step's own on Keras 2, the next
     step's on Keras 3).
@@ -228,6 +232,8 @@ class LossPrinterHook(tf.keras.callbacks.Callback):
         super().__init__()
         self.every_n_steps = every_n_steps
 
+    # logs["loss"] is the mean loss of the epoch's steps so far (what fit shows), not the loss
+    # of this step alone, which the hook fetched.
     def on_train_batch_end(self, batch, logs=None):
         step, loss = self.model.optimizer.iterations.numpy() - 1, logs["loss"]
         if step % self.every_n_steps == 0:
@@ -587,6 +593,8 @@ class _Fetches:
             results, attributes = self._results(fetches, statement)
             setup = self._setup_statements(attributes, statement)
             new_after = self._after_run(after, results) if after is not None else None
+            if new_after is not None and LOSS in _emit.code(results):
+                new_after = _emit.with_comment(new_after, LOSS_NOTE)
         except Unsupported as exc:
             return self.klass, f"{exc.reason}; read the loss and metrics from `logs`, the weights from `self.model`"
         body = []
