@@ -1092,6 +1092,12 @@ def _check_input_fn_params(ctx: RewriteContext, fn: cst.FunctionDef, left: list[
         # The Estimator passes its RunConfig to a `config` parameter, default or not.
         if name == "config" and _reads(ctx, param.name):
             raise Unsupported("the input_fn reads the Estimator's `config`, which Keras does not have", fn)
+        if name == "input_context" and _reads(ctx, param.name):
+            # Under a strategy the Estimator gave each worker an InputContext (its shard of the
+            # data, its per-replica batch); called without one, the input_fn reads everything.
+            raise Unsupported("the input_fn reads `input_context`, which the Estimator gave it under a distribution "
+                              "strategy (each worker's shard, the per-replica batch) and e2k does not pass: give "
+                              "it to fit through strategy.distribute_datasets_from_function", fn)
         if param.default is not None:
             continue
         if name not in INPUT_FN_PARAMS or name == "input_context":
