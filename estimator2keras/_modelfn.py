@@ -82,6 +82,8 @@ class _Converter(_WeightPenaltyReader, RnnReading, _ModelReader, _LossReader, _O
         #: Module-level definitions the Keras code needs (metric classes, layer classes of
         #: blocks), in order.
         self.definitions: list[cst.BaseStatement] = []
+        #: The builder's assignments computed from the global step: a schedule each (_hand_schedule).
+        self.hand_schedule_defs: set[int] = set()
         #: The model_fn's converter holds what its blocks share (``_modelfn_blocks``): the
         #: functions that became layer classes, the calls that apply them, names in use.
         self.root = self
@@ -143,7 +145,7 @@ class _Converter(_WeightPenaltyReader, RnnReading, _ModelReader, _LossReader, _O
         for d in self.defs:
             if d.index >= before:
                 break
-            if d.name == name and (runs is None or d.small in runs):
+            if d.name == name and (runs is None or d.small in runs) and (d.modes is None or self.mode in d.modes):
                 found = d
         return found
 

@@ -868,10 +868,16 @@ class _KerasWriter:
 
     def translate_builder_def(self, d: _Def) -> cst.BaseSmallStatement:
         value = d.value
+        if d.index in self.hand_schedule_defs:
+            from estimator2keras._hand_schedule import schedule
+
+            return d.small.with_changes(value=schedule(self, value, d.index))
         role = self.role(value) if isinstance(value, cst.Call) else None
         if role == "optimizer":
+            from estimator2keras._hand_schedule import translated_optimizer
+
             self.check_momentum_schedule(value, d.index)
-            optimizer = self.translate("optimizer", value)
+            optimizer = translated_optimizer(self, value, d.index)
             if getattr(self, "clipping", None) is not None:
                 keyword, threshold = self.clipping
                 optimizer = optimizer.with_changes(args=_emit.call_args([*optimizer.args, _emit.keyword_arg(keyword, threshold)]))

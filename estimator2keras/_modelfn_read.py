@@ -18,7 +18,7 @@ import libcst as cst
 from estimator2keras import _emit
 from estimator2keras._context import iter_calls
 from estimator2keras._modelfn_blocks import MAKERS, BlockReading
-from estimator2keras._modes import EVAL, PREDICT, TRAIN, ModeAnalysis, ModePath
+from estimator2keras._modes import EVAL, MODES, PREDICT, TRAIN, ModeAnalysis, ModePath
 from estimator2keras._rule import Unsupported
 from estimator2keras._nodes import walk as _walk
 
@@ -191,6 +191,9 @@ class _Def:
     small: cst.BaseSmallStatement
     value: cst.BaseExpression
     line: cst.BaseStatement
+    #: The modes that assign this value (None: all the modes that run the statement): a
+    #: conditional on the mode (``loss = ... if mode != PREDICT else None``) is a def per branch.
+    modes: frozenset | None = None
 
 
 def _unpacked(d: _Def | None, name: str) -> int | None:
@@ -326,9 +329,26 @@ class _ModelReader(BlockReading):
             if isinstance(small, cst.Expr):
                 continue
             for name, value in self._assigned(small):
-                d = _Def(index, name, small, value, line)
-                self.defs.append(d)
-                self.def_of_small.setdefault(small, d)
+                for modes, chosen in self.by_mode(value):
+                    d = _Def(index, name, small, chosen, line, modes)
+                    self.defs.append(d)
+                    self.def_of_small.setdefault(small, d)
+
+    def by_mode(self, value: cst.BaseExpression, modes: frozenset = frozenset(MODES)) -> list:
+        """``value`` as each mode computes it: [(modes, the value)] where ``value`` is a
+        conditional on the mode (``A if mode == ModeKeys.TRAIN else B``), TRAIN's first; else
+        [(None, value)]."""
+        if not isinstance(value, cst.IfExp):
+            return [(None, value)] if modes == frozenset(MODES) else [(modes, value)]
+        true = self.modes.modes_where_true(value.test)
+        if true is None:
+            return [(None, value)] if modes == frozenset(MODES) else [(modes, value)]
+        found = []
+        for part, where in ((value.body, modes & true), (value.orelse, modes - true)):
+            if where:
+                found.extend((m, v) for m, v in self.by_mode(part, where) if m is None or m)
+        order = {mode: i for i, mode in enumerate(MODES)}
+        return sorted(found, key=lambda item: min(order[m] for m in (item[0] or MODES)))
 
     def _assigned(self, small: cst.BaseSmallStatement) -> list[tuple[str, cst.BaseExpression]]:
         """(name, value) pairs a statement assigns: ``a = x``, ``a = b = None``, ``a, b = None, None``;
@@ -394,6 +414,9 @@ class _ModelReader(BlockReading):
         from estimator2keras._units import bind_arguments
 
         args = {k: a.value for k, a in bind_arguments(value, TPU_SPEC_SIGNATURE if kind in TPU_SPECS else SPEC_SIGNATURE).items()}
+        # `loss=loss if mode != ModeKeys.PREDICT else None`: what this mode gives
+        args = {k: next((v for modes, v in self.by_mode(arg) if modes is None or path.mode in modes), arg)
+                for k, arg in args.items()}
         if kind in TPU_SPECS:
             args = self.tpu_spec(args, path)
         # Hooks and export signatures belong to the calls that run the mode: handed to the

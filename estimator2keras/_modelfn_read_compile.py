@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from estimator2keras import _emit
+from estimator2keras import _emit, _hand_schedule
 from estimator2keras._context import iter_calls
 from estimator2keras._modelfn_blocks import MAKERS
 from estimator2keras._modelfn_read import Derived, MetricConversion, _Def, _unpacked, _walk
@@ -74,18 +74,10 @@ class _CompileReader:
         if self.role(receiver) != "optimizer":
             self.refuse(receiver, _not_an_optimizer(receiver))
         self.check_momentum_schedule(receiver, at)
-        self._check_hand_schedule(receiver, "the model_fn")
-        return self.translate("optimizer", receiver), self.builder_slice([], at, extra=[receiver])
-
-    def _check_hand_schedule(self, optimizer: cst.Call, what: str) -> None:
-        """The optimizer is given a value computed from the global step otherwise than by a
-        schedule e2k converts: refused (the Keras builder would compute it once)."""
-        schedules = [c for c in iter_calls(optimizer) if c is not optimizer and self.role(c) == "schedule"]
-        for call in iter_calls(optimizer):
-            if self.ctx.call_api_path(call) in GLOBAL_STEP and not self.ctx.within(call, schedules):
-                self.refuse(call, f"{what} gives its optimizer a value computed from the global step by the program: "
-                                  "a learning rate schedule written by hand, which e2k has no Keras rule for (write "
-                                  "it as a tf.keras.optimizers.schedules.LearningRateSchedule)")
+        optimizer = _hand_schedule.translated_optimizer(self, receiver, at)
+        # (what a schedule computes is its own: the builder needs the other arguments' values)
+        extra = [a.value for a in receiver.args if not _hand_schedule.reads_global_step(self, a.value, at)]
+        return optimizer, self.builder_slice([], at, extra=extra)
 
     def as_minimize(self, value):
         """``tf.contrib.training.create_train_op(loss, optimizer)`` as what it computed:
@@ -150,8 +142,8 @@ class _CompileReader:
         if not (isinstance(receiver, cst.Call) and self.role(receiver) == "optimizer"):
             self.refuse(returned, f"the optimizer {what} minimizes with is not a tf.train optimizer e2k converts")
         self.check_momentum_schedule(receiver, at)
-        self._check_hand_schedule(receiver, what)
-        optimizer = self.translate("optimizer", receiver)
+        helper_names = _hand_schedule.Helper(bound, env)
+        optimizer = _hand_schedule.translated_optimizer(self, receiver, at, helper_names)
         # The function's names, as the call gives them (its locals, as they were computed).
         replacements: dict = {}
         # Names that are not reads: attributes' and keywords' (new code: no metadata to ask).
@@ -172,11 +164,10 @@ class _CompileReader:
                 else:
                     break
             if value is not node:
-                steps = [c for c in iter_calls(value) if self.ctx.call_api_path(c) in GLOBAL_STEP]
-                if steps:
-                    self.refuse(call, f"{what} gives its optimizer `{_emit.code(value)}`, computed from the global step "
-                                      "by the program: a learning rate schedule written by hand, which e2k has no Keras "
-                                      "rule for (write it as a tf.keras.optimizers.schedules.LearningRateSchedule)")
+                if _hand_schedule.reads_global_step(self, value, at, helper_names):
+                    # computed from the global step in the function: a schedule class of it
+                    replacements[node] = _hand_schedule.schedule(self, value, at, helper_names)
+                    continue
                 if any(isinstance(n, cst.Name) and n.value in env for n in _walk(value)):
                     self.refuse(call, f"{what} computes its optimizer's settings in several steps, which e2k does not "
                                       "write out")
@@ -317,7 +308,8 @@ class _CompileReader:
             if arg.keyword is not None and arg.keyword.value == "learning_rate":
                 rate = arg.value
         resolved = self.resolve(rate, at)
-        if isinstance(resolved, cst.Call) and self.role(resolved) == "schedule":
+        if isinstance(resolved, cst.Call) and self.role(resolved) == "schedule" \
+                or _hand_schedule.reads_global_step(self, rate, at):
             if any(a.keyword is not None and a.keyword.value == "use_nesterov" for a in optimizer.args) \
                     or self.plan is None:
                 self.leftover(
@@ -497,14 +489,19 @@ class _CompileReader:
             for name in self.names_read(d.value):
                 if name.value in ("features", "labels"):
                     self.refuse(name, "the optimizer depends on the features or labels")
-            if not (isinstance(d.value, cst.Call) and self.role(d.value) == "schedule") and any(
-                    self.ctx.call_api_path(c) in GLOBAL_STEP for c in iter_calls(d.value)):
+            if isinstance(d.value, cst.Call) and self.role(d.value) == "optimizer":
+                # what its learning rate computes from the global step is the schedule's (translate_builder_def)
+                for arg in d.value.args:
+                    if not _hand_schedule.reads_global_step(self, arg.value, d.index):
+                        pending.extend(self._defs_read(arg.value, d.index))
+                continue
+            if not (isinstance(d.value, cst.Call) and self.role(d.value) == "schedule") \
+                    and _hand_schedule.reads_global_step(self, d.value, d.index):
                 # `lr = learn_rate(params, tf.train.get_global_step())`: the builder would compute
-                # it once, where the Estimator computed it at every step.
-                self.refuse(d.small, f"`{d.name}` is computed from the global step by the program (`"
-                                     f"{_emit.code(d.value)[:60]}`): a learning rate schedule written by hand, which "
-                                     "e2k has no Keras rule for (write it as a "
-                                     "tf.keras.optimizers.schedules.LearningRateSchedule)")
+                # it once, where the Estimator computed it at every step: a schedule class
+                # computes it at the optimizer's step (translate_builder_def).
+                self.hand_schedule_defs.add(d.index)
+                continue
             pending.extend(self._defs_read(d.value, d.index))
         return [needed[i] for i in sorted(needed)]
 

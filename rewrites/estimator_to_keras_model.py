@@ -21,7 +21,9 @@ class EstimatorToKerasModel(UnitRule):
     estimator`) and replaces the model_fn with a Keras model and a function that builds it,
     creates the optimizer and calls `compile`. The Estimator variable becomes the model
     (named `model`). The model_fn is read mode by mode, back from what each EstimatorSpec
-    returns:
+    returns (an `if` on the mode, and a conditional expression on it in an assignment or an
+    EstimatorSpec argument, `loss = ... if mode != ModeKeys.PREDICT else None`, taken as
+    that mode runs it; fixture `mode_conditional_expressions`):
 
     - TRAIN's loss gives `compile(loss=...)` and the *model output*; the statements that
       compute it from `features` are the forward pass.

@@ -42,12 +42,29 @@ class Tf1ScheduleToKeras(ExpressionRule):
     | `cosine_decay(lr, step, n, alpha)` | `CosineDecay(lr, n, alpha)` |
     | `piecewise_constant(step, boundaries, values)` | `PiecewiseConstantDecay(boundaries, values)` |
 
+    A learning rate the model_fn computes from the global step by other means (a warmup
+    `tf.minimum(1.0, tf.cast(global_step, tf.float32) / n)`, a function of the program given
+    the step, a decay plus a floor), in the model_fn or in a function of the program making
+    its train_op, becomes a `LearningRateSchedule` class whose `__call__(step)` computes the
+    same expression at the optimizer's step; the values of the model_fn it reads are computed
+    there too, the model_fn's `params` are the schedule's. A TF1 decay inside it, or inside a
+    function of the program it calls with the step, is the Keras schedule called on the
+    step (`ExponentialDecay(lr, n, r)(step)`): TensorFlow 2 runs TF1's decay as a function
+    returning a function where Keras reads the rate eagerly.
+
     ## Why
     TF2 has no global step; the Keras optimizer counts its own updates, starting at 0 as the
-    Estimator's global step did.
+    Estimator's global step did. The builder that compiles the model runs once: a rate
+    computed there from a step would be one number, where the Estimator computed it at every
+    step.
+
+    ## Limitations
+    Another optimizer setting computed from the global step (a momentum), and a rate that
+    reads something the model_fn computes from its features or labels, are marked.
 
     ## Fix safety
-    Safe: same formulas, same step count (`natural_exp_decay`'s `exp(-r * t)` is
+    Safe: same formulas, same step count (`e2k parity` compares the learning rate of every
+    step; fixture `hand_written_schedule`) (`natural_exp_decay`'s `exp(-r * t)` is
     `ExponentialDecay` with rate `exp(-r)`). A program that restored a global step from a
     checkpoint would start the Keras schedule at 0: see E2K400 for `model_dir`.
 
@@ -71,6 +88,64 @@ class Tf1ScheduleToKeras(ExpressionRule):
             "tf.train.piecewise_constant(global_step, [100, 200], [0.1, 0.01, 0.001])",
             "tf.keras.optimizers.schedules.PiecewiseConstantDecay([100, 200], [0.1, 0.01, 0.001])",
             id="piecewise",
+        ),
+        Case(
+            id="warmup-by-hand",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).repeat().batch(1)
+
+
+def model_fn(features, labels, mode, params):
+    logits = tf.compat.v1.layers.dense(features, 1)
+    loss = tf.compat.v1.losses.mean_squared_error(labels, logits)
+    global_step = tf.compat.v1.train.get_global_step()
+    warmup = tf.minimum(1.0, tf.cast(global_step, tf.float32) / params["warmup"])
+    optimizer = tf.compat.v1.train.GradientDescentOptimizer(params["lr"] * warmup)
+    train_op = optimizer.minimize(loss, global_step=global_step)
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+estimator = tf.estimator.Estimator(model_fn, params={"lr": 0.1, "warmup": 10})
+estimator.train(input_fn, steps=20)
+''',
+            after='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).repeat().batch(1)
+
+
+class LearningRate(tf.keras.optimizers.schedules.LearningRateSchedule):
+    """The model_fn's learning rate, computed from the optimizer's step."""
+
+    def __init__(self, params):
+        super().__init__()
+        self.params = params
+
+    def __call__(self, step):
+        return self.params["lr"] * tf.minimum(
+            1.0, tf.cast(step, tf.float32) / self.params["warmup"]
+        )
+
+    def get_config(self):
+        return {"params": self.params}
+
+
+def build_model(params):
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    optimizer = tf.keras.optimizers.SGD(LearningRate(params))
+    model.compile(optimizer=optimizer, loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+model = build_model({"lr": 0.1, "warmup": 10})
+model.fit(input_fn(), steps_per_epoch=20)
+''',
         ),
     ]
 

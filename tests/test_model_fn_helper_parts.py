@@ -91,7 +91,10 @@ def test_metrics_from_a_function_and_accuracy_given_its_arguments_swapped():
         assert "def model_eval_metrics" not in flat(result.new.decode())  # only the converted model_fn read it
 
 
-def test_a_learning_rate_the_program_computes_from_the_global_step_is_refused():
+def test_a_learning_rate_the_program_computes_from_the_global_step_is_a_schedule():
+    """The builder runs once; the Estimator computed the rate at every step: a schedule class
+    computes it at the optimizer's step, and the TF1 decay in the function it calls is the
+    Keras schedule called on the step (TF1's decay is a function, not a number, in eager)."""
     source = PROGRAM.format(train_op=MINIMIZE, accuracy_args="labels, classes").replace(
         'tf.compat.v1.train.AdamOptimizer(params["lr"])',
         'tf.compat.v1.train.AdamOptimizer(params["lr"] + decay(tf.compat.v1.train.get_or_create_global_step()))')
@@ -102,8 +105,19 @@ def test_a_learning_rate_the_program_computes_from_the_global_step_is_refused():
 
         def model_loss(''', ))
     result = rewrite_source(source.encode(), "prog.py", RuleSet.load())
+    assert result.status == "converted", manual(result)
+    new = result.new.decode()
+    assert "    return tf.keras.optimizers.schedules.ExponentialDecay(0.1, 10, 0.5)(step)\n" in new
+    assert "class LearningRate(tf.keras.optimizers.schedules.LearningRateSchedule):" in new
+    assert "    def __call__(self, step):\n        return self.params[\"lr\"] + decay(step)\n" in new
+    assert "optimizer=TF1Adam(LearningRate(params))" in flat(new)
+    # Another of the optimizer's settings computed from the step has no Keras form: refused.
+    momentum = source.replace('tf.compat.v1.train.AdamOptimizer(params["lr"] + decay(',
+                              'tf.compat.v1.train.MomentumOptimizer(0.1, decay(')
+    result = rewrite_source(momentum.encode(), "prog.py", RuleSet.load())
     assert result.status == "partial"
-    assert any("a learning rate schedule written by hand" in m for m in manual(result)), manual(result)
+    assert any("other than the learning rate is computed from the global step" in m for m in manual(result)), \
+        manual(result)
 
 
 def test_a_decay_of_the_global_step_cast_to_an_integer_reads_the_global_step():
