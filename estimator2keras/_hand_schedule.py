@@ -240,10 +240,24 @@ def translated_optimizer(reader, optimizer: cst.Call, at: int, helper: Helper | 
         if not (first or arg.keyword is not None and arg.keyword.value == "learning_rate"):
             reader.refuse(arg, "an optimizer setting other than the learning rate is computed from the global step")
         schedules[arg.value] = schedule(reader, arg.value, at, helper)
-    keras = reader.translate("optimizer", optimizer)
+    keras = _sparse_safe(reader, reader.translate("optimizer", optimizer))
     if not schedules:
         return keras
     found = {node for node in _walk(keras) if node in schedules}
     if found != set(schedules):
         reader.refuse(optimizer, "e2k cannot give this optimizer the schedule of its learning rate")
     return _emit.replace_in(keras, schedules)
+
+
+def _sparse_safe(reader, keras: cst.BaseExpression) -> cst.BaseExpression:
+    """Keras Adagrad, where the model_fn gives a variable a sparse gradient (an embedding
+    lookup): ``TF1Adagrad``, which sums the rows a batch looked up twice before squaring them,
+    as TF1 did (Keras 3 squares each apart). (``TF1Adam`` does so itself.)"""
+    if not (isinstance(keras, cst.Call) and _emit.code(keras.func).endswith("keras.optimizers.Adagrad")
+            and reader.plan is not None and reader._sparse_source() is not None):
+        return keras
+    from estimator2keras.rewrites.tf1_optimizer_to_keras import TF1_ADAGRAD
+
+    tf = reader.tf
+    name = reader.plan.add_helper("TF1Adagrad", lambda given: _emit.statements(TF1_ADAGRAD, name=given, tf=tf))
+    return keras.with_changes(func=cst.Name(name))

@@ -58,6 +58,7 @@ _NAMED = (
     ("unsharded", "estimator2keras.rewrites.multi_worker_input_unsharded", "UNSHARDED"),
     ("TF1RMSprop", "estimator2keras.rewrites.tf1_optimizer_to_keras", "TF1_RMSPROP"),
     ("TF1Adam", "estimator2keras.rewrites.tf1_optimizer_to_keras", "TF1_ADAM"),
+    ("TF1Adagrad", "estimator2keras.rewrites.tf1_optimizer_to_keras", "TF1_ADAGRAD"),
     ("TF1Adadelta", "estimator2keras.rewrites.tf1_optimizer_to_keras", "TF1_ADADELTA"),
     ("KerasV2Adagrad", "estimator2keras.rewrites.tf1_optimizer_to_keras", "KERAS_V2_ADAGRAD"),
     ("LoggingTensorCallback", "estimator2keras.rewrites.session_run_hook_to_callback", "LOGGING_TENSOR_CALLBACK"),

@@ -228,11 +228,33 @@ TF1_ADAM = '''
 class {name}({tf}.keras.optimizers.Adam):
     """Keras Adam updating as TF1's AdamOptimizer did: TF1 took `1 - beta` in float32, Keras
     from the Python float, which moved each update by about 6.5e-6 of itself. The betas are
-    given as their float32 values; epsilon is TF1's default, 1e-08."""
+    given as their float32 values; epsilon is TF1's default, 1e-08. An embedding's sparse
+    gradient is made dense: TF1 summed the rows a batch looked up twice before squaring them,
+    Keras 3 squares each apart (and TF1's sparse Adam moved every row, as a dense one does)."""
 
     def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-08, **kwargs):
         super().__init__(learning_rate, beta_1=float(np.float32(beta_1)),
                          beta_2=float(np.float32(beta_2)), epsilon=epsilon, **kwargs)
+
+    def update_step(self, gradient, variable, *learning_rate):
+        if isinstance(gradient, {tf}.IndexedSlices):
+            gradient = {tf}.convert_to_tensor(gradient)
+        return super().update_step(gradient, variable, *learning_rate)
+'''
+
+#: Keras 3 squares a sparse gradient's rows as they come, a row a batch looked up twice apart;
+#: TF1 summed them first (so does Keras 2). Made dense, Adagrad's update is TF1's sparse one:
+#: a row no batch looked up has a zero gradient, which leaves it and its accumulator as they were.
+TF1_ADAGRAD = '''
+class {name}({tf}.keras.optimizers.Adagrad):
+    """Keras Adagrad updating an embedding's sparse gradient as TF1 did: TF1 summed the rows
+    a batch looked up twice before squaring them, Keras 3 squares each apart. The gradient is
+    made dense (a row not looked up: zero, which leaves it as TF1 did)."""
+
+    def update_step(self, gradient, variable, *learning_rate):
+        if isinstance(gradient, {tf}.IndexedSlices):
+            gradient = {tf}.convert_to_tensor(gradient)
+        return super().update_step(gradient, variable, *learning_rate)
 '''
 
 

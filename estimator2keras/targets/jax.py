@@ -640,6 +640,9 @@ def _names(node: cst.CSTNode, keywords: bool = True):
 #: its head's numbers (the class names it also gave are strings). An Estimator's model_dir
 #: is kept in Keras 3's weights files, which hold the optimizer's state too.
 OVERRIDES: dict[str, dict[str, str | None]] = {
+    # JAX's gradients are dense: the sparse gradient these make dense is TensorFlow's only.
+    "TF1Adam": {"update_step": None},
+    "TF1Adagrad": {"update_step": None},
     "CannedModel": {
         "call": '''
 def call(self, inputs, training=False):
