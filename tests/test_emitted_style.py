@@ -271,7 +271,7 @@ TREES = emitted_lines.trees(FIXTURES)
 #: The total after/before line ratio of the converted files over every fixture may not grow
 #: past this (1.378 at the last change (9,305 lines), 1.56 before canned models and their head's metrics had
 #: base classes and a helper; issue 15 aims at 1.1).
-RATIO_CEILING = 1.376
+RATIO_CEILING = 1.357
 
 
 @pytest.mark.parametrize("tree", TREES, ids=[t.name for t in TREES])
