@@ -373,11 +373,14 @@ def _finish(
     the program pass (_program).
 
     E2K905 speaks only where the conversion said nothing: a file the passes leave for a
-    human already exits 1 with findings that name what stopped the conversion (a reference
-    inside an Estimator unit left as it was would only repeat the unit's finding: the engine
-    does not know the unit's extent); and a file where the user told the conversion to leave
-    something alone (a finding dropped by ``# e2k: ignore``, or ``# e2k: ignore`` on an
-    Estimator's construction, which keeps its whole unit) keeps that code by choice.
+    human already exits 1 with findings that name what stopped the conversion, and a
+    reference inside an Estimator unit left as it was would only repeat the unit's finding.
+    The engine does not know the unit's extent: in such a file it reports the references in
+    code that no finding speaks for, nor the construction of an Estimator left as it was,
+    through the names that connect code (``_silent_code``). A file where the user told the
+    conversion to leave something alone (a finding dropped by ``# e2k: ignore``, or ``# e2k:
+    ignore`` on an Estimator's construction, which keeps its whole unit) keeps that code by
+    choice.
 
     ``tree`` is CPython's tree of the original source, when the pre-filter built one."""
     source, new = result.original, result.new
@@ -410,11 +413,13 @@ def _finish(
             # A file left partial for another reason still names each tf.contrib call (and each
             # use of Keras 2's DTensor API) it keeps where no finding stands (TensorFlow 2 has
             # none, Keras 3 neither: every one is a blocker), and each
-            # reference in a function or class no finding speaks of (a SessionRunHook class
-            # left beside a converted Estimator that a warning made "partial": fail closed).
+            # reference in a function, class or statement no finding speaks of (a SessionRunHook
+            # class left beside a converted Estimator that a warning made "partial", a
+            # WarmStartSettings the converted Estimator no longer reads: fail closed).
             marked = {f.line for f in result.manual}
             after = parsed_new if parsed_new is not None else _leftovers.parse(new)
-            silent = _silent_definitions(after, lines, marked) if after is not None else ()
+            silent = _silent_code(after, lines, marked | _units_left(after, references, lines, rules),
+                                  references) if after is not None else ()
             left = [r for r in references if lines(r.line)[0] not in marked and (
                 _leftovers.is_contrib(r) or _leftovers.is_keras_removed(r)
                 or any(first <= r.line <= last for _, first, last in silent))]
@@ -433,40 +438,72 @@ def _finish(
     return result
 
 
-def _silent_definitions(after: ast.Module, lines: _leftovers.LineMap, marked: set[int]):
-    """The top-level functions and classes of the new file (their lines there) that no
-    finding speaks for: none of their lines is marked (``marked``: lines of the original file),
-    nor those of any code they are connected to by name (the model_fn a refused Estimator
-    reads is its unit's, said once where the unit was refused)."""
-    definitions = [(name, first, last) for name, first, last in _leftovers.top_level_definitions(after)]
-    names = {name for name, _, _ in definitions}
-    parent = {name: name for name in [*names, "<module>"]}
+def _units_left(after: ast.Module, references: list[_leftovers.Reference], lines: _leftovers.LineMap,
+                rules: RuleSet) -> set[int]:
+    """The lines (of the original file) of the Estimator constructions still in the new file.
+    Every construction of an enabled unit rule's constructor is a unit or a refusal, and a
+    converted unit's construction goes: one left is a refused unit's, and the finding that
+    refused it speaks for it, wherever the finding stands (the feature column, the hook
+    class, the use that stopped it)."""
+    constructors = rules.constructor_paths()
+    calls = {(func.lineno, func.col_offset) for func in _leftovers.index(after).calls}
+    return {lines(r.line)[0] for r in references
+            if (r.line, r.offset) in calls and (api_path_of_qualified(r.qualified) or "") in constructors}
 
-    def find(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
 
-    def reads(node) -> set[str]:
-        return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in names}
+def _silent_code(after: ast.Module, lines: _leftovers.LineMap, marked: set[int],
+                 references: list[_leftovers.Reference] = ()):
+    """The top-level code of the new file (its lines there, as (name, first, last); a
+    statement of the module's own code is named "<module>") that no finding speaks for.
 
-    spans = {name: (first, last) for name, first, last in definitions}
-    for statement in _leftovers._module_statements(after.body):
-        owner = statement.name if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
-            and statement.name in spans else "<module>"
-        for other in reads(statement):
-            parent[find(other)] = find(owner)
-    spoken = set()
-    inside = set()
-    for name, (first, last) in spans.items():
-        span = {lines(n)[0] for n in range(first, last + 1)}
-        inside |= span
-        if span & marked:
-            spoken.add(find(name))
-    if marked - inside:
-        spoken.add(find("<module>"))
-    return [(name, first, last) for name, first, last in definitions if find(name) not in spoken]
+    A finding (``marked``: lines of the original file) speaks for the code at its lines, and
+    for the code connected to that by name: what that code reads (the model_fn a refused
+    Estimator reads is its unit's, said once where the unit was refused; the RunConfig and
+    the specs it reads), and what reads the code it marks, or code that still refers to an
+    Estimator API so connected (the Estimator built with the feature column or the hook
+    class a finding marks; the `est.train(...)`, the `train_and_evaluate(est, ...)` of a
+    refused Estimator; the module-level `est = build_estimator()`). Reading a name that plain
+    code bound (a directory, the data) connects nothing more: a `ws =
+    tf.estimator.WarmStartSettings(...)` statement left beside an Estimator converted with a
+    warning is its own code, silent until a finding marks it."""
+    holding = {r.line for r in references}
+    nodes = _leftovers.top_level_code(after)
+    binders: dict[str, list[int]] = {}
+    readers: dict[str, list[int]] = {}
+    for index, node in enumerate(nodes):
+        for name in node.binds:
+            binders.setdefault(name, []).append(index)
+        for name in node.reads:
+            readers.setdefault(name, []).append(index)
+    refers = [any(node.first <= line <= node.last for line in holding) for node in nodes]
+    at = {line for original in marked for line in lines.forward(original)}
+    spoken: set[int] = set()
+    onward: set[int] = set()  # spoken code whose readers are spoken for too: marked, or Estimator code
+    queue: list[int] = []
+
+    def speak(index: int, carried: bool) -> None:
+        carried = carried or refers[index]
+        if index in spoken and (index in onward or not carried):
+            return
+        spoken.add(index)
+        if carried:
+            onward.add(index)
+        queue.append(index)
+
+    for index, node in enumerate(nodes):
+        if any(node.first <= line <= node.last for line in at):
+            speak(index, True)
+    while queue:
+        index = queue.pop()
+        node = nodes[index]
+        for name in node.reads:
+            for other in binders.get(name, ()):
+                speak(other, False)
+        if index in onward:
+            for name in node.binds:
+                for other in readers.get(name, ()):
+                    speak(other, True)
+    return [(node.name, node.first, node.last) for index, node in enumerate(nodes) if index not in spoken]
 
 
 def _converted_definitions(result: FileResult, tree: ast.Module | None, after: ast.Module | None = None

@@ -515,6 +515,18 @@ class LineMap:
                 return min(i1 + 1, self._last), False
         return self._last, False
 
+    def forward(self, line: int) -> range:
+        """The lines of the rewritten text that line ``line`` of the original became: itself
+        where unchanged, every line of the block written in its place; none where it went."""
+        if self.same:
+            return range(line, line + 1)
+        for tag, i1, i2, j1, j2 in self._blocks:
+            if i1 < line <= i2:
+                if tag == "equal":
+                    return range(j1 + line - i1, j1 + line - i1 + 1)
+                return range(j1 + 1, j2 + 1)
+        return range(0)
+
 
 # -- definitions, for the program-level pass ---------------------------------------------
 def top_level_definitions(tree: ast.Module) -> tuple[tuple[str, int, int], ...]:
@@ -539,3 +551,72 @@ def holding(definitions: Iterable[tuple[str, int, int]], lines: Iterable[int]) -
         if at < len(marks) and marks[at] <= last:
             out.append((name, first, last))
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class Code:
+    """One piece of a module's top-level code: a function or class (``name``), or a statement
+    of the module's own code (named "<module>"; of an if/for/with/try block, its header)."""
+
+    name: str
+    first: int
+    last: int
+    #: The module-level names it binds, and those it reads (a function's own locals left out).
+    binds: frozenset[str]
+    reads: frozenset[str]
+
+
+_BLOCKS = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try) + (
+    (ast.TryStar,) if hasattr(ast, "TryStar") else ()) + ((ast.Match,) if hasattr(ast, "Match") else ())
+
+
+def _names(nodes: Iterable[ast.AST]) -> tuple[set[str], set[str]]:
+    """(bound, read) names in ``nodes`` and everything under them."""
+    bound: set[str] = set()
+    read: set[str] = set()
+    for top in nodes:
+        for node in ast.walk(top):
+            if isinstance(node, ast.Name):
+                (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                bound.update(alias.asname or alias.name.partition(".")[0] for alias in node.names if alias.name != "*")
+            elif isinstance(node, ast.arg):
+                bound.add(node.arg)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node is not top:
+                bound.add(node.name)
+    return bound, read
+
+
+def top_level_code(tree: ast.Module) -> list[Code]:
+    """Each function and class the module defines at its top level (in if/try blocks too,
+    decorators included), and each other statement of its top-level code, in order: a
+    simple statement whole, a block by its header (its body's statements come apart)."""
+    out: list[Code] = []
+    for statement in _module_statements(tree.body):
+        first = statement.lineno
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            first = min([first, *(d.lineno for d in statement.decorator_list)])
+            parameters = [statement.args] if hasattr(statement, "args") else []
+            inner, read = _names([*statement.decorator_list, *getattr(statement, "bases", ()),
+                                  *getattr(statement, "keywords", ()), *parameters, *statement.body])
+            declared = {n for node in ast.walk(statement) if isinstance(node, (ast.Global, ast.Nonlocal))
+                        for n in node.names}
+            # What the function binds is its own, unless declared global; what it reads that it
+            # does not bind is the module's.
+            out.append(Code(statement.name, first, statement.end_lineno or first,
+                            frozenset({statement.name} | (inner & declared)), frozenset(read - (inner - declared))))
+        elif isinstance(statement, _BLOCKS):
+            parts = [value for field, value in ast.iter_fields(statement)
+                     if field not in ("body", "orelse", "finalbody", "handlers", "cases")]
+            header = [p for part in parts for p in (part if isinstance(part, list) else [part])
+                      if isinstance(p, ast.AST)]
+            for case in getattr(statement, "cases", ()):  # `case Pattern(x) if guard:`
+                header += [case.pattern] + ([case.guard] if case.guard is not None else [])
+            bound, read = _names(header)
+            body = [s.lineno for s in getattr(statement, "body", ()) or ()]
+            last = max(first, min(body) - 1) if body else (statement.end_lineno or first)
+            out.append(Code("<module>", first, last, frozenset(bound), frozenset(read)))
+        else:
+            bound, read = _names([statement])
+            out.append(Code("<module>", first, statement.end_lineno or first, frozenset(bound), frozenset(read)))
+    return out

@@ -2486,10 +2486,10 @@ class ConversionPlan:
                 raise Unsupported(f"{what} of the Estimator `{unit.var}` is not converted", use.name, UNSUPPORTED_USE)
         for name, arg in unit.args.items():
             if name not in self.claimed_args:
-                self.leftover(arg, "E2K400", f"Estimator({name}=...) is not converted; the Keras program ignores it")
+                self.leftover(arg, "E2K400", f"Estimator({name}=...) is not converted; the Keras program runs without it")
         for name, arg in unit.config_args.items():
             if name not in self.claimed_config:
-                self.leftover(arg, "E2K400", f"RunConfig({name}=...) is not converted; the Keras program ignores it")
+                self.leftover(arg, "E2K400", f"RunConfig({name}=...) is not converted; the Keras program runs without it")
         if not self.build and not self.prebuilt:
             raise Unsupported("no rule built a Keras model for this Estimator", unit.call, UNSUPPORTED_USE)
         if unit.factory is not None:

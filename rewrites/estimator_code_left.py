@@ -21,10 +21,15 @@ class EstimatorCodeLeft(Diagnostic):
     Each reference is reported once, as `E2K905 Estimator API left: tf.estimator.EstimatorSpec`,
     where the original file has it, unless another finding already leaves that line for a
     human. The file is "partial", so `e2k rewrite --check` exits 1. In a file that other
-    findings already make partial, it still speaks for each function or class no finding
-    speaks for, nor any code connected to it by name (an unused `SessionRunHook` class left
-    beside an Estimator converted with a warning); the model_fn of an Estimator that was
-    refused is that Estimator's, and is not repeated line by line.
+    findings already make partial, it still speaks for each function, class or statement of
+    the module's own code that no finding speaks for, nor any code connected to it by name:
+    an unused `SessionRunHook` class left beside an Estimator converted with a warning, a
+    `ws = tf.estimator.WarmStartSettings(...)` left at module level once the Estimator that
+    read it converted (its `warm_start_from=ws` reported as E2K400). A finding speaks for
+    the code at its line, for what that code reads, and for what reads it or the Estimator
+    code so connected: the model_fn, the RunConfig, the specs and the `train_and_evaluate`
+    of an Estimator that was refused are that Estimator's, and are not repeated line by
+    line. Findings are reported where the original file has them.
 
     When a directory is rewritten, a file that calls a function of another module of the
     same tree (`from . import model`, `import trainer.model as model`, `import model`...)

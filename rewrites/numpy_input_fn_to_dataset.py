@@ -5,6 +5,7 @@ import libcst as cst
 from estimator2keras import _emit
 from estimator2keras._rule import Case, Safety, UnitRule, Unsupported
 from estimator2keras._units import _names_in, accesses_of, bind_arguments, chain_used_elsewhere
+from estimator2keras.rewrites.per_replica_batch_to_global import _Reads
 
 SIGNATURE = ("x", "y", "batch_size", "num_epochs", "shuffle", "queue_capacity", "num_threads", "target_column")
 #: numpy_input_fn's and pandas_input_fn's defaults.
@@ -56,8 +57,13 @@ class NumpyInputFnToDataset(UnitRule):
 
     ## Limitations
     A non-literal `shuffle` converts only as a parameter of a function returning the input_fn
-    (above); elsewhere it is reported. The Estimator refused these input_fns under a
-    distribution strategy, so e2k does not convert that combination either.
+    (above); elsewhere it is reported. The Estimator refused these input_fns where it called
+    them under its distribution strategy: for training under `train_distribute`, for an
+    evaluation (`evaluate`, an `EvalSpec`) under `eval_distribute`; so does e2k. Elsewhere the
+    Estimator ran them without the strategy (an evaluation with `train_distribute` alone, any
+    prediction), and e2k converts them as above (case `evaluation-under-train-distribute`:
+    Keras evaluates the dataset under the model's strategy, the same examples in the same
+    batches split across the replicas).
 
     ## References
     - https://www.tensorflow.org/guide/migrate/migrating_estimator
@@ -186,16 +192,94 @@ model.fit(train_input_fn().map(model.preprocess))
 print(model.evaluate(eval_input_fn().map(model.preprocess), return_dict=True))
 ''',
         ),
+        Case(
+            id="evaluation-under-train-distribute",
+            before='''\
+import numpy as np
+import tensorflow as tf
+
+x = np.ones((8, 1), np.float32)
+y = np.ones((8, 1), np.float32)
+
+
+def train_input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": x}, y)).repeat().batch(4)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.compat.v1.layers.Dense(1)(features["x"])
+    loss = tf.compat.v1.losses.mean_squared_error(labels, logits)
+    optimizer = tf.compat.v1.train.GradientDescentOptimizer(0.1)
+    train_op = optimizer.minimize(loss, tf.compat.v1.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+strategy = tf.distribute.MirroredStrategy()
+config = tf.estimator.RunConfig(train_distribute=strategy)
+estimator = tf.estimator.Estimator(model_fn, config=config)
+estimator.train(train_input_fn, steps=10)
+eval_input_fn = tf.compat.v1.estimator.inputs.numpy_input_fn({"x": x}, y, batch_size=8, shuffle=False)
+print(estimator.evaluate(eval_input_fn))
+''',
+            after='''\
+# e2k converted this file to Keras (`e2k explain CODE` says more):
+# - E2K602 Global batch: Keras splits each batch across the replicas (the Estimator batched per
+#   replica).
+import numpy as np
+import tensorflow as tf
+
+x = np.ones((8, 1), np.float32)
+y = np.ones((8, 1), np.float32)
+
+
+def train_input_fn():
+    return (
+        tf.data.Dataset.from_tensor_slices(({"x": x}, y))
+        .repeat()
+        .batch(4 * strategy.num_replicas_in_sync)
+    )
+
+
+class Model(tf.keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.logits = tf.keras.layers.Dense(1)
+
+    def call(self, features, training=False):
+        return self.logits(features["x"])
+
+
+def build_model():
+    model = Model()
+    optimizer = tf.keras.optimizers.SGD(0.1)
+    model.compile(optimizer=optimizer, loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+strategy = tf.distribute.MirroredStrategy()
+with strategy.scope():
+    model = build_model()
+model.fit(train_input_fn(), steps_per_epoch=10)
+
+
+def eval_input_fn():
+    return tf.data.Dataset.from_tensor_slices(({"x": x}, y)).batch(8)
+
+
+print(model.evaluate(eval_input_fn(), return_dict=True))
+''',
+        ),
     ]
 
     def plan(self, unit, plan, ctx) -> None:
         seen: list[cst.Call] = []
+        strategy_reads = _Reads(unit, plan, ctx) if plan.has_strategy else None
         for input_fn in plan.input_fns:
             factory = input_fn.array_call
             if factory is None or any(factory is other for other in seen):
                 continue
             seen.append(factory)
-            if plan.has_strategy:
+            if strategy_reads is not None and _distributed(strategy_reads, plan, factory):
                 raise Unsupported(
                     "the Estimator refused this input_fn under a distribution strategy (it needs a Dataset)", factory)
             runtime = input_fn.array_factory is not None and self._runtime_shuffle(factory)
@@ -296,6 +380,18 @@ print(model.evaluate(eval_input_fn().map(model.preprocess), return_dict=True))
             dataset = _emit.expr("{d}.repeat({n})", d=dataset, n=epochs)
         batch = args.get("batch_size") or cst.Integer(DEFAULT_BATCH_SIZE)
         return _emit.expr("{d}.batch({b})", d=dataset, b=batch)
+
+
+def _distributed(reads: _Reads, plan, factory: cst.Call) -> bool:
+    """Does the Estimator call an input_fn made by ``factory`` under its strategy? Training
+    under ``train_distribute``, evaluation under ``eval_distribute``, prediction never
+    (``_Reads``); a reader not known counts as one under the strategy."""
+    for input_fn in plan.input_fns:
+        if input_fn.array_call is factory:
+            read = reads.passed.get(id(input_fn.expr))
+            if read is None or read[0]:
+                return True
+    return False
 
 
 def _next_statement(module: cst.Module, statement: cst.BaseStatement) -> cst.BaseStatement | None:

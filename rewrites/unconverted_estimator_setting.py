@@ -10,7 +10,11 @@ class UnconvertedEstimatorSetting(Diagnostic):
     Reported, and marked with a `# e2k: E2K400` line above the code that builds the model,
     for each `Estimator(...)` or `RunConfig(...)` argument that no rule converted (for
     example `warm_start_from`, `device_fn`, `protocol`). The rest of the program is
-    converted.
+    converted. The code that computed the setting's value stays as it was: where it still
+    refers to an Estimator API (`ws = tf.estimator.WarmStartSettings(...)`, then
+    `warm_start_from=ws`), it is reported too, as E2K905: TensorFlow 2.16 has no
+    `tf.estimator`, and the converted program stops there until a human carries the
+    setting over or removes it.
 
     ## Why
     These settings change where or how the program runs, or where it starts from: dropping
@@ -65,7 +69,7 @@ def build_model():
     return model
 
 
-# e2k: E2K400 Estimator(warm_start_from=...) is not converted; the Keras program ignores it
+# e2k: E2K400 Estimator(warm_start_from=...) is not converted; the Keras program runs without it
 model = build_model()
 model.fit(input_fn())
 ''',

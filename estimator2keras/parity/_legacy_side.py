@@ -488,10 +488,13 @@ def _fresh_model_dir(rec: Recorder, out_dir: str, user_dir) -> str:
     """A fresh model_dir per user model_dir: a checkpoint left by an earlier run must not
     be restored, nor anything written into the user's directory, yet two Estimators sharing a
     model_dir keep sharing it. A directory the harness made (model_to_estimator's, passed on to
-    the Estimator it builds) is kept."""
-    if rec.checkpoint is not None:  # every Estimator of the program restores the copy of OLD_DIR
-        return rec.checkpoint["model_dir"]
+    the Estimator it builds) is kept. ``rec.model_dirs`` maps each user's directory to where
+    it ran, for a warm start from it (``_warm_start_from``)."""
     key = os.fspath(user_dir) if user_dir else None
+    if rec.checkpoint is not None:  # every Estimator of the program restores the copy of OLD_DIR
+        if key is not None and not _inside(key, out_dir):  # a warm start from it reads the copy too
+            rec.model_dirs.setdefault(key, rec.checkpoint["model_dir"])
+        return rec.checkpoint["model_dir"]
     if key is not None and _inside(key, out_dir):
         return key
     if key is None or key not in rec.model_dirs:
@@ -508,6 +511,38 @@ def _fresh_model_dir(rec: Recorder, out_dir: str, user_dir) -> str:
             f"model_dir {key} ran in a fresh temporary directory{' (a copy of the checkpoint resumed from)' if rec.resume_from else ''}: "
             "nothing was read from it or written to it")
     return rec.model_dirs[key]
+
+
+def _warm_start_from(rec: Recorder, out_dir: str, warm):
+    """``warm_start_from`` (a path, or ``WarmStartSettings(ckpt_to_initialize_from=...)``) read
+    where its model_dir ran: a path that names a model_dir of the program (the directory, or a
+    checkpoint in it) names its fresh directory, where that Estimator wrote its checkpoints
+    (``_fresh_model_dir``); the user's directory holds none of this run's. Any other path (a
+    checkpoint the program did not train) is read as it is."""
+    settings = None
+    path = warm
+    if hasattr(warm, "ckpt_to_initialize_from") and hasattr(warm, "_replace"):
+        settings, path = warm, warm.ckpt_to_initialize_from
+    if not isinstance(path, (str, os.PathLike)) or not rec.model_dirs:
+        return warm
+    text = os.fspath(path)
+    if "://" in text or _inside(text, out_dir):
+        return warm
+    target = os.path.abspath(text)
+    # The innermost model_dir holding it first (`/runs` and `/runs/first` may both be model_dirs).
+    for user, fresh in sorted(rec.model_dirs.items(), key=lambda item: -len(os.path.abspath(item[0]))):
+        base = os.path.abspath(user)
+        if target == base:
+            moved = fresh
+        elif _inside(target, base):
+            moved = os.path.join(fresh, os.path.relpath(target, base))
+        else:
+            continue
+        note = f"warm_start_from {text} read the temporary directory that model_dir ran in: nothing was read from yours"
+        if note not in rec.info["notes"]:
+            rec.info["notes"].append(note)
+        return moved if settings is None else settings._replace(ckpt_to_initialize_from=moved)
+    return warm
 
 
 def _inside(path: str, directory: str) -> bool:
@@ -561,6 +596,8 @@ def instrument(tf, request: dict, rec: Recorder, devices: list[str], device_kind
         user_dir = bound.arguments.get("model_dir") or getattr(config, "model_dir", None)
         model_dir = _fresh_model_dir(rec, out_dir, user_dir)
         bound.arguments["model_dir"] = model_dir
+        if bound.arguments.get("warm_start_from") is not None:
+            bound.arguments["warm_start_from"] = _warm_start_from(rec, out_dir, bound.arguments["warm_start_from"])
         if config is not None:
             if config.model_dir is not None:
                 config = config.replace(model_dir=model_dir)
