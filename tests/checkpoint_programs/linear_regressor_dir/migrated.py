@@ -194,7 +194,9 @@ with strategy.scope():
     model.compile(
         optimizer=tf.keras.optimizers.Ftrl(0.2),
         loss=tf.keras.losses.MeanSquaredError(reduction="sum"),
-        metrics=[tf.keras.metrics.MeanSquaredError(name="average_loss")])
+        metrics=[tf.keras.metrics.MeanSquaredError(name="average_loss"),
+                 tf.keras.metrics.MeanMetricWrapper(lambda y, p: y, name="label/mean"),
+                 tf.keras.metrics.MeanMetricWrapper(lambda y, p: p, name="prediction/mean")])
 # The Estimator restored and saved checkpoints in its model_dir; so does this callback.
 checkpoints = ModelDirCheckpoints(model, MODEL_DIR, save_steps=3)
 callbacks = [checkpoints]
