@@ -44,6 +44,7 @@ def test_a_warm_start_from_a_model_dir_reads_where_it_ran(tmp_path):
     rec = _recorder()
     first = side._fresh_model_dir(rec, str(out_dir), str(user / "first"))
     assert side._inside(first, str(out_dir))
+    open(os.path.join(first, "model.ckpt-10.index"), "w").close()  # what the first Estimator wrote there
     # The directory, spelled otherwise too, and a checkpoint in it.
     assert side._warm_start_from(rec, str(out_dir), str(user / "first")) == first
     assert side._warm_start_from(rec, str(out_dir), str(user / "first") + os.sep) == first
@@ -68,8 +69,13 @@ def test_other_warm_starts_are_read_as_they_are(tmp_path):
         assert side._warm_start_from(rec, str(out_dir), warm) == warm
     # The innermost model_dir holding the path names it.
     inner = side._fresh_model_dir(rec, str(out_dir), str(user / "first" / "inner"))
+    open(os.path.join(inner, "ckpt.index"), "w").close()
     assert side._warm_start_from(rec, str(out_dir), str(user / "first" / "inner" / "ckpt")) == \
         os.path.join(inner, "ckpt")
+    # A checkpoint the program wrote into the directory it named, not where its model_dir ran
+    # (model_to_estimator saves the Keras model's weights into the model_dir it is given).
+    keras = str(user / "first" / "keras" / "keras_model.ckpt")
+    assert side._warm_start_from(rec, str(out_dir), keras) == keras
 
 
 def test_under_e2k_checkpoint_a_warm_start_reads_the_copy(tmp_path):

@@ -17,6 +17,7 @@ Standalone on purpose: imports nothing from estimator2keras.
 """
 from __future__ import annotations
 
+import glob
 import importlib.util
 import inspect
 import os
@@ -538,6 +539,10 @@ def _warm_start_from(rec: Recorder, out_dir: str, warm):
             moved = os.path.join(fresh, os.path.relpath(target, base))
         else:
             continue
+        if not (os.path.exists(moved) or glob.glob(glob.escape(moved) + "*")):
+            # Written where the program named it, not where its model_dir ran (model_to_estimator
+            # saves the Keras model's weights into the model_dir it was given): read it there.
+            return warm
         note = f"warm_start_from {text} read the temporary directory that model_dir ran in: nothing was read from yours"
         if note not in rec.info["notes"]:
             rec.info["notes"].append(note)
