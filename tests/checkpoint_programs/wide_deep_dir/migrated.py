@@ -12,6 +12,7 @@ import tempfile
 
 import numpy as np
 import tensorflow as tf
+from e2k_helpers import head_metrics
 import time
 
 # From RunConfig(session_config=...): TensorFlow 2 configures devices once, before any op runs.
@@ -156,10 +157,8 @@ class DNNLinearCombinedClassifierModel(tf.keras.Model):
         self.linear = LinearModel(1, ["age_bucketized", "city", "job"])
         self.head_loss = tf.keras.losses.BinaryCrossentropy(from_logits=True, reduction="sum")
         self.loss_tracker = tf.keras.metrics.Mean(name="loss")
-        self.accuracy = tf.keras.metrics.BinaryAccuracy(name="accuracy", threshold=0.0)
-        self.average_loss = tf.keras.metrics.BinaryCrossentropy(
-            name="average_loss",
-            from_logits=True)
+        # The binary head's eval metrics (e2k's helpers module beside this file).
+        self.head_metrics = head_metrics("binary", compat_v1=True)
         # Built here, in the Estimator's order (the DNN, then the linear model), so that the
         # linear model's own optimizer can be built before training.
         self.city_column_embedding.build((None, 4))
@@ -236,7 +235,7 @@ class DNNLinearCombinedClassifierModel(tf.keras.Model):
 
     @property
     def metrics(self):
-        return [self.loss_tracker, self.accuracy, self.average_loss]
+        return [self.loss_tracker, *self.head_metrics]
 
     def train_step(self, data):
         inputs, labels = data
@@ -261,8 +260,8 @@ class DNNLinearCombinedClassifierModel(tf.keras.Model):
     def update_metrics(self, loss, labels, logits, weights):
         # Like Keras's own: the loss over the global batch (a mean tracker counts each replica).
         self.loss_tracker.update_state(loss, sample_weight=tf.shape(logits)[0])
-        self.accuracy.update_state(labels, logits, sample_weight=weights)
-        self.average_loss.update_state(labels, logits, sample_weight=weights)
+        for metric in self.head_metrics:
+            metric.update_state(labels, logits, sample_weight=weights)
         return {m.name: m.result() for m in self.metrics}
 
 
