@@ -26,11 +26,9 @@ import libcst as cst
 
 from estimator2keras import _emit
 from estimator2keras._context import iter_calls
+from estimator2keras._hook_values import GLOBAL_STEP_CALLS as GLOBAL_STEP
 from estimator2keras._nodes import walk as _walk
 
-#: The global step, as TF1 read it.
-GLOBAL_STEP = frozenset({"train.get_global_step", "train.get_or_create_global_step",
-                         "compat.v1.train.get_global_step", "compat.v1.train.get_or_create_global_step"})
 DOC = "The model_fn's learning rate, computed from the optimizer's step."
 #: The rule that documents it (tf1-schedule-to-keras).
 CODE = "E2K102"

@@ -447,7 +447,7 @@ class _Conversion:
         for statement in _walk_statements(loop.statement):
             if statement is loop.statement or any(statement is d for d in data_loops):
                 continue
-            if any(_inside(self.ctx, statement, d) for d in data_loops) and self._is_batch_statement(statement):
+            if self.ctx.within(statement, data_loops) and self._is_batch_statement(statement):
                 continue
             if isinstance(statement, (cst.For, cst.If)):
                 continue  # their bodies are read one by one
@@ -773,7 +773,7 @@ class _Conversion:
 
     def _read_outside(self, name: str, inside: list[cst.CSTNode]) -> cst.Name | None:
         for node in _walk(self.module):
-            if isinstance(node, cst.Name) and node.value == name and not any(_inside(self.ctx, node, s) for s in inside):
+            if isinstance(node, cst.Name) and node.value == name and not self.ctx.within(node, inside):
                 parent = self.ctx.parent(node)
                 if isinstance(parent, cst.FunctionDef) and parent.name is node:
                     continue
@@ -789,11 +789,11 @@ class _Conversion:
                 continue
             if isinstance(node, cst.Name) and node.value in watched or isinstance(node, (cst.Name, cst.Attribute)) \
                     and self._api(node).startswith(DTENSOR) and not isinstance(self.ctx.parent(node), cst.Attribute):
-                if any(_inside(self.ctx, node, s) for s in gone) or self._replaced(node):
+                if self.ctx.within(node, gone) or self._replaced(node):
                     continue
-                if any(_inside(self.ctx, node, s) for s in self.body if _is_import(s)):
+                if self.ctx.within(node, [s for s in self.body if _is_import(s)]):
                     continue
-                if node is self.mesh_call or _inside(self.ctx, node, self.mesh_call) \
+                if node is self.mesh_call or self.ctx.within(node, (self.mesh_call,)) \
                         or isinstance(self.ctx.parent(node), cst.AssignTarget) and node.value == self.mesh:
                     continue
                 raise Unsupported(f"`{_emit.code(self.ctx.enclosing_statement(node) or node).strip()}` still "
@@ -965,15 +965,6 @@ def _walk_statements(node):
     for child in _walk(node):
         if isinstance(child, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
             yield child
-
-
-def _inside(ctx, node, ancestor) -> bool:
-    current = node
-    while current is not None:
-        if current is ancestor:
-            return True
-        current = ctx.parent(current)
-    return False
 
 
 def _is_import(statement) -> bool:
