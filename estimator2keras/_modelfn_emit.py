@@ -64,6 +64,7 @@ class _KerasWriter:
         self.read_layers(forward)
         picking = self.dispatch_smalls  # made in __init__ now (`dispatch_of`)
         forward = [d for d in forward if d.small not in picking]
+        self.id_casts = self.ids_from_features(forward)
         spent = self._claim(None, set())
         optimizer, builder_defs = self.read_train_op(train["train_op"], train["loss"])
         self.kept.update(d.small for d in builder_defs)
@@ -110,6 +111,30 @@ class _KerasWriter:
             kind = "output" if prediction is None else ("dict" if isinstance(prediction[1], cst.Dict) else "tensor")
         self.absorb_helpers()
         return ModelConversion(name, statements, arguments, kind)
+
+    def ids_from_features(self, forward: list[_Def]) -> dict[cst.Call, int]:
+        """Lookups of the features as they come (``tf.nn.embedding_lookup(table,
+        features["ids"])``, ``tf.one_hot(features, 10)``): each call -> the position of its ids.
+        Keras 3 builds a model under a distribution strategy on the mean of the replicas' first
+        batches, floats whatever the features were, which these ops refuse; the model casts them
+        (a cast of integers to int64 leaves their values as they are)."""
+        found: dict[cst.Call, int] = {}
+        for d in forward:
+            for call in iter_calls(d.value if d.value is not None else d.small):
+                spec = ID_ARGUMENTS.get(self.ctx.call_api_path(call) or "")
+                arg = _argument(call, *spec) if spec else None
+                if arg is None or isinstance(arg.value, cst.Call) and self.ctx.call_api_path(arg.value) in ID_CASTS:
+                    continue
+                sources: set[str] = set()
+                for name in self.names_read(arg.value):
+                    inner = self.latest_def(name.value, d.index)
+                    if inner is None:
+                        sources.add("features" if name.value == "features" else "other")
+                    else:
+                        sources |= self._sources(inner, set())
+                if sources == {"features"}:
+                    found[call] = call.args.index(arg)
+        return found
 
     def check_rank_one_loss(self, loss, at: int) -> None:
         """A Keras loss that averages over the last axis, given a rank-1 model output
@@ -912,6 +937,22 @@ TF1_LAYERS = ("layers.", "compat.v1.layers.")
 SCOPE_SETTINGS = frozenset({"regularizer", "partitioner", "custom_getter", "dtype", "constraint"})
 
 
+#: Ops taking integer ids from the features: API path -> (position, keyword) of the ids.
+ID_ARGUMENTS = {
+    "nn.embedding_lookup": (1, "ids"), "compat.v1.nn.embedding_lookup": (1, "ids"),
+    "gather": (1, "indices"), "compat.v1.gather": (1, "indices"),
+    "one_hot": (0, "indices"), "compat.v1.one_hot": (0, "indices"),
+}
+ID_CASTS = frozenset({"cast", "to_int32", "to_int64", "compat.v1.to_int32", "compat.v1.to_int64"})
+
+
+def _argument(call: cst.Call, position: int, keyword: str) -> cst.Arg | None:
+    for index, arg in enumerate(call.args):
+        if arg.keyword is not None and arg.keyword.value == keyword or arg.keyword is None and index == position:
+            return arg
+    return None
+
+
 class _ForwardRewriter(cst.CSTTransformer):
     """Layer applications -> ``self.<layer>(...)``, ``params`` -> ``self.params``, mode tests
     -> ``training``, TF1 names -> TF2 names."""
@@ -962,6 +1003,12 @@ class _ForwardRewriter(cst.CSTTransformer):
             if conv.helper_calls[original].inline:
                 return conv.inline_call(original, self.inputs.pop(original))
             return conv.helper_call(original, self.inputs.pop(original))
+        if isinstance(original, cst.Call) and original in getattr(conv, "id_casts", {}):
+            position = conv.id_casts[original]
+            arg = updated.args[position]
+            cast = _emit.expr("{tf}.cast({ids}, {tf}.int64)", tf=conv.tf, ids=arg.value)
+            return updated.with_changes(args=[*updated.args[:position], arg.with_changes(value=cast),
+                                              *updated.args[position + 1:]])
         if isinstance(original, cst.Call) and original in self.inputs:
             app = conv.layer_apps[original]
             inputs = self.inputs.pop(original)

@@ -61,7 +61,12 @@ class EstimatorToKerasModel(UnitRule):
     are kept in `call` as they were written; one that only wraps the optimizer in
     `CrossShardOptimizer` is left out (E2K605). A categorical cross-entropy of
     `tf.one_hot(labels, n)` becomes `SparseCategoricalCrossentropy` on the labels as they
-    come. Layers,
+    come. Ids the model_fn takes from its features and looks up itself
+    (`tf.nn.embedding_lookup(table, features["ids"])`, `tf.one_hot(features["kind"], n)`,
+    `tf.gather`) are cast to int64 in `call`: Keras 3 builds a model made under a
+    distribution strategy on the mean of the replicas' first batches, a float tensor, which
+    those ops refuse; the cast leaves integer ids as they are (fixture
+    `integer_ids_mirrored`). Layers,
     losses, optimizers, schedules and metrics are translated by their own rules (E2K3xx,
     E2K2xx, E2K1xx).
 
@@ -79,8 +84,7 @@ class EstimatorToKerasModel(UnitRule):
     untouched, marked E2K901.
 
     ## Limitations
-    Not converted (E2K901, the model_fn left as it was): `tf.get_variable`, `tf.Variable`,
-    `tf.while_loop`, `variable_scope(reuse=...)`, `Scaffold`, gradient code other than
+    Not converted (E2K901, the model_fn left as it was): `tf.while_loop`, `variable_scope(reuse=...)`, `Scaffold`, gradient code other than
     `minimize`, EstimatorSpec hooks and `export_outputs`, an `if` that does not test the
     mode but returns from the model_fn or computes what a layer's constructor reads, a
     model output that depends on the labels. `model_dir` and
