@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from estimator2keras import _emit
 from estimator2keras._rule import Case, Safety, UnitRule
+from estimator2keras._export import model_dir_base
 from estimator2keras._tensorboard import NOTE, needs_tensorboard, tensorboard_callback
 
 DEFAULT_NOT_WRITTEN = needs_tensorboard(
@@ -16,7 +17,10 @@ class SummaryStepsToTensorBoard(UnitRule):
     ## What it does
     With a `model_dir` and `save_summary_steps=N`, adds
     `tf.keras.callbacks.TensorBoard(model_dir, update_freq=N)` to the callbacks of every
-    training `fit`. `save_summary_steps=None` or `0` writes none, as before.
+    training `fit`. `save_summary_steps=None` or `0` writes none, as before. A model_dir
+    that may be None when the program runs (a flag without a default) is
+    `TensorBoard(args.model_dir or checkpoints.directory, ...)`: the temporary directory the
+    checkpoints callback uses in its place, where the Estimator wrote its summaries too.
 
     ## Why
     The Estimator wrote the loss (and the model_fn's `tf.summary` ops) to `model_dir`
@@ -117,6 +121,9 @@ model.fit(input_fn(), steps_per_epoch=50, callbacks=callbacks)
             return
         if _emit.code(arg.value) in ("None", "0"):
             return
-        callback, note = tensorboard_callback(plan.tf, plan.model_dir.deep_clone(), arg.value, "summaries to model_dir")
+        # A model_dir that may be None when the program runs: the directory the checkpoints
+        # callback uses in its place (a temporary one, where the Estimator wrote its summaries).
+        log_dir = model_dir_base(plan).deep_clone()
+        callback, note = tensorboard_callback(plan.tf, log_dir, arg.value, "summaries to model_dir")
         plan.add_fit_callback(callback)
         plan.fixed(arg.value, self.code, note)

@@ -116,3 +116,15 @@ def test_one_place_writes_the_callback():
     writers = [str(p.relative_to(REPO)) for folder in ("rewrites", "estimator2keras")
                for p in sorted((REPO / folder).rglob("*.py")) if template.search(p.read_text())]
     assert writers == ["estimator2keras/_tensorboard.py"]
+
+
+def test_a_model_dir_that_may_be_none_logs_where_the_checkpoints_go(rules, tmp_path, monkeypatch):
+    """`RunConfig(model_dir=args.model_dir)` with the flag left empty: the Estimator wrote its
+    summaries to a temporary directory; `TensorBoard(None)` failed in fit ("expected str ...
+    not NoneType"). The callback logs where the checkpoints callback writes in its place."""
+    source = PROGRAMS["save_summary_steps"].replace("model_dir=tempfile.mkdtemp()", "model_dir=MODEL_DIR")
+    source = source.replace("import tempfile\n", "import tempfile\n\nMODEL_DIR = None if tempfile else ''\n")
+    result, new = _convert(rules, source)
+    assert "TensorBoard(MODEL_DIR or checkpoints.directory, update_freq=5)" in new, new
+    literal = PROGRAMS["save_summary_steps"].replace("model_dir=tempfile.mkdtemp()", 'model_dir="/tmp/m"')
+    assert 'TensorBoard("/tmp/m", update_freq=5)' in _convert(rules, literal)[1]
