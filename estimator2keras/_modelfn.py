@@ -62,6 +62,9 @@ class _Converter(_WeightPenaltyReader, RnnReading, _ModelReader, _LossReader, _O
         self.modes: ModeAnalysis | None = None
         self.defs: list[_Def] = []
         self.def_of_small: dict[cst.BaseSmallStatement, _Def] = {}
+        #: ``metrics["auc"] = tf.metrics.auc(...)``: the items set on a dict of the model_fn,
+        #: by the dict's name: (statement index, key, value, the statement).
+        self.item_sets: dict[str, list[tuple[int, str, cst.BaseExpression, cst.BaseSmallStatement]]] = {}
         self.order: dict[cst.BaseSmallStatement, int] = {}
         self.attrs_taken: set[str] = set()
         self.layer_objects: dict[str, _Def] = {}

@@ -826,7 +826,8 @@ class _KerasWriter:
                 if n.value in ("features", "labels", "mode"):
                     self.refuse(n, "a layer's constructor reads a value computed from the inputs")
         call_reads = {
-            n.value for d in forward if d.index not in init for n in self.names_read(d.value)
+            n.value for d in forward if d.index not in init and d.name not in self.layer_objects
+            for n in self.names_read(d.value)  # a layer object (`net = Sequential(layers)`) is made in __init__
             if not self._inside_constructor(n) and id(n) not in iter_names  # the loop in call runs over the layers
         }
         call_reads |= {n.value for n in self.names_read(self._output_node)} if self._output_node is not None else set()

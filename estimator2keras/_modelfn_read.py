@@ -196,6 +196,27 @@ class _Def:
     modes: frozenset | None = None
 
 
+def _string_item(target: cst.BaseExpression) -> tuple[str, str] | None:
+    """``metrics["auc"]`` -> ("metrics", "auc")."""
+    if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name) and len(target.slice) == 1 \
+            and isinstance(target.slice[0].slice, cst.Index) and isinstance(target.slice[0].slice.value, cst.SimpleString):
+        return target.value.value, target.slice[0].slice.value.evaluated_value
+    return None
+
+
+#: Methods that change a list, dict or set in place.
+MUTATORS = frozenset({"append", "extend", "insert", "update", "add", "setdefault"})
+
+
+def _mutated_name(small: cst.Expr) -> str | None:
+    """The local ``small`` changes in place (``layers.append(...)``, ``columns.extend(...)``)."""
+    call = small.value
+    if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name) \
+            and call.func.attr.value in MUTATORS:
+        return call.func.value.value
+    return None
+
+
 def _unpacked(d: _Def | None, name: str) -> int | None:
     """The position ``name`` takes in ``a, b = ...`` (None: not a tuple assignment)."""
     if d is None or not isinstance(d.small, cst.Assign):
@@ -327,6 +348,13 @@ class _ModelReader(BlockReading):
             self.order[small] = index
             line = seen[small]
             if isinstance(small, cst.Expr):
+                mutated = _mutated_name(small)
+                if mutated is not None:
+                    # `layers.append(tf.keras.layers.Dense(3))`: a new value of `layers`, which
+                    # reads the one before (names_read sees the receiver).
+                    d = _Def(index, mutated, small, small.value, line)
+                    self.defs.append(d)
+                    self.def_of_small.setdefault(small, d)
                 continue
             for name, value in self._assigned(small):
                 for modes, chosen in self.by_mode(value):
@@ -388,6 +416,12 @@ class _ModelReader(BlockReading):
                     # `a, b = f(...)`: each name is bound by the whole call; readers of the
                     # gradient idioms look at which position a name takes (see _unpacked).
                     return [(n.value, small.value) for n in names if n.value != "_"]
+            item = _string_item(targets[0]) if len(targets) == 1 else None
+            if item is not None and item[0] not in ("features", "labels", "params"):
+                # `eval_metric_ops["auc"] = ...`: an item of a dict the EstimatorSpec may be given
+                # (read with the dict); any other use of it is refused in check_rest.
+                self.item_sets.setdefault(item[0], []).append((self.order[small], item[1], small.value, small))
+                return []
             if len(targets) == 1 and isinstance(targets[0], (cst.Attribute, cst.Subscript)):
                 # `optimizer.iterations = global_step`, `features["x"] = ...`: a change to an
                 # object, which the Keras model would not make where the model_fn did.

@@ -657,12 +657,25 @@ class _CompileReader:
         if ops is None:
             return [], []
         at = len(self.order)
+        origin: dict[int, cst.CSTNode] = {}  # an item set on its own (`ops["auc"] = ...`) -> its statement
         if isinstance(ops, cst.Name):
             d = self.latest_def(ops.value, at)
             if d is None:
                 self.refuse(ops, "eval_metric_ops is not a dict built in the model_fn")
             self.consumed.add(d.small)
-            ops, at = d.value, d.index
+            name, ops, at = ops.value, d.value, d.index
+            if isinstance(ops, cst.Dict):
+                # `metrics = {}` then `metrics["auc"] = ...`: the items set after it, in order.
+                runs = self.mode_smalls.get(self.mode)
+                items = [(i, key, value, small) for i, key, value, small in self.item_sets.get(name, ())
+                         if i > at and (runs is None or small in runs)]
+                if items:
+                    added = [(cst.DictElement(cst.SimpleString(repr(key).replace("'", '"')), value), small)
+                             for _, key, value, small in items]
+                    origin.update((id(element), small) for element, small in added)
+                    ops = ops.with_changes(elements=[*ops.elements, *(element for element, _ in added)])
+                    at = items[-1][0] + 1
+                    self.consumed.update(small for *_, small in items)
         if isinstance(ops, cst.Call) and isinstance(ops.func, cst.Name) and self._train_op_helper(ops) is not None:
             ops = self._metrics_of_helper(ops, self._train_op_helper(ops))
         if not isinstance(ops, cst.Dict):
@@ -690,8 +703,9 @@ class _CompileReader:
                 if d is not None:
                     self.consumed.add(d.small)
                     value, value_at = d.value, d.index
+            where = origin.get(id(element), element)
             if not (isinstance(value, cst.Call) and self.role(value) == "metric"):
-                self.leftover(element, f"eval metric {key!r} is not a tf.metrics call e2k converts; add it to compile(metrics=...) by hand", "E2K202")
+                self.leftover(where, f"eval metric {key!r} is not a tf.metrics call e2k converts; add it to compile(metrics=...) by hand", "E2K202")
                 continue
             value = self._accuracy_in_order(value, value_at)
             try:
@@ -703,7 +717,7 @@ class _CompileReader:
                     metric = metric.metric
                 metrics.append((key, metric))
             except Unsupported as exc:
-                self.leftover(element, f"eval metric {key!r} is not converted: {exc.reason}", exc.code or "E2K202")
+                self.leftover(where, f"eval metric {key!r} is not converted: {exc.reason}", exc.code or "E2K202")
         return metrics, keys
 
     def _accuracy_in_order(self, call: cst.Call, at: int) -> cst.Call:
@@ -857,11 +871,21 @@ class _CompileReader:
                         # `tf.identity(loss, "cross_entropy")` only named a graph tensor (for a
                         # LoggingTensorHook, reported with the hook): it computes nothing.
                         self.plan.fixed(small, "E2K001", "tf.identity(...) that only named a graph tensor is left out")
+                    elif isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) \
+                            and isinstance(call.func.value, cst.Name) and any(d.name == call.func.value.value for d in self.defs):
+                        # `layers.remove(...)`: a change to a value of the model_fn, which the
+                        # Keras model would then lack (fail closed: the unit is left as it was).
+                        self.refuse(small, f"`{_emit.code(call.func)}(...)` changes `{call.func.value.value}` in place, "
+                                           "which e2k does not carry over")
                     else:
                         self.leftover(small, "this statement ran when the Estimator built its graph; it is not carried over")
                     self.consumed.add(small)
                     continue
                 d = self.def_of_small.get(small)
+                if any(small is item[3] for items in self.item_sets.values() for item in items):
+                    target = small.targets[0].target
+                    self.refuse(small, f"an assignment to `{_emit.code(target)}` (an item of an object) in the model_fn "
+                                       "is not converted (e2k reads the items of eval_metric_ops set one by one)")
                 if d is None and isinstance(small, cst.If):
                     self.leftover(small, "this `if` assigns nothing the Keras model reads; it is not carried over")
                     self.consumed.add(small)

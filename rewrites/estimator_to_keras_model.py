@@ -66,7 +66,12 @@ class EstimatorToKerasModel(UnitRule):
     `tf.gather`) are cast to int64 in `call`: Keras 3 builds a model made under a
     distribution strategy on the mean of the replicas' first batches, a float tensor, which
     those ops refuse; the cast leaves integer ids as they are (fixture
-    `integer_ids_mirrored`). Layers,
+    `integer_ids_mirrored`). A list or dict the model_fn fills a step at a time
+    (`layers.append(tf.keras.layers.Dense(3))`, `extend`, `insert`, `update`, `add`,
+    `setdefault`) is carried with its steps where the value goes (a Sequential's layers into
+    `__init__`), and `eval_metric_ops["auc"] = tf.metrics.auc(...)` items are read with their
+    dict (fixture `containers_built_in_steps`); any other change in place of a model_fn value
+    (`layers.reverse()`, `hidden["a"] = ...`) leaves the model_fn as it was (E2K901). Layers,
     losses, optimizers, schedules and metrics are translated by their own rules (E2K3xx,
     E2K2xx, E2K1xx).
 
