@@ -76,7 +76,7 @@ class Tf1MetricToKeras(ExpressionRule):
     | TF1 metric | its predictions | Keras metric |
     |---|---|---|
     | `accuracy` | `tf.argmax(logits, 1)` | `SparseCategoricalAccuracy(name=...)` |
-    | `accuracy` of `tf.argmax(labels, 1)` (one-hot labels) | `tf.argmax(logits, 1)` | `CategoricalAccuracy(name=...)` (either argument order: equality is symmetric) |
+    | `accuracy` of `tf.argmax(labels, 1)` (one-hot labels; directly or through a name bound once) | `tf.argmax(logits, 1)` | `CategoricalAccuracy(name=...)` (either argument order: equality is symmetric) |
     | `accuracy` | `tf.round(tf.sigmoid(logits))`, `logits > 0` | `BinaryAccuracy(name=..., threshold=0.0)` |
     | `mean_squared_error`, `mean_absolute_error` | the output | `MeanSquaredErrorOfElements`, `MeanAbsoluteErrorOfElements`: Keras's classes fed one element per row, so that every element counts once whatever the rank of the labels and the output (Keras's own average each example's last axis first: rank-1 batches would count as one value each) |
     | `root_mean_squared_error` | the output | `RootMeanSquaredError` (it averages every element already) |
@@ -101,8 +101,9 @@ class Tf1MetricToKeras(ExpressionRule):
     | `mean` of the labels; of the output, its sigmoid or softmax (a canned head's `label/mean`, `prediction/mean`) | | emitted `MeanOfLabels`, `MeanOfPredictions`: the mean of all their values |
     | `percentage_below` of the same | | emitted `PercentageBelow(threshold=...)` |
 
-    The labels may be cast to a float type (their values kept), and for metrics of class ids to an
-    integer type (`tf.cast(labels, tf.int64)`, as TF1's set operations needed), reshaped to one
+    The labels may be cast to a float type (their values kept), and for accuracy and metrics of
+    class ids to an integer type (`tf.cast(labels, tf.int64)`, as TF1's set operations needed;
+    `tf.squeeze(tf.cast(labels, tf.int64), axis=1)` for a sparse loss), reshaped to one
     column or row (`[-1, 1]`, `[-1]`, `expand_dims`, `squeeze`), and reach the metric through
     a name bound once (`labels_f = tf.cast(labels, tf.float32)`). Their settings (`k`, `num_classes`,
     thresholds...) may be literals, `params[...]` or module-level names. `accuracy`,
@@ -257,19 +258,20 @@ print(model.evaluate(input_fn(), return_dict=True)["accuracy"])
         labels, predictions = bound.get("labels"), bound.get("predictions")
         if labels is None or predictions is None:
             raise Unsupported("the metric needs labels and predictions")
-        if path == "metrics.accuracy" and _class_of_one_hot(predictions.value, ctx):
+        if path == "metrics.accuracy" and _class_of_one_hot(_followed(predictions.value, ctx), ctx):
             labels, predictions = predictions, labels  # equal or not: the order does not matter
-        if path in SYMMETRIC and _are_labels(predictions) and not _are_labels(labels):
+        if path in SYMMETRIC and _are_labels(predictions, ctx) and not _are_labels(labels, ctx):
             # `tf.metrics.accuracy(class_ids, labels)`: the same value either way round; Keras
             # metrics take the labels first.
             labels, predictions = predictions, labels
-        if path == "metrics.accuracy" and _class_of_one_hot(labels.value, ctx):
+        if path == "metrics.accuracy" and _class_of_one_hot(_followed(labels.value, ctx), ctx):
             derived = derive(predictions.value)
             if derived is None or derived.kind != "argmax":
                 raise Unsupported("the metric compares the one-hot labels' classes with something other than "
                                   "the model output's")
             return _emit.expr('{tf}.keras.metrics.CategoricalAccuracy(name={name})', tf=tf, name=_quote(name))
-        _check_labels(labels, ctx=ctx)
+        # Accuracy counts equal classes: integer casts of the labels keep what it counts.
+        _check_labels(labels, class_ids=path == "metrics.accuracy", ctx=ctx)
         derived: Derived | None = derive(predictions.value)
         kind = derived.kind if derived else None
         if path in ("metrics.precision", "metrics.recall") and kind == "argmax":
@@ -317,9 +319,9 @@ SYMMETRIC = frozenset({"metrics.accuracy", "metrics.mean_squared_error", "metric
                        "metrics.mean_absolute_error"})
 
 
-def _are_labels(arg: cst.Arg) -> bool:
+def _are_labels(arg: cst.Arg, ctx=None) -> bool:
     try:
-        _check_labels(arg, class_ids=True)
+        _check_labels(arg, class_ids=True, ctx=ctx)
     except Unsupported:
         return False
     return True
@@ -943,6 +945,20 @@ class MeanRelativeErrorOfLabels({tf}.keras.metrics.Mean):
         errors = {tf}.where({tf}.equal(y_true, 0.0), {tf}.zeros_like(y_true), {tf}.abs(y_true - y_pred) / y_true)
         return super().update_state(errors)
 """
+
+
+def _followed(node: cst.BaseExpression, ctx) -> cst.BaseExpression:
+    """``node``, or the value a name of it is bound to once (``label_ids = tf.argmax(labels, 1)``)."""
+    from estimator2keras._units import value_of
+
+    for _ in range(16):
+        if not isinstance(node, cst.Name) or node.value == "labels":
+            break
+        bound = value_of(ctx, node)
+        if bound is None:
+            break
+        node = bound
+    return node
 
 
 def _class_of_one_hot(node: cst.BaseExpression, ctx) -> bool:
