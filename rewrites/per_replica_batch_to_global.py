@@ -43,6 +43,12 @@ class PerReplicaBatchToGlobalBatch(UnitRule):
     sight: `lambda: input_fn(x, y, 8)` becomes `input_fn(x, y, 8 * strategy.num_replicas_in_sync)`.
     That is done only when the batch size is a parameter of the input_fn that nothing else
     in it reads (a `shuffle(batch_size * 10)` would change too) and every call passes it.
+    A size read from a dict the input_fn is given (`.batch(params["batch_size"])`, no other
+    read of that entry) is scaled in a copy of the dict at the training call:
+    `input_fn("train", dict(params, batch_size=params["batch_size"] * strategy.num_replicas_in_sync))`,
+    and for the `params` the Estimator passed the input_fn itself, in the dict the Keras
+    program passes: `input_fn(params={"batch_size": flags.batch_size * strategy.num_replicas_in_sync})`.
+    A local evaluation keeps the Estimator's size.
     An input_fn passed by name, or called by a lambda that returns its dataset (`lambda:
     input_fn(train_x, train_y, True)`), that batches by a fixed size (`.batch(8)`,
     `.batch(BATCH_SIZE)`, or a parameter's default the calls leave alone) gets that size as a
@@ -429,6 +435,123 @@ model.fit(input_fn(batch_size=BATCH_SIZE * strategy.num_replicas_in_sync), steps
 print(model.evaluate(input_fn(), steps=2, return_dict=True))
 ''',
         ),
+        Case(
+            id="entry-of-params-scaled-at-the-training-call",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn(mode, params):
+    dataset = tf.data.Dataset.from_tensor_slices(([[1.0]] * 64, [[2.0]] * 64))
+    if mode == tf.estimator.ModeKeys.TRAIN:
+        dataset = dataset.shuffle(64).repeat()
+    return dataset.batch(params["batch_size"])
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def main():
+    params = {"batch_size": 16}
+    config = tf.estimator.RunConfig(train_distribute=tf.distribute.MirroredStrategy())
+    estimator = tf.estimator.Estimator(model_fn, config=config)
+    estimator.train(lambda: input_fn(tf.estimator.ModeKeys.TRAIN, params), steps=10)
+    print(estimator.evaluate(lambda: input_fn(tf.estimator.ModeKeys.EVAL, params)))
+''',
+            after='''\
+# e2k converted this file to Keras (`e2k explain CODE` says more):
+# - E2K602 Global batch: Keras splits each batch across the replicas (the Estimator batched per
+#   replica).
+import tensorflow as tf
+
+
+def input_fn(mode, params):
+    dataset = tf.data.Dataset.from_tensor_slices(([[1.0]] * 64, [[2.0]] * 64))
+    if mode == "train":
+        dataset = dataset.shuffle(64).repeat()
+    return dataset.batch(params["batch_size"])
+
+
+def build_model():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.compile(
+        optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError()
+    )
+    return model
+
+
+def main():
+    params = {"batch_size": 16}
+    strategy = tf.distribute.MirroredStrategy()
+    with strategy.scope():
+        model = build_model()
+    model.fit(
+        input_fn(
+            "train",
+            dict(params, batch_size=params["batch_size"] * strategy.num_replicas_in_sync),
+        ),
+        steps_per_epoch=10,
+    )
+    print(model.evaluate(input_fn("eval", params), return_dict=True))
+''',
+        ),
+        Case(
+            id="params-the-estimator-passed-scaled-for-training",
+            before='''\
+import tensorflow as tf
+
+
+def input_fn(params):
+    dataset = tf.data.Dataset.from_tensor_slices(([[1.0]] * 64, [[2.0]] * 64))
+    return dataset.repeat().batch(params["batch_size"])
+
+
+def model_fn(features, labels, mode, params):
+    logits = tf.layers.Dense(1)(features)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def main(flags):
+    strategy = tf.distribute.MirroredStrategy()
+    config = tf.estimator.RunConfig(train_distribute=strategy)
+    estimator = tf.estimator.Estimator(model_fn, config=config, params={"batch_size": flags.batch_size})
+    estimator.train(input_fn, steps=10)
+    print(estimator.evaluate(input_fn, steps=2))
+''',
+            after='''\
+# e2k converted this file to Keras (`e2k explain CODE` says more):
+# - E2K602 The Estimator batched per replica: the Keras program passes the global batch size.
+import tensorflow as tf
+
+
+def input_fn(params):
+    dataset = tf.data.Dataset.from_tensor_slices(([[1.0]] * 64, [[2.0]] * 64))
+    return dataset.repeat().batch(params["batch_size"])
+
+
+def build_model():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.MeanSquaredError())
+    return model
+
+
+def main(flags):
+    strategy = tf.distribute.MirroredStrategy()
+    with strategy.scope():
+        model = build_model()
+    model.fit(
+        input_fn(params={"batch_size": flags.batch_size * strategy.num_replicas_in_sync}),
+        steps_per_epoch=10,
+    )
+    print(model.evaluate(input_fn(params={"batch_size": flags.batch_size}), steps=2, return_dict=True))
+''',
+        ),
     ]
 
     def required(self, unit, plan, ctx):
@@ -469,6 +592,7 @@ print(model.evaluate(input_fn(), steps=2, return_dict=True))
                 # only the training calls may get the global batch.
                 if not _scale_at_call_sites(code, batches, plan, ctx, reads) and \
                         not _scale_factory_calls(code, batches, plan, ctx, reads) and \
+                        not _scale_estimator_params(code, batches, plan, ctx, reads) and \
                         not _batch_parameter(code, batches, plan, ctx, reads):
                     why = _join_batches(code, batches, plan, ctx, reads)
                     if why is not None:
@@ -482,6 +606,7 @@ print(model.evaluate(input_fn(), steps=2, return_dict=True))
             if plan.strategy_name is None or plan.replicas_of_model:
                 if not _scale_at_call_sites(code, batches, plan, ctx, reads) and \
                         not _scale_factory_calls(code, batches, plan, ctx, reads) and \
+                        not _scale_estimator_params(code, batches, plan, ctx, reads) and \
                         not _batch_parameter(code, batches, plan, ctx, reads):
                     why = _join_batches(code, batches, plan, ctx, reads)
                     if why is not None:
@@ -519,28 +644,50 @@ def _scale_at_call_sites(code: cst.CSTNode, batches: list[cst.Call], plan, ctx, 
         return False
     names = [p.name.value for p in helper.params.params]
     sizes = [_batch_size_arg(call) for call in batches]
-    if any(s is None or not isinstance(s.value, cst.Name) or s.value.value not in names for s in sizes):
+    # Each size is a parameter (`batch(batch_size)`) or an entry of one (`batch(params["batch_size"])`).
+    sources = [_sized_by(s.value, names) if s is not None else None for s in sizes]
+    if any(source is None for source in sources):
         return False
-    params = {s.value.value for s in sizes}
+    params = {param: key for param, key in sources}
+    if len({(param, key) for param, key in sources}) != len(params):
+        return False  # two entries of one parameter
+    size_reads = {id(s.value if key is None else s.value.value) for s, (_, key) in zip(sizes, sources)}
     for param in helper.params.params:
         if param.name.value in params:
             reads = accesses_of(ctx, param.name)
-            if reads is None or {id(r) for r in reads} - {id(s.value) for s in sizes}:
-                return False  # assigned again, or read other than as a batch size
+            if reads is None:
+                return False  # assigned again
+            key = params[param.name.value]
+            for read in reads:
+                if id(read) in size_reads:
+                    continue
+                if key is None:
+                    return False  # read other than as a batch size
+                entry = _entry_key(ctx.parent(read) if isinstance(ctx.parent(read), cst.Subscript) else None, read)
+                if entry is None or entry == key:
+                    return False  # the parameter read whole, changed, or its size read again
     scaled = []
     for call in calls:
         if any(arg.star for arg in call.args):
             return False
-        for param in params:
+        for param, key in params.items():
             index = names.index(param)
             arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == param), None)
             if arg is None and index < len(call.args) and call.args[index].keyword is None:
                 arg = call.args[index]
             if arg is None:
                 return False  # left at its default: no argument to scale
-            scaled.append(arg.value)
-    for value in scaled:
-        plan.replace(value, _scaled(value, strategy))
+            if key is not None and not (isinstance(arg.value, (cst.Name, cst.Attribute)) and key.isidentifier()):
+                return False  # the entry's dict would be computed twice
+            scaled.append((arg.value, key))
+    for value, key in scaled:
+        if key is None:
+            plan.replace(value, _scaled(value, strategy))
+        else:
+            # `input_fn("train", params)` -> the same params with the global batch size.
+            entry = _emit.expr("{d}[{k}]", d=value.deep_clone(), k=cst.SimpleString(f'"{key}"'))
+            plan.replace(value, _emit.expr("dict({d}, {k}={size})", d=value.deep_clone(), k=key,
+                                           size=_scaled(entry, strategy)))
     for statement in {id(s): s for s in map(ctx.enclosing_statement, calls)}.values():
         plan.comment(statement, WHY)
     return True
@@ -673,6 +820,73 @@ def _batch_parameter(code: cst.CSTNode, batches: list[cst.Call], plan, ctx, read
         plan.replace(arg.value, cst.Name(name))
     for call in calls:
         _pass_argument(plan, call, _emit.keyword_arg(name, _scaled(size, strategy)), own)
+    plan.comment(ctx.enclosing_statement(batches[0]), WHY_PARAMETER)
+    return True
+
+
+def _scale_estimator_params(code: cst.CSTNode, batches: list[cst.Call], plan, ctx, reads: "_Reads") -> bool:
+    """The input_fn batches by an entry of the ``params`` the Estimator passed it
+    (``def input_fn(params): ... .batch(params["batch_size"])``): the Keras program passes it
+    those params with the global batch size where training reads it
+    (``input_fn(params={"batch_size": FLAGS.batch_size * strategy.num_replicas_in_sync})``);
+    a local evaluation keeps the Estimator's. Only when every batch size is that one entry,
+    which the input_fn reads nowhere else, and ``params`` is not assigned. False: nothing
+    was planned."""
+    if plan.replicas_of_model:
+        strategy = f"{plan.model_var}.distribute_strategy"
+    elif plan.scope_strategy is not None:
+        strategy = _emit.code(plan.scope_strategy)
+    else:
+        return False
+    function = next((d for d in plan.input_definitions() if d.body is code), None)
+    users = [i for i in reads.scaled_input_fns() if i.function is function and i.lambda_ is None]
+    if function is None or not users:
+        return False
+    if any(ctx.scope(i.expr) is not ctx.scope(plan.unit.statement) for i in users):
+        # Read where the strategy the model is built under is not in sight: the model knows it.
+        strategy = f"{plan.model_var}.distribute_strategy"
+    names = [p.name.value for p in function.params.params]
+    sizes = [_batch_size_arg(call) for call in batches]
+    sources = {_sized_by(s.value, names) if s is not None else None for s in sizes}
+    if len(sources) != 1 or None in sources:
+        return False
+    (param, key), = sources
+    if param != "params" or key is None or not key.isidentifier():
+        return False
+    parameter = next(p for p in function.params.params if p.name.value == param)
+    found = accesses_of(ctx, parameter.name)
+    if found is None:
+        return False
+    size_reads = {id(s.value.value) for s in sizes}
+    for read in found:
+        parent = ctx.parent(read)
+        entry = _entry_key(parent if isinstance(parent, cst.Subscript) else None, read)
+        if id(read) not in size_reads and (entry is None or entry == key):
+            return False  # `params` read whole, or its batch size read again
+    calls = [call for user in users for call in user.calls_made]
+    replaced = []
+    for call in calls:
+        arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == "params"), None)
+        if arg is None:
+            return False
+        given = arg.value
+        if isinstance(given, cst.Dict):
+            elements = list(given.elements)
+            at = next((n for n, e in enumerate(elements) if isinstance(e, cst.DictElement)
+                       and isinstance(e.key, cst.SimpleString) and e.key.evaluated_value == key), None)
+            if at is None:
+                return False
+            elements[at] = elements[at].with_changes(value=_scaled(elements[at].value, strategy))
+            value = given.with_changes(elements=elements)
+        elif isinstance(given, (cst.Name, cst.Attribute)):
+            entry = _emit.expr("{d}[{k}]", d=given.deep_clone(), k=cst.SimpleString(f'"{key}"'))
+            value = _emit.expr("dict({d}, {k}={size})", d=given.deep_clone(), k=key, size=_scaled(entry, strategy))
+        else:
+            return False
+        args = [a.with_changes(value=value) if a is arg else a for a in call.args]
+        replaced.append((call, call.with_changes(args=args)))
+    for call, new in replaced:
+        plan.replace(call, new)
     plan.comment(ctx.enclosing_statement(batches[0]), WHY_PARAMETER)
     return True
 
@@ -973,6 +1187,28 @@ def _batch_size_arg(call: cst.Call) -> cst.Arg | None:
         if arg.keyword is None or arg.keyword.value == "batch_size":
             return arg if not arg.star else None
     return None
+
+
+def _sized_by(size: cst.BaseExpression, names: list[str]) -> tuple[str, str | None] | None:
+    """The parameter a batch size is (``batch_size``: (name, None)) or the entry of one it
+    reads (``params["batch_size"]``: ("params", "batch_size")); None otherwise."""
+    if isinstance(size, cst.Name) and size.value in names:
+        return size.value, None
+    if isinstance(size, cst.Subscript) and isinstance(size.value, cst.Name) and size.value.value in names:
+        key = _entry_key(size, size.value)
+        if key is not None:
+            return size.value.value, key
+    return None
+
+
+def _entry_key(subscript: cst.Subscript | None, read: cst.Name) -> str | None:
+    """``params["key"]`` read (not assigned) -> "key"; None for anything else."""
+    if subscript is None or subscript.value is not read or len(subscript.slice) != 1:
+        return None
+    index = subscript.slice[0].slice
+    if not (isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString)):
+        return None
+    return index.value.evaluated_value
 
 
 def _scaled(size: cst.BaseExpression, strategy: str) -> cst.BaseExpression:
