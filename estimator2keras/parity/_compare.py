@@ -41,6 +41,42 @@ _BINARY_HEAD_METRICS = frozenset({"accuracy", "accuracy_baseline", "auc", "auc_p
                                   "label/mean", "precision", "prediction/mean", "recall"})
 
 
+def warm_start_differences(table: list[dict], places: list[int], legacy_weights: Mapping[str, Any],
+                           migrated_weights: Mapping[str, Any], rtol: float, atol: float,
+                           nudged_weights: Mapping[str, Any] | None, k: float) -> list[tuple[str, float]]:
+    """The warm-started variables (``places`` in ``table``) whose initial value in the migrated
+    run is not the Estimator's, most different first: (name, max |diff|). As final weights are
+    compared: within ``atol + rtol * max|legacy|``, or k x the envelope run's own start (a
+    model warm-started from an earlier model starts from that model's final weights, which
+    agree only within the tolerance)."""
+    import numpy as np
+
+    found = []
+    for i in places:
+        a, b = legacy_weights.get(f"initial_{i}"), migrated_weights.get(f"initial_{i}")
+        if a is None or b is None:
+            continue
+        a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+        if a.shape != b.shape:
+            found.append((table[i]["name"], math.inf))
+            continue
+        if not a.size:
+            continue
+        diff = float(np.max(np.abs(a - b)))
+        allowed = atol + rtol * float(np.max(np.abs(a)))
+        if nudged_weights is not None and f"initial_{i}" in nudged_weights:
+            nudged = np.asarray(nudged_weights[f"initial_{i}"], dtype=np.float64)
+            if nudged.shape == a.shape:
+                allowed = max(allowed, k * float(np.max(np.abs(nudged - a))))
+        if not diff <= allowed:
+            found.append((table[i]["name"], diff))
+    return sorted(found, key=lambda item: -item[1])
+
+
+def _ordinal(number: int) -> str:
+    return {1: "first", 2: "second", 3: "third"}.get(number, f"{number}th")
+
+
 def side_info(side: Mapping[str, Any], program: str, python: str, seconds: float | None) -> SideInfo:
     """The SideInfo of one side's result.json."""
     notes = list(side.get("notes") or []) + list(side.get("pairing_notes") or [])
@@ -55,6 +91,7 @@ def side_info(side: Mapping[str, Any], program: str, python: str, seconds: float
         loss_reduction=side.get("loss_reduction"),
         steps=len(side.get("losses") or []),
         training_calls=int(side.get("training_calls") or 0),
+        models_trained=int(side.get("models_trained") or 0),
         seconds=seconds,
         notes=notes,
     )
@@ -748,9 +785,17 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
             # the harness never adds a strategy: it would change what an input_fn's batch means
             notes.append(f"the {label} program ran on 1 replica although {asked} were asked for: it creates no "
                          "MirroredStrategy (or trains outside its scope)")
+    warm_start = legacy.get("warm_start") or {}
+    warm_started = [i for i in warm_start.get("variables") or [] if i < paired]
+    late_start = warm_start_differences(legacy_table, warm_started, legacy_weights, migrated_weights, final_rtol,
+                                        final_atol, nudged_weights if envelope is not None else None, k)
+    if warm_started:
+        notes.append(f"the Estimator warm-started {_count(len(warm_started), 'variable')} from "
+                     f"{warm_start.get('from')}: their initial values were not copied into the migrated model, "
+                     "which starts from what its program gave them (a warm start the migration lost shows)")
     mismatched_initial = [
         i for i in range(paired)
-        if not np.array_equal(np.asarray(legacy_weights.get(f"initial_{i}")),
+        if i not in warm_started and not np.array_equal(np.asarray(legacy_weights.get(f"initial_{i}")),
                               np.asarray(migrated_weights.get(f"initial_{i}")))
     ]
     if mismatched_initial:
@@ -762,8 +807,9 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
 
     legacy_models, migrated_models = int(legacy.get("models_trained") or 0), int(migrated.get("models_trained") or 0)
     if legacy_models > 1 and legacy_models == migrated_models:
-        notes.append(f"the programs train {legacy_models} models each (Estimators held in a dict or list, say): "
-                     "the first each trains is compared; the others train as written, not compared")
+        number = int(legacy.get("model_index") or 0) + 1
+        notes.append(f"the programs train {legacy_models} models each: this comparison is of model {number}, the "
+                     f"{_ordinal(number)} each trains (the others train as written, not recorded here)")
 
     hints = [] if run_length_note else step_count_hints(legacy_info, migrated_info, step_limit)
     failing_step = next((row.step for row in steps if not row.passed), None)
@@ -780,6 +826,14 @@ def compare(legacy: Mapping[str, Any], migrated: Mapping[str, Any],
         verdict = "broken"
         reason = (f"the legacy program trains {_count(legacy_models, 'Estimator')}, the migrated one "
                   f"{_count(migrated_models, 'Keras model')}")
+    elif late_start and (failing_step is None or failing_step == 1):
+        verdict = "broken"
+        worst = late_start[0]
+        reason = (f"the migrated model starts from other weights than the Estimator, which warm-started "
+                  f"{_count(len(warm_started), 'variable')} from {warm_start.get('from')}: "
+                  f"{_count(len(late_start), 'warm-started variable')} differ{'s' if len(late_start) == 1 else ''} "
+                  f"at the first step (most: {worst[0]}, max |diff| {worst[1]:.3g}); a warm start lost in the "
+                  "migration? (restore the earlier model's weights before fit)")
     elif failing_step is not None:
         verdict = "broken"
         row = steps[failing_step - 1]

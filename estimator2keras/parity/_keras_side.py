@@ -51,8 +51,15 @@ class State:
         self.initial_weights_path = request.get("initial_weights")
         self.model = None
         # Other models the program trains (a dict of them in a loop): they train as written,
-        # unrecorded; ``model``, the first that trains, is the one compared.
+        # unrecorded; ``model``, the request's ``model`` (0-based) in the order the program's
+        # models first fit (the first by default), is the one compared.
+        self.model_index = int(request.get("model") or 0)
+        self.trained: list = []  # every model that fit, in the order each first fit
         self.other_models: list = []
+        self.in_other_fit = False  # fit of a model not compared: its dropout is not recorded
+        #: The legacy variables (places) the Estimator's warm start set: not copied, the migrated
+        #: model keeps what its program gave them (a warm start it lost must show).
+        self.warm_started: list[int] = list((request.get("legacy_warm_start") or {}).get("variables") or [])
         self.paired: list = []  # Keras weights in the legacy variable order
         self.losses: list[float] = []
         self.fit_calls = 0
@@ -324,8 +331,11 @@ def _prepare_model(tf, state: State, model, x, batch_size, strict: bool = False)
 
     with np.load(state.initial_weights_path) as initial:
         values = [initial[f"initial_{i}"] for i in range(len(paired))]
+    warm = set(state.warm_started)
     with strategy.scope():
-        for weight, value in zip(paired, values):
+        for i, (weight, value) in enumerate(zip(paired, values)):
+            if i in warm:  # the Estimator's warm start set it: the migrated program must too
+                continue
             weight.assign(value.astype(np.dtype(str(getattr(weight.dtype, "name", weight.dtype)))))
     state.initial = _read(paired)
     state.replicas = int(strategy.num_replicas_in_sync)
@@ -437,7 +447,12 @@ def instrument(tf, state: State) -> None:
         bound = fit_signature.bind(self, *args, **kwargs)
         if state.checkpoint is not None:
             return _checkpoint_fit(tf, state, self, bound)
-        if state.model is None:
+        first = all(other is not self for other in state.trained)
+        if first:
+            state.trained.append(self)
+            if len(state.trained) - 1 != state.model_index:
+                state.other_models.append(self)
+        if first and self is not state.model and len(state.trained) - 1 == state.model_index:
             state.model = self
             x = _prepare_model(tf, state, self, bound.arguments.get("x"), bound.arguments.get("batch_size"))
             if "x" in bound.arguments:
@@ -446,13 +461,11 @@ def instrument(tf, state: State) -> None:
             if optimizer is not None:
                 state.optimizers = [common.describe_optimizer(tf, optimizer)]
         elif state.model is not self:
-            if all(other is not self for other in state.other_models):
-                state.other_models.append(self)
-            state.in_fit = True
+            state.in_fit = state.in_other_fit = True
             try:
                 return original_fit(*bound.args, **bound.kwargs)
             finally:
-                state.in_fit = False
+                state.in_fit = state.in_other_fit = False
         if state.limit_reached:
             state.skipped_fit_calls += 1
             history = tf.keras.callbacks.History()
@@ -500,8 +513,7 @@ def instrument(tf, state: State) -> None:
             state.predictions = _predict(self, bound.arguments.get("x"), bound.arguments.get("steps"),
                                          bound.arguments.get("batch_size"), "eval", batches)
             raise common.HarnessStop("captured", "the restored model's evaluation and predictions were read")
-        if state.model is not None and self is not state.model \
-                and any(other is self for other in state.other_models):
+        if self is not state.model and any(other is self for other in state.other_models):
             # Another model that trained: its own weights, not compared. A model that has not
             # trained is recorded: it evaluates what it restored, which must be the compared
             # model, as the legacy side's Estimator reading the compared one's model_dir does.
@@ -875,7 +887,7 @@ def main(request_path: str) -> int:
         if request["neutralize_shuffle"]:
             common.patch_shuffle(tf, state.shuffles)
         if request["neutralize_dropout"]:
-            common.patch_dropout(tf, state.dropout, lambda: state.in_fit)
+            common.patch_dropout(tf, state.dropout, lambda: state.in_fit and not state.in_other_fit)
         if request["op_determinism"]:
             common.enable_op_determinism(tf, state.info)
         instrument(tf, state)
@@ -908,7 +920,8 @@ def _save(state: State, result: dict, out_dir: str) -> None:
         worker_devices=state.worker_devices,
         training_calls=state.fit_calls,
         skipped_training_calls=state.skipped_fit_calls,
-        models_trained=(state.model is not None) + len(state.other_models),
+        models_trained=len(state.trained),
+        model_index=state.model_index,
         variables=state.variables,
         evaluations=evaluations,
         fit_validation=state.fit_validation,

@@ -46,10 +46,16 @@ class Recorder:
         self.losses: list[float] = []
         self.training_calls = 0
         self.skipped_training_calls = 0
-        # The Estimator compared: the first one that trains. Others (a dict of Estimators
-        # trained in a loop) train as written, unrecorded.
+        # The Estimator compared: the request's ``model`` (0-based) in the order the program's
+        # Estimators first train (the first by default). Others (a dict of Estimators trained
+        # in a loop) train as written, unrecorded; the host runs the program once per model.
+        self.model_index = int(request.get("model") or 0)
+        self.trained: list = []  # every Estimator that trained, in the order each first trained
         self.compared = None
         self.other_models: list = []
+        #: The compared Estimator's warm start: where from, and which compared variables (their
+        #: places in ``variables``) it set, read back from the checkpoint (``_warm_started``).
+        self.warm_start: dict | None = None
         self.variables: list[dict] | None = None  # trainable first, then model state
         self.initial = None
         self.final = None
@@ -247,7 +253,40 @@ def _cell_views(tf, cell, values, forget_bias: bool = True):
     return [(f"{prefix}/kernel", kernel), (f"{prefix}/recurrent_kernel", recurrent), (f"{prefix}/bias", bias)]
 
 
-def _make_hook(tf, rec: Recorder, loss_tensor):
+def _warm_started(tf, settings, table: list[dict], values: list) -> dict | None:
+    """Which compared variables an Estimator's warm start set (``settings``: its
+    WarmStartSettings): those whose value when the session starts is the checkpoint's. Read back
+    rather than matched from ``vars_to_warm_start``, so a regex, a list, or a renaming
+    (``var_name_to_prev_var_name``) all count as the Estimator applied them."""
+    import numpy as np
+
+    path = getattr(settings, "ckpt_to_initialize_from", None)
+    if not path:
+        return None
+    try:
+        reader = tf.train.load_checkpoint(os.fspath(path))
+    except Exception:  # noqa: BLE001 - no checkpoint there: nothing warm-started
+        return {"from": os.fspath(path), "variables": []}
+    renamed = dict(getattr(settings, "var_name_to_prev_var_name", None) or {})
+    places = []
+    for i, (entry, value) in enumerate(zip(table, values)):
+        if entry.get("sources"):  # an RNN cell read in Keras's layout: not a checkpoint tensor
+            continue
+        name = renamed.get(entry["name"], entry["name"])
+        try:
+            if not reader.has_tensor(name):
+                continue
+            saved = np.asarray(reader.get_tensor(name))
+        except Exception:  # noqa: BLE001 - unreadable: not counted
+            continue
+        value = np.asarray(value)
+        # the envelope run nudged its values by a few ulps after the warm start
+        if saved.shape == value.shape and np.allclose(saved, value, rtol=1e-5, atol=0.0):
+            places.append(i)
+    return {"from": os.fspath(path), "variables": places}
+
+
+def _make_hook(tf, rec: Recorder, loss_tensor, warm_start=None):
     class ParityHook(tf.compat.v1.train.SessionRunHook):
         """Per-step loss, initial and final variable values of one training call."""
 
@@ -298,6 +337,13 @@ def _make_hook(tf, rec: Recorder, loss_tensor):
                 rec.captured = True
                 raise _Captured()
             if rec.initial is None and self._reads:
+                if warm_start is not None:
+                    rec.warm_start = _warm_started(tf, warm_start, rec.variables, session.run(self._reads))
+                    if rec.warm_start is not None:  # named as the program names it
+                        for user, fresh in rec.model_dirs.items():
+                            if _inside(rec.warm_start["from"], fresh):
+                                rec.warm_start["from"] = os.path.normpath(os.path.join(
+                                    user, os.path.relpath(rec.warm_start["from"], fresh)))
                 if self._nudge is not None:
                     self._nudge(session, 0)
                 rec.initial = session.run(self._reads)
@@ -630,11 +676,13 @@ def instrument(tf, request: dict, rec: Recorder, devices: list[str], device_kind
     def train(self, *args, **kwargs):
         if rec.checkpoint is not None:
             return _checkpoint_train(self, *args, **kwargs)
-        if rec.compared is None:
-            rec.compared = self
-        elif self is not rec.compared:
-            if all(other is not self for other in rec.other_models):
+        if all(other is not self for other in rec.trained):
+            rec.trained.append(self)
+            if len(rec.trained) - 1 == rec.model_index:
+                rec.compared = self
+            else:
                 rec.other_models.append(self)
+        if self is not rec.compared:
             return original_train(self, *args, **kwargs)
         if rec.limit_reached:
             rec.skipped_training_calls += 1
@@ -685,7 +733,7 @@ def instrument(tf, request: dict, rec: Recorder, devices: list[str], device_kind
             rec.replicas = 1
             rec.strategy = None
             rec.loss_reduction = "none"
-        worker_hooks.append(_make_hook(tf, rec, estimator_spec.loss))
+        worker_hooks.append(_make_hook(tf, rec, estimator_spec.loss, getattr(self, "_warm_start_settings", None)))
         return original_with_spec(self, estimator_spec, worker_hooks, *args, **kwargs)
 
     Estimator._train_with_estimator_spec = _train_with_estimator_spec
@@ -700,7 +748,8 @@ def instrument(tf, request: dict, rec: Recorder, devices: list[str], device_kind
             return spec
         # under MirroredStrategy the model_fn runs once per replica, each in its own thread
         # and at the same time: record the first replica's call only, in its thread
-        if mode != "train" or rec.dropout_recorded or rec.recording_thread is not None:
+        if mode != "train" or rec.dropout_recorded or rec.recording_thread is not None \
+                or (rec.checkpoint is None and self is not rec.compared):
             return original_call_model_fn(self, features, labels, mode, config)
         rec.recording_thread = threading.get_ident()
         try:
@@ -736,7 +785,8 @@ def instrument(tf, request: dict, rec: Recorder, devices: list[str], device_kind
             rec.evaluations.append({str(k): common.to_float(v) for k, v in (metrics or {}).items()})
             rec.predictions = _predictions(self, bound.arguments["input_fn"], "eval", eval_batches, rec)
             raise common.HarnessStop("captured", "the restored model's evaluation and predictions were read")
-        if rec.compared is not None and self is not rec.compared and not _reads_compared(self):
+        if self is not rec.compared and (rec.compared is not None or any(o is self for o in rec.other_models)) \
+                and not _reads_compared(self):
             return original_evaluate(self, *args, **kwargs)  # another Estimator than the one compared
         eval_strategy = getattr(self, "_eval_distribution", None)
         rec.eval_replicas = int(eval_strategy.num_replicas_in_sync) if eval_strategy is not None else 1
@@ -753,6 +803,8 @@ def instrument(tf, request: dict, rec: Recorder, devices: list[str], device_kind
         cell building a second Estimator from the same model_fn and RunConfig): its evaluation is
         the compared model's, and a migration that evaluates anything else must show."""
         if any(other is estimator for other in rec.other_models):
+            return False
+        if rec.compared is None:
             return False
         try:
             return os.path.realpath(estimator.model_dir) == os.path.realpath(rec.compared.model_dir)
@@ -1056,7 +1108,9 @@ def _save(rec: Recorder, result: dict, out_dir: str) -> None:
         worker_devices=rec.worker_devices,
         training_calls=rec.training_calls,
         skipped_training_calls=rec.skipped_training_calls,
-        models_trained=(rec.compared is not None) + len(rec.other_models),
+        models_trained=len(rec.trained),
+        model_index=rec.model_index,
+        warm_start=rec.warm_start,
         variables=rec.variables or [],
         evaluations=rec.evaluations,
         evaluation_batches=rec.evaluation_batches,

@@ -123,14 +123,31 @@ def _header_lines(result: ParityResult) -> list[str]:
 
 def build_renderables(result: ParityResult, *, max_rows: int = 40) -> list[Any]:
     """The report as rich renderables, in order."""
-    rich = _rich()
-    Table, Text = rich.table.Table, rich.text.Text
+    Text = _rich().text.Text
     out: list[Any] = [Text("e2k parity", style="bold")]
     out += [Text(line) for line in _header_lines(result)]
+    if result.models:  # a program that trains several models: each one's tables, labelled
+        for each in result.models:
+            label = f"model {each.model} of {len(result.models)}"
+            out.append(Text(f"{label}: {each.legacy.steps if each.legacy else 0} legacy steps, "
+                            f"{each.migrated.steps if each.migrated else 0} migrated steps", style="bold"))
+            out += _tables(each, max_rows, f" ({label})")
+            style = "green" if each.verdict == "parity" else "red"
+            out.append(Text(f"{label}: {each.verdict.upper()}: {each.reason}", style=style))
+    else:
+        out += _tables(result, max_rows, "")
+    return out + _closing(result)
 
+
+def _tables(result: ParityResult, max_rows: int, label: str) -> list[Any]:
+    """The step, weight, metric and hyper-parameter tables of one model's comparison, their
+    titles ending in ``label``."""
+    rich = _rich()
+    Table = rich.table.Table
+    out: list[Any] = []
     if result.steps:
         with_envelope = any(row.envelope is not None for row in result.steps)
-        table = Table(title="Training loss per step", title_justify="left", expand=False)
+        table = Table(title=f"Training loss per step{label}", title_justify="left", expand=False)
         columns = ["step", "legacy loss", "migrated loss", "abs diff", "rel diff"]
         columns += ["envelope", "allowed"] if with_envelope else []
         for name in columns + ["result"]:
@@ -153,7 +170,7 @@ def build_renderables(result: ParityResult, *, max_rows: int = 40) -> list[Any]:
         out.append(table)
 
     if result.weights:
-        table = Table(title="Final weights, most different first", title_justify="left")
+        table = Table(title=f"Final weights, most different first{label}", title_justify="left")
         with_envelope = any(row.envelope is not None for row in result.weights)
         columns = ["variable", "shape", "max abs diff", "rel diff"] + (["envelope"] if with_envelope else [])
         for name in columns + ["result"]:
@@ -172,7 +189,8 @@ def build_renderables(result: ParityResult, *, max_rows: int = 40) -> list[Any]:
         out.append(table)
 
     if result.metrics:
-        table = Table(title="Evaluation metrics (last evaluation)", title_justify="left")
+        # the last evaluation of the model compared (its Estimator's, the compared Keras model's)
+        table = Table(title=f"Evaluation metrics (last evaluation){label}", title_justify="left")
         with_envelope = any(row.envelope is not None for row in result.metrics)
         columns = ["metric", "legacy", "migrated", "abs diff"] + (["envelope"] if with_envelope else [])
         for name in columns + ["result"]:
@@ -194,7 +212,7 @@ def build_renderables(result: ParityResult, *, max_rows: int = 40) -> list[Any]:
         out.append(table)
 
     if result.hyperparameters:
-        table = Table(title="Hyper-parameters (read from both programs at run time)", title_justify="left")
+        table = Table(title=f"Hyper-parameters (read from both programs at run time){label}", title_justify="left")
         for name in ("hyper-parameter", "legacy", "migrated", "result"):
             table.add_column(name, justify="left")
         for row in result.hyperparameters:
@@ -204,7 +222,13 @@ def build_renderables(result: ParityResult, *, max_rows: int = 40) -> list[Any]:
             table.add_row(row.name, str(row.legacy), str(row.migrated), status,
                           style="red" if row.passed is False else None)
         out.append(table)
+    return out
 
+
+def _closing(result: ParityResult) -> list[Any]:
+    """Warnings, hints, notes, detail and the verdict."""
+    Text = _rich().text.Text
+    out: list[Any] = []
     for warning in result.warnings:
         out.append(Text(f"warning: {warning}", style="bold yellow"))
     for hint in result.hints:

@@ -182,6 +182,8 @@ class SideInfo:
     loss_scale: float = 1.0  # legacy only: factor applied to its reported losses (1/N or 1)
     steps: int = 0
     training_calls: int = 0
+    #: how many models (Estimators, Keras models) the program trained
+    models_trained: int = 0
     seconds: float | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -214,6 +216,14 @@ class ParityResult:
     envelope: dict[str, Any] | None = None
     #: hyper-parameters compared statically (dropout rates, the optimizer's settings)
     hyperparameters: list[HyperRow] = field(default_factory=list)
+    #: which model of the program this comparison is (1-based, in the order the programs train
+    #: them), in ``models`` of a program that trains several; None for the whole result
+    model: int | None = None
+    #: a program that trains several models: each model's comparison, in order (the result's own
+    #: steps, weights and metrics are the first model's); empty for a program with one
+    models: list[ParityResult] = field(default_factory=list)
+    #: the model (1-based) whose comparison made the verdict, when it is not parity
+    failing_model: int | None = None
 
     @property
     def passed(self) -> bool:

@@ -401,7 +401,92 @@ def run_parity_many(
     """:func:`run_parity` for several migrations of one program: the legacy program runs
     once, each migration is compared with that run. One result per migration, in order.
     An item of ``migrated`` may be a ``(path, python)`` pair to run that migration in
-    another interpreter than ``target_python``."""
+    another interpreter than ``target_python``.
+
+    A program that trains several models (Estimators held in a dict, a fine-tuned model after
+    a pretrained one) has each compared: the k-th model the legacy program trains with the
+    k-th the migrated one trains, in a run of both programs of its own (the others train as
+    written, unrecorded). The result holds every model's comparison (``models``); it is
+    parity only when every model's is."""
+    options = dict(replicas=replicas, steps=steps, rtol=rtol, atol=atol, tolerance=tolerance,
+                   legacy_python=legacy_python, target_python=target_python, seed=seed, keep_shuffle=keep_shuffle,
+                   keep_dropout=keep_dropout, op_determinism=op_determinism, timeout=timeout, workdir=workdir,
+                   workers=workers, envelope=envelope, from_checkpoint=from_checkpoint, args=args)
+    results = _run_model(legacy, migrated, model=0, **options)
+    for i, first in enumerate(results):
+        count = models_to_compare(first)
+        if count <= 1:
+            continue
+        per_model = [first]
+        for model in range(1, count):
+            later = workdir if workdir is None else Path(workdir) / f"model_{model + 1}"
+            per_model += _run_model(legacy, [migrated[i]], model=model, **{**options, "workdir": later})
+        results[i] = merge_models(per_model)
+    return results
+
+
+def models_to_compare(result: ParityResult) -> int:
+    """How many models a comparison of the first model says both programs train (1 when one,
+    or when the counts differ: that is broken already)."""
+    legacy = result.legacy.models_trained if result.legacy else 0
+    migrated = result.migrated.models_trained if result.migrated else 0
+    return legacy if legacy > 1 and legacy == migrated and result.verdict != "error" else 1
+
+
+def merge_models(per_model: list[ParityResult]) -> ParityResult:
+    """One result for a program's models, each compared in its own run (``per_model``, in the
+    order the programs train them): parity only when every model's comparison is; otherwise
+    the first model that is not, named. Its steps, weights and metrics are the first model's
+    (``models`` holds each model's)."""
+    count = len(per_model)
+    for number, each in enumerate(per_model, 1):
+        each.model = number
+    failing = next((each for each in per_model if each.verdict != "parity"), None)
+    first = per_model[0]
+    what = (f"the programs train {count} models each: each is compared, the k-th model the legacy program trains "
+            f"with the k-th the migrated one trains, in a run of both programs of its own (the others train as "
+            f"written, unrecorded)")
+    if failing is None:
+        verdict, reason, step, model = "parity", f"all {count} models agree: " + "; ".join(
+            f"model {each.model}: {each.reason}" for each in per_model), None, None
+    else:
+        verdict, step, model = failing.verdict, failing.first_divergent_step, failing.model
+        reason = f"model {failing.model} of {count}: {failing.reason}"
+    return dataclasses.replace(
+        first, verdict=verdict, reason=reason, first_divergent_step=step, failing_model=model, models=per_model,
+        model=None, notes=[what] + [f"model {each.model}: {note}" for each in per_model for note in each.notes
+                                    if not note.startswith("the programs train ")],
+        hints=[f"model {each.model}: {hint}" for each in per_model for hint in each.hints],
+        warnings=[f"model {each.model}: {warning}" for each in per_model for warning in each.warnings],
+        detail=failing.detail if failing is not None else first.detail,
+        variable_tables=failing.variable_tables if failing is not None else first.variable_tables)
+
+
+def _run_model(
+    legacy: str | os.PathLike[str],
+    migrated: list,
+    *,
+    model: int,
+    replicas: int,
+    steps: int | None,
+    rtol: float | None,
+    atol: float | None,
+    tolerance: Tolerance | None,
+    legacy_python,
+    target_python,
+    seed: int,
+    keep_shuffle: bool,
+    keep_dropout: bool,
+    op_determinism: bool,
+    timeout: float,
+    workdir,
+    workers: int,
+    envelope: bool | str,
+    from_checkpoint,
+    args,
+) -> list[ParityResult]:
+    """run_parity_many's comparison of one model (``model``, 0-based, in the order the
+    programs train them) of each migration."""
     from estimator2keras.parity._compare import compare, side_info
 
     if replicas < 1:
@@ -479,6 +564,7 @@ def run_parity_many(
             "op_determinism": op_determinism,
             "args": [str(a) for a in args],
             "custom_loop": trains_in_own_loop(legacy_path),
+            "model": model,
         }
         if from_checkpoint is not None:
             from estimator2keras.checkpoint._convert import _copy_checkpoint, latest_checkpoint
@@ -510,6 +596,7 @@ def run_parity_many(
                 **request,
                 "legacy_variables": legacy_run.result.get("variables") or [],
                 "initial_weights": str(legacy_run.out_dir / "weights.npz"),
+                "legacy_warm_start": legacy_run.result.get("warm_start"),
                 "backend": program_backend(migrated_path),
             }
             if from_checkpoint is not None:
