@@ -186,7 +186,7 @@ def test_what_is_not_followed_says_why(rules, tail, why):
 
 def test_fixture_reads_each_kind():
     after = (FIXTURES / "input_fns_from_data_loaders" / "after.py").read_text()
-    assert "train_input_fn(mode=\"train\", params={\"batch_size\": 8})" in after
+    assert "train_input_fn(mode=\"train\", params={\"batch_size\": 8 * strategy.num_replicas_in_sync})" in after
     assert "eval_input_fn(params={\"batch_size\": 8})" in after
     assert "dataset_fn(train_x, train_y, 8)" in after
     assert "make_predict_input_fn(sample)()" in after
@@ -201,7 +201,7 @@ def test_wrong_mode_passed_to_an_unpacked_input_fn_is_caught(tmp_path):
 
     case = FIXTURES / "input_fns_from_data_loaders"
     after = (case / "after.py").read_text()
-    right = 'train_input_fn(mode="train", params={"batch_size": 8})'
+    right = 'train_input_fn(mode="train", params={"batch_size": 8 * strategy.num_replicas_in_sync})'
     assert after.count(right) == 1, "the fixture's shape changed: update this test"
     path = tmp_path / "after_wrong_mode.py"
     path.write_text(after.replace(right, right.replace('"train"', '"eval"')))
