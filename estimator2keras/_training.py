@@ -394,11 +394,14 @@ class {name}({tf}.keras.callbacks.Callback):
         if not self.model.built and hasattr({tf}.keras, "version"):
             step = getattr(self.model, f"{{kind}}_function")
 
-            def first_step(iterator):
+            def first_step(data):
                 setattr(self.model, f"{{kind}}_function", step)
-                self.build(iterator.element_spec)
+                if isinstance(data, (list, tuple)):  # Keras 3's predict passes its batches
+                    self.build({tf}.nest.map_structure({tf}.type_spec_from_value, data[0]))
+                else:
+                    self.build(data.element_spec)
                 self.restore(kind)
-                return step(iterator)
+                return step(data)
 
             setattr(self.model, f"{{kind}}_function", first_step)
             return
