@@ -966,6 +966,12 @@ class ModelWriter:
         listed = f'{self.head_metrics_list}("{self.head_name}"{compat_v1})'
         if not self.added:
             return listed
+        # An added metric of a head metric's name replaced it in the Estimator's evaluate().
+        replaced = sorted({key for key, _, _ in self.added} & {key for key, _, _ in self._head_metrics()})
+        if len(replaced) == 1:
+            listed = f"(m for m in {listed} if m.name != {replaced[0]!r})".replace("'", '"')
+        elif replaced:
+            listed = f"(m for m in {listed} if m.name not in {tuple(replaced)!r})".replace("'", '"')
         return f"[*{listed}, {', '.join(code for _, _, code in self.added)}]"
 
     #: The metrics add_metrics added (``_added_metrics.canned_metrics``): (key, attribute, code),

@@ -22,7 +22,9 @@ class AddMetricsToCompile(UnitRule):
       back to the model output: the output itself, its sigmoid or softmax, its argmax...); for
       a canned one, the head's predictions (`predictions` of a regressor; `logits`,
       `logistic`, `class_ids` of a binary classifier; `logits`, `probabilities`, `class_ids`
-      of a multi-class one);
+      of a multi-class one); a metric named as one of the head's (`"precision"`) replaces it,
+      as it did in the Estimator's `evaluate()`: the head's list leaves that one out
+      (`*(m for m in head_metrics("binary") if m.name != "precision")`);
     - the metric_fn's local names stand for their values; the metric_fn (a function, or a
       lambda returning the dict) goes when nothing else reads it.
 

@@ -257,3 +257,27 @@ def test_added_metric_of_another_prediction_is_caught(tmp_path):
     helpers_beside(case, tmp_path)
     result = run_parity(case / "before.py", path, replicas=2)
     assert not result.passed, result.report()
+
+
+def test_an_added_metric_of_a_head_metrics_name_replaces_it(rules, tmp_path):
+    """The Estimator let an added "precision" replace its binary head's: compile() had both and
+    TF 2.15 refused them ("Found two metrics with the same name: precision"), the newest TF
+    reported an extra `precision_1` (a tester's program)."""
+    import subprocess
+    import sys
+
+    from estimator2keras.cli import main
+
+    source = CANNED.format(weights="").replace(
+        '"acc_ids": tf.compat.v1.metrics.accuracy(labels, predictions["class_ids"])',
+        '"precision": tf.compat.v1.metrics.precision(labels, predictions["class_ids"])')
+    result, new = convert(rules, source)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert '*(m for m in head_metrics("binary") if m.name != "precision")' in new
+    program = tmp_path / "train.py"
+    program.write_text(source.replace('["auc_logistic"]', ""))
+    assert main(["rewrite", str(program), "--quiet"]) == 1
+    done = subprocess.run([sys.executable, "train.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    evaluated = done.stdout.strip().splitlines()[-1]
+    assert evaluated.count("'precision'") == 1 and "precision_1" not in evaluated, evaluated
