@@ -56,6 +56,7 @@ class Recorder:
         #: The compared Estimator's warm start: where from, and which compared variables (their
         #: places in ``variables``) it set, read back from the checkpoint (``_warm_started``).
         self.warm_start: dict | None = None
+        self.in_model_to_estimator = 0  # inside model_to_estimator (its Estimator's warm start is no warm start)
         self.variables: list[dict] | None = None  # trainable first, then model state
         self.initial = None
         self.final = None
@@ -625,7 +626,14 @@ def _patch_model_to_estimator(rec: Recorder, out_dir: str) -> None:
                 bound.arguments["model_dir"] = model_dir
             if getattr(config, "model_dir", None):
                 bound.arguments["config"] = config.replace(model_dir=model_dir)
-        return original(*bound.args, **bound.kwargs)
+        # Its Estimator warm-starts from the Keras model's own first checkpoint: the model's
+        # initialisation, copied into the migrated model as any Estimator's (not a warm start
+        # the migration must keep; see Recorder.warm_start).
+        rec.in_model_to_estimator += 1
+        try:
+            return original(*bound.args, **bound.kwargs)
+        finally:
+            rec.in_model_to_estimator -= 1
 
     keras_lib.model_to_estimator = model_to_estimator
 
@@ -656,6 +664,7 @@ def instrument(tf, request: dict, rec: Recorder, devices: list[str], device_kind
                 config = config.replace(tf_random_seed=rec.seed)
             bound.arguments["config"] = config
         original_init(*bound.args, **bound.kwargs)
+        self._e2k_keras_first_checkpoint = bool(rec.in_model_to_estimator)
         if config is None and self._config.tf_random_seed is None:
             self._config = self._config.replace(tf_random_seed=rec.seed)
         if device_kind == "CPU":
@@ -733,7 +742,8 @@ def instrument(tf, request: dict, rec: Recorder, devices: list[str], device_kind
             rec.replicas = 1
             rec.strategy = None
             rec.loss_reduction = "none"
-        worker_hooks.append(_make_hook(tf, rec, estimator_spec.loss, getattr(self, "_warm_start_settings", None)))
+        warm = None if getattr(self, "_e2k_keras_first_checkpoint", False) else getattr(self, "_warm_start_settings", None)
+        worker_hooks.append(_make_hook(tf, rec, estimator_spec.loss, warm))
         return original_with_spec(self, estimator_spec, worker_hooks, *args, **kwargs)
 
     Estimator._train_with_estimator_spec = _train_with_estimator_spec
