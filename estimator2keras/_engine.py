@@ -115,6 +115,12 @@ def _words(rules: RuleSet) -> tuple[tuple[bytes, ...] | None, tuple[bytes, ...] 
     return words, own
 
 
+def is_library_file(path: str) -> bool:
+    """A module of the tensorflow_estimator package itself (``.../tensorflow_estimator/python/
+    estimator/canned/dnn.py``), as when e2k runs over an environment's site-packages."""
+    return "tensorflow_estimator/python/estimator/" in str(path).replace("\\", "/")
+
+
 def rewrite_source(source: bytes, path: str, rules: RuleSet, keywords: tuple[bytes, ...] | None = None,
                    program=None) -> FileResult:
     """Rewrite one file's bytes with ``rules``. Never raises for a bad file or a failing rule.
@@ -145,6 +151,10 @@ class Job:
         self.source, self.path, self.rules, self.program = source, path, rules, program
         self.result: FileResult | None = None
         self.passes: list[tuple] = []
+        if is_library_file(path):
+            # tensorflow_estimator's own modules build its Estimators: no program to migrate.
+            self.result = FileResult(path, "unchanged", source, source)
+            return
         words, own = _words(rules)
         if keywords is None:
             keywords = words

@@ -48,10 +48,12 @@ def _public_path(path: str, library: bool) -> str:
     """The public spelling of a path into Estimator's implementation modules, else ``path``.
 
     A symbol the table knows maps to its public path, and so does anything under it
-    (``python.estimator.model_fn.ModeKeys.TRAIN`` -> ``estimator.ModeKeys.TRAIN``). Through
-    the library's own root (``library``: ``tensorflow_estimator.python.estimator``), an
-    Estimator class is left unresolved: that is how tensorflow_estimator builds its own
-    Estimators (canned classes, test utilities), which are no program to migrate."""
+    (``python.estimator.model_fn.ModeKeys.TRAIN`` -> ``estimator.ModeKeys.TRAIN``), through
+    TF 1.x's ``tensorflow.python.estimator`` and tensorflow_estimator's own root alike
+    (``from tensorflow_estimator.python.estimator import estimator as estimator_lib``, code
+    copied from TensorFlow's sources). With ``library``, an Estimator class is left
+    unresolved. The library's own files (which build its canned Estimators that way) are
+    left alone by the engine (``_engine.is_library_file``)."""
     if not path.startswith(_PRIVATE_PREFIX):
         return path
     table = _private_paths()
@@ -76,7 +78,7 @@ def api_path_of_qualified(qualified: str) -> str | None:
             # official models): compat.v1 has a compat module of its own.
             while path.startswith(("compat.v1.", "compat.v2.")):
                 path = path[len("compat.v1."):]
-            return _public_path(path, library=prefix.startswith("tensorflow_estimator."))
+            return _public_path(path, library=False)
     if qualified.startswith(_KERAS_PREFIX):
         return qualified
     if qualified.startswith(_SLIM_PREFIXES):

@@ -11,9 +11,9 @@ import of the callee's first name (``tf`` of ``tf.estimator.Estimator(...)``, bo
 E``); a name bound any other way is LOCAL, never an API. So the pre-filter spells each call's
 callee as libcst does, substitutes every import of its first name, and asks whether the
 result is a constructor's path: ``linear.LinearClassifier(...)`` after ``from
-tensorflow_estimator.python.estimator.canned import linear`` is not (the library's own
-spelling: ``_names`` maps an Estimator class to its public path only through TF 1.x's
-``tensorflow.python.estimator``), a bare ``TPUEstimator(...)`` calling the
+tensorflow_estimator.python.estimator.canned import linear`` is (``_names`` maps the
+implementation modules to the public API; the library's own files are left by the engine
+before this), a bare ``TPUEstimator(...)`` calling the
 file's own class is not, ``tf1.estimator.Estimator(...)`` is. When no call is, the unit pass cannot find anything, and neither libcst's parse nor its
 metadata is needed.
 
