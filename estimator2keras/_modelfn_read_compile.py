@@ -29,6 +29,10 @@ SPARSE_SOURCES = frozenset({
 SUMMARIES = ("summary.",)
 
 
+#: What ``_logged_by_keras`` says of a summary of the optimizer's learning rate.
+LEARNING_RATE_LOGGED = "the learning rate"
+
+
 class _CompileReader:
     """Reading the optimizer, the metrics, the predictions, and what is left over."""
 
@@ -909,6 +913,12 @@ class _CompileReader:
         has_dir = unit is not None and (unit.arg_value("model_dir") is not None or unit.config_value("model_dir") is not None)
         if has_dir:
             logged = self._logged_by_keras(small)
+            if logged == LEARNING_RATE_LOGGED:
+                # `tf.summary.scalar("learning_rate", lr)` of the optimizer's (decayed) rate.
+                self.plan.fixed(small, "E2K404", "summary of the learning rate left out: the TensorBoard callback "
+                                                 "writes the optimizer's learning rate (on Keras 2, that of a "
+                                                 "schedule) at the end of each epoch")
+                return
             if logged is not None:
                 # `tf.summary.scalar("train_accuracy", accuracy[1])`: what Keras logs itself.
                 self.plan.fixed(small, "E2K404", f"summary of {logged} left out: Keras logs it at every step, and "
@@ -936,7 +946,9 @@ class _CompileReader:
             found = _classify(self.ctx, self.plan, self.fn, small, value)
         except Unsupported:
             return None
-        if found is None or found.read in (GLOBAL_STEP, LEARNING_RATE):
+        if found is not None and found.read == LEARNING_RATE:
+            return LEARNING_RATE_LOGGED
+        if found is None or found.read == GLOBAL_STEP:
             return None
         return found.what
 

@@ -15,7 +15,9 @@ class SummaryInModelFn(Diagnostic):
     `tf.summary.scalar` of what Keras logs itself at every step, the training loss or a metric
     the Keras model compiles (`tf.summary.scalar("train_accuracy", accuracy[1])` where
     `accuracy` is an `eval_metric_ops` metric): it is left out with a finding that says so,
-    the `TensorBoard` callback writing that value.
+    the `TensorBoard` callback writing that value. So is a `tf.summary.scalar` of the
+    optimizer's learning rate (`tf.summary.scalar("learning_rate", lr)` of its decay): the
+    callback writes it at the end of each epoch (on Keras 2, the rate of a schedule only).
 
     ## Why
     Keras writes the compiled metrics (and the loss) to TensorBoard through the

@@ -167,7 +167,7 @@ def test_a_mark_above_a_helper_taken_out_of_the_file_stays_in_the_file(tmp_path,
             loss = tf.compat.v1.losses.mean_squared_error(labels, pred)
             step = tf.compat.v1.train.get_or_create_global_step()
             lr = tf.compat.v1.train.exponential_decay(0.1, step, 10, 0.9)
-            tf.compat.v1.summary.scalar("learning_rate", lr)
+            tf.compat.v1.summary.histogram("predictions", pred)
             train_op = tf.compat.v1.train.GradientDescentOptimizer(lr).minimize(loss, global_step=step)
             return tf.estimator.EstimatorSpec(
                 mode, loss=loss, train_op=train_op,
