@@ -275,7 +275,18 @@ class _CompileReader:
         if step is not None and not self.is_global_step(step, at):
             self.refuse(step, "optimize_loss(global_step=...) is not the global step")
         optimizer = self.translate("optimize_loss", call)
-        return optimizer, self.builder_slice([], at, extra=[args["learning_rate"]] if "learning_rate" in args else [])
+        from estimator2keras.rewrites.tf1_optimize_loss_to_keras import clip_norm
+
+        clip = bind_arguments(call, ("loss", "global_step", "learning_rate", "optimizer", "gradient_noise_scale",
+                                     "gradient_multipliers", "clip_gradients")).get("clip_gradients")
+        extra = [args["learning_rate"]] if "learning_rate" in args else []
+        if clip is not None and clip_norm(clip.value) is not None:
+            # `optimize_loss(..., clip_gradients=5.0)`: clip_by_global_norm of the gradients.
+            optimizer = optimizer.with_changes(args=_emit.call_args(
+                [*optimizer.args, _emit.keyword_arg("global_clipnorm", clip.value)]))
+            extra.append(clip.value)
+            self.clipping_found(clip)
+        return optimizer, self.builder_slice([], at, extra=extra)
 
     def through_wrappers(self, d: "_Def | None") -> "_Def | None":
         """``if params["use_tpu"]: optimizer = CrossShardOptimizer(optimizer)``: an ``if``
@@ -387,18 +398,24 @@ class _CompileReader:
         if d is None or self.role(d.value) != "optimizer":
             self.refuse(receiver, _not_an_optimizer(d.value if d is not None else None))
         self.clipping = (clip_keyword, clip_value)
+        self.clipping_found(apply, clip_keyword)
+        # The threshold is the optimizer's too (`clip_norm = params.get("clip_norm", 5.0)`).
+        return cst.Name(receiver.value), self.builder_slice([d], at, extra=[clip_value])
+
+    def clipping_found(self, node: cst.CSTNode, clip_keyword: str = "global_clipnorm") -> None:
+        """The finding of gradient clipping the Keras optimizer does (E2K103)."""
+        if not self.ctx.enabled("E2K103"):
+            self.refuse(node, "gradient clipping is converted by E2K103, which is disabled")
         if self.plan is not None and self.plan.unit.config_value("train_distribute") is not None:
             self.leftover(
-                apply,
+                node,
                 "TF1 clipped each replica's gradients before summing them, as Keras 3 does; Keras 2 (TensorFlow "
                 "2.15) clips the summed gradient, so there the steps differ on several replicas whenever clipping "
                 "triggers; check with e2k parity",
                 "E2K103",
             )
         elif self.plan is not None:
-            self.plan.fixed(apply, "E2K103", f"gradient clipping -> {clip_keyword}=")
-        # The threshold is the optimizer's too (`clip_norm = params.get("clip_norm", 5.0)`).
-        return cst.Name(receiver.value), self.builder_slice([d], at, extra=[clip_value])
+            self.plan.fixed(node, "E2K103", f"gradient clipping -> {clip_keyword}=")
 
     def read_clipping(self, grads_and_vars, at: int):
         """(Keras keyword, threshold, the compute_gradients assignment) of a clipping idiom."""

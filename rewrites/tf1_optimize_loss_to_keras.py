@@ -5,7 +5,7 @@ import libcst as cst
 from estimator2keras._rule import Case, ExpressionRule, Safety, Unsupported
 from estimator2keras._translate import translate
 from estimator2keras._units import bind_arguments
-from estimator2keras.rewrites.tf1_optimizer_to_keras import OPTIMIZERS
+from estimator2keras.rewrites.tf1_optimizer_to_keras import OPTIMIZERS, exact_update
 
 SIGNATURE = (
     "loss", "global_step", "learning_rate", "optimizer", "gradient_noise_scale", "gradient_multipliers",
@@ -41,12 +41,16 @@ class Tf1OptimizeLossToKeras(ExpressionRule):
     optimizer's iterations.
 
     ## Fix safety
-    Safe: the same optimizer, the same learning rate, applied to the same loss.
+    Safe: the same optimizer, the same learning rate, applied to the same loss. `"Adam"` is
+    `TF1Adam`, as `tf.train.AdamOptimizer` is (E2K101). `clip_gradients=5.0` (a number or a
+    setting) clipped the gradients' global norm: the optimizer's `global_clipnorm=5.0`, as
+    `tf.clip_by_global_norm` is (E2K103, with its note on TF 2.15 under a strategy).
 
     ## Limitations
-    An optimizer given as a class, an instance or a function, and `clip_gradients`,
-    `gradient_noise_scale`, `gradient_multipliers`, `learning_rate_decay_fn`, `variables`
-    are not converted (the model_fn is left as it was, E2K901).
+    An optimizer given as a class, an instance or a function, a function as
+    `clip_gradients`, `gradient_noise_scale`, `gradient_multipliers`,
+    `learning_rate_decay_fn` and `variables` are not converted (the model_fn is left as it
+    was, E2K901).
 
     ## References
     - https://www.tensorflow.org/guide/migrate/metrics_optimizers
@@ -74,6 +78,8 @@ class Tf1OptimizeLossToKeras(ExpressionRule):
     def convert(self, call, ctx, tf):
         args = bind_arguments(call, SIGNATURE)
         for name in args:
+            if name == "clip_gradients" and clip_norm(args[name].value) is not None:
+                continue  # the compile reader gives the optimizer its global_clipnorm
             if name not in ("loss", "global_step", "learning_rate", "optimizer", "increment_global_step") + tuple(IGNORED):
                 raise Unsupported(f"optimize_loss({name}=...) is not converted", args[name])
         optimizer = args.get("optimizer")
@@ -85,4 +91,12 @@ class Tf1OptimizeLossToKeras(ExpressionRule):
         made = cst.Call(cst.Name(path.rpartition(".")[2]), args=[cst.Arg(args["learning_rate"].value)] + [
             cst.Arg(cst.parse_expression(v), keyword=cst.Name(k)) for k, v in added.items()])
         new, _ = translate(made, OPTIMIZERS[path], tf)
-        return new
+        return exact_update(self, path, call, new, ctx, tf)
+
+
+def clip_norm(value: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``clip_gradients=5.0`` (or a setting: ``params["clip"]``, ``FLAGS.clip``): the global
+    norm optimize_loss clipped the gradients to; None for a function, which clipped otherwise."""
+    if isinstance(value, (cst.Integer, cst.Float, cst.Subscript, cst.Attribute)):
+        return value
+    return None

@@ -175,28 +175,34 @@ class Tf1OptimizerToKeras(ExpressionRule):
     def convert(self, call, ctx, tf):
         path = ctx.call_api_path(call)
         new, _ = translate(call, OPTIMIZERS[path], tf)
-        plan = ctx.active_plan
-        if path == "train.RMSPropOptimizer":
-            if plan is None:
-                ctx.leftover(
-                    call,
-                    "TF1 RMSProp starts its mean-square accumulator at 1.0, Keras RMSprop at 0.0: "
-                    "the first steps differ; check with e2k parity",
-                    code=self.code,
-                )
-                return new
-            # Keras's RMSprop with TF1's accumulator start and update: the same steps from the first.
-            return new.with_changes(func=cst.Name(tf1_rmsprop(plan, tf)))
-        if path == "train.AdamOptimizer" and plan is not None:
-            # Keras's Adam with TF1's float32 betas: the same updates to the bit.
-            plan.imports.append(("numpy", None, "np"))  # the class reads it, where it is in the file
-            name = plan.add_helper("TF1Adam", lambda given: _emit.statements(TF1_ADAM, name=given, tf=tf))
-            new = tf1_adam_call(new, name)
-        if path == "train.AdadeltaOptimizer" and plan is not None:
-            # Keras's Adadelta with TF1's kernel: the same updates to the bit.
-            name = plan.add_helper("TF1Adadelta", lambda given: _emit.statements(TF1_ADADELTA, name=given, tf=tf))
-            new = tf1_adam_call(new, name)
-        return new
+        return exact_update(self, path, call, new, ctx, tf)
+
+
+def exact_update(rule, path: str, call: cst.Call, new: cst.Call, ctx, tf: str) -> cst.Call:
+    """``new``, the Keras optimizer of the TF1 optimizer at ``path``, made to update as TF1's
+    did where Keras's differs (TF1Adam, TF1RMSprop, TF1Adadelta), in a converted unit."""
+    plan = ctx.active_plan
+    if path == "train.RMSPropOptimizer":
+        if plan is None:
+            ctx.leftover(
+                call,
+                "TF1 RMSProp starts its mean-square accumulator at 1.0, Keras RMSprop at 0.0: "
+                "the first steps differ; check with e2k parity",
+                code=rule.code,
+            )
+            return new
+        # Keras's RMSprop with TF1's accumulator start and update: the same steps from the first.
+        return new.with_changes(func=cst.Name(tf1_rmsprop(plan, tf)))
+    if path == "train.AdamOptimizer" and plan is not None:
+        # Keras's Adam with TF1's float32 betas: the same updates to the bit.
+        plan.imports.append(("numpy", None, "np"))  # the class reads it, where it is in the file
+        name = plan.add_helper("TF1Adam", lambda given: _emit.statements(TF1_ADAM, name=given, tf=tf))
+        new = tf1_adam_call(new, name)
+    if path == "train.AdadeltaOptimizer" and plan is not None:
+        # Keras's Adadelta with TF1's kernel: the same updates to the bit.
+        name = plan.add_helper("TF1Adadelta", lambda given: _emit.statements(TF1_ADADELTA, name=given, tf=tf))
+        new = tf1_adam_call(new, name)
+    return new
 
 
 def tf1_rmsprop(plan, tf: str) -> str:

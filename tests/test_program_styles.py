@@ -122,9 +122,41 @@ def test_tf1_tutorial_style_optimize_loss_learn_run_config_and_input_fn_factory(
         estimator.train(input_fn=train_input_fn, steps=5)
     """)
     assert result.status == "converted", [f.format() for f in result.findings]
-    assert "optimizer=tf.keras.optimizers.Adam(1e-3, epsilon=1e-08)" in new
+    # "Adam" made tf.train.AdamOptimizer: TF1's updates, as E2K101 converts that one (a tester).
+    assert "optimizer=TF1Adam(1e-3)" in new
     assert "tf.keras.utils.set_random_seed(3)" in new
     assert "model.fit(train_input_fn(), steps_per_epoch=5)" in new
+
+
+def test_optimize_loss_clipping_the_gradients_global_norm(rules):
+    # `clip_gradients=5.0` is clip_by_global_norm of the gradients (a tester's 2018 kernel).
+    source = '''
+        import tensorflow as tf
+
+
+        def input_fn():
+            return tf.data.Dataset.from_tensor_slices(({"x": [[1.0]]}, [1])).repeat().batch(1)
+
+
+        def model_fn(features, labels, mode, params):
+            logits = tf.layers.dense(features["x"], 2)
+            loss = tf.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
+            train_op = tf.contrib.layers.optimize_loss(
+                loss, tf.train.get_global_step(), learning_rate=0.1, optimizer="SGD",
+                clip_gradients=params["clip"], summaries=["loss"])
+            return tf.estimator.EstimatorSpec(mode=mode, loss=loss, train_op=train_op)
+
+
+        estimator = tf.estimator.Estimator(model_fn=model_fn, params={"clip": 5.0})
+        estimator.train(input_fn=input_fn, steps=5)
+    '''
+    result, new = convert(rules, source)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert 'optimizer=tf.keras.optimizers.SGD(0.1, global_clipnorm=params["clip"])' in new, new
+    assert any(f.code == "E2K103" for f in result.findings)
+    # A function as clip_gradients clipped otherwise: left for a human.
+    result, new = convert(rules, source.replace('clip_gradients=params["clip"]', "clip_gradients=my_clip"))
+    assert result.status == "partial" and "optimize_loss(" in new
 
 
 def test_spec_chosen_by_a_flag_with_the_same_arguments_is_one_return(rules):
