@@ -662,6 +662,24 @@ class _Decider:
             scope = ctx.scope(param.name)
             if scope is None or len(scope.assignments[param.name.value]) != 1:
                 self.constants.pop(param.name.value, None)
+                if param.name.value == "mode":
+                    return
+        if self.mode is None and call is not None and "mode" in names:
+            # `lambda: input_fn(params, tf.estimator.ModeKeys.EVAL)`: the mode the call passes.
+            index = names.index("mode")
+            given = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "mode"), None)
+            if given is None and index < len(call.args) and call.args[index].keyword is None:
+                given = call.args[index].value
+            self.mode = self.tests.mode_value(given) if given is not None else None
+        if self.mode is not None:
+            # `training = mode == tf.estimator.ModeKeys.TRAIN`, then `if training:`.
+            for node in _walk_statements(fn):
+                if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+                    name = node.targets[0].target
+                    scope = ctx.scope(name)
+                    modes = self.tests.modes_where_true(node.value)
+                    if modes is not None and scope is not None and len(scope.assignments[name.value]) == 1:
+                        self.tests.flags[name.value] = modes
 
     def add_enclosing(self, outer: "_Decider | None", fn: cst.FunctionDef) -> None:
         """The flags of the function ``fn`` is nested in, as its call fixed them, where ``fn``
@@ -684,6 +702,17 @@ class _Decider:
             if modes is not None:
                 return self.mode in modes
         return None
+
+
+def _walk_statements(fn: cst.FunctionDef) -> Iterator[cst.CSTNode]:
+    """The nodes of ``fn``'s own body (not of functions nested in it)."""
+    stack = list(fn.body.children)
+    while stack:
+        current = stack.pop()
+        if isinstance(current, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            continue
+        yield current
+        stack.extend(current.children)
 
 
 def _literal_bool(node: cst.BaseExpression) -> bool | None:

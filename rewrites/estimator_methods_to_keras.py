@@ -87,7 +87,10 @@ class EstimatorTrainEvaluateToFitEvaluate(UnitRule):
     repeats forever is not converted. What repeats is read from the code that runs in that
     call: e2k decides the `if`s on a parameter the call passes a literal `True` / `False` (or
     leaves at such a default), as in `input_fn(x, y, training=False)`, and the `if`s on
-    `mode` of an input_fn that takes it. A count is read through the call too:
+    `mode` of an input_fn that takes it: the Estimator's mode, or the one the program's call
+    passes (`lambda: input_fn(params, tf.estimator.ModeKeys.EVAL)`), directly or through a
+    name bound once to a test of it (`training = mode == ModeKeys.TRAIN`, then `if
+    training:`). A count is read through the call too:
     `repeat(num_epochs)` in `input_fn(data, num_epochs=None)` called as
     `lambda: input_fn(data, num_epochs=2)` repeats twice. A count the program is given when it runs
     (`repeat(args.epochs)`, `repeat(FLAGS.num_epochs)`) is taken for a count: run with `None`
