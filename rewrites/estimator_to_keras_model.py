@@ -544,7 +544,33 @@ def _model_fn_source(ctx, node: cst.BaseExpression) -> _ModelFnSource:
                             raise Unsupported(f"the factory's `{param.name.value}` is not given", node)
                         values[param.name.value] = param.default
                 return _ModelFnSource(inner, factory, node.func, _in_order(values, factory))
+    method = _method_of_a_class(ctx, node)
+    if method is not None:
+        raise Unsupported(f"the model_fn is a method (`{_emit.code(node)}`) of the class `{method}`: e2k converts "
+                          "a model_fn that is a function of the module (or a partial / factory of one); move it out "
+                          "of the class and give it the values it reads from `self` through `params`", node)
     raise Unsupported("the model_fn is not a function defined in this file (or a partial / factory of one)", node)
+
+
+def _method_of_a_class(ctx, node: cst.BaseExpression) -> str | None:
+    """``self.model_fn`` (or ``Trainer.model_fn``) naming a method of a class of this file: the
+    class's name."""
+    if not (isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name)):
+        return None
+    owner = node.value.value
+    classes = [n for n in ctx.module.body if isinstance(n, cst.ClassDef)]
+    enclosing = ctx.parent(node)
+    while enclosing is not None and not isinstance(enclosing, cst.ClassDef):
+        enclosing = ctx.parent(enclosing)
+    if owner in ("self", "cls") and enclosing is not None:
+        candidates = [enclosing]
+    else:
+        candidates = [c for c in classes if c.name.value == owner]
+    for klass in candidates:
+        body = klass.body.body if isinstance(klass.body, cst.IndentedBlock) else ()
+        if any(isinstance(item, cst.FunctionDef) and item.name.value == node.attr.value for item in body):
+            return klass.name.value
+    return None
 
 
 def _in_order(bound: dict, fn: cst.FunctionDef) -> dict:

@@ -286,3 +286,30 @@ def test_an_estimator_through_the_library_s_module_path_converts_but_the_library
     assert b"estimator_lib" not in converted.new
     library = rewrite_source(PRIVATE_PATH_PROGRAM, "site-packages/tensorflow_estimator/python/estimator/x.py", rules)
     assert library.status == "unchanged" and library.new == PRIVATE_PATH_PROGRAM
+
+
+def test_a_model_fn_that_is_a_method_is_named_as_one(rules):
+    """`tf.estimator.Estimator(self.model_fn)` in a trainer class: the finding said "not a
+    function defined in this file" of a method defined in it (a tester)."""
+    source = b'''\
+import tensorflow as tf
+
+
+class Trainer:
+    def __init__(self, units):
+        self.units = units
+
+    def model_fn(self, features, labels, mode):
+        out = tf.compat.v1.layers.dense(features["x"], self.units)
+        loss = tf.compat.v1.losses.mean_squared_error(labels, out)
+        train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss, tf.compat.v1.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+    def run(self, input_fn):
+        est = tf.estimator.Estimator(self.model_fn)
+        est.train(input_fn, steps=2)
+'''
+    result = rewrite_source(source, "train.py", rules)
+    assert result.status == "partial"
+    assert any("the model_fn is a method (`self.model_fn`) of the class `Trainer`" in f.message
+               for f in result.findings), [f.format() for f in result.findings]
