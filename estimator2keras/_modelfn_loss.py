@@ -59,6 +59,12 @@ class _LossReader:
         regularized = False
         expr = loss
         while True:
+            if isinstance(expr, cst.Call) and self.ctx.call_api_path(expr) == "losses.get_total_loss":
+                # `tf.losses.sparse_softmax_cross_entropy(...)` then `loss = tf.losses.get_total_loss()`:
+                # the collection's one loss, and the regularization losses unless told not.
+                expr, at, added = self._total_loss(expr, at)
+                regularized = regularized or added
+                continue
             if isinstance(expr, cst.Name):
                 d = self.latest_def(expr.value, at)
                 if d is None:
@@ -135,6 +141,31 @@ class _LossReader:
                 raise refused from None
             return conversion, at, used + defs, regularized
         return conversion, at, used, regularized
+
+    def _total_loss(self, call: cst.Call, at: int) -> tuple[cst.BaseExpression, int, bool]:
+        """``tf.losses.get_total_loss()``: the one ``tf.losses.*`` loss the model_fn made before
+        it (which the graph's LOSSES collection held), its index, and whether the regularization
+        losses are added (``add_regularization_losses=True``, the default)."""
+        from estimator2keras._units import bind_arguments
+
+        args = bind_arguments(call, ("add_regularization_losses", "name", "scope"))
+        add = args.get("add_regularization_losses")
+        if "scope" in args or add is not None and _emit.code(add.value) not in ("True", "False"):
+            self.refuse(call, "get_total_loss(scope=...) or a computed add_regularization_losses= is not converted")
+        runs = self.mode_smalls.get(self.mode)
+        made = []
+        for small, index in self.order.items():
+            if index >= at or runs is not None and small not in runs:
+                continue
+            value = small.value if isinstance(small, (cst.Expr, cst.Assign)) else None
+            if isinstance(value, cst.Call) and self.role(value) == "loss":
+                made.append((small, index, value))
+        if len(made) != 1:
+            self.refuse(call, f"get_total_loss() sums the graph's loss collection, which holds {len(made)} tf.losses "
+                              "losses here; e2k converts it when it holds one: return the sum of the loss terms instead")
+        small, index, value = made[0]
+        self.consumed.add(small)
+        return value, index + 1, add is None or _emit.code(add.value) == "True"
 
     def _unpacked_loss(self, d: _Def, position: int) -> cst.BaseExpression:
         """The loss bound by ``loss, other = ...``: the element of a tuple written there. A

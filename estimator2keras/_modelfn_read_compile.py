@@ -976,7 +976,10 @@ class _CompileReader:
             if isinstance(app.constructor, cst.Call):
                 for arg in app.constructor.args:
                     if arg.keyword and arg.keyword.value.endswith("_regularizer") and _emit.code(arg.value) != "None":
-                        self.refuse(arg, "this layer's regularizer was not part of the Estimator's loss; Keras would add it")
+                        # At the layer as the model_fn wrote it (the constructor is e2k's own code).
+                        self.refuse(app.call, f"this layer's `{arg.keyword.value}` was not part of the Estimator's loss "
+                                              "(the model_fn does not add tf.losses.get_regularization_loss()); Keras "
+                                              "would add it")
 
 
 def _is_zip_star(node: cst.BaseExpression) -> bool:

@@ -23,7 +23,12 @@ class Tf1RegularizerToKeras(ExpressionRule):
     `tf.keras.regularizers.l2(0.5 * scale)` and `l1_regularizer(scale)` becomes
     `tf.keras.regularizers.l1(scale)`; Keras regularizers already used there stay as they
     are. Keras adds the penalties to the loss itself (`model.losses`), so the
-    `+ tf.losses.get_regularization_loss()` of the model_fn disappears.
+    `+ tf.losses.get_regularization_loss()` of the model_fn disappears. The TF1 way of
+    taking the whole collection, a `tf.losses.*` call whose value goes unused then
+    `loss = tf.losses.get_total_loss()`, is that loss plus the regularization losses (none
+    with `add_regularization_losses=False`), when the collection holds one loss (fixture
+    `total_loss_collection`); with several it is refused. A layer regularizer the
+    Estimator's loss did not add is refused at that layer (E2K901).
 
     ## Why
     TF1's `l2_regularizer(scale)` is `scale * tf.nn.l2_loss(w)`, and `tf.nn.l2_loss` halves

@@ -115,8 +115,9 @@ def test_keras_loss_functions_take_reshaped_labels():
     ("elbo = tf.reduce_mean(predictions.log_prob(hidden))\nloss = -elbo",
      "computed from the model's internals (`elbo`, from `predictions.log_prob(hidden)`)"),
     # the graph's loss collection
-    ("tf.compat.v1.losses.mean_squared_error(labels, predictions)\nloss = tf.compat.v1.losses.get_total_loss()",
-     "reads the graph's loss collection (`tf.compat.v1.losses.get_total_loss(...)`)"),
+    # (get_total_loss() of one loss converts: tests/test_total_loss.py)
+    ("tf.compat.v1.losses.mean_squared_error(labels, predictions)\nloss = tf.add_n(tf.compat.v1.losses.get_losses())",
+     "reads the graph's loss collection (`tf.compat.v1.losses.get_losses(...)`)"),
     # a function of the program
     ("loss = my_loss(labels, predictions)", "calls `my_loss(...)`, which is not a function of the module"),
     # functions of the program the loss calls: read with the same rules
