@@ -32,10 +32,16 @@ class EarlyStoppingHookToCallback(ExpressionRule):
 
     ## Fix safety
     Review. The Estimator checked every `run_every_secs` (60 by default) or
-    `run_every_steps`; Keras checks after each evaluation. With `run_every_steps` dividing
-    `save_checkpoints_steps` (or checks every step) both stop at the same step (fixture
-    `early_stopping`); with a check every 60 seconds, the Estimator stopped later, or, in a
-    program shorter than a minute, never.
+    `run_every_steps`; Keras checks after each evaluation. With checks every step
+    (`run_every_steps=1`) both stop at the same step (fixture `early_stopping`). With
+    `run_every_steps` > 1 the hook checked at steps counted from the global step it read in
+    the same run as the training op, which that op may or may not have incremented yet: it
+    saw the evaluation that stopped training one or two steps after it, and the Estimator
+    trained that many steps more (then evaluated and exported there), from one run of the
+    same program to the next (measured on TF 2.15: 13 or 14 steps where Keras stops at 12).
+    `e2k parity` reports it as a step-count difference; no conversion can reproduce a race.
+    With a check every 60 seconds, the Estimator stopped later, or, in a program shorter
+    than a minute, never.
 
     ## Limitations
     Needs `RunConfig(save_checkpoints_steps=N)`, `EvalSpec(throttle_secs=0)` is not needed
@@ -124,8 +130,12 @@ model.evaluate(input_fn(), steps=10)
         if limit is None:
             raise Unsupported("the early-stopping hook has no max_steps_without_decrease", call)
         stop = EarlyStop(metric.evaluated_value, MODES[name], limit, args.get("min_steps"), call)
-        return HookConversion(early_stop=stop, estimator_arg=estimator,
-                              note=f"{name} -> tf.keras.callbacks.EarlyStopping on val_{stop.metric}")
+        note = f"{name} -> tf.keras.callbacks.EarlyStopping on val_{stop.metric}"
+        every = args.get("run_every_steps")
+        if not (isinstance(every, cst.Integer) and every.evaluated_value == 1):
+            note += (" (the Estimator's hook, checking every run_every_steps > 1 steps or on a timer, stopped a step "
+                     "or more after the evaluation that stopped it; Keras stops at that evaluation)")
+        return HookConversion(early_stop=stop, estimator_arg=estimator, note=note)
 
 
 def _keyword(call: cst.Call, *names: str) -> cst.BaseExpression | None:
