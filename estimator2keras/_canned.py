@@ -1356,6 +1356,10 @@ class {name}({tf}.keras.Model):
         return head_predictions(logits, n_classes, self.label_vocabulary)
 '''
 
+#: The evaluate() key a tf.compat.v1 canned binary head gave and the Keras model does not.
+AUC_PR_NOTE = ("The Keras model's evaluate() has no auc_precision_recall, which the tf.compat.v1 {estimator}'s "
+               "binary head summed in trapezoids: no Keras AUC computes it.")
+
 HEAD_METRICS_LIST = '''
 def {name}(head, compat_v1=False):
     """A canned Estimator's head's metrics, as its evaluate() reported them, for a "binary",
@@ -1516,7 +1520,11 @@ def convert(unit, plan, ctx, code: str) -> None:
         canned.dnn.hidden_given is not None else []
     args = ", ".join(given + [f"linear_optimizer={e}" for e in extra])
     depth = _depth(ctx, unit.statement) + (1 if unit.config_value("train_distribute") is not None else 0)
-    plan.build.append(_emit.fit_line(_emit.statement(f"{var} = {class_name}({args})"), depth, ctx.module.default_indent))
+    made = _emit.fit_line(_emit.statement(f"{var} = {class_name}({args})"), depth, ctx.module.default_indent)
+    if canned.head == "binary" and canned.v1:
+        # Listed in the file's header (the canned rules' notes).
+        made = _emit.with_comment(made, AUC_PR_NOTE.format(estimator=unit.api_path.rsplit(".", 1)[-1]))
+    plan.build.append(made)
     compile_args = [f"optimizer={optimizer}"]
     # The Estimator's metrics are weighted by weight_column; Keras weights only `weighted_metrics`.
     keyword = "weighted_metrics" if canned.weight_key is not None else "metrics"

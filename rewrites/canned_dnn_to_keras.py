@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from estimator2keras import _canned
+from estimator2keras._canned import AUC_PR_NOTE
 from estimator2keras._rule import Case, Safety, UnitRule
 
 class CannedDnnToKerasModel(UnitRule):
@@ -64,6 +65,7 @@ class CannedDnnToKerasModel(UnitRule):
     """
 
     code = "E2K501"
+    notes = (AUC_PR_NOTE.format(estimator="DNNClassifier"),)
     summary = "DNNClassifier/DNNRegressor -> a Keras model (preprocessing, hidden layers, head) with the same defaults"
     safety = Safety.SAFE
     order = 10

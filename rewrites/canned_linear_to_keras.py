@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from estimator2keras import _canned
+from estimator2keras._canned import AUC_PR_NOTE
 from estimator2keras._rule import Case, Safety, UnitRule
 
 
@@ -45,6 +46,7 @@ class CannedLinearToKerasModel(UnitRule):
     """
 
     code = "E2K502"
+    notes = (AUC_PR_NOTE.format(estimator="LinearClassifier"),)
     summary = "LinearClassifier/LinearRegressor -> a Keras model with a per-column linear model and the same head"
     safety = Safety.SAFE
     order = 10

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from estimator2keras import _canned
+from estimator2keras._canned import AUC_PR_NOTE
 from estimator2keras._rule import Case, Safety, UnitRule
 
 
@@ -40,6 +41,7 @@ class CannedWideDeepToKerasModel(UnitRule):
     """
 
     code = "E2K503"
+    notes = (AUC_PR_NOTE.format(estimator="DNNLinearCombinedClassifier"),)
     summary = "DNNLinearCombinedClassifier/Regressor -> a wide & deep Keras model with an optimizer per tower"
     safety = Safety.SAFE
     order = 10
