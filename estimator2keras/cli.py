@@ -131,6 +131,8 @@ def _rewrite(args: argparse.Namespace) -> int:
                 count = len(module.files)
                 print(f"{style('path', module.path)}: {done}: {', '.join(module.helpers)} "
                       f"(imported by {count} converted file{'s' if count != 1 else ''})", file=out)
+        if not args.quiet:
+            _write_requirements(summary, out, style)
         if not args.quiet and any(Path(p).is_dir() for p in args.paths):
             write_coverage(summary.coverage(), out, style=style)
     if not args.quiet:
@@ -283,6 +285,20 @@ def build_parser() -> argparse.ArgumentParser:
     _add_explain(sub)
     _add_test(sub)
     return parser
+
+
+def _write_requirements(summary, out, style) -> None:
+    """What the converted programs need that the Estimator programs did not: TensorBoard,
+    which TensorFlow 2.20 and later no longer install, for the TensorBoard callbacks e2k wrote
+    (said in each file's header too; new users missed it there)."""
+    from estimator2keras._tensorboard import NEEDS_TENSORBOARD
+
+    files = [r.path for r in summary.results if any(NEEDS_TENSORBOARD in f.message for f in r.findings)
+             and (r.changed or r.status == "converted")]
+    if files:
+        count = f"{len(files)} converted file{'s log' if len(files) != 1 else ' logs'}"
+        print(f"{style('manual', 'note')}: {count} to TensorBoard (E2K409): on TensorFlow 2.20 and later, "
+              "`pip install tensorboard` before running them", file=out)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -128,3 +128,20 @@ def test_a_model_dir_that_may_be_none_logs_where_the_checkpoints_go(rules, tmp_p
     assert "TensorBoard(MODEL_DIR or checkpoints.directory, update_freq=5)" in new, new
     literal = PROGRAMS["save_summary_steps"].replace("model_dir=tempfile.mkdtemp()", 'model_dir="/tmp/m"')
     assert 'TensorBoard("/tmp/m", update_freq=5)' in _convert(rules, literal)[1]
+
+
+def test_the_run_says_what_the_converted_programs_need(tmp_path, capsys):
+    """The header note alone was missed by four new users, whose converted programs crashed on
+    TF 2.21 (TBNotInstalledError): the run's output says it once, after the files."""
+    from estimator2keras.cli import main
+
+    program = tmp_path / "train.py"
+    program.write_text(PROGRAMS["save_summary_steps"])
+    assert main(["rewrite", str(program)]) == 1
+    out = capsys.readouterr().out
+    assert "note: 1 converted file logs to TensorBoard (E2K409)" in out and "pip install tensorboard" in out
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "train.py").write_text(PROGRAMS["save_summary_steps"].replace(", save_summary_steps=5", ", save_summary_steps=None"))
+    main(["rewrite", str(other / "train.py")])
+    assert "logs to TensorBoard" not in capsys.readouterr().out
