@@ -2138,6 +2138,9 @@ class ConversionPlan:
         self.scope_strategy: cst.BaseExpression | None = None
         #: A name the input_fns can read to scale per-replica batches; None when not visible.
         self.strategy_name: str | None = None
+        #: The name the Keras program binds, before the model is built, to a strategy the
+        #: program made inline (``RunConfig(train_distribute=tf.distribute.MirroredStrategy())``).
+        self.strategy_made_inline: str | None = None
         self.has_strategy = False
         #: The Keras model exists already (``model_to_estimator(keras_model=model)``): no
         #: rule builds one, and the unit's statement only goes.

@@ -190,6 +190,7 @@ model.fit(input_fn())
             created = created.with_changes(args=_devices_for_num_gpus(created, ctx.call_api_path(call)))
             plan.before_build.append(_emit.statement("{name} = {call}", name=name, call=created))
             plan.scope_strategy = cst.Name(name)
+            plan.strategy_made_inline = name
             if isinstance(scope, GlobalScope):
                 plan.strategy_name = name
         plan.fixed(train, self.code, "the model is built and compiled under the strategy's scope")
@@ -238,6 +239,7 @@ def _name_strategy(unit, plan, ctx, bound, made: cst.BaseExpression) -> None:
     else:
         name, scope = _emit.unique_name("strategy", plan.names_taken()), ctx.scope(unit.statement)
         plan.before_build.append(_emit.statement("{name} = {call}", name=name, call=made))
+        plan.strategy_made_inline = name
     plan.scope_strategy = cst.Name(name)
     if isinstance(scope, GlobalScope):
         plan.strategy_name = name

@@ -48,7 +48,9 @@ class PerReplicaBatchToGlobalBatch(UnitRule):
     `input_fn("train", dict(params, batch_size=params["batch_size"] * strategy.num_replicas_in_sync))`,
     and for the `params` the Estimator passed the input_fn itself, in the dict the Keras
     program passes: `input_fn(params={"batch_size": flags.batch_size * strategy.num_replicas_in_sync})`.
-    A local evaluation keeps the Estimator's size.
+    A local evaluation keeps the Estimator's size. A strategy the program made inline
+    (`RunConfig(train_distribute=tf.distribute.MirroredStrategy())`) is named `strategy`
+    where the model is built; the calls after that statement in the same function read it.
     An input_fn passed by name, or called by a lambda that returns its dataset (`lambda:
     input_fn(train_x, train_y, True)`), that batches by a fixed size (`.batch(8)`,
     `.batch(BATCH_SIZE)`, or a parameter's default the calls leave alone) gets that size as a
@@ -743,12 +745,23 @@ def _scale_factory_calls(code: cst.CSTNode, batches: list[cst.Call], plan, ctx, 
                 return False  # left at its default: no argument to scale
             scope = ctx.scope(call)
             if not plan.replicas_of_model and (scope is None or strategy not in scope) \
-                    and not _bound_by_config_factory(plan, ctx, strategy, scope):
+                    and not _bound_by_config_factory(plan, ctx, strategy, scope) \
+                    and not _named_at_the_unit(plan, ctx, strategy, call):
                 return False  # the strategy is not visible where the factory is called
             scaled.append(arg.value)
     for value in {id(v): v for v in scaled}.values():
         plan.replace(value, _scaled(value, strategy))
     return True
+
+
+def _named_at_the_unit(plan, ctx, strategy: str, call: cst.Call) -> bool:
+    """``strategy`` is the name the Keras program gives the strategy made inline in the RunConfig
+    (``RunConfig(train_distribute=tf.distribute.MirroredStrategy())``), bound where the model
+    is built, and ``call`` comes after that in the same function."""
+    if plan.strategy_made_inline is None or plan.strategy_made_inline != strategy:
+        return False
+    site = plan.unit.statement
+    return ctx.scope(site) is ctx.scope(call) and ctx.position(call) > ctx.position(site)
 
 
 def _bound_by_config_factory(plan, ctx, strategy: str, scope) -> bool:
