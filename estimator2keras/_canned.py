@@ -403,7 +403,13 @@ class CannedReader:
         if path.startswith("train.") and path.endswith("Optimizer"):
             rule = self.ctx.rules.expression_rule("optimizer", path)
             if rule is None:
-                self.refuse(expr, f"`{_emit.code(expr.func)}` has no enabled optimizer rule")
+                from estimator2keras.rewrites.tf1_optimizer_to_keras import OPTIMIZERS
+
+                if path in OPTIMIZERS:  # a rule converts it, but the run disabled it
+                    self.refuse(expr, f"`{_emit.code(expr.func)}` is converted by E2K101, which this run disables")
+                self.refuse(expr, f"`{_emit.code(expr.func)}` has no Keras optimizer that updates as it did (e2k "
+                                  "converts GradientDescent, Momentum, Adam, Adagrad, Adadelta, RMSProp and Ftrl); "
+                                  "choose one of those, or write a Keras optimizer class for it")
             new = rule().convert(expr, self.ctx, self.tf)
             self.plan.fixed(expr, rule.code, f"`{_emit.code(expr.func)}` -> Keras ({rule.name})")
         elif path.startswith(("keras.optimizers.legacy.", "keras.optimizers.")) and path.count(".") in (2, 3):

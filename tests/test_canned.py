@@ -593,3 +593,22 @@ def test_one_loop_filling_two_lists_through_a_temporary_column(rules):
     new = flat(result.new.decode())
     assert "self.a_embedding = " in new and "self.b_embedding = " in new, new
     assert 'self.linear = LinearModel(1, ["a", "b"])' in new, new
+
+
+def test_an_optimizer_keras_has_no_counterpart_of_says_so(rules):
+    """`DNNClassifier(optimizer=tf.train.ProximalAdagradOptimizer(...))` (TF 1.x's getting-started
+    recipe) said "has no enabled optimizer rule", as if a rule could be enabled (a tester)."""
+    from estimator2keras._engine import rewrite_source
+
+    source = b'''\
+import tensorflow as tf
+
+columns = [tf.feature_column.numeric_column("x")]
+classifier = tf.estimator.DNNClassifier(
+    [4], columns, optimizer=tf.compat.v1.train.ProximalAdagradOptimizer(0.1, l1_regularization_strength=0.001))
+classifier.train(lambda: tf.data.Dataset.from_tensor_slices(({"x": [1.0]}, [1])).batch(1), steps=1)
+'''
+    result = rewrite_source(source, "train.py", rules)
+    assert result.status == "partial"
+    assert any("has no Keras optimizer that updates as it did" in f.message for f in result.findings), \
+        [f.format() for f in result.findings]
