@@ -954,8 +954,9 @@ def _join_batches(code: cst.CSTNode, batches: list[cst.Call], plan, ctx, reads: 
         if call.func.attr.value != "batch":
             return "padded batches may differ in shape from one to the next"
         if not _drops_remainder(call) and not _endless_before(call, function, ctx):
-            return ("a pass over the data may end with a smaller batch (no drop_remainder=True, no repeat() "
-                    "before the batch), which the Estimator gave one replica alone")
+            return ("a pass over the data may end with a smaller batch (no drop_remainder=True, and no repeat() "
+                    "before the batch whatever the input_fn is called with), which the Estimator gave one replica "
+                    "alone")
     users = [i for i in reads.scaled_input_fns() if function in i.definitions()]
     if not users:
         return "e2k does not see where its dataset is read"
