@@ -749,3 +749,19 @@ def test_the_programs_get_the_arguments_given_with_args(tmp_path):
     from estimator2keras.cli import main
 
     assert main(["parity", str(tmp_path / "task.py"), str(tmp_path / "task.py"), "--args", "'unclosed"]) == 2
+
+
+def test_a_crash_writing_into_a_redirected_model_dir_says_why():
+    """A program that writes its own file into its model_dir (`eval_results.json`) crashed under
+    parity with a bare FileNotFoundError: parity had run that model_dir elsewhere (a tester)."""
+    from types import SimpleNamespace
+
+    from estimator2keras.parity._legacy_side import _model_dir_hint
+
+    rec = SimpleNamespace(model_dirs={"/tmp/runs/m1": "/tmp/parity/model_dir_x"})
+    message = "[Errno 2] No such file or directory: '/tmp/runs/m1/eval_results.json'"
+    hinted = _model_dir_hint(rec, "FileNotFoundError", message)
+    assert hinted.startswith(message) and "ran the Estimator's model_dir /tmp/runs/m1 in a temporary" in hinted
+    assert _model_dir_hint(rec, "ValueError", message) == message
+    assert _model_dir_hint(rec, "FileNotFoundError", "[Errno 2] No such file: '/data/x.csv'") == \
+        "[Errno 2] No such file: '/data/x.csv'"

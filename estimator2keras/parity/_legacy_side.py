@@ -597,6 +597,20 @@ def _warm_start_from(rec: Recorder, out_dir: str, warm):
     return warm
 
 
+def _model_dir_hint(rec: Recorder, kind: str | None, message: str) -> str:
+    """A program that writes its own files into its model_dir (`eval_results.json` beside the
+    checkpoints) finds no directory there under e2k parity, which ran the Estimator's
+    model_dir in a temporary directory: the crash says so."""
+    if kind not in ("FileNotFoundError", "NotADirectoryError") or not rec.model_dirs:
+        return message
+    for user in rec.model_dirs:
+        if isinstance(user, (str, os.PathLike)) and os.path.abspath(os.fspath(user)) in message:
+            return (f"{message} (e2k parity ran the Estimator's model_dir {os.fspath(user)} in a temporary "
+                    "directory, so the program's own files there find no directory: make it in the program "
+                    "(os.makedirs(model_dir, exist_ok=True)) before writing into it)")
+    return message
+
+
 def _inside(path: str, directory: str) -> bool:
     path, directory = os.path.abspath(path), os.path.abspath(directory)
     return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
@@ -1062,6 +1076,8 @@ def main(request_path: str) -> int:
             _redirect_exports(tf, out_dir)
 
         status, error = common.run_program(request["program"], request.get("args", ()))
+        if status == "crashed" and error:
+            error["message"] = _model_dir_hint(rec, error.get("type"), error.get("message") or "")
         if loop is not None:
             if status == "ok" and error is not None and error.get("type") == "HarnessStop":
                 error = None  # the steps asked for are recorded
