@@ -48,7 +48,10 @@ class PerReplicaBatchToGlobalBatch(UnitRule):
     `input_fn("train", dict(params, batch_size=params["batch_size"] * strategy.num_replicas_in_sync))`,
     and for the `params` the Estimator passed the input_fn itself, in the dict the Keras
     program passes: `input_fn(params={"batch_size": flags.batch_size * strategy.num_replicas_in_sync})`.
-    A local evaluation keeps the Estimator's size. A strategy the program made inline
+    A local evaluation keeps the Estimator's size. An input_fn factory's training call that
+    leaves the batch size at a number the factory defaults to (`make_input_fn(TRAIN, None,
+    True)` of `def make_input_fn(data, num_epochs, shuffle, batch_size=25)`) passes it, times
+    the replicas (`batch_size=25 * strategy.num_replicas_in_sync`). A strategy the program made inline
     (`RunConfig(train_distribute=tf.distribute.MirroredStrategy())`) is named `strategy`
     where the model is built; the calls after that statement in the same function read it.
     An input_fn passed by name, or called by a lambda that returns its dataset (`lambda:
@@ -731,7 +734,8 @@ def _scale_factory_calls(code: cst.CSTNode, batches: list[cst.Call], plan, ctx, 
             found = accesses_of(ctx, param.name)
             if found is None or {id(r) for r in found} - {id(s.value) for s in sizes}:
                 return False  # assigned again, or read other than as a batch size
-    scaled = []
+    scaled, passed = [], []
+    defaults = {p.name.value: p.default for p in factory.params.params}
     for user in users:
         call = user.chain.frames[0][0]
         if any(arg.star for arg in call.args):
@@ -741,17 +745,28 @@ def _scale_factory_calls(code: cst.CSTNode, batches: list[cst.Call], plan, ctx, 
             arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == param), None)
             if arg is None and index < len(call.args) and call.args[index].keyword is None:
                 arg = call.args[index]
-            if arg is None:
-                return False  # left at its default: no argument to scale
+            if arg is None and not _literal_size(defaults.get(param)):
+                return False  # left at a default the call cannot spell: no argument to scale
             scope = ctx.scope(call)
             if not plan.replicas_of_model and (scope is None or strategy not in scope) \
                     and not _bound_by_config_factory(plan, ctx, strategy, scope) \
                     and not _named_at_the_unit(plan, ctx, strategy, call):
                 return False  # the strategy is not visible where the factory is called
-            scaled.append(arg.value)
+            if arg is None:
+                # `make_input_fn(TRAIN, None, True)` leaving `batch_size=25`: passed, times the replicas.
+                passed.append((call, _emit.keyword_arg(param, _scaled(defaults[param], strategy))))
+            else:
+                scaled.append(arg.value)
     for value in {id(v): v for v in scaled}.values():
         plan.replace(value, _scaled(value, strategy))
+    for call, keyword in passed:
+        _pass_argument(plan, call, keyword, set())
     return True
+
+
+def _literal_size(default: cst.BaseExpression | None) -> bool:
+    """A parameter's default the caller can write too: a number."""
+    return isinstance(default, cst.Integer)
 
 
 def _named_at_the_unit(plan, ctx, strategy: str, call: cst.Call) -> bool:

@@ -57,3 +57,18 @@ def test_a_factory_call_bound_before_the_estimator_never_reads_the_name_before_i
     assert result.status == "partial"
     assert 'train_input = make_input_fn("train", args.batch_size)\n' in result.new.decode()
     assert any(f.code == "E2K602" for f in result.findings if f.kind == "manual")
+
+
+def test_a_factory_call_leaving_the_batch_size_at_its_default_passes_the_global_one(rules):
+    """`make_input_fn(TRAIN, None, True)` of `def make_input_fn(data, num_epochs, shuffle,
+    batch_size=25)` (the census tutorial's shape): the training call passes the default times the
+    replicas; the evaluation's keeps it (a tester's wide & deep program, parity on 2 replicas)."""
+    source = PROGRAM.replace("def make_input_fn(split, batch_size, num_epochs=None):",
+                             "def make_input_fn(split, num_epochs=None, batch_size=25):")
+    source = source.replace('make_input_fn("train", args.batch_size)', 'make_input_fn("train")')
+    source = source.replace('make_input_fn("eval", args.batch_size, num_epochs=1)', 'make_input_fn("eval", num_epochs=1)')
+    result = rewrite_source(source.encode(), "train.py", rules)
+    assert result.status == "converted", [f.format() for f in result.findings]
+    new = result.new.decode()
+    assert 'make_input_fn("train", batch_size=25 * strategy.num_replicas_in_sync)' in new
+    assert 'make_input_fn("eval", num_epochs=1)()' in new
