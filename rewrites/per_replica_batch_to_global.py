@@ -637,11 +637,8 @@ def _scale_at_call_sites(code: cst.CSTNode, batches: list[cst.Call], plan, ctx, 
     True)``). Only when every batch size is a parameter of the helper that nothing else in it
     reads or assigns (scaling it must change the batches and nothing else), and every call of
     the helper passes it. False: nothing was planned."""
-    if plan.replicas_of_model:
-        strategy = f"{plan.model_var}.distribute_strategy"
-    elif plan.scope_strategy is not None:
-        strategy = _emit.code(plan.scope_strategy)
-    else:
+    strategy = _strategy_code(plan)
+    if strategy is None:
         return False
     helper = next((d for d in plan.input_definitions() if d.body is code), None)
     calls = [call for input_fn in reads.scaled_input_fns() for call, fn in input_fn.helper_calls if fn is helper]
@@ -662,15 +659,8 @@ def _scale_at_call_sites(code: cst.CSTNode, batches: list[cst.Call], plan, ctx, 
             reads = accesses_of(ctx, param.name)
             if reads is None:
                 return False  # assigned again
-            key = params[param.name.value]
-            for read in reads:
-                if id(read) in size_reads:
-                    continue
-                if key is None:
-                    return False  # read other than as a batch size
-                entry = _entry_key(ctx.parent(read) if isinstance(ctx.parent(read), cst.Subscript) else None, read)
-                if entry is None or entry == key:
-                    return False  # the parameter read whole, changed, or its size read again
+            if not _read_only_as_sizes(ctx, reads, size_reads, params[param.name.value]):
+                return False  # read other than as a batch size (and its dict's other entries)
     scaled = []
     for call in calls:
         if any(arg.star for arg in call.args):
@@ -689,10 +679,7 @@ def _scale_at_call_sites(code: cst.CSTNode, batches: list[cst.Call], plan, ctx, 
         if key is None:
             plan.replace(value, _scaled(value, strategy))
         else:
-            # `input_fn("train", params)` -> the same params with the global batch size.
-            entry = _emit.expr("{d}[{k}]", d=value.deep_clone(), k=cst.SimpleString(f'"{key}"'))
-            plan.replace(value, _emit.expr("dict({d}, {k}={size})", d=value.deep_clone(), k=key,
-                                           size=_scaled(entry, strategy)))
+            plan.replace(value, _with_scaled_entry(value, key, strategy))  # `input_fn("train", params)`
     for statement in {id(s): s for s in map(ctx.enclosing_statement, calls)}.values():
         plan.comment(statement, WHY)
     return True
@@ -705,11 +692,8 @@ def _scale_factory_calls(code: cst.CSTNode, batches: list[cst.Call], plan, ctx, 
     for the input_fns training reads; the factory's other calls (a local evaluation) keep
     theirs. Only when every batch size is a parameter of the factory that nothing else reads
     or assigns, and every such call passes it. False: nothing was planned."""
-    if plan.replicas_of_model:
-        strategy = f"{plan.model_var}.distribute_strategy"
-    elif plan.scope_strategy is not None:
-        strategy = _emit.code(plan.scope_strategy)
-    else:
+    strategy = _strategy_code(plan)
+    if strategy is None:
         return False
     function = next((d for d in plan.input_definitions() if d.body is code), None)
     users = [i for i in reads.scaled_input_fns() if i.function is function and i.factory_call is not None]
@@ -732,7 +716,7 @@ def _scale_factory_calls(code: cst.CSTNode, batches: list[cst.Call], plan, ctx, 
     for param in factory.params.params:
         if param.name.value in params:
             found = accesses_of(ctx, param.name)
-            if found is None or {id(r) for r in found} - {id(s.value) for s in sizes}:
+            if found is None or not _read_only_as_sizes(ctx, found, {id(s.value) for s in sizes}, None):
                 return False  # assigned again, or read other than as a batch size
     scaled, passed = [], []
     defaults = {p.name.value: p.default for p in factory.params.params}
@@ -794,11 +778,8 @@ def _batch_parameter(code: cst.CSTNode, batches: list[cst.Call], plan, ctx, read
     the global one: ``input_fn(batch_size=8 * strategy.num_replicas_in_sync)``. Only for an
     input_fn the Estimator called itself (passed by name) whose batches all have that one
     size. False: nothing was planned."""
-    if plan.replicas_of_model:
-        strategy = f"{plan.model_var}.distribute_strategy"
-    elif plan.scope_strategy is not None:
-        strategy = _emit.code(plan.scope_strategy)
-    else:
+    strategy = _strategy_code(plan)
+    if strategy is None:
         return False
     function = next((d for d in plan.input_definitions() if d.body is code), None)
     scaled = reads.scaled_input_fns()
@@ -860,11 +841,8 @@ def _scale_estimator_params(code: cst.CSTNode, batches: list[cst.Call], plan, ct
     a local evaluation keeps the Estimator's. Only when every batch size is that one entry,
     which the input_fn reads nowhere else, and ``params`` is not assigned. False: nothing
     was planned."""
-    if plan.replicas_of_model:
-        strategy = f"{plan.model_var}.distribute_strategy"
-    elif plan.scope_strategy is not None:
-        strategy = _emit.code(plan.scope_strategy)
-    else:
+    strategy = _strategy_code(plan)
+    if strategy is None:
         return False
     function = next((d for d in plan.input_definitions() if d.body is code), None)
     users = [i for i in reads.scaled_input_fns() if i.function is function and i.lambda_ is None]
@@ -885,12 +863,8 @@ def _scale_estimator_params(code: cst.CSTNode, batches: list[cst.Call], plan, ct
     found = accesses_of(ctx, parameter.name)
     if found is None:
         return False
-    size_reads = {id(s.value.value) for s in sizes}
-    for read in found:
-        parent = ctx.parent(read)
-        entry = _entry_key(parent if isinstance(parent, cst.Subscript) else None, read)
-        if id(read) not in size_reads and (entry is None or entry == key):
-            return False  # `params` read whole, or its batch size read again
+    if not _read_only_as_sizes(ctx, found, {id(s.value.value) for s in sizes}, key):
+        return False  # `params` read whole, or its batch size read again
     calls = [call for user in users for call in user.calls_made]
     replaced = []
     for call in calls:
@@ -907,8 +881,7 @@ def _scale_estimator_params(code: cst.CSTNode, batches: list[cst.Call], plan, ct
             elements[at] = elements[at].with_changes(value=_scaled(elements[at].value, strategy))
             value = given.with_changes(elements=elements)
         elif isinstance(given, (cst.Name, cst.Attribute)):
-            entry = _emit.expr("{d}[{k}]", d=given.deep_clone(), k=cst.SimpleString(f'"{key}"'))
-            value = _emit.expr("dict({d}, {k}={size})", d=given.deep_clone(), k=key, size=_scaled(entry, strategy))
+            value = _with_scaled_entry(given, key, strategy)
         else:
             return False
         args = [a.with_changes(value=value) if a is arg else a for a in call.args]
@@ -1216,6 +1189,37 @@ def _batch_size_arg(call: cst.Call) -> cst.Arg | None:
         if arg.keyword is None or arg.keyword.value == "batch_size":
             return arg if not arg.star else None
     return None
+
+
+def _strategy_code(plan) -> str | None:
+    """The strategy as the code that scales a batch where the input_fn is called reads it: the
+    model's (built in a factory or another module) or the one its scope is entered with."""
+    if plan.replicas_of_model:
+        return f"{plan.model_var}.distribute_strategy"
+    if plan.scope_strategy is not None:
+        return _emit.code(plan.scope_strategy)
+    return None
+
+
+def _read_only_as_sizes(ctx, reads: list[cst.Name], size_reads: set[int], key: str | None) -> bool:
+    """Each of a parameter's ``reads`` is a batch size (``size_reads``: their ids) or, for a dict
+    whose ``key`` entry is the size, an entry under another key (``params["learning_rate"]``)."""
+    for read in reads:
+        if id(read) in size_reads:
+            continue
+        if key is None:
+            return False
+        parent = ctx.parent(read)
+        entry = _entry_key(parent if isinstance(parent, cst.Subscript) else None, read)
+        if entry is None or entry == key:
+            return False  # the dict read whole, changed, or its size read again
+    return True
+
+
+def _with_scaled_entry(value: cst.BaseExpression, key: str, strategy: str) -> cst.BaseExpression:
+    """``params`` -> ``dict(params, batch_size=params["batch_size"] * strategy.num_replicas_in_sync)``."""
+    entry = _emit.expr("{d}[{k}]", d=value.deep_clone(), k=cst.SimpleString(f'"{key}"'))
+    return _emit.expr("dict({d}, {k}={size})", d=value.deep_clone(), k=key, size=_scaled(entry, strategy))
 
 
 def _sized_by(size: cst.BaseExpression, names: list[str]) -> tuple[str, str | None] | None:
