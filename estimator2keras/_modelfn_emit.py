@@ -18,6 +18,7 @@ from estimator2keras._modelfn_read import (
 )
 from estimator2keras._modes import EVAL, PREDICT, TRAIN
 from estimator2keras._symbols import tf2_respellings
+from estimator2keras._units import _keyword_or_position
 
 if TYPE_CHECKING:
     from estimator2keras._modelfn import _Converter
@@ -122,9 +123,10 @@ class _KerasWriter:
         for d in forward:
             for call in iter_calls(d.value if d.value is not None else d.small):
                 spec = ID_ARGUMENTS.get(self.ctx.call_api_path(call) or "")
-                arg = _argument(call, *spec) if spec else None
-                if arg is None or isinstance(arg.value, cst.Call) and self.ctx.call_api_path(arg.value) in ID_CASTS:
+                ids = _keyword_or_position(call, spec[1], spec[0]) if spec else None
+                if ids is None or isinstance(ids, cst.Call) and self.ctx.call_api_path(ids) in ID_CASTS:
                     continue
+                arg = next(a for a in call.args if a.value is ids)
                 sources: set[str] = set()
                 for name in self.names_read(arg.value):
                     inner = self.latest_def(name.value, d.index)
@@ -945,13 +947,6 @@ ID_ARGUMENTS = {
     "one_hot": (0, "indices"), "compat.v1.one_hot": (0, "indices"),
 }
 ID_CASTS = frozenset({"cast", "to_int32", "to_int64", "compat.v1.to_int32", "compat.v1.to_int64"})
-
-
-def _argument(call: cst.Call, position: int, keyword: str) -> cst.Arg | None:
-    for index, arg in enumerate(call.args):
-        if arg.keyword is not None and arg.keyword.value == keyword or arg.keyword is None and index == position:
-            return arg
-    return None
 
 
 class _ForwardRewriter(cst.CSTTransformer):

@@ -666,10 +666,7 @@ class _Decider:
                     return
         if self.mode is None and call is not None and "mode" in names:
             # `lambda: input_fn(params, tf.estimator.ModeKeys.EVAL)`: the mode the call passes.
-            index = names.index("mode")
-            given = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "mode"), None)
-            if given is None and index < len(call.args) and call.args[index].keyword is None:
-                given = call.args[index].value
+            given = _keyword_or_position(call, "mode", names.index("mode"))
             self.mode = self.tests.mode_value(given) if given is not None else None
         if self.mode is not None:
             # `training = mode == tf.estimator.ModeKeys.TRAIN`, then `if training:`.
