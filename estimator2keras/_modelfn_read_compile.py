@@ -265,9 +265,9 @@ class _CompileReader:
     def read_optimize_loss(self, call: cst.Call, loss_expr: cst.BaseExpression, at: int):
         """``tf.contrib.layers.optimize_loss(loss, global_step, lr, "Adam")`` (E2K104)."""
         from estimator2keras._units import bind_arguments
+        from estimator2keras.rewrites.tf1_optimize_loss_to_keras import SIGNATURE, clip_norm
 
-        args = {k: a.value for k, a in bind_arguments(call, ("loss", "global_step", "learning_rate")).items()
-                if k in ("loss", "global_step", "learning_rate")}
+        args = {k: a.value for k, a in bind_arguments(call, SIGNATURE).items()}
         loss = args.get("loss")
         if not (isinstance(loss, cst.Name) and isinstance(loss_expr, cst.Name) and loss.value == loss_expr.value):
             self.refuse(call, "optimize_loss is not called on the loss the EstimatorSpec returns")
@@ -275,16 +275,13 @@ class _CompileReader:
         if step is not None and not self.is_global_step(step, at):
             self.refuse(step, "optimize_loss(global_step=...) is not the global step")
         optimizer = self.translate("optimize_loss", call)
-        from estimator2keras.rewrites.tf1_optimize_loss_to_keras import clip_norm
-
-        clip = bind_arguments(call, ("loss", "global_step", "learning_rate", "optimizer", "gradient_noise_scale",
-                                     "gradient_multipliers", "clip_gradients")).get("clip_gradients")
         extra = [args["learning_rate"]] if "learning_rate" in args else []
-        if clip is not None and clip_norm(clip.value) is not None:
+        clip = args.get("clip_gradients")
+        if clip is not None and clip_norm(clip) is not None:
             # `optimize_loss(..., clip_gradients=5.0)`: clip_by_global_norm of the gradients.
             optimizer = optimizer.with_changes(args=_emit.call_args(
-                [*optimizer.args, _emit.keyword_arg("global_clipnorm", clip.value)]))
-            extra.append(clip.value)
+                [*optimizer.args, _emit.keyword_arg("global_clipnorm", clip)]))
+            extra.append(clip)
             self.clipping_found(clip)
         return optimizer, self.builder_slice([], at, extra=extra)
 
