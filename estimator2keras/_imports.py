@@ -106,6 +106,71 @@ def respell_tf1_names(ctx: RewriteContext, tf: str, replaced: set) -> None:
                          f"(`{_emit.code(node)}` -> `{_emit.code(new)}`{more})", code=CODE)
 
 
+def _lookup_table(ctx: RewriteContext, call: cst.Call, tf: str, to_string: bool) -> cst.BaseExpression | None:
+    """``tf.contrib.lookup.index_table_from_tensor(LABELS)`` -> the TF2 table it built (TF
+    1.15 lookup_ops.py): the keys' ids 0..n-1 in a ``StaticHashTable`` with ``default_value``
+    (-1), or, with ``num_oov_buckets``, a ``StaticVocabularyTable`` (an out-of-vocabulary key
+    goes to n + its FastHashSpec fingerprint modulo the buckets, in TF1's IdTableWithHashBuckets
+    and TF2's table alike). ``index_to_string_table_from_tensor`` -> the reverse table, "UNK"
+    by default. None where the call's arguments are not read (a hasher, integer keys)."""
+    from estimator2keras._units import bind_arguments
+    from estimator2keras._rule import Unsupported
+
+    names = ("mapping", "default_value", "name") if to_string else (
+        "mapping", "num_oov_buckets", "default_value", "hasher_spec", "dtype", "name")
+    try:
+        bound = bind_arguments(call, names)
+    except Unsupported:
+        return None
+    mapping = bound.pop("vocabulary_list", None) or bound.pop("mapping", None)
+    bound.pop("name", None)
+    buckets = bound.pop("num_oov_buckets", None)
+    default = bound.pop("default_value", None)
+    if mapping is None or bound:  # a hasher, or a dtype other than the strings' default
+        return None
+    sized = mapping.value  # `tf.constant(LABELS)`: the size of LABELS
+    if isinstance(sized, cst.Call) and ctx.call_api_path(sized) == "constant" and len(sized.args) == 1 \
+            and sized.args[0].keyword is None and not sized.args[0].star:
+        sized = sized.args[0].value
+    ids = _emit.code(_emit.expr("{tf}.range({tf}.size({m}, out_type={tf}.int64))", tf=tf, m=sized))
+    keys = _emit.code(mapping.value)
+    if to_string:
+        value = _emit.code(default.value) if default is not None else '"UNK"'
+        return _emit.expr(f"{tf}.lookup.StaticHashTable({tf}.lookup.KeyValueTensorInitializer({ids}, {keys}), "
+                          f"default_value={value})")
+    initializer = f"{tf}.lookup.KeyValueTensorInitializer({keys}, {ids})"
+    if buckets is None or isinstance(buckets.value, cst.Integer) and buckets.value.evaluated_value == 0:
+        value = _emit.code(default.value) if default is not None else "-1"
+        return _emit.expr(f"{tf}.lookup.StaticHashTable({initializer}, default_value={value})")
+    if default is not None:  # TF1 refused a default value with hashed buckets
+        return None
+    return _emit.expr(f"{tf}.lookup.StaticVocabularyTable({initializer}, {_emit.code(buckets.value)})")
+
+
+#: tf.contrib calls that TensorFlow 2 writes with other objects: the call -> its TF2 value.
+CONTRIB_CALLS = {
+    "contrib.lookup.index_table_from_tensor": functools.partial(_lookup_table, to_string=False),
+    "contrib.lookup.index_to_string_table_from_tensor": functools.partial(_lookup_table, to_string=True),
+}
+
+
+def rewrite_contrib_calls(ctx: RewriteContext, tf: str, replaced: set) -> list:
+    """The CONTRIB_CALLS of a converted file (outside what was already rewritten) get their TF2
+    value; the references inside them are then left alone."""
+    done = []
+    for node in _walk(ctx.module):
+        if not isinstance(node, cst.Call) or _inside(ctx, node, replaced) or ctx.edits.covers(node, ctx.parent):
+            continue
+        write = CONTRIB_CALLS.get(ctx.call_api_path(node) or "")
+        new = write(ctx, node, tf) if write is not None else None
+        if new is not None:
+            ctx.edits.replace(node, new)
+            ctx.report(node, f"`{_emit.code(node.func)}(...)` -> `{_emit.code(new.func)}(...)`, the table it built "
+                             "(TensorFlow 2 has no tf.contrib)", code=CODE)
+            done.append(node)
+    return done
+
+
 def respell_contrib(ctx: RewriteContext, tf: str, replaced: set) -> None:
     """In a converted file, the tf.contrib names that TensorFlow moved into TF2 (the same
     objects: ``tf.contrib.data.AUTOTUNE`` -> ``tf.data.AUTOTUNE``, a resolver imported as

@@ -3056,15 +3056,16 @@ def _after_conversion(ctx: RewriteContext) -> None:
     if ctx.enabled(CODE):
         v2_switches(ctx, set(ctx.edits.replaced_statements()))
         alias = compat_alias(ctx)
-        from estimator2keras._imports import respell_contrib, respell_tf1_names
+        from estimator2keras._imports import respell_contrib, respell_tf1_names, rewrite_contrib_calls
 
+        root = "tf" if alias is not None else _tensorflow_root(ctx) if ctx.edits else None
+        if root is not None:
+            rewrite_contrib_calls(ctx, root, set(ctx.edits.replaced_statements()))
         if alias is not None:
             rebind_tf(ctx, alias[0], set(ctx.edits.replaced_statements()))
             respell_contrib(ctx, "tf", set(ctx.edits.replaced_statements()))
-        elif ctx.edits:
-            root = _tensorflow_root(ctx)
-            if root is not None:
-                respell_tf1_names(ctx, root, set(ctx.edits.replaced_statements()))
+        elif root is not None:
+            respell_tf1_names(ctx, root, set(ctx.edits.replaced_statements()))
     remove_unused_tf1_imports(ctx)
 
 

@@ -26,7 +26,11 @@ class TfCompatV1FileToTf2(UnitRule):
       `tf.contrib.cluster_resolver.TPUClusterResolver` ->
       `tf.distribute.cluster_resolver.TPUClusterResolver`, `tf.contrib.framework.nest` ->
       `tf.nest`, ...) get their TF2 names, through whatever alias the file reads them
-      (`from tensorflow.contrib import cluster_resolver as contrib_cluster_resolver`); a
+      (`from tensorflow.contrib import cluster_resolver as contrib_cluster_resolver`);
+      `tf.contrib.lookup.index_table_from_tensor(LABELS)` becomes the table it built, a
+      `tf.lookup.StaticHashTable` of the ids 0..n-1 (a `tf.lookup.StaticVocabularyTable`
+      with `num_oov_buckets`, which hashes out-of-vocabulary keys as TF1 did), and
+      `index_to_string_table_from_tensor` the reverse table; a
       `tf.contrib` name without one that is left in the converted file is reported (E2K905):
       TensorFlow 2 has no `tf.contrib`, so that code fails where it runs;
     - `tf.disable_v2_behavior()` and `tf.compat.v1.disable_eager_execution()` are removed,

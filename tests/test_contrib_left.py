@@ -44,13 +44,13 @@ def test_contrib_names_with_a_tf2_home_are_respelled_everywhere(rules):
 
 def test_a_contrib_name_without_one_is_reported_not_converted(rules):
     source = PROGRAM.replace("return contrib_cluster_resolver.TPUClusterResolver(name)",
-                             "return tf.contrib.lookup.index_table_from_tensor(name)")
+                             "return tf.contrib.layers.sparse_column_with_keys(name, ['a'])")
     result = rewrite_source(source.encode(), "program.py", rules)
     assert result.status == "partial"
     left = [f for f in result.findings if f.code == "E2K905"]
     assert len(left) == 1 and "TensorFlow 2 has no tf.contrib" in left[0].message, left
-    assert "contrib.lookup.index_table_from_tensor" in left[0].message
-    assert left[0].line == source.splitlines().index("    return tf.contrib.lookup.index_table_from_tensor(name)") + 1
+    assert "contrib.layers.sparse_column_with_keys" in left[0].message
+    assert left[0].line == source.splitlines().index("    return tf.contrib.layers.sparse_column_with_keys(name, ['a'])") + 1
 
 
 def test_a_file_without_estimator_code_keeps_its_contrib_unreported(rules):
@@ -106,9 +106,66 @@ def test_a_contrib_name_with_a_tf2_home_in_the_model_fn_converts(rules):
 def test_contrib_left_is_reported_in_a_file_left_partial_for_another_reason(rules):
     """tester4: a partial file named only its other blocker; its tf.contrib call stayed unmentioned."""
     source = PROGRAM.replace("return contrib_cluster_resolver.TPUClusterResolver(name)",
-                             "return tf.contrib.lookup.index_table_from_tensor(name)").replace(
+                             "return tf.contrib.layers.sparse_column_with_keys(name, ['a'])").replace(
         "estimator.train(input_fn, steps=1)", "estimator.train(input_fn, steps=1)\nprint(estimator.get_variable_names())")
     result = rewrite_source(source.encode(), "program.py", rules)
     assert result.status == "partial"
-    assert any(f.code == "E2K905" and "contrib.lookup.index_table_from_tensor" in f.message for f in result.findings), \
+    assert any(f.code == "E2K905" and "contrib.layers.sparse_column_with_keys" in f.message for f in result.findings), \
         [f.format() for f in result.findings]
+
+
+LOOKUP = PROGRAM.replace("def resolver(name):\n    return contrib_cluster_resolver.TPUClusterResolver(name)", """\
+LABELS = ["no", "yes"]
+
+
+def label_ids(label):
+    return tf.contrib.lookup.index_table_from_tensor(tf.constant(LABELS)).lookup(label)
+
+
+def hashed_ids(words):
+    return tf.contrib.lookup.index_table_from_tensor(["a", "b"], num_oov_buckets=3).lookup(words)
+
+
+def label_names(ids):
+    return tf.contrib.lookup.index_to_string_table_from_tensor(LABELS).lookup(ids)""")
+
+
+def _tf2_functions(new: str) -> dict:
+    import tensorflow as tf
+
+    names = {}
+    exec(compile(new.split("\nestimator =")[0].split("\nmodel =")[0], "converted", "exec"), names)
+    assert names["tf"] is tf
+    return names
+
+
+def test_contrib_lookup_tables_become_the_tf2_tables_they_built(rules):
+    """TF1's index_table_from_tensor (TensorFlow 2.15 keeps its implementation in lookup_ops,
+    which tf.contrib.lookup exported) and the TF2 table e2k writes give the same ids, with
+    hashed out-of-vocabulary buckets too, and the reverse table the same strings."""
+    from tensorflow.python.ops import lookup_ops
+
+    result = rewrite_source(LOOKUP.encode(), "program.py", rules)
+    assert result.status == "converted", [f.message for f in result.findings if f.kind == "manual"]
+    new = result.new.decode()
+    assert "contrib" not in new, new
+    assert "tf.lookup.StaticHashTable(" in new and "tf.lookup.StaticVocabularyTable(" in new
+    converted = _tf2_functions(new)
+    import tensorflow as tf
+
+    words = tf.constant(["no", "yes", "maybe", "", "a", "b", "c", "zebra"])
+    assert converted["label_ids"](words).numpy().tolist() == \
+        lookup_ops.index_table_from_tensor(["no", "yes"]).lookup(words).numpy().tolist() == [0, 1, -1, -1, -1, -1, -1, -1]
+    assert converted["hashed_ids"](words).numpy().tolist() == \
+        lookup_ops.index_table_from_tensor(["a", "b"], num_oov_buckets=3).lookup(words).numpy().tolist()
+    ids = tf.constant([0, 1, 2, -1], tf.int64)
+    assert converted["label_names"](ids).numpy().tolist() == \
+        lookup_ops.index_to_string_table_from_tensor(["no", "yes"]).lookup(ids).numpy().tolist()
+
+
+def test_a_contrib_lookup_table_with_its_own_hasher_is_left_and_reported(rules):
+    source = LOOKUP.replace("num_oov_buckets=3)", "num_oov_buckets=3, hasher_spec=HASHER)")
+    result = rewrite_source(source.encode(), "program.py", rules)
+    assert result.status == "partial"
+    left = [f for f in result.findings if f.code == "E2K905"]
+    assert len(left) == 1 and "index_table_from_tensor" in left[0].message, left
