@@ -28,7 +28,8 @@ from estimator2keras import _emit
 from estimator2keras._rule import Unsupported
 from estimator2keras._nodes import walk_in_order as _walk
 
-GLOBAL_STEP_CALLS = frozenset({"train.get_global_step", "train.get_or_create_global_step"})
+GLOBAL_STEP_CALLS = frozenset({"train.get_global_step", "train.get_or_create_global_step",
+                               "contrib.framework.get_global_step", "contrib.framework.get_or_create_global_step"})
 SPEC_SIGNATURE = (
     "mode", "predictions", "loss", "train_op", "eval_metric_ops", "export_outputs",
     "training_chief_hooks", "training_hooks", "scaffold", "evaluation_hooks", "prediction_hooks",

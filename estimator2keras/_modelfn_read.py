@@ -17,6 +17,7 @@ import libcst as cst
 
 from estimator2keras import _emit
 from estimator2keras._context import iter_calls
+from estimator2keras._hook_values import GLOBAL_STEP_CALLS
 from estimator2keras._modelfn_blocks import MAKERS, BlockReading
 from estimator2keras._modes import EVAL, MODES, PREDICT, TRAIN, ModeAnalysis, ModePath
 from estimator2keras._rule import Unsupported
@@ -679,7 +680,7 @@ class _ModelReader(BlockReading):
                 path = self.ctx.call_api_path(call)
                 # A contrib name TensorFlow moved into TF2 (contrib.framework.nest -> nest) is respelled.
                 contrib_without_rule = (path or "").startswith("contrib.") and self.ctx.rules.expression_role(path) is None \
-                    and not _has_tf2_home(path)
+                    and not _has_tf2_home(path) and path not in GLOBAL_STEP_CALLS  # the step: read as TF1's
                 if (path in BEYOND_CATALOGUE and self.role(call) is None) or contrib_without_rule:
                     self.refuse(call, f"`{_emit.code(call.func)}` in the model_fn is beyond what e2k converts")
 

@@ -10,11 +10,11 @@ import libcst as cst
 
 from estimator2keras import _emit, _hand_schedule
 from estimator2keras._context import iter_calls
+from estimator2keras._hook_values import GLOBAL_STEP_CALLS as GLOBAL_STEP
 from estimator2keras._modelfn_blocks import MAKERS
 from estimator2keras._modelfn_read import Derived, MetricConversion, _Def, _unpacked, _walk
 from estimator2keras._rule import Unsupported
 
-GLOBAL_STEP = frozenset({"train.get_global_step", "train.get_or_create_global_step"})
 #: Casts that keep the step's count (it never reaches 2**31 in training).
 STEP_CASTS = frozenset({"cast", "to_int32", "to_int64", "to_float", "dtypes.cast", "math.cast"})
 #: TF1 optimizers whose sparse updates touch the looked-up rows only, where Keras's decay all rows.

@@ -6,7 +6,7 @@ from estimator2keras import _emit
 from estimator2keras._context import MARK_PREFIX
 from estimator2keras._edits import is_docstring
 from estimator2keras._nodes import walk as _walk
-from estimator2keras._hook_values import GLOBAL_STEP, LOSS, KerasValue, keras_value
+from estimator2keras._hook_values import GLOBAL_STEP, GLOBAL_STEP_CALLS, LOSS, KerasValue, keras_value
 from estimator2keras._rule import Case, ExpressionRule, Safety, Unsupported
 from estimator2keras._training import PHASE_METHODS, HookSite
 
@@ -649,7 +649,7 @@ class _Fetches:
         site = HookSite(self.plan, "train", lambda n: n)
         if isinstance(node, cst.Call):
             path = self.ctx.call_api_path(node) or ""
-            if path in ("train.get_global_step", "train.get_or_create_global_step"):
+            if path in GLOBAL_STEP_CALLS:
                 return KerasValue(GLOBAL_STEP, "the global step")
             func = node.func
             if isinstance(func, cst.Attribute) and func.attr.value in GRAPH_LOOKUPS and node.args:

@@ -169,3 +169,19 @@ def test_a_contrib_lookup_table_with_its_own_hasher_is_left_and_reported(rules):
     assert result.status == "partial"
     left = [f for f in result.findings if f.code == "E2K905"]
     assert len(left) == 1 and "index_table_from_tensor" in left[0].message, left
+
+
+def test_the_global_step_from_tf_contrib_framework_is_the_global_step(rules):
+    """Google's census custom Estimator makes `global_step = tf.contrib.framework.get_or_create_global_step()`
+    (the same function as tf.train's) before its loss: the model_fn converts as with tf.train's."""
+    source = PROGRAM.replace(
+        "    loss = tf.losses.mean_squared_error(labels, logits)\n"
+        "    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())",
+        "    global_step = tf.contrib.framework.get_or_create_global_step()\n"
+        "    loss = tf.losses.mean_squared_error(labels, logits)\n"
+        "    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)")
+    assert "tf.contrib.framework" in source
+    result = rewrite_source(source.encode(), "program.py", rules)
+    assert result.status == "converted", [f.format() for f in result.findings if f.kind == "manual"]
+    new = result.new.decode()
+    assert "global_step" not in new and "contrib" not in new, new
