@@ -98,8 +98,11 @@ class _Converter(_WeightPenaltyReader, RnnReading, _ModelReader, _LossReader, _O
         #: by id, and the model_fn's statements that picked it (made in __init__ now).
         self.dispatches: dict = {}
         self.dispatch_smalls: set = set()
-        #: ``tf.feature_column.input_layer`` calls -> the emitted function computing them.
+        #: ``tf.feature_column.input_layer`` calls -> what writes the call of the code computing
+        #: them (the emitted function, the model's method), given the rewritten call.
         self.input_layers: dict = {}
+        #: The input_layer of categorical columns, written as the model's preprocessing (a ColumnInput).
+        self.column_input = None
         #: RNN functions (``outputs, state = tf.nn.dynamic_rnn(cell, x)``) by their statement,
         #: the calls they consumed (cells, MultiRNNCell), cell objects -> (def, layer attribute),
         #: the names that pass a cell on, and reads of their results -> what ``call`` reads.

@@ -14,7 +14,7 @@ import libcst as cst
 from estimator2keras import _emit
 from estimator2keras._context import iter_calls
 from estimator2keras._modelfn_read import (
-    LossConversion, ModelConversion, ScheduleConversion, _Def, _LayerApp, _is_none, _walk,
+    KERAS_MODEL_ATTRIBUTES, LossConversion, ModelConversion, ScheduleConversion, _Def, _LayerApp, _is_none, _walk,
 )
 from estimator2keras._modes import EVAL, PREDICT, TRAIN
 from estimator2keras._symbols import tf2_respellings
@@ -85,7 +85,8 @@ class _KerasWriter:
         self.check_regularizers(regularized)
         self.check_nested_functions()
 
-        plain = prediction is None and self.export_output is None  # no method of its own: no class needed
+        # No method of its own (nor a preprocessing of the features): no class needed.
+        plain = prediction is None and self.export_output is None and self.column_input is None
         sequential = self.sequential(forward, output) if plain else None
         direct = self.direct_model(forward, output) if plain else None
         statements: list[cst.BaseStatement] = []
@@ -499,6 +500,9 @@ class _KerasWriter:
         init = [_emit.statement("super().__init__(name=name)" if named else "super().__init__()")]
         for name in call_arguments:
             init.append(_emit.statement(f"self.{name} = {name}"))
+        columns = self.column_methods(inputs) if base is None and self.column_input is not None else None
+        if columns is not None:
+            init += columns[0]
         for d in init_defs:
             role = self.role(d.value) if isinstance(d.value, cst.Call) and isinstance(d.small, cst.Assign) else None
             if role in ("initializer", "regularizer"):  # `weights_init = tf.truncated_normal_initializer(...)`
@@ -548,6 +552,8 @@ class _KerasWriter:
             init.insert(1 + len(call_arguments), _emit.statement(f"self.{name} = {name}"))
         trains = base is None or any(isinstance(n, cst.Name) and n.value == "training" for stmt in body for n in _walk(stmt))
         methods = [_function("__init__", ", ".join(["self", *class_arguments]), init)]
+        if columns is not None:
+            methods += columns[1]
         if built:
             methods.append(_function("build", "self, input_shape", built, blank_before=True))
         methods.append(
@@ -566,6 +572,55 @@ class _KerasWriter:
                 self.plan.export_method = "serving_outputs"
         klass = _emit.statement(f"class {class_name}({base or self.tf + '.keras.Model'}):\n    pass")
         return klass.with_changes(body=cst.IndentedBlock(body=methods)), class_arguments
+
+    def column_methods(self, features: str) -> tuple[list[cst.BaseStatement], list[cst.FunctionDef]]:
+        """An input_layer of categorical columns (``read_column_input``): the lines of
+        ``__init__`` making the preprocessing and embedding layers, and the methods
+        ``preprocess`` (raw features -> the columns' inputs, and the features the model_fn
+        reads by key, mapped over the datasets) and ``input_layer`` (those inputs -> TF1's
+        dense input), written as a canned DNN's (``_column_writer``)."""
+        from estimator2keras._column_writer import ID_CAST_COMMENT, ColumnsWriter, _packed, _reindent
+        from estimator2keras._feature_columns import assign_names
+
+        column_input = self.column_input
+        writer = ColumnsWriter(self.plan.ctx, self.tf, column_input.reader, column_input.columns)
+        # Attributes of the model and keys of the preprocessed features: none may be another's.
+        taken = self.attrs_taken | set(self.call_arguments) | KERAS_MODEL_ATTRIBUTES | set(column_input.keys) | {
+            "preprocess", "input_layer"}
+        assign_names(writer.columns, taken | writer.taken())
+        init = writer.layer_lines() + writer.embedding_lines(column_input.columns)
+        made = {line.split(" = ", 1)[0][len("self."):] for line in init if line.startswith("self.")}
+        clash = sorted(made & taken)
+        if clash:
+            self.refuse(column_input.call, f"the preprocessing of this input_layer would be `self.{clash[0]}`, which "
+                                           "the model has already")
+        preprocess = writer.preprocess_lines()
+        entries = [f'"{v}": {v}' for v in writer.inputs] + [f'"{k}": features["{k}"]' for k in column_input.keys]
+        preprocess += _packed("inputs = {", entries, "}")
+        preprocess.append("return inputs if labels is None else (inputs, labels)")
+        # Each input read from what `preprocess` made, an id cast back to integers (ID_CAST_COMMENT).
+        ids = writer.id_inputs()
+        layer = [f'{v} = {features}["{v}"]' for v in writer.inputs if v not in ids]
+        layer += [ID_CAST_COMMENT] if ids else []
+        layer += [f'{v} = {self.tf}.cast({features}["{v}"], {self.tf}.int64)' for v in writer.inputs if v in ids]
+        layer += writer.concat_lines(column_input.columns, "return ")
+        text = "\n".join([
+            "class Methods:",
+            "    def preprocess(self, features, labels=None):",
+            '        """What the Estimator\'s feature columns computed from the raw features: floats, and',
+            "        ids as the columns numbered them. Run in tf.data (`dataset.map(model.preprocess)`),",
+            '        so that no string reaches the replicas."""',
+            *(f"        {line}" for line in preprocess),
+            "",
+            f"    def input_layer(self, {features}):",
+            '        """tf.feature_column.input_layer (TensorFlow 2 has none) of what `preprocess` made:',
+            '        the columns sorted by name, ids one-hot or embedded, concatenated."""',
+            *(f"        {line}" for line in layer),
+        ])
+        klass = cst.parse_statement(_reindent(text + "\n", self.ctx.module.default_indent))
+        methods = [m.with_changes(leading_lines=[_emit.blank_line()]) for m in klass.body.body]
+        module = cst.parse_module("\n".join(init) + "\n")
+        return [self.fit(line, 2) if isinstance(line, cst.SimpleStatementLine) else line for line in module.body], methods
 
     def from_outputs(self, post: list[_Def], value: cst.BaseExpression) -> list[cst.BaseStatement]:
         """The model run on ``features`` (inference), the statements computing ``value`` from
@@ -994,7 +1049,7 @@ class _ForwardRewriter(cst.CSTTransformer):
         if original in conv.rnn_reads:  # `state[1]`, `state.h`, `outputs[-1]`: what Keras returned
             return conv.rnn_read_replacement(original)
         if isinstance(original, cst.Call) and original in conv.root.input_layers:
-            return updated.with_changes(func=cst.Name(conv.root.input_layers[original]))
+            return conv.root.input_layers[original](updated)
         if isinstance(original, cst.Call) and original in conv.helper_calls and original in self.inputs:
             if conv.helper_calls[original].inline:
                 return conv.inline_call(original, self.inputs.pop(original))

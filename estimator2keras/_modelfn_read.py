@@ -82,6 +82,17 @@ def {name}(features, feature_columns):
         values.append({tf}.reshape({tf}.cast(value, {tf}.float32), [-1, size]))
     return {tf}.concat(values, axis=1)
 '''
+@dataclass
+class ColumnInput:
+    """A model_fn's input_layer of categorical columns (``read_column_input``): the call, its
+    columns and their reader, and the keys the model_fn reads the features by besides."""
+
+    call: cst.Call
+    columns: list
+    reader: object
+    keys: list[str]
+
+
 #: Names programs give whatever tensor flows through (``net = tf.layers.conv2d(net, ...)``):
 #: a layer is named after its kind rather than after such an output (``self.conv2d``, not
 #: ``self.net``).
@@ -672,7 +683,7 @@ class _ModelReader(BlockReading):
                 if path.startswith(("feature_column.", "compat.v1.feature_column.")) and self.role(call) is None \
                         and not path.rsplit(".", 1)[-1].endswith("_column"):
                     self.refuse(call, f"`{_emit.code(call.func)}` in the model_fn is not converted (TensorFlow 2 has no "
-                                      "such function; e2k converts `input_layer` of numeric columns)")
+                                      "such function; e2k converts its `input_layer`)")
                 if self.makes_keras_model(call):
                     self.check_model_factory(call)
                     continue
@@ -688,9 +699,9 @@ class _ModelReader(BlockReading):
     def read_input_layer(self, call: cst.Call) -> None:
         """``net = tf.feature_column.input_layer(features, params['feature_columns'])``: TF2 has
         no input_layer (left in the Keras model, it fails at the first step). Of numeric columns
-        it is a concatenation of the features, written by an emitted function; the columns must
-        be ones e2k reads (``_feature_columns``), all numeric."""
-        from estimator2keras._feature_columns import ColumnReader
+        it is a concatenation of the features, written by an emitted function; of categorical
+        ones too, it is the model's preprocessing and its ``input_layer`` method
+        (``read_column_input``). The columns must be ones e2k reads (``_feature_columns``)."""
         from estimator2keras._units import bind_arguments
 
         what = f"`{_emit.code(call.func)}(...)`"
@@ -705,51 +716,126 @@ class _ModelReader(BlockReading):
         features = bound.get("features")
         if features is None or not (isinstance(features.value, cst.Name) and features.value.value in self.input_names):
             self.refuse(call, f"{what} of other features than the model_fn's `features` is not converted")
-        kinds = self.input_column_kinds(bound["feature_columns"].value)
-        other = next((kind for kind in sorted(kinds) if kind != "numeric_column"), None)
-        if other is not None:
-            self.refuse(call, f"{what} of a column made by `{other}` is not converted: TensorFlow 2 has no "
-                              "input_layer, and e2k writes it for numeric columns only")
-        tf = self.tf
-        name = self.plan.add_helper("numeric_input_layer",
-                                    lambda given: _emit.statements(NUMERIC_INPUT_LAYER, name=given, tf=tf))
-        self.input_layers[call] = name
-        self.plan.fixed(call, "E2K302", f"{what} of numeric columns -> `{name}(...)`, which computes the same "
-                                        "(TensorFlow 2 has no input_layer)")
-
-    def input_column_kinds(self, expr: cst.BaseExpression) -> set[str]:
-        """The functions that make the columns an input_layer reads (``numeric_column``...):
-        ``params['feature_columns']`` read where the Estimator is given its params (a dict),
-        or an expression of the program; a list followed through its appends and extends
-        (TensorFlow's tutorial makes one column per key of its data, known at run time)."""
-        from estimator2keras._units import params_entry
-
-        ctx = self.ctx
-        if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Name) and expr.value.value == "params" \
-                and "params" in self.params and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index) \
-                and isinstance(expr.slice[0].slice.value, cst.SimpleString):
-            ctx = self.plan.ctx
-            entry = params_entry(ctx, self.plan.unit, expr)
-            if entry is None:
-                key = expr.slice[0].slice.value.evaluated_value
-                self.refuse(expr, f"e2k cannot read the Estimator's params[{key!r}], the columns of this input_layer")
-            expr = entry
+        ctx, expr = self.input_columns(bound["feature_columns"].value)
+        reader = columns = None
         kinds = _column_kinds(ctx, expr)
         if kinds is None:
             # Built by a function of the program, in a loop or a comprehension over constants:
             # the feature columns' own reader, as the canned Estimators read theirs.
             from estimator2keras._feature_columns import ColumnReader
 
+            reader = ColumnReader(ctx)
+            reader.site_scope = ctx.scope(self.plan.unit.call)
             try:
-                columns = ColumnReader(ctx).read_list(expr)
+                columns = reader.read_list(expr)
             except Unsupported:
-                columns = None
-            if columns is not None:
-                kinds = {"numeric_column" if c.kind == "numeric" else f"{c.kind} column" for c in columns}
-        if kinds is None:
-            self.refuse(expr, "e2k cannot read the columns of this input_layer (a list of feature columns, names bound "
-                              "once, appends and extends of such a list)")
-        return kinds
+                self.refuse(expr, "e2k cannot read the columns of this input_layer (a list of feature columns, names "
+                                  "bound once, appends and extends of such a list)")
+            kinds = {"numeric_column" if c.kind == "numeric" else f"{c.kind} column" for c in columns}
+        if kinds != {"numeric_column"}:
+            self.read_column_input(call, ctx, expr, features.value.value, reader, columns)
+            return
+        tf = self.tf
+        name = self.plan.add_helper("numeric_input_layer",
+                                    lambda given: _emit.statements(NUMERIC_INPUT_LAYER, name=given, tf=tf))
+        self.input_layers[call] = lambda updated: updated.with_changes(func=cst.Name(name))
+        self.plan.fixed(call, "E2K302", f"{what} of numeric columns -> `{name}(...)`, which computes the same "
+                                        "(TensorFlow 2 has no input_layer)")
+
+    def input_columns(self, expr: cst.BaseExpression):
+        """The expression of the columns an input_layer reads, and the context it is read in:
+        ``params['feature_columns']`` read where the Estimator is given its params (a dict),
+        or an expression of the program."""
+        from estimator2keras._units import params_entry
+
+        if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Name) and expr.value.value == "params" \
+                and "params" in self.params and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index) \
+                and isinstance(expr.slice[0].slice.value, cst.SimpleString):
+            entry = params_entry(self.plan.ctx, self.plan.unit, expr)
+            if entry is None:
+                key = expr.slice[0].slice.value.evaluated_value
+                self.refuse(expr, f"e2k cannot read the Estimator's params[{key!r}], the columns of this input_layer")
+            return self.plan.ctx, entry
+        return self.ctx, expr
+
+    def read_column_input(self, call: cst.Call, ctx, expr: cst.BaseExpression, features: str, reader=None,
+                          columns: list | None = None) -> None:
+        """An input_layer of categorical columns (indicator and embedding columns of vocabulary,
+        hash-bucket, identity, bucketized and crossed columns) and numeric ones, as a canned DNN
+        reads them (``_column_writer``): the lookups in the model's ``preprocess``, mapped over
+        the datasets so that no string reaches the replicas, and the one-hot and embedded ids
+        concatenated in its ``input_layer`` method. The model_fn's other reads of the features
+        take them by key, passed on by ``preprocess`` as they came."""
+        from estimator2keras._feature_columns import ColumnReader, all_columns
+
+        what = f"`{_emit.code(call.func)}(...)`"
+        if self.column_input is not None and self.column_input.call is not call:
+            self.refuse(call, f"a second {what} in the model_fn is not converted (e2k converts one of categorical "
+                              "columns)")
+        if ctx is not self.ctx:
+            self.refuse(call, f"{what} of categorical columns made in another module is not converted")
+        if columns is None:
+            reader = ColumnReader(ctx)
+            reader.site_scope = ctx.scope(self.plan.unit.call)
+            try:
+                columns = reader.read_list(expr)
+            except Unsupported as exc:
+                self.refuse(exc.node or expr, f"the columns of this input_layer: {exc.reason}")
+        for column in columns:
+            if column.kind not in ("numeric", "bucketized", "indicator", "embedding"):
+                self.refuse(column.call, f"a {column.kind} column cannot feed {what} (wrap it in indicator_column or "
+                                         "embedding_column); TensorFlow 1 refused it too")
+            if column.family is not None and len(columns) > 1:
+                self.refuse(column.call, f"{what} of columns whose keys are known only at run time, with other "
+                                         "columns: TF1 orders its inputs by name, which e2k cannot tell here")
+        for column in all_columns(columns):
+            if column.given or column.runtime_dtype:
+                self.refuse(column.call, f"{what}: this column's arguments are computed where the Estimator is built "
+                                         "(or its vocabulary's type is known at run time), which e2k does not pass to "
+                                         "a model_fn's Keras model")
+        keys = self.features_by_key(call, features)
+        if self.plan.uses("method", "export_saved_model", "export_savedmodel") or self.exports_in_file():
+            self.refuse(call, f"{what} of categorical columns in an exported model is not converted: the served "
+                              "model would need the raw features preprocessed first")
+        self.column_input = ColumnInput(call, columns, reader, keys)
+        self.input_layers[call] = lambda updated: _emit.expr("self.input_layer({f})", f=cst.Name(features))
+        self.plan.dataset_map = f"{self.plan.model_var}.preprocess"
+        self.plan.fixed(call, "E2K302", f"{what} of categorical columns -> the model's `preprocess` (in tf.data) and "
+                                        "`input_layer` (TensorFlow 2 has no input_layer)")
+
+    def features_by_key(self, call: cst.Call, features: str) -> list[str]:
+        """The keys the model_fn reads ``features`` by besides the input_layer
+        (``features["weight"]``): ``preprocess`` passes them on. Any other read of them (a
+        helper handed the dict, a key computed) is refused: the model gets the features
+        preprocessed."""
+        keys: list[str] = []
+        # The features of every input_layer (a second one is refused as such, where it is read).
+        arguments = {id(c.args[0].value) for c in iter_calls(self.fn.body)
+                     if c.args and self.ctx.call_api_path(c) in INPUT_LAYERS}
+        for name in _walk(self.fn.body):
+            if not (isinstance(name, cst.Name) and name.value == features) or id(name) in arguments:
+                continue
+            parent = self.ctx.parent(name)
+            if isinstance(parent, (cst.Attribute, cst.Arg)) and name is not getattr(parent, "value", None):
+                continue  # `x.features`, `f(features=...)`: no read of the dict
+            key = None
+            if isinstance(parent, cst.Subscript) and parent.value is name and len(parent.slice) == 1 \
+                    and isinstance(parent.slice[0].slice, cst.Index) \
+                    and isinstance(parent.slice[0].slice.value, cst.SimpleString):
+                key = parent.slice[0].slice.value.evaluated_value
+            if key is None:
+                self.refuse(name, f"`{features}` is read here besides `input_layer` of categorical columns; e2k "
+                                  f"converts reads of it by a key (`{features}[\"weight\"]`), which the model's "
+                                  "preprocessing passes on")
+            if key not in keys:
+                keys.append(key)
+        return keys
+
+    def exports_in_file(self) -> bool:
+        """An exporter (``FinalExporter``, ``LatestExporter``, ``BestExporter``) made in the file."""
+        return any(isinstance(node, cst.Call) and (self.plan.ctx.call_api_path(node) or "").endswith(
+            ("estimator.FinalExporter", "estimator.LatestExporter", "estimator.BestExporter"))
+            for node in _walk(self.plan.ctx.module))
 
     # -- Keras models the model_fn makes and calls -------------------------------------------
     def makes_keras_model(self, call: cst.Call, depth: int = 0) -> bool:

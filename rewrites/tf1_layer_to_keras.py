@@ -369,11 +369,26 @@ class Tf1LayerFunctionToKeras(ExpressionRule):
     converted file, `numeric_input_layer(features, columns)`, which computes what TF1 did
     (each column's feature through its `normalizer_fn`, cast to float32, one row of the
     column's shape per example, concatenated in the order of the columns' names) from the
-    same column objects at run time. The columns are read where the program makes them
-    (`params['feature_columns']` in the Estimator's `params` dict, a list, a loop over the
-    data's keys); columns of other kinds (indicator, embedding: their weights would be made by
-    TF1 code the Keras model does not track), columns e2k cannot read, and the other
-    `tf.feature_column` functions in a model_fn (`linear_model`) are refused, naming them.
+    same column objects at run time. With categorical columns too (indicator and embedding
+    columns of vocabulary-list and -file, hash-bucket, identity, bucketized and crossed
+    columns, as Google's census custom Estimator has them) it is written as a canned
+    DNNClassifier's columns are (E2K504): the lookups, hashing and crossing made in the
+    model's `__init__` and run in its `preprocess(features, labels=None)`, which every
+    dataset fed to the model goes through (`model.fit(input_fn().map(model.preprocess))`:
+    no string reaches the replicas, which Keras 3 cannot distribute), giving floats and ids
+    in the Estimator's numbering (out-of-vocabulary buckets after the vocabulary, no id for
+    `""`); the model's `input_layer` method, called where the model_fn called input_layer,
+    concatenates them sorted by the columns' names, ids one-hot, embeddings a
+    `Dense(dimension, use_bias=False)` of them initialized as TF1's tables
+    (fixture `custom_estimator_census_columns`). What else the model_fn reads of the
+    features by key (`features["weight"]`) `preprocess` passes on as it came. The columns are
+    read where the program makes them (`params['feature_columns']` in the Estimator's
+    `params` dict, a list, a loop over the data's keys, a function of the program returning
+    them). Refused, naming them: a categorical column no indicator or embedding wraps (TF1
+    refused it too), columns e2k cannot read, the features read otherwise besides such an
+    input_layer (handed whole to a function), a second one in the model_fn, such a model
+    exported (the served model gets raw features), and the other `tf.feature_column`
+    functions in a model_fn (`linear_model`).
 
     Refused (E2K901), naming the helper: a helper of several statements called again with
     `reuse` in its scope but not `reuse=True` (each call made new layers), one whose layers

@@ -1,6 +1,8 @@
 """`tf.feature_column.input_layer` in a model_fn: TensorFlow 2 has no such function, so left in
 the Keras model it failed at the first step of a "converted" program. Of numeric columns it
-is written by an emitted function; anything else is refused, naming the column."""
+is written by an emitted function; of categorical ones (indicator and embedding columns) it
+is the model's `preprocess`, mapped over the datasets, and its `input_layer` method, as a
+canned DNN's columns are written; anything else is refused, naming the column."""
 from __future__ import annotations
 
 import textwrap
@@ -85,11 +87,9 @@ def test_columns_given_directly_are_read_too(rules):
 
 
 @pytest.mark.parametrize("columns, definitions, reason", [
-    # An embedding's variables would be made by the TF1 function, inside a Keras model that
-    # does not track them.
+    # TF1's input_layer refused a categorical column that no indicator or embedding wraps.
     ("params['feature_columns']", '''\
-cols = [tf.feature_column.embedding_column(
-    tf.feature_column.categorical_column_with_identity("b", 4), 2)]''', "embedding_column"),
+cols = [tf.feature_column.categorical_column_with_identity("b", 4)]''', "identity column cannot feed"),
     ("params['missing']", NUMERIC, "params['missing']"),
     ("params['feature_columns'] + extra()", NUMERIC, "columns of this input_layer"),
 ])
@@ -107,3 +107,101 @@ def test_other_feature_column_functions_in_a_model_fn_are_refused(rules):
     result = rewrite_source(source.encode(), "program.py", rules)
     assert result.status == "partial"
     assert any("linear_model" in m for m in manual(result)), manual(result)
+
+
+CATEGORICAL = '''\
+CITIES = ["paris", "rome"]
+city = tf.feature_column.categorical_column_with_vocabulary_list("c", CITIES, num_oov_buckets=1)
+cols = [tf.feature_column.numeric_column("b"),
+        tf.feature_column.indicator_column(city),
+        tf.feature_column.embedding_column(tf.feature_column.categorical_column_with_identity("i", 4), 3)]'''
+NUMERIC_DATA = 'x = {"b": np.arange(4, dtype=np.float32), "a": np.arange(8, dtype=np.float32).reshape(4, 2)}'
+CATEGORICAL_DATA = 'x = {"b": np.arange(4, dtype=np.float32), "c": np.array(["rome", "", "oslo", "paris"]), ' \
+                   '"i": np.array([0, 3, 1, 2])}'
+
+
+def convert_categorical(rules, change=None):
+    source = PROGRAM.format(columns="params['feature_columns']", definitions=CATEGORICAL)
+    source = source.replace(NUMERIC_DATA, CATEGORICAL_DATA)
+    if change is not None:
+        source = change(source)
+    return rewrite_source(source.encode(), "program.py", rules)
+
+
+def test_input_layer_of_categorical_columns_is_the_models_preprocessing(rules):
+    result = convert_categorical(rules)
+    assert result.status == "converted", manual(result)
+    new = flat(result.new.decode())
+    assert "feature_column.input_layer(" not in new and "numeric_input_layer" not in new
+    # The lookups: made in __init__, run in preprocess, which every dataset fed to the model goes through.
+    assert "self.city_lookup = tf.keras.layers.StringLookup(vocabulary=CITIES)" in new
+    assert "self.city_oov = tf.keras.layers.Hashing(num_bins=1)" in new
+    assert "def preprocess(self, features, labels=None):" in new
+    assert "return inputs if labels is None else (inputs, labels)" in new
+    assert "est.fit(input_fn().map(est.preprocess)" in new or "model.fit(input_fn().map(model.preprocess)" in new
+    # The embedding as the canned conversion writes it: a Dense of one-hot ids, TF1's initializer.
+    assert "tf.keras.layers.Dense(3, use_bias=False, kernel_initializer=tf.keras.initializers.TruncatedNormal(" \
+           "stddev=3 ** -0.5))" in new
+    # The dense input, sorted by the columns' names (b, c_indicator, i_embedding), ids cast back.
+    assert "net = self.input_layer(features)" in new
+    assert 'city = tf.cast(features["city"], tf.int64)' in new
+    assert "return tf.concat([b, tf.one_hot(city, len(CITIES) + 1), self.i_embedding(tf.one_hot(i, 4))], " \
+           "axis=1)" in new
+
+
+def test_the_preprocessing_and_input_layer_compute_what_tf1_input_layer_did(rules):
+    import numpy as np
+    import tensorflow as tf
+
+    new = convert_categorical(rules).new.decode()
+    namespace: dict = {}
+    model_class = "class Model" + new.split("class Model", 1)[1].split("\ndef build_model")[0]
+    exec(compile("import tensorflow as tf\nCITIES = ['paris', 'rome']\n" + model_class, "converted.py", "exec"),
+         namespace)
+    model = namespace["Model"]({"feature_columns": None})
+    features = {"b": np.array([1.0, 2.0, 3.0, 4.0], np.float32), "c": np.array(["rome", "", "oslo", "paris"]),
+                "i": np.array([0, 3, 1, 2])}
+    ours = model.input_layer(model.preprocess(features)).numpy()
+    table = model.i_embedding.kernel.numpy()  # the same table on both sides
+    fc = tf.compat.v1.feature_column
+    columns = [fc.numeric_column("b"),
+               fc.indicator_column(fc.categorical_column_with_vocabulary_list("c", ["paris", "rome"], num_oov_buckets=1)),
+               fc.embedding_column(fc.categorical_column_with_identity("i", 4), 3,
+                                   initializer=tf.compat.v1.constant_initializer(table))]
+    with tf.Graph().as_default():
+        theirs = fc.input_layer(features, columns)
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            session.run(tf.compat.v1.tables_initializer())
+            expected = session.run(theirs)
+    np.testing.assert_allclose(ours, expected, rtol=1e-6)
+    # "" has no id (a zero row); "oslo" is in the out-of-vocabulary bucket (id 2).
+    np.testing.assert_array_equal(ours[:, 1:4], [[0, 1, 0], [0, 0, 0], [0, 0, 1], [1, 0, 0]])
+
+
+def test_features_read_by_key_besides_input_layer_are_passed_on(rules):
+    result = convert_categorical(rules, lambda source: source.replace(
+        "    logits = tf.layers.dense(net, 2)", '    logits = tf.layers.dense(net, 2) + features["b"][:, None]'))
+    assert result.status == "converted", manual(result)
+    new = flat(result.new.decode())
+    # The raw feature under its key; the column's input (also "b" in TF1) under another name.
+    assert '"b": features["b"]' in new and '"b_2": b_2' in new
+    assert 'return self.dense(net) + features["b"][:, None]' in new
+
+
+@pytest.mark.parametrize("change, reason", [
+    # The features handed whole to something else, which would read the preprocessed dict.
+    (lambda s: s.replace("    logits = tf.layers.dense(net, 2)", "    logits = tf.layers.dense(net, 2) + helper(features)"),
+     "`features` is read here besides `input_layer`"),
+    # The served model would get raw features, which its input_layer cannot read.
+    (lambda s: s + "est.export_saved_model('out', serving_input_fn)\n", "exported model"),
+    # A second input_layer (of the same columns here).
+    (lambda s: s.replace(
+        "    logits = tf.layers.dense(net, 2)",
+        "    net = tf.concat([net, tf.feature_column.input_layer(features, params['feature_columns'])], 1)\n"
+        "    logits = tf.layers.dense(net, 2)"), "second"),
+])
+def test_input_layer_of_categorical_columns_e2k_cannot_write_is_refused(rules, change, reason):
+    result = convert_categorical(rules, change)
+    assert result.status == "partial", flat(result.new.decode())
+    assert any(reason in m for m in manual(result)), manual(result)
