@@ -101,8 +101,7 @@ estimator.train(input_fn)
 ''',
             after='''\
 # e2k converted this file to Keras (`e2k explain CODE` says more):
-# - E2K602 Global batch: Keras splits each batch across the replicas (the Estimator batched per
-#   replica).
+# - E2K602 Global batch: Keras splits it across the replicas; the Estimator batched per replica.
 import tensorflow as tf
 
 

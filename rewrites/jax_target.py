@@ -76,8 +76,7 @@ estimator.train(_input_fn)
 ''',
             after='''\
 # e2k converted this file to Keras (`e2k explain CODE` says more):
-# - E2K602 Global batch: Keras splits each batch across the replicas (the Estimator batched per
-#   replica).
+# - E2K602 Global batch: Keras splits it across the replicas; the Estimator batched per replica.
 # - E2K700 Keras 3 on JAX: a keras.distribution.DataParallel over the strategy's devices in place of
 #   its scope, keras.ops in the model's code; the input pipeline stays tf.data.
 import os

@@ -12,7 +12,7 @@ SETTINGS = (
 )
 #: RunConfig's default when neither save_checkpoints_steps nor save_checkpoints_secs is given.
 DEFAULT_SECS = "600"
-COMMENT = "The Estimator restored and saved checkpoints in its model_dir; so does ModelDirCheckpoints."
+COMMENT = "ModelDirCheckpoints restores and saves checkpoints in model_dir, as the Estimator did."
 NO_CHECKPOINTS = (
     "the Estimator saved no checkpoints (save_checkpoints_steps and save_checkpoints_secs are None), so its "
     "evaluate() and predict() read an untrained model; Keras uses the trained one"
@@ -104,7 +104,7 @@ estimator.train(input_fn, max_steps=1000)
 ''',
             after='''\
 # e2k converted this file to Keras (`e2k explain CODE` says more):
-# - E2K402 The Estimator restored and saved checkpoints in its model_dir; so does ModelDirCheckpoints.
+# - E2K402 ModelDirCheckpoints restores and saves checkpoints in model_dir, as the Estimator did.
 import tensorflow as tf
 
 from e2k_helpers import ModelDirCheckpoints

@@ -11,7 +11,7 @@ from estimator2keras._modelfn_read import _walk
 from estimator2keras._units import accesses_of, bind_arguments, resolve_call
 
 BATCH_METHODS = ("batch", "padded_batch")
-WHY = "Global batch: Keras splits each batch across the replicas (the Estimator batched per replica)."
+WHY = "Global batch: Keras splits it across the replicas; the Estimator batched per replica."
 WHY_PARAMETER = "The Estimator batched per replica: the Keras program passes the global batch size."
 WHY_JOINED = "The Estimator gave each replica the next batch in turn: Keras reads them as one global batch."
 
@@ -139,7 +139,7 @@ estimator.train(input_fn)
 ''',
             after='''\
 # e2k converted this file to Keras (`e2k explain CODE` says more):
-# - E2K602 Global batch: Keras splits each batch across the replicas (the Estimator batched per replica).
+# - E2K602 Global batch: Keras splits it across the replicas; the Estimator batched per replica.
 import tensorflow as tf
 
 BATCH_SIZE = 16
@@ -194,8 +194,7 @@ def main(x, y):
 ''',
             after='''\
 # e2k converted this file to Keras (`e2k explain CODE` says more):
-# - E2K602 Global batch: Keras splits each batch across the replicas (the Estimator batched per
-#   replica).
+# - E2K602 Global batch: Keras splits it across the replicas; the Estimator batched per replica.
 import tensorflow as tf
 
 
@@ -359,8 +358,7 @@ print(estimator.evaluate(eval_input_fn, steps=3))
 ''',
             after='''\
 # e2k converted this file to Keras (`e2k explain CODE` says more):
-# - E2K602 Global batch: Keras splits each batch across the replicas (the Estimator batched per
-#   replica).
+# - E2K602 Global batch: Keras splits it across the replicas; the Estimator batched per replica.
 import tensorflow as tf
 
 BATCH_SIZE = 4
@@ -469,8 +467,7 @@ def main():
 ''',
             after='''\
 # e2k converted this file to Keras (`e2k explain CODE` says more):
-# - E2K602 Global batch: Keras splits each batch across the replicas (the Estimator batched per
-#   replica).
+# - E2K602 Global batch: Keras splits it across the replicas; the Estimator batched per replica.
 import tensorflow as tf
 
 

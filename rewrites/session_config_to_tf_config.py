@@ -10,7 +10,7 @@ from estimator2keras.rewrites.distribute_strategy_scope import MULTI_WORKER, STR
 
 CONFIG_PROTO = frozenset({"ConfigProto"})
 GPU_OPTIONS = frozenset({"GPUOptions"})
-COMMENT = "From RunConfig(session_config=...): TensorFlow 2 configures devices once, before any op runs."
+COMMENT = "From RunConfig(session_config=...): TF2 configures devices before any op runs."
 COMMENT_IN_PLACE = ("From RunConfig(session_config=...): TensorFlow 2 sets these once for the process, "
                     "before any op runs.")
 CLUSTER_ONLY = ("From RunConfig(session_config=...): its device_filters only chose the tasks a session reached",
@@ -102,8 +102,7 @@ estimator.train(input_fn)
 ''',
             after='''\
 # e2k converted this file to Keras (`e2k explain CODE` says more):
-# - E2K401 From RunConfig(session_config=...): TensorFlow 2 configures devices once, before any
-#   op runs.
+# - E2K401 From RunConfig(session_config=...): TF2 configures devices before any op runs.
 import tensorflow as tf
 
 tf.config.set_soft_device_placement(True)
@@ -150,7 +149,7 @@ estimator.train(input_fn)
 ''',
             after='''\
 # e2k converted this file to Keras (`e2k explain CODE` says more):
-# - E2K401 From RunConfig(session_config=...): TensorFlow 2 configures devices once, before any op runs.
+# - E2K401 From RunConfig(session_config=...): TF2 configures devices before any op runs.
 import tensorflow as tf
 
 for gpu in tf.config.list_physical_devices("GPU"):

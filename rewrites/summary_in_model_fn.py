@@ -59,8 +59,7 @@ estimator.train(input_fn)
 ''',
             after='''\
 # e2k converted this file to Keras (`e2k explain CODE` says more):
-# - E2K402 The Estimator restored and saved checkpoints in its model_dir; so does
-#   ModelDirCheckpoints.
+# - E2K402 ModelDirCheckpoints restores and saves checkpoints in model_dir, as the Estimator did.
 import tensorflow as tf
 
 from e2k_helpers import ModelDirCheckpoints

@@ -78,7 +78,7 @@ estimator.train(input_fn, steps=50)
 ''',
             after='''\
 # e2k converted this file to Keras (`e2k explain CODE` says more):
-# - E2K402 The Estimator restored and saved checkpoints in its model_dir; so does ModelDirCheckpoints.
+# - E2K402 ModelDirCheckpoints restores and saves checkpoints in model_dir, as the Estimator did.
 # - E2K409 The TensorBoard callback needs the tensorboard package, which TensorFlow 2.20 and later no
 #   longer install: pip install tensorboard.
 import tensorflow as tf

@@ -181,8 +181,7 @@ metrics, exports = tf.estimator.train_and_evaluate(estimator, train_spec, eval_s
 ''',
             after='''\
 # e2k converted this file to Keras (`e2k explain CODE` says more):
-# - E2K402 The Estimator restored and saved checkpoints in its model_dir; so does
-#   ModelDirCheckpoints.
+# - E2K402 ModelDirCheckpoints restores and saves checkpoints in model_dir, as the Estimator did.
 import os
 import time
 
@@ -266,7 +265,7 @@ tf.estimator.train_and_evaluate(
 ''',
             after='''\
 # e2k converted this file to Keras (`e2k explain CODE` says more):
-# - E2K402 The Estimator restored and saved checkpoints in its model_dir; so does ModelDirCheckpoints.
+# - E2K402 ModelDirCheckpoints restores and saves checkpoints in model_dir, as the Estimator did.
 import os
 import tempfile
 

@@ -269,10 +269,10 @@ import emitted_lines  # noqa: E402  (benchmarks/emitted_lines.py: the same figur
 
 TREES = emitted_lines.trees(FIXTURES)
 #: The total after/before line ratio of the converted files over every fixture may not grow
-#: past this (1.361 at the last change (10,101 lines for 7,420): custom_estimator_census_columns, whose
-#: input_layer of categorical columns becomes a preprocess and an input_layer method, writes 168 lines for 90;
-#: 1.56 before canned models and their head's metrics had base classes and a helper; issue 15 aims at 1.1).
-RATIO_CEILING = 1.362
+#: past this (1.356 at the last change (10,120 lines for 7,461): the three most frequent header
+#: notes fit one line; 1.56 before canned models and their head's metrics had base classes and
+#: a helper; issue 15 aims at 1.1).
+RATIO_CEILING = 1.357
 
 
 @pytest.mark.parametrize("tree", TREES, ids=[t.name for t in TREES])

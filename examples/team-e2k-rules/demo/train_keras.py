@@ -1,7 +1,7 @@
 """Trains the click model with the team's Estimator factory."""
 # e2k converted this file to Keras (`e2k explain CODE` says more):
-# - E2K602 Global batch: Keras splits each batch across the replicas (the Estimator batched
-#   per replica).
+# - E2K602 Global batch: Keras splits it across the replicas; the Estimator batched per
+#   replica.
 import tensorflow as tf
 
 features = [[1.0, 0.5], [2.0, 1.5], [3.0, 2.5], [4.0, 3.5]]
