@@ -144,13 +144,17 @@ class _KerasWriter:
         (``tf.squeeze(logits, axis=1)``), reduces each replica's batch to one value. Under a
         distribution strategy Keras 3 does not divide such a value by the replicas (it divides
         per-example losses only): measured with e2k parity on 2 replicas, the newest
-        TensorFlow reports twice the loss at step 1 and trains with twice the gradient, where
-        TensorFlow 2.15 trains as the Estimator did. Reported until e2k writes such losses
-        per example."""
-        unit = self.plan.unit if self.plan is not None else None
-        if unit is None or unit.config_value("train_distribute") is None or not isinstance(loss.keras_loss, cst.Call):
+        TensorFlow reported twice the loss at step 1 and trained with twice the gradient. So
+        the loss is computed per example (``reduction="none"`` on the values as one column):
+        Keras averages those over the global batch and divides by the replicas in both
+        versions, which is TF1's mean over each replica's batch, divided by the replicas. So
+        without a strategy too: the same model, then trained under one, stays right (and two
+        Estimators of one model_fn, with and without a strategy, convert it alike). With a
+        reduction of its own it is reported."""
+        if not isinstance(loss.keras_loss, cst.Call):
             return
-        if _emit.code(loss.keras_loss.func).rsplit(".", 1)[-1] not in LAST_AXIS_LOSSES:
+        kind = _emit.code(loss.keras_loss.func).rsplit(".", 1)[-1]
+        if kind not in LAST_AXIS_LOSSES:
             return
         output = loss.predictions
         d = self.latest_def(output.value, at) if isinstance(output, cst.Name) else None
@@ -159,12 +163,37 @@ class _KerasWriter:
         rank_one = path in ("squeeze", "compat.v1.squeeze") or (
             path in ("reshape", "compat.v1.reshape") and len(value.args) > 1
             and _emit.code(value.args[1].value).replace(" ", "") in ("[-1]", "(-1,)", "-1"))
-        if rank_one:
+        if not rank_one:
+            return
+        if any(a.keyword is not None and a.keyword.value == "reduction" for a in loss.keras_loss.args):
             self.leftover(value, (
-                "the model output is rank 1 and its loss averages over the last axis: on the newest TensorFlow "
-                "(Keras 3), under a distribution strategy, Keras does not divide that loss by the replicas, so "
-                "training takes N times the Estimator's steps (TensorFlow 2.15 trains as the Estimator did); keep the "
-                "output's last axis or check with e2k parity --target-python"), "E2K201")
+                "the model output is rank 1 and its loss, with a reduction of its own, averages over the last axis: on "
+                "the newest TensorFlow (Keras 3), under a distribution strategy, Keras does not divide that loss by the "
+                "replicas (TensorFlow 2.15 trains as the Estimator did); keep the output's last axis or check with e2k "
+                "parity --target-python"), "E2K201")
+            return
+        loss.keras_loss = cst.Name(self._per_example_loss(loss.keras_loss))
+        if self.plan is not None:
+            self.plan.fixed(value, "E2K201", "a loss of a rank-1 output -> computed per example, which Keras divides by "
+                                             "the replicas (it does not divide a batch's one value on Keras 3)")
+
+    def _per_example_loss(self, keras_loss: cst.Call) -> str:
+        """The module-level function computing ``keras_loss`` per example on a rank-1 output."""
+        taken = {n.value for n in _walk(self.ctx.module) if isinstance(n, cst.Name)}
+        taken |= {stmt.name.value for stmt in self.definitions if isinstance(stmt, (cst.ClassDef, cst.FunctionDef))}
+        name = _emit.unique_name("per_example_loss", taken)
+        per_example = keras_loss.with_changes(
+            args=_emit.call_args([*keras_loss.args, _emit.keyword_arg("reduction", cst.SimpleString('"none"'))]))
+        indent = self.ctx.module.default_indent
+        fn = _emit.statement(
+            f"def {name}(labels, predictions):\n"
+            f'    """Each example\'s loss (the output is one value per example), which Keras divides by the\n'
+            f'{indent}replicas: Keras 3 does not divide a loss object\'s one value per batch (E2K201)."""\n'
+            "    loss = {loss}\n"
+            "    return loss({tf}.reshape(labels, [-1, 1]), {tf}.reshape(predictions, [-1, 1]))\n",
+            loss=per_example, tf=self.tf)
+        self.definitions.append(fn)
+        return name
 
     def absorb_helpers(self) -> None:
         """A helper that only this model_fn called is now a method of the model: its TF1

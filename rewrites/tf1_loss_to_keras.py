@@ -84,12 +84,15 @@ class Tf1LossToKeras(ExpressionRule):
 
     ## Limitations
     A rank-1 model output (`tf.squeeze(logits, axis=1)`, `tf.reshape(x, [-1])`) with a loss
-    that averages over the last axis (mean squared error, sigmoid cross-entropy...), trained
-    under a distribution strategy, is reported: Keras 3 does not divide such a loss by the
-    replicas (only per-example losses), so on the newest TensorFlow it trains with N times
-    the Estimator's gradient (measured with e2k parity on 2 replicas; TensorFlow 2.15 trains
-    as the Estimator did). Keep the output's last axis, or check with `e2k parity
-    --target-python`.
+    that averages over the last axis (mean squared error, sigmoid cross-entropy...) gets its
+    loss per example: a function of the module, `per_example_loss(labels, predictions)`, runs
+    the Keras loss with `reduction="none"` on both as one column, and
+    `compile(loss=per_example_loss)`. A loss object would reduce each
+    replica's batch to one value, which Keras 3 does not divide by the replicas (only
+    per-example losses): the newest TensorFlow trained with N times the Estimator's gradient.
+    Fixture `rank_one_output_mirrored` passes e2k parity on 2 replicas on TensorFlow 2.15 and
+    the newest TensorFlow (the loss object fails it there at step 1). It is written without a
+    strategy too: the same model trained later under one stays right.
 
     `weights=` other than 1 (TF1 divides by the number of non-zero weights, Keras by the
     batch size), another `reduction`, and `log_loss` / `hinge_loss` are not converted yet
