@@ -63,6 +63,7 @@ _NAMED = (
     ("KerasV2Adagrad", "estimator2keras.rewrites.tf1_optimizer_to_keras", "KERAS_V2_ADAGRAD"),
     ("LoggingTensorCallback", "estimator2keras.rewrites.session_run_hook_to_callback", "LOGGING_TENSOR_CALLBACK"),
     ("global_batches", "estimator2keras.rewrites.per_replica_batch_to_global", "JOINED"),
+    ("StopAtStep", "estimator2keras.rewrites.train_and_evaluate_to_fit", "STOP_AT_STEP"),
     ("KerasV2RMSprop", "estimator2keras.rewrites.keras_model_to_estimator_unwrap", "KERAS_V2_RMSPROP"),
 )
 #: Modules whose string constants (and dicts of them) that define one class of a fixed name

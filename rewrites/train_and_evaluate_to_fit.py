@@ -29,6 +29,20 @@ BEST_EXPORTER = "estimator.BestExporter"
 EXPORTER_SIGNATURE = ("name", "serving_input_receiver_fn", "assets_extra", "as_text", "exports_to_keep")
 BEST_EXPORTER_SIGNATURE = ("name", "serving_input_receiver_fn", "event_file_pattern", "compare_fn", "assets_extra",
                            "as_text", "exports_to_keep")
+#: fit's last epoch cut short at TrainSpec(max_steps=...) (not a multiple of the epochs' steps).
+STOP_AT_STEP = '''
+class {name}({tf}.keras.callbacks.Callback):
+    """Stops training at a global step, as TrainSpec(max_steps=...) did: in the
+    middle of an epoch if need be, which Keras still evaluates as it ends."""
+
+    def __init__(self, last_step):
+        super().__init__()
+        self.last_step = last_step
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.model.optimizer.iterations.numpy() >= self.last_step:
+            self.model.stop_training = True
+'''
 TIMING_NOTES = {
     "throttle_secs": "EvalSpec(throttle_secs=...): fit evaluates at fixed steps (or once, after training), not by time",
     "start_delay_secs": "EvalSpec(start_delay_secs=...) only delayed a separate evaluator job; there is none",
@@ -54,7 +68,12 @@ class TrainAndEvaluateToFit(UnitRule):
       early-stopping hook, `fit` evaluates every N steps as the Estimator evaluated every
       checkpoint: `fit(..., epochs=max_steps // N, steps_per_epoch=N,
       validation_data=<eval dataset>.take(steps))`: each evaluation reads the eval input anew,
-      as the Estimator's did.
+      as the Estimator's did. Where `max_steps` is no multiple of N, or a flag
+      (`max_steps=args.max_steps`), the Estimator's last round was shorter, ended by a
+      checkpoint and its evaluation: `epochs=(args.max_steps + N - 1) // N` and a
+      `StopAtStep(args.max_steps)` callback stopping the last epoch there (Keras evaluates an
+      epoch stopped early as it ends); a model that may already be at `max_steps` (restored
+      from its model_dir) takes no step (fixture `early_stopping_max_steps_flag`).
     - `throttle_secs`, `start_delay_secs` and `name` are accounted for (reported).
 
     ## Why
@@ -454,16 +473,28 @@ model.evaluate(input_fn(), steps=1, callbacks=[checkpoints])
         if not (total is not None and total % steps == 0):
             if not hooks.early_stops:
                 return None
-            raise Unsupported(
-                f"{why}: TrainSpec(max_steps=...) must be a literal multiple of save_checkpoints_steps "
-                f"({steps}) for fit to evaluate where the Estimator did", train_call)
+            if max_steps is None:
+                raise Unsupported(f"{why} with no TrainSpec(max_steps=...): the Estimator trained until the input ended "
+                                  "or the hook stopped it, which fit's epochs of a fixed number of steps cannot say",
+                                  train_call)
+            # `max_steps=FLAGS.max_steps`: the last round of steps may be shorter (StopAtStep).
         return steps
 
     def _periodic_fit(self, plan, ctx, call, steps, dataset, eval_input, params, eval_steps, train_hooks, eval_hooks,
                       max_steps, export_callbacks=()):
         model = plan.model_var
-        epochs = cst.Integer(str(max_steps.evaluated_value // steps)) if isinstance(max_steps, cst.Integer) \
-            else _emit.expr("{m} // {s}", m=max_steps, s=str(steps))
+        total = integer_of(ctx, max_steps)
+        stop = None
+        if total is not None and total % steps == 0:
+            epochs = cst.Integer(str(total // steps)) if isinstance(max_steps, cst.Integer) \
+                else _emit.expr("{m} // {s}", m=max_steps, s=str(steps))
+        else:
+            # The Estimator checkpointed (and evaluated) every `steps` and at max_steps: the last
+            # epoch stops there, and Keras evaluates it as it ends.
+            epochs = cst.Integer(str(-(-total // steps))) if total is not None \
+                else _emit.expr("({m} + {r}) // {s}", m=max_steps, r=str(steps - 1), s=str(steps))
+            helper = plan.add_helper("StopAtStep", lambda name: _emit.statements(STOP_AT_STEP, name=name, tf=plan.tf))
+            stop = _emit.expr("{h}({m})", h=helper, m=max_steps.deep_clone())
         fit_args = [*dataset, _emit.keyword_arg("epochs", epochs)]
         if plan.may_restore:
             fit_args.append(_emit.keyword_arg(
@@ -481,15 +512,21 @@ model.evaluate(input_fn(), steps=1, callbacks=[checkpoints])
         hooks = Hooks()
         hooks.extend(train_hooks)
         hooks.callbacks += [c.deep_clone() for c in eval_hooks.callbacks]
-        for stop in train_hooks.early_stops:
-            hooks.callbacks.append(self._early_stopping(plan, stop, steps))
+        for early_stop in train_hooks.early_stops:
+            hooks.callbacks.append(self._early_stopping(plan, early_stop, steps))
+        if stop is not None:
+            hooks.callbacks.append(stop)
         hooks.callbacks += list(export_callbacks)
         callbacks = callbacks_arg(plan, hooks, training=True)
         if callbacks is not None:
             fit_args.append(callbacks)
         fit_args += list(plan.fit_keywords)
         fit = method_call(model, "fit", fit_args)
-        statement = _emit.fit_line(_emit.statement("{c}", c=fit), _depth(ctx, call), ctx.module.default_indent)
+        guarded = stop is not None and needs_step_guard(plan, ctx, call)
+        statement = _emit.fit_line(_emit.statement("{c}", c=fit), _depth(ctx, call) + guarded, ctx.module.default_indent)
+        if guarded:  # StopAtStep stops after a step: a model already at max_steps must not take one
+            statement = _emit.statement("if {s} < {m}:\n    pass", s=start_step(plan), m=max_steps.deep_clone()).with_changes(
+                body=cst.IndentedBlock(body=[statement]))
         return _emit.with_comment(statement, f"Evaluate after every checkpoint (every {steps} steps), as train_and_evaluate did.")
 
     def _early_stopping(self, plan, stop, steps: int) -> cst.BaseExpression:

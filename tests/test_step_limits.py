@@ -69,10 +69,31 @@ def test_early_stopping_up_to_a_module_constant_evaluates_at_each_checkpoint(rul
     assert "epochs=MAX_STEPS // 20" in new and "steps_per_epoch=20" in new, new
 
 
-def test_early_stopping_up_to_a_flag_is_refused_saying_why(rules):
-    result = convert(rules, EARLY, "args.max_steps")
+@pytest.mark.parametrize("limit, epochs", [("args.max_steps", "(args.max_steps + 19) // 20"), ("50", "3")])
+def test_early_stopping_up_to_a_flag_or_a_number_of_steps_that_is_no_multiple(rules, limit, epochs):
+    """The Estimator's last round was shorter (a checkpoint and its evaluation at max_steps):
+    fit's last epoch is stopped there (StopAtStep, fixture early_stopping_max_steps_flag), and
+    a model already at max_steps (restored from its model_dir) takes no step."""
+    result = convert(rules, EARLY, limit)
+    assert result.status == "converted", [f.message for f in result.findings if f.kind == "manual"]
+    new = result.new.decode()
+    assert f"epochs={epochs}," in new and "steps_per_epoch=20" in new, new
+    assert f"StopAtStep({limit})" in new, new
+    assert f"if checkpoints.global_step() < {limit}:" in new, new
+
+
+def test_a_multiple_of_the_checkpoint_steps_needs_no_stop(rules):
+    result = convert(rules, EARLY, "60")
+    assert result.status == "converted", [f.message for f in result.findings if f.kind == "manual"]
+    assert "epochs=3," in result.new.decode() and "StopAtStep" not in result.new.decode()
+
+
+def test_early_stopping_without_max_steps_is_refused_saying_why(rules):
+    source = PROGRAM.replace("HOOKS", EARLY).replace("LIMIT", "None").replace(".repeat().batch(4)", ".batch(4)")
+    result = rewrite_source(source.encode(), "trainer.py", rules)
     assert result.status == "partial"
-    assert any("literal multiple of save_checkpoints_steps" in f.message for f in result.findings)
+    assert any("with no TrainSpec(max_steps=...)" in f.message for f in result.findings), \
+        [f.message for f in result.findings]
 
 
 def test_a_raw_receiver_of_a_dict_comprehension_exports_one_input_per_feature(rules):
