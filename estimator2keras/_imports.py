@@ -113,25 +113,13 @@ def _lookup_table(ctx: RewriteContext, call: cst.Call, tf: str, to_string: bool)
     goes to n + its FastHashSpec fingerprint modulo the buckets, in TF1's IdTableWithHashBuckets
     and TF2's table alike). ``index_to_string_table_from_tensor`` -> the reverse table, "UNK"
     by default. None where the call's arguments are not read (a hasher, integer keys)."""
-    from estimator2keras._units import bind_arguments
-    from estimator2keras._rule import Unsupported
+    from estimator2keras._label_table import read_index_table, without_constant
 
-    names = ("mapping", "default_value", "name") if to_string else (
-        "mapping", "num_oov_buckets", "default_value", "hasher_spec", "dtype", "name")
-    try:
-        bound = bind_arguments(call, names)
-    except Unsupported:
+    read = read_index_table(ctx, call, to_string)
+    if read is None:  # a hasher, or a dtype other than the strings' default
         return None
-    mapping = bound.pop("vocabulary_list", None) or bound.pop("mapping", None)
-    bound.pop("name", None)
-    buckets = bound.pop("num_oov_buckets", None)
-    default = bound.pop("default_value", None)
-    if mapping is None or bound:  # a hasher, or a dtype other than the strings' default
-        return None
-    sized = mapping.value  # `tf.constant(LABELS)`: the size of LABELS
-    if isinstance(sized, cst.Call) and ctx.call_api_path(sized) == "constant" and len(sized.args) == 1 \
-            and sized.args[0].keyword is None and not sized.args[0].star:
-        sized = sized.args[0].value
+    mapping, buckets, default = read
+    sized = without_constant(ctx, mapping.value)  # `tf.constant(LABELS)`: the size of LABELS
     ids = _emit.code(_emit.expr("{tf}.range({tf}.size({m}, out_type={tf}.int64))", tf=tf, m=sized))
     keys = _emit.code(mapping.value)
     if to_string:

@@ -34,6 +34,7 @@ from estimator2keras._modelfn_read import (
     MODEL_FN_PARAMS, Derived, LayerCall, LossConversion, MetricConversion, ModelConversion, ScheduleConversion,
     _Def, _LayerApp, _ModelReader, _walk,
 )
+from estimator2keras._label_table import LabelTableReading
 from estimator2keras._modelfn_loss import _LossReader, _OwnLossWriter, _WeightPenaltyReader
 from estimator2keras._modelfn_read_compile import _CompileReader
 from estimator2keras._modelfn_rnn import RNN_CONVERTED, RnnReading
@@ -45,6 +46,7 @@ MODEL_FN = "E2K001"
 
 
 class _Converter(_WeightPenaltyReader, RnnReading, _ModelReader, _LossReader, _OwnLossWriter, _CompileReader,
+                 LabelTableReading,
                  _KerasWriter):
     """One model_fn's conversion: its state and the helpers both sides use; the reading comes
     from ``_ModelReader`` and ``_CompileReader``, the writing from ``_KerasWriter``."""

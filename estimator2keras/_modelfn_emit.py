@@ -64,7 +64,7 @@ class _KerasWriter:
             self._outside_forward = False
         self.read_layers(forward)
         picking = self.dispatch_smalls  # made in __init__ now (`dispatch_of`)
-        forward = [d for d in forward if d.small not in picking]
+        forward = self.without_column_building([d for d in forward if d.small not in picking], output)
         self.id_casts = self.ids_from_features(forward)
         spent = self._claim(None, set())
         optimizer, builder_defs = self.read_train_op(train["train_op"], train["loss"])
@@ -86,7 +86,8 @@ class _KerasWriter:
         self.check_nested_functions()
 
         # No method of its own (nor a preprocessing of the features): no class needed.
-        plain = prediction is None and self.export_output is None and self.column_input is None
+        plain = prediction is None and self.export_output is None and self.column_input is None \
+            and self.label_table is None
         sequential = self.sequential(forward, output) if plain else None
         direct = self.direct_model(forward, output) if plain else None
         statements: list[cst.BaseStatement] = []
@@ -530,6 +531,8 @@ class _KerasWriter:
         for name in call_arguments:
             init.append(_emit.statement(f"self.{name} = {name}"))
         columns = self.column_methods(inputs) if base is None and self.column_input is not None else None
+        if columns is None and base is None and self.label_table is not None:
+            columns = self.label_methods()
         if columns is not None:
             init += columns[0]
         for d in init_defs:
@@ -618,6 +621,8 @@ class _KerasWriter:
             "preprocess", "input_layer"}
         assign_names(writer.columns, taken | writer.taken())
         init = writer.layer_lines() + writer.embedding_lines(column_input.columns)
+        if self.label_table is not None:
+            init += self.label_init_lines()
         made = {line.split(" = ", 1)[0][len("self."):] for line in init if line.startswith("self.")}
         clash = sorted(made & taken)
         if clash:
@@ -626,7 +631,10 @@ class _KerasWriter:
         preprocess = writer.preprocess_lines()
         entries = [f'"{v}": {v}' for v in writer.inputs] + [f'"{k}": features["{k}"]' for k in column_input.keys]
         preprocess += _packed("inputs = {", entries, "}")
-        preprocess.append("return inputs if labels is None else (inputs, labels)")
+        if self.label_table is not None:
+            preprocess += self.label_preprocess_lines("inputs")
+        else:
+            preprocess.append("return inputs if labels is None else (inputs, labels)")
         # Each input read from what `preprocess` made, an id cast back to integers (ID_CAST_COMMENT).
         ids = writer.id_inputs()
         layer = [f'{v} = {features}["{v}"]' for v in writer.inputs if v not in ids]
@@ -650,6 +658,27 @@ class _KerasWriter:
         methods = [m.with_changes(leading_lines=[_emit.blank_line()]) for m in klass.body.body]
         module = cst.parse_module("\n".join(init) + "\n")
         return [self.fit(line, 2) if isinstance(line, cst.SimpleStatementLine) else line for line in module.body], methods
+
+    def label_methods(self) -> tuple[list[cst.BaseStatement], list[cst.FunctionDef]]:
+        """Labels a table numbered in the model_fn, with no input_layer of categorical columns:
+        the lookup layer in ``__init__`` and a ``preprocess`` numbering the labels alone."""
+        from estimator2keras._column_writer import _reindent
+
+        clash = sorted({"preprocess", "label_lookup", "label_oov"} & (self.attrs_taken | set(self.call_arguments)))
+        if clash:
+            self.refuse(self.label_table.call, f"the labels' lookup would be `self.{clash[0]}`, which the model has "
+                                               "already")
+        text = "\n".join([
+            "class Methods:",
+            "    def preprocess(self, features, labels=None):",
+            '        """The labels as the model_fn\'s lookup table numbered them, in tf.data',
+            '        (`dataset.map(model.preprocess)`), so that no string reaches the replicas."""',
+            *(f"        {line}" for line in self.label_preprocess_lines("features")),
+        ])
+        klass = cst.parse_statement(_reindent(text + "\n", self.ctx.module.default_indent))
+        methods = [m.with_changes(leading_lines=[_emit.blank_line()]) for m in klass.body.body]
+        module = cst.parse_module("\n".join(self.label_init_lines()) + "\n")
+        return [self.fit(line, 2) for line in module.body], methods
 
     def from_outputs(self, post: list[_Def], value: cst.BaseExpression) -> list[cst.BaseStatement]:
         """The model run on ``features`` (inference), the statements computing ``value`` from

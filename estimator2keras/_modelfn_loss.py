@@ -131,6 +131,9 @@ class _LossReader:
             return conversion, at, used + defs, regularized
         labels = self.resolve(conversion.labels, at)
         labels, conversion = self.sparse_labels(labels, conversion, at)
+        looked_up = self.label_lookup(labels, at)
+        if looked_up is not None:  # `table.lookup(labels)`: the model's preprocess numbers them
+            labels, conversion = self.sparse_labels(self.resolve(looked_up, at), conversion, at)
         if not (isinstance(labels, cst.Name) and labels.value == "labels"):
             refused = Unsupported("the loss does not compare the model_fn's `labels` as they come", conversion.labels, "E2K901")
             if not self._hand_written_enabled():
@@ -230,7 +233,8 @@ class _LossReader:
             return rest in (["[-1,1]"], ["[-1]"], ["(-1,1)"], ["(-1,)"])
         if path == "expand_dims":
             return rest in (["-1"], ["1"], ["axis=-1"])
-        return path == "squeeze" and rest in ([], ["-1"], ["1"], ["axis=-1"])
+        return path == "squeeze" and rest in ([], ["-1"], ["1"], ["axis=-1"], ["axis=1"], ["[1]"], ["[-1]"],
+                                              ["axis=[1]"], ["axis=[-1]"])
 
     def _is_regularization(self, expr: cst.BaseExpression) -> bool:
         return isinstance(expr, cst.Call) and self.ctx.call_api_path(expr) in REGULARIZATION_LOSS

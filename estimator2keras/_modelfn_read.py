@@ -669,6 +669,8 @@ class _ModelReader(BlockReading):
             for call in iter_calls(d.value):
                 if call in self.helper_calls or call in self.rnn_consumed:
                     continue  # read with its helper, or with the RNN function that runs it
+                if self.label_table is not None and call is self.label_table.call:
+                    continue  # numbers the labels: the model's preprocess does (`_label_table`)
                 path = self.ctx.call_api_path(call) or ""
                 if self.is_rnn_path(call):
                     self.refuse(call, f"`{_emit.code(call.func)}` is converted where tf.nn.dynamic_rnn or static_rnn "
@@ -802,6 +804,28 @@ class _ModelReader(BlockReading):
         self.plan.dataset_map = f"{self.plan.model_var}.preprocess"
         self.plan.fixed(call, "E2K302", f"{what} of categorical columns -> the model's `preprocess` (in tf.data) and "
                                         "`input_layer` (TensorFlow 2 has no input_layer)")
+
+    def without_column_building(self, forward: list[_Def], output: cst.BaseExpression) -> list[_Def]:
+        """The forward pass less what only built the columns of the input_layer of categorical
+        columns (``transformed_columns = [indicator_column(...), ...]``): ``preprocess`` and
+        ``input_layer`` compute them now."""
+        if self.column_input is None:
+            return forward
+        skipped = {id(n) for arg in self.column_input.call.args[1:] for n in _walk(arg)}
+        by_small = {}
+        for d in forward:
+            by_small.setdefault(id(d.small), []).append(d)
+        needed: set[int] = set()
+        pending = [(n, len(self.order)) for n in self.names_read(output)]
+        while pending:
+            name, before = pending.pop()
+            d = self.latest_def(name.value, before)
+            if d is None or id(d.small) not in by_small or id(d.small) in needed:
+                continue
+            needed.add(id(d.small))
+            for other in by_small[id(d.small)]:
+                pending.extend((n, other.index) for n in self.names_read(other.small) if id(n) not in skipped)
+        return [d for d in forward if id(d.small) in needed]
 
     def features_by_key(self, call: cst.Call, features: str) -> list[str]:
         """The keys the model_fn reads ``features`` by besides the input_layer

@@ -725,6 +725,7 @@ class _CompileReader:
             if not (isinstance(value, cst.Call) and self.role(value) == "metric"):
                 self.leftover(where, f"eval metric {key!r} is not a tf.metrics call e2k converts; add it to compile(metrics=...) by hand", "E2K202")
                 continue
+            value = self._without_label_lookup(value, value_at)
             value = self._accuracy_in_order(value, value_at)
             try:
                 metric = self.translate("metric", value, key, lambda e, _at=value_at: self.derive(e, _at))
@@ -737,6 +738,16 @@ class _CompileReader:
             except Unsupported as exc:
                 self.leftover(where, f"eval metric {key!r} is not converted: {exc.reason}", exc.code or "E2K202")
         return metrics, keys
+
+    def _without_label_lookup(self, call: cst.Call, at: int) -> cst.Call:
+        """A metric of the ids the model_fn's label table gave (``tf.metrics.accuracy(
+        label_indices, predicted_indices)``): the same metric of the labels as they come, which
+        the model's preprocess numbered so (``_label_table``)."""
+        args = []
+        for arg in call.args:
+            looked_up = self.label_lookup(arg.value, at) if self.label_table is not None else None
+            args.append(arg if looked_up is None else arg.with_changes(value=looked_up))
+        return call.with_changes(args=args)
 
     def _accuracy_in_order(self, call: cst.Call, at: int) -> cst.Call:
         """``tf.metrics.accuracy(classes, labels)``, the predictions given as the labels: the

@@ -72,6 +72,25 @@ class Tf1LossToKeras(ExpressionRule):
     The labels argument must be the model_fn's `labels` and the predictions/logits
     argument the model's output; `fit` passes both to the loss.
 
+    Labels the model_fn numbers with a lookup table first (Google's census custom
+    Estimator: `table = tf.contrib.lookup.index_table_from_tensor(tf.constant(LABELS))`,
+    `tf.squeeze(table.lookup(labels), axis=[1])`; also `tf.lookup.StaticHashTable(
+    tf.lookup.KeyValueTensorInitializer(LABELS, tf.range(len(LABELS))), -1)`,
+    `StaticVocabularyTable` and their `tf.compat.v1` spellings) are numbered by the model's
+    `preprocess` instead, mapped over every dataset (`input_fn().map(model.preprocess)`), so
+    that no string label reaches the replicas (Keras 3 under MirroredStrategy fails on one):
+    `self.label_lookup = tf.keras.layers.StringLookup(vocabulary=LABELS)` (a canned
+    Estimator's `label_vocabulary` is read so too) and `self.label_lookup(labels) - 1`, the
+    ids the table gave: a known label's position, any other `default_value` (-1), or with
+    `num_oov_buckets` n + its fingerprint modulo the buckets (a `Hashing` layer, the same
+    hash). The loss and the metrics of those ids (`tf.metrics.accuracy(label_indices,
+    predicted_indices)`) then compare the labels as they come; predictions mapping ids back
+    (`tf.gather(label_values, predicted_indices)`) stay in `predict_step`. A table of other
+    ids than the keys' positions, with a hasher, of keys computed in the model_fn or a
+    computed `default_value` is refused (E2K901), naming it. Fixture
+    `custom_estimator_census_label_table` passes e2k parity on TensorFlow 2.15 and the
+    newest TensorFlow.
+
     ## Why
     `tf.losses` (TF1) is gone; in TF2 the name points at Keras loss functions with another
     signature and no reduction. Keras computes the loss from the model's output and the

@@ -269,10 +269,12 @@ import emitted_lines  # noqa: E402  (benchmarks/emitted_lines.py: the same figur
 
 TREES = emitted_lines.trees(FIXTURES)
 #: The total after/before line ratio of the converted files over every fixture may not grow
-#: past this (1.356 at the last change (10,120 lines for 7,461): the three most frequent header
-#: notes fit one line; 1.56 before canned models and their head's metrics had base classes and
+#: past this (1.3586 at the last change (10,264 lines for 7,555): fixture
+#: custom_estimator_census_label_table, a census custom Estimator whose preprocessing is its
+#: feature columns' and its labels' lookup (144 lines for 94); 1.356 when the three most
+#: frequent header notes came to fit one line; 1.56 before canned models and their head's metrics had base classes and
 #: a helper; issue 15 aims at 1.1).
-RATIO_CEILING = 1.357
+RATIO_CEILING = 1.359
 
 
 @pytest.mark.parametrize("tree", TREES, ids=[t.name for t in TREES])

@@ -201,14 +201,26 @@ def test_tf1_losses_and_nn_cross_entropies_inside_become_keras_losses():
 def test_an_idiom_on_labels_reshaped_in_another_way_converts_by_hand():
     source = PROGRAM.replace("predictions = tf.compat.v1.layers.dense(hidden, 1)", "logits = tf.compat.v1.layers.dense(hidden, 3)")
     body = """\
-    class_ids = tf.squeeze(tf.cast(labels, tf.int32), axis=[1])
+    class_ids = tf.squeeze(tf.cast(labels, tf.int32), axis=(1,))
     loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=class_ids, logits=logits))"""
     result = rewrite_source(source.replace("{body}", body).encode(), "prog.py", RuleSet.load())
     assert result.status == "converted", [f.format() for f in result.findings]
     text = loss_class(result)
-    assert "class_ids = tf.squeeze(tf.cast(labels, tf.int32), axis=[1])" in text
+    assert "class_ids = tf.squeeze(tf.cast(labels, tf.int32), axis=(1,))" in text
     assert "loss = tf.reduce_mean(" in text
     assert "tf.keras.losses.sparse_categorical_crossentropy(class_ids, logits, from_logits=True))" in text
+
+
+def test_labels_squeezed_by_a_list_of_axes_are_the_sparse_loss_labels():
+    # `tf.squeeze(labels, axis=[1])` (Google's census custom Estimator): one value per example,
+    # which the Keras sparse loss takes in either rank.
+    source = PROGRAM.replace("predictions = tf.compat.v1.layers.dense(hidden, 1)", "logits = tf.compat.v1.layers.dense(hidden, 3)")
+    body = """\
+    class_ids = tf.squeeze(tf.cast(labels, tf.int32), axis=[1])
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=class_ids, logits=logits))"""
+    result = rewrite_source(source.replace("{body}", body).encode(), "prog.py", RuleSet.load())
+    assert result.status == "converted", [f.format() for f in result.findings]
+    assert "loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)" in " ".join(result.new.decode().split())
 
 
 def test_labels_through_stop_gradient_keep_what_is_known_of_them():
