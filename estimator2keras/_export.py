@@ -32,9 +32,10 @@ def {name}(features, batch_size=None):
 
 BEST_EXPORT = '''
 class {name}({tf}.keras.callbacks.Callback):
-    """What a BestExporter did: after each evaluation whose loss is the lowest so far, the model
-    is exported to `export_dir_base/<timestamp>` with its serving signatures, and only the newest
-    `exports_to_keep` exports are kept."""
+    """What a BestExporter did: after each evaluation whose loss is the lowest so far (an
+    earlier run's too: the lowest is kept in `export_dir_base/best_loss`, where the Estimator
+    read its model_dir's eval events), the model is exported to `export_dir_base/<timestamp>`
+    with its serving signatures, and only the newest `exports_to_keep` exports are kept."""
 
     def __init__(self, export_dir_base, signatures, exports_to_keep=5, monitor="val_loss"):
         super().__init__()
@@ -42,7 +43,11 @@ class {name}({tf}.keras.callbacks.Callback):
         self.signatures = signatures
         self.exports_to_keep = exports_to_keep
         self.monitor = monitor
+        self.record = os.path.join(export_dir_base, "best_loss")
         self.best = None
+        if os.path.exists(self.record):
+            with open(self.record) as f:
+                self.best = float(f.read())
 
     def on_epoch_end(self, epoch, logs=None):
         loss = (logs or {{}}).get(self.monitor)
@@ -54,6 +59,8 @@ class {name}({tf}.keras.callbacks.Callback):
             time.sleep(1)
             path = os.path.join(self.export_dir_base, str(int(time.time())))
         {tf}.saved_model.save(self.model, path, signatures=self.signatures)
+        with open(self.record, "w") as f:
+            f.write(repr(float(loss)))
         if self.exports_to_keep:
             exports = sorted((d for d in os.listdir(self.export_dir_base) if d.isdigit()), key=int)
             for old in exports[:-self.exports_to_keep]:

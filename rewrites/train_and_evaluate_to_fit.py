@@ -107,10 +107,12 @@ class TrainAndEvaluateToFit(UnitRule):
       the newest `exports_to_keep`. Where `fit` evaluates periodically, a `BestExport` callback
       does the same after each of its evaluations (`val_loss`), into
       `model_dir/export/<name>/<timestamp>`; where the Estimator evaluated once, at the end, that
-      evaluation was the best and the model is exported then, as by a `FinalExporter`. Only in a
-      fresh model_dir (`tempfile.mkdtemp()`, trained once): BestExporter also compared with the
-      evaluations an earlier run left in the model_dir's eval events, which Keras does not write.
-      A `compare_fn` other than the loss is reported.
+      evaluation was the best and the model is exported then, as by a `FinalExporter`.
+      BestExporter also compared with the evaluations an earlier run left in the model_dir's
+      eval events: `BestExport` keeps the lowest loss it exported at in
+      `export/<name>/best_loss` and reads it when the program runs again. With the one
+      evaluation at the end, that is converted only in a fresh model_dir (`tempfile.mkdtemp()`,
+      trained once). A `compare_fn` other than the loss is reported.
 
     ## Limitations
     Saving listeners are reported (E2K902), not converted. A
@@ -630,10 +632,12 @@ model.evaluate(input_fn(), steps=1, callbacks=[checkpoints])
             if name in found and _emit.code(found[name].value) not in ("None", "False", '"eval/*.tfevents.*"',
                                                                        "'eval/*.tfevents.*'"):
                 raise Unsupported(f"a BestExporter with {name}= is not converted", found[name])
-        if plan.may_restore and not _fresh_model_dir(unit, plan, ctx):
-            raise Unsupported("BestExporter compared with the evaluations already in the model_dir, which the Keras "
-                              "program does not read; the model may be restored from one here", exporter)
         if not periodic:
+            if plan.may_restore and not _fresh_model_dir(unit, plan, ctx):
+                raise Unsupported("BestExporter compared the one evaluation with those already in the model_dir, "
+                                  "which the Keras program does not read; the model may be restored from one here "
+                                  "(with an evaluation at every checkpoint, EvalSpec(throttle_secs=0), it converts)",
+                                  exporter)
             return None
         name = found.get("name")
         if name is None:
