@@ -45,6 +45,7 @@ later `e2k rewrite` adds the helpers it needs and leaves these as they are.
 _NAMED = (
     ("ModelDirCheckpoints", "estimator2keras._training", "MODEL_DIR_CHECKPOINTS"),
     ("TF1Momentum", "estimator2keras._modelfn_read_compile", "TF1_MOMENTUM"),
+    ("WarmStart", "estimator2keras.rewrites.warm_start_to_restore", "WARM_START"),
     ("numeric_input_layer", "estimator2keras._modelfn_read", "NUMERIC_INPUT_LAYER"),
     ("serving_signature", "estimator2keras._export", "SERVING_SIGNATURE"),
     ("BestExport", "estimator2keras._export", "BEST_EXPORT"),

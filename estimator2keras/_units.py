@@ -2959,6 +2959,8 @@ def convert_units(ctx: RewriteContext) -> None:
         return
     converted = False
     found = list(find_units(ctx, owners))
+    #: Every Estimator construction of the module (E2K410 looks for the one a warm start reads).
+    ctx.estimator_units = [unit for unit in found if isinstance(unit, EstimatorUnit)]
     for group in _groups(ctx, found):
         if isinstance(group, Unsupported):
             ctx.mark(group.node, group.reason, group.code)

@@ -9,10 +9,9 @@ class UnconvertedEstimatorSetting(Diagnostic):
     ## What it does
     Reported, and marked with a `# e2k: E2K400` line above the code that builds the model,
     for each `Estimator(...)` or `RunConfig(...)` argument that no rule converted (for
-    example `warm_start_from`, `device_fn`, `protocol`). The rest of the program is
+    example `device_fn`, `protocol`). The rest of the program is
     converted. The code that computed the setting's value stays as it was: where it still
-    refers to an Estimator API (`ws = tf.estimator.WarmStartSettings(...)`, then
-    `warm_start_from=ws`), it is reported too, as E2K905: TensorFlow 2.16 has no
+    refers to an Estimator API, it is reported too, as E2K905: TensorFlow 2.16 has no
     `tf.estimator`, and the converted program stops there until a human carries the
     setting over or removes it.
 
@@ -21,8 +20,8 @@ class UnconvertedEstimatorSetting(Diagnostic):
     them silently would change the program without a word.
 
     ## Fix safety
-    Nothing is changed: a human decides, for example loading the weights of
-    `warm_start_from` into the model after it is built.
+    Nothing is changed: a human decides. (`warm_start_from` is converted, or refused, by
+    E2K410: never dropped.)
 
     ## References
     - https://www.tensorflow.org/guide/migrate/checkpoint_saver
@@ -34,7 +33,7 @@ class UnconvertedEstimatorSetting(Diagnostic):
 
     cases = [
         Case(
-            id="warm-start",
+            id="device-fn",
             before='''\
 import tensorflow as tf
 
@@ -50,7 +49,8 @@ def model_fn(features, labels, mode):
     return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
 
 
-estimator = tf.estimator.Estimator(model_fn, warm_start_from="/tmp/previous")
+config = tf.estimator.RunConfig(device_fn=lambda op: "/cpu:0")
+estimator = tf.estimator.Estimator(model_fn, config=config)
 estimator.train(input_fn)
 ''',
             after='''\
@@ -69,7 +69,7 @@ def build_model():
     return model
 
 
-# e2k: E2K400 Estimator(warm_start_from=...) is not converted; the Keras program runs without it
+# e2k: E2K400 RunConfig(device_fn=...) is not converted; the Keras program runs without it
 model = build_model()
 model.fit(input_fn())
 ''',

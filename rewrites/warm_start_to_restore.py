@@ -11,33 +11,37 @@ from estimator2keras._units import Binding, accesses_of, bind_arguments, resolve
 
 WARM_START = '''
 class {name}({tf}.keras.callbacks.Callback):
-    """An Estimator's warm_start_from: when the model first trains, and only if its own
-    model_dir (`checkpoints`) holds no checkpoint yet, its trainable weights (those of the
-    layers named in `layers`, if given) are read from the latest checkpoint that
-    ModelDirCheckpoints wrote in `directory`; the optimizer and the step start fresh."""
+    """An Estimator's warm_start_from: when the model first trains, and only if
+    its own model_dir (`checkpoints`) holds no checkpoint yet, its trainable
+    weights (of the layers named in `layers`, if given) are read from the
+    latest checkpoint ModelDirCheckpoints wrote in `directory`; the optimizer
+    and the step start fresh."""
 
     def __init__(self, directory, layers=None, checkpoints=None):
         super().__init__()
-        self.directory, self.layers, self.checkpoints = directory, layers, checkpoints
-        self.done = False
+        self.directory, self.layers = directory, layers
+        self.checkpoints, self.done = checkpoints, False
 
     def on_train_begin(self, logs=None):
-        if self.done or self.checkpoints is not None and self.checkpoints.latest():
-            self.done = True  # the model_dir's checkpoint is restored instead
+        own = self.checkpoints is not None and self.checkpoints.latest()
+        if self.done or own:  # the model_dir's checkpoint is restored instead
+            self.done = True
         elif self.model.built:
             self.warm_start()
         else:  # built by its first step: warm-started before that step runs
             step = self.model.train_function
 
+            def zeros(spec):  # a replica's part (Keras 2: a PerReplicaSpec)
+                spec = getattr(spec, "_value_specs", [spec])[0]
+                return {tf}.zeros([n or 1 for n in spec.shape], spec.dtype)
+
             def first_step(data):
                 self.model.train_function = step
-                def zeros(spec):  # one replica's part of a batch (Keras 2: a PerReplicaSpec)
-                    spec = getattr(spec, "_value_specs", [spec])[0]
-                    return {tf}.zeros([n or 1 for n in spec.shape], spec.dtype)
-
-                features = {tf}.keras.utils.unpack_x_y_sample_weight(data.element_spec)[0]
+                unpack = {tf}.keras.utils.unpack_x_y_sample_weight
+                features = unpack(data.element_spec)[0]
                 with self.model.distribute_strategy.scope():
-                    self.model({tf}.nest.map_structure(zeros, features), training=False)
+                    features = {tf}.nest.map_structure(zeros, features)
+                    self.model(features, training=False)
                 self.warm_start()
                 return step(data)
 
@@ -45,24 +49,30 @@ class {name}({tf}.keras.callbacks.Callback):
 
     def warm_start(self):
         self.done, model = True, self.model
-        if hasattr({tf}.keras, "version"):  # Keras 3: the weights ModelDirCheckpoints lists
+        if hasattr({tf}.keras, "version"):  # Keras 3: the weights listed beside
             checkpoint = {tf}.train.Checkpoint(weights=model.weights)
         else:  # Keras 2: the model without its optimizer
-            children = {tf}.train.TrackableView(model).children(model).items()
-            layers = {tf}.train.Checkpoint(**{{k: v for k, v in children if v is not model.optimizer}})
-            checkpoint = {tf}.train.Checkpoint(model=layers)
-        latest = {tf}.train.CheckpointManager(checkpoint, self.directory, 1).latest_checkpoint
-        if latest is None or "_CHECKPOINTABLE_OBJECT_GRAPH" not in dict({tf}.train.list_variables(latest)):
-            raise ValueError(f"warm_start_from: no Keras checkpoint in {{self.directory}} (an "
-                             "Estimator's converts with `e2k checkpoint`, docs: checkpoints.md)")
-        names = self.layers or []
-        chosen = [w for layer in model.layers if layer.name in names for w in layer.trainable_weights]
-        chosen = model.trainable_weights if self.layers is None else chosen
-        missing = set(names) - {{layer.name for layer in model.layers}}
-        if missing:
-            raise ValueError(f"warm_start_from: the model has no layer {{sorted(missing)}}")
-        kept = [(w, w.numpy()) for w in model.weights if all(w is not c for c in chosen)]
-        checkpoint.restore(latest).expect_partial().assert_existing_objects_matched()
+            view = {tf}.train.TrackableView(model).children(model).items()
+            kept = {{k: v for k, v in view if v is not model.optimizer}}
+            checkpoint = {tf}.train.Checkpoint(model={tf}.train.Checkpoint(**kept))
+        manager = {tf}.train.CheckpointManager(checkpoint, self.directory, 1)
+        latest = manager.latest_checkpoint
+        names = [] if latest is None else {tf}.train.list_variables(latest)
+        if "_CHECKPOINTABLE_OBJECT_GRAPH" not in {{k for k, _ in names}}:
+            raise ValueError(
+                f"warm_start_from: no Keras checkpoint in {{self.directory}} "
+                "(an Estimator's converts with `e2k checkpoint`)")
+        chosen = model.trainable_weights
+        if self.layers is not None:
+            missing = set(self.layers) - {{layer.name for layer in model.layers}}
+            if missing:
+                raise ValueError(f"warm_start_from: no layer {{missing}}")
+            chosen = [w for layer in model.layers if layer.name in self.layers
+                      for w in layer.trainable_weights]
+        kept = [(w, w.numpy()) for w in model.weights
+                if all(w is not c for c in chosen)]
+        status = checkpoint.restore(latest).expect_partial()
+        status.assert_existing_objects_matched()
         for weight, value in kept:
             weight.assign(value)
 '''
@@ -217,7 +227,25 @@ def model_fn(features, labels, mode):
 estimator = tf.estimator.Estimator(model_fn, warm_start_from="/tmp/previous")
 estimator.train(input_fn)
 ''',
-            after=None,
+            after='''\
+import tensorflow as tf
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices(([[1.0]], [[2.0]])).batch(1)
+
+
+def model_fn(features, labels, mode):
+    logits = tf.layers.Dense(1)(features)
+    loss = tf.losses.mean_squared_error(labels, logits)
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+# e2k: E2K410 warm_start_from reads "/tmp/previous", which no Estimator converted before it in this file saves in: if it holds an Estimator's checkpoint, convert it first with `e2k checkpoint` (docs/checkpoints.md) and warm-start from the converted directory
+estimator = tf.estimator.Estimator(model_fn, warm_start_from="/tmp/previous")
+estimator.train(input_fn)
+''',
             findings=("E2K410",),
         ),
     ]

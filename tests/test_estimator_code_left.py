@@ -388,24 +388,14 @@ print("done")
 """
 
 
-def test_module_code_left_beside_a_converted_estimator_is_reported_on_the_first_run(rules):
-    # testerE bug 02: the Estimators convert, `warm_start_from=ws` is reported (E2K400), and
-    # the statement building `ws` stays. It refers to tf.estimator (gone from TensorFlow 2.16)
-    # and no finding speaks for it: the first run names it, where the original file has it,
-    # not only a second run over the written file.
+def test_a_warm_start_from_a_model_dir_the_file_converted_leaves_no_estimator_code(rules):
+    # testerE bug 02: `warm_start_from=ws` was reported (E2K400) and the statement building
+    # `ws` stayed, referring to tf.estimator (gone from TensorFlow 2.16). The warm start now
+    # converts (E2K410): `ws` goes with the Estimator, and no Estimator API is left.
     result = rewrite_source(WARM_START, "prog.py", rules)
-    assert result.status == "partial" and result.changed
-    line = WARM_START.splitlines().index(next(l for l in WARM_START.splitlines() if l.startswith(b"ws = "))) + 1
-    found = {(f.code, f.line, f.col, f.message) for f in result.manual}
-    assert ("E2K905", line, 6, "Estimator API left: tf.estimator.WarmStartSettings") in found, found
-    warm = [f for f in result.manual if f.code == "E2K400"]
-    assert [f.message for f in warm] == ["Estimator(warm_start_from=...) is not converted; the Keras program runs "
-                                         "without it"], found
-    assert b"ws = tf.estimator.WarmStartSettings(" in result.new
-    # A second run over the written file names the same construct, and nothing new.
-    again = rewrite_source(result.new, "prog.py", rules)
-    assert {(f.code, f.message) for f in again.manual} == {
-        ("E2K905", "Estimator API left: tf.estimator.WarmStartSettings")}, [f.format() for f in again.manual]
+    assert result.status == "converted", [f.format() for f in result.manual]
+    assert b"WarmStart(first_dir, layers=[\"dense\"], checkpoints=checkpoints)" in result.new
+    assert b"WarmStartSettings" not in result.new and b"tf.estimator" not in result.new
 
 
 def test_the_code_of_a_refused_estimator_is_not_repeated_line_by_line(rules):

@@ -27,7 +27,7 @@ REPORT_SCHEMA = json.loads((REPO / "docs" / "report.schema.json").read_text())
 def tree(tmp_path: Path) -> Path:
     """A converting program, one with a leftover for a human, a broken one, and a clean one."""
     shutil.copy(CANONICAL, tmp_path / "train.py")
-    partial = CANONICAL.read_bytes().replace(b"config=config)", b"config=config, warm_start_from='/tmp/m')")
+    partial = CANONICAL.read_bytes().replace(b"eval_distribute=strategy,", b"eval_distribute=strategy, protocol='grpc',")
     (tmp_path / "partial.py").write_bytes(partial)
     (tmp_path / "broken.py").write_text("import tensorflow as tf\nestimator = tf.estimator.Estimator(\n")
     (tmp_path / "clean.py").write_text("x = 1\n")
@@ -76,7 +76,7 @@ def test_sarif_in_a_report_file_and_human_lines_on_stdout(tree, tmp_path_factory
     main(["rewrite", "--check", "-j", "1", "--format", "sarif", "--report", str(report), str(tree)])
     jsonschema.validate(json.loads(report.read_text()), SARIF_SCHEMA)
     out = capsys.readouterr().out
-    assert f"{tree / 'partial.py'}:38:" in out and "E2K400" in out
+    assert f"{tree / 'partial.py'}:36:" in out and "E2K400" in out
 
 
 def test_human_findings_are_in_file_order_and_plain_when_piped(tree, capsys):

@@ -64,10 +64,10 @@ def test_suppressed_step_keeps_the_unit_unconverted_and_says_where(rules):
 
 
 def test_suppressed_leftover_is_neither_reported_nor_marked(rules):
-    source = CANONICAL.replace(b"model_fn=_model_fn, config=config)", b"model_fn=_model_fn, config=config,\n    warm_start_from='/tmp/m')")
+    source = CANONICAL.replace(b"eval_distribute=strategy,", b"eval_distribute=strategy,\n    protocol='grpc',")
     plain = rewrite_source(source, "a.py", rules)
     assert [f.code for f in plain.manual] == ["E2K400"] and b"# e2k: E2K400" in plain.new
-    suppressed = source.replace(b"warm_start_from='/tmp/m')", b"warm_start_from='/tmp/m')  # e2k: ignore[E2K400]")
+    suppressed = source.replace(b"protocol='grpc',", b"protocol='grpc',  # e2k: ignore[E2K400]")
     result = rewrite_source(suppressed, "a.py", rules)
     assert result.status == "converted" and result.manual == []
     assert b"# e2k: E2K400" not in result.new and b"tf.keras" in result.new

@@ -419,6 +419,12 @@ def instrument(tf, state: State) -> None:
         """Each step's own loss: metrics reset before the step, read after it."""
 
         def on_train_batch_begin(self, batch, logs=None):
+            if not state.losses and state.warm_started and state.initial is not None:
+                # A warm start the program makes as training begins (e2k's WarmStart callback)
+                # is where the first step starts: those variables are read again.
+                for i in state.warm_started:
+                    if i < len(state.paired):
+                        state.initial[i] = _read([state.paired[i]])[0]
             self.model.reset_metrics()
             optimizer = getattr(self.model, "optimizer", None)
             state.learning_rates.append(None if optimizer is None else common.keras_learning_rate(tf, optimizer))
