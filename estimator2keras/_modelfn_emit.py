@@ -602,8 +602,28 @@ class _KerasWriter:
             methods.append(_function("serving_outputs", "self, features", self.from_outputs(*export), blank_before=True))
             if self.plan is not None:
                 self.plan.export_method = "serving_outputs"
+        if columns is not None and self.plan is not None and self.exported() and (export or prediction) is not None:
+            methods.append(self.serve_method(export is not None, prediction))
         klass = _emit.statement(f"class {class_name}({base or self.tf + '.keras.Model'}):\n    pass")
         return klass.with_changes(body=cst.IndentedBlock(body=methods)), class_arguments
+
+    def serve_method(self, exported_outputs: bool, prediction) -> cst.FunctionDef:
+        """``serve(features)``: what the export serves for the raw features a serving function
+        gets, preprocessed first as ``dataset.map(model.preprocess)`` did for training (an
+        input_layer of categorical columns); the serving functions call it."""
+        from estimator2keras._canned import DENSE_FEATURES
+
+        tf = self.tf
+        dense = self.plan.add_helper("dense_features", lambda name: _emit.statements(DENSE_FEATURES, name=name, tf=tf))
+        method = self.plan.export_method if exported_outputs else "predict_step"
+        served = f"self.{method}(self.preprocess({dense}(features)))"
+        if not exported_outputs and not isinstance(prediction[1], cst.Dict):
+            served = f'{{"output": {served}}}'  # the export named its one tensor "output"
+        doc = ('"""What the export serves: the raw features (parsed tf.Examples: SparseTensors made dense,\n'
+               f'{self.ctx.module.default_indent * 2}as the feature columns read them) preprocessed as in tf.data."""')
+        self.plan.export_method = "serve"
+        return _function("serve", "self, features", [_emit.statement(doc), _emit.statement(f"return {served}")],
+                         blank_before=True)
 
     def column_methods(self, features: str) -> tuple[list[cst.BaseStatement], list[cst.FunctionDef]]:
         """An input_layer of categorical columns (``read_column_input``): the lines of

@@ -796,9 +796,6 @@ class _ModelReader(BlockReading):
                                          "(or its vocabulary's type is known at run time), which e2k does not pass to "
                                          "a model_fn's Keras model")
         keys = self.features_by_key(call, features)
-        if self.plan.uses("method", "export_saved_model", "export_savedmodel") or self.exports_in_file():
-            self.refuse(call, f"{what} of categorical columns in an exported model is not converted: the served "
-                              "model would need the raw features preprocessed first")
         self.column_input = ColumnInput(call, columns, reader, keys)
         self.input_layers[call] = lambda updated: _emit.expr("self.input_layer({f})", f=cst.Name(features))
         self.plan.dataset_map = f"{self.plan.model_var}.preprocess"
@@ -854,6 +851,10 @@ class _ModelReader(BlockReading):
             if key not in keys:
                 keys.append(key)
         return keys
+
+    def exported(self) -> bool:
+        """Is the model exported (``export_saved_model``, or an exporter made in the file)?"""
+        return bool(self.plan.uses("method", "export_saved_model", "export_savedmodel")) or self.exports_in_file()
 
     def exports_in_file(self) -> bool:
         """An exporter (``FinalExporter``, ``LatestExporter``, ``BestExporter``) made in the file."""

@@ -386,9 +386,12 @@ class Tf1LayerFunctionToKeras(ExpressionRule):
     `params` dict, a list, a loop over the data's keys, a function of the program returning
     them). Refused, naming them: a categorical column no indicator or embedding wraps (TF1
     refused it too), columns e2k cannot read, the features read otherwise besides such an
-    input_layer (handed whole to a function), a second one in the model_fn, such a model
-    exported (the served model gets raw features), and the other `tf.feature_column`
-    functions in a model_fn (`linear_model`).
+    input_layer (handed whole to a function), a second one in the model_fn, and the other
+    `tf.feature_column` functions in a model_fn (`linear_model`). Exported, the model serves
+    through its `serve(features)` method: the raw features a serving function gets (parsed
+    tf.Examples' SparseTensors made dense by `dense_features`, as the columns read them) go
+    through `preprocess`, then `predict_step` (tests/test_input_layer_export.py: the export
+    serves what the model predicts, on TF 2.15 and the newest TF).
 
     Refused (E2K901), naming the helper: a helper of several statements called again with
     `reuse` in its scope but not `reuse=True` (each call made new layers), one whose layers

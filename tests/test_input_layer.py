@@ -193,8 +193,6 @@ def test_features_read_by_key_besides_input_layer_are_passed_on(rules):
     # The features handed whole to something else, which would read the preprocessed dict.
     (lambda s: s.replace("    logits = tf.layers.dense(net, 2)", "    logits = tf.layers.dense(net, 2) + helper(features)"),
      "`features` is read here besides `input_layer`"),
-    # The served model would get raw features, which its input_layer cannot read.
-    (lambda s: s + "est.export_saved_model('out', serving_input_fn)\n", "exported model"),
     # A second input_layer (of the same columns here).
     (lambda s: s.replace(
         "    logits = tf.layers.dense(net, 2)",
