@@ -82,6 +82,7 @@ class Tf1MetricToKeras(ExpressionRule):
     | `root_mean_squared_error` | the output | `RootMeanSquaredError` (it averages every element already) |
     | `auc` | `tf.sigmoid(logits)` | `AUC(name=..., from_logits=True)` |
     | `auc` | the output (probabilities) | `AUC(name=...)` |
+    | `auc` of `tf.one_hot(labels, n)` (on True / 1, off False / 0) | `tf.nn.softmax(logits)` | emitted `AUCOfOneHotSoftmax(name=...)`: Keras's AUC of the ids' one-hot code against every class's probability, flattened as tf.metrics flattened them |
     | `auc` | `tf.nn.softmax(logits)[:, 1]` (two classes), directly or through a predictions dict | emitted `AUCOfSecondSoftmax(name=...)`: Keras's AUC of that column |
     | `auc(..., thresholds=[...])` | as above | `AUC(name=..., thresholds=[...])`: both add `-1e-7` and `1 + 1e-7` and ignore `num_thresholds` |
     | `accuracy`, `precision`, `recall` | `tf.round(probabilities)`, `probabilities > 0.5` | `BinaryAccuracy`, `Precision(thresholds=0.5)`, `Recall(thresholds=0.5)` |
@@ -270,6 +271,19 @@ print(model.evaluate(input_fn(), return_dict=True)["accuracy"])
                 raise Unsupported("the metric compares the one-hot labels' classes with something other than "
                                   "the model output's")
             return _emit.expr('{tf}.keras.metrics.CategoricalAccuracy(name={name})', tf=tf, name=_quote(name))
+        if path == "metrics.auc" and _one_hot_of_labels(_followed(labels.value, ctx), ctx):
+            # Census custom Estimator: `tf.metrics.auc(tf.one_hot(label_ids, 2, True, False), probabilities)`.
+            derived = derive(predictions.value)
+            if derived is None or derived.kind != "softmax":
+                raise Unsupported("the AUC of one-hot labels compares them with something other than the softmax of "
+                                  "the model output")
+            args = _auc_arguments(bound)
+            thresholds = _carried(bound.get("thresholds"), "thresholds", ctx, call)
+            if thresholds is not None and _emit.code(thresholds) != "None":
+                args.append(_emit.keyword_arg("thresholds", thresholds))
+            metric = cst.Call(cst.Name("AUCOfOneHotSoftmax"), args=_emit.call_args(
+                [_emit.keyword_arg("name", cst.SimpleString(_quote(name))), *args]))
+            return MetricConversion(metric, [_emit.statement(AUC_OF_ONE_HOT_SOFTMAX.format(tf=tf))])
         # Accuracy counts equal classes: integer casts of the labels keep what it counts.
         _check_labels(labels, class_ids=path == "metrics.accuracy", ctx=ctx)
         derived: Derived | None = derive(predictions.value)
@@ -665,6 +679,29 @@ class AUCOfSecondSoftmax({tf}.keras.metrics.AUC):
     def update_state(self, y_true, y_pred, sample_weight=None):
         return super().update_state(y_true, {tf}.nn.softmax(y_pred)[:, 1], sample_weight)
 """
+
+
+AUC_OF_ONE_HOT_SOFTMAX = """
+class AUCOfOneHotSoftmax({tf}.keras.metrics.AUC):
+    \"\"\"AUC of every class's probability, softmax(logits), against the class ids' one-hot
+    code, all flattened into one binary label each, as tf.metrics.auc took them.\"\"\"
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        ids = {tf}.cast({tf}.reshape(y_true, [-1]), {tf}.int32)
+        return super().update_state({tf}.one_hot(ids, {tf}.shape(y_pred)[-1]), {tf}.nn.softmax(y_pred), sample_weight)
+"""
+
+
+def _one_hot_of_labels(node: cst.BaseExpression, ctx) -> bool:
+    """``tf.one_hot(labels, depth)`` of the labels as they come (or cast), 1 / True on and
+    0 / False off, on the last axis: the code of the class ids, whatever its dtype."""
+    if not (isinstance(node, cst.Call) and ctx.call_api_path(node) == "one_hot"):
+        return False
+    bound = bind(node, ("indices", "depth", "on_value", "off_value", "axis", "dtype", "name"))
+    if "indices" not in bound or not _are_labels(bound["indices"], ctx):
+        return False
+    on, off, axis = (_emit.code(bound[k].value) if k in bound else None for k in ("on_value", "off_value", "axis"))
+    return on in (None, "1", "1.0", "True") and off in (None, "0", "0.0", "False") and axis in (None, "-1")
 
 
 def _of_elements(keras: str) -> str:

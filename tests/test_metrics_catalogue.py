@@ -97,6 +97,11 @@ CONVERTED = [
     ("pair", M + "auc(labels, tf.nn.softmax(output)[:, 1])", "AUCOfSecondSoftmax"),
     ("pair", M + "auc(labels, tf.nn.softmax(output)[:, 1], curve='PR', summation_method='careful_interpolation')",
      "AUCOfSecondSoftmax"),
+    # Census custom Estimator: the AUC of the one-hot code of the class ids and every class's probability.
+    ("classes", M + "auc(tf.one_hot(labels, 4, on_value=True, off_value=False, dtype=tf.bool), tf.nn.softmax(output))",
+     "AUCOfOneHotSoftmax"),
+    ("pair", M + "auc(tf.one_hot(labels, depth=2), tf.nn.softmax(output), summation_method='careful_interpolation')",
+     "AUCOfOneHotSoftmax"),
     # Labels and predictions swapped: the same value for metrics symmetric in them.
     ("classes", M + "accuracy(tf.argmax(output, 1), labels)", "SparseCategoricalAccuracy"),
     ("vector", M + "root_mean_squared_error(output, labels)", "RootMeanSquaredError"),
