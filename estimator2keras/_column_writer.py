@@ -16,6 +16,7 @@ from __future__ import annotations
 import libcst as cst
 
 from estimator2keras import _emit
+from estimator2keras._nodes import walk as _walk
 from estimator2keras._feature_columns import Column, ColumnReader, all_columns, identifier, respelled, substituted
 
 ID_CAST_COMMENT = "# Ids come as floats when Keras 3 first traces the model (on the replicas' mean batch)."
@@ -37,17 +38,30 @@ class ColumnsWriter:
         self.given: dict[str, str] = {}
         #: The variables ``preprocess_lines`` computes for the model, in order.
         self.inputs: list[str] = []
+        #: Writing the model's ``__init__``, and the constructor arguments read outside it.
+        self.in_init = False
+        self.attributes_read: set[str] = set()
 
     # -- small pieces ---------------------------------------------------------------------------
     def code(self, node: cst.BaseExpression) -> str:
-        return _emit.code(respelled(self.ctx, node, self.tf))
+        return _emit.code(self.attributes(respelled(self.ctx, node, self.tf)))
+
+    def attributes(self, node: cst.BaseExpression) -> cst.BaseExpression:
+        """The model's constructor arguments a model_fn's columns read (``embedding_size``, its
+        factory's parameter): as they are in ``__init__`` (``in_init``), elsewhere the
+        attributes the model keeps them in (``attributes_read``)."""
+        read = [n.value for n in _walk(node) if isinstance(n, cst.Name) and n.value in self.column_reader.arguments_read]
+        if not read or self.in_init:
+            return node
+        self.attributes_read.update(read)
+        return substituted(node, {n: cst.parse_expression(f"self.{n}") for n in read})
 
     def arg(self, column: Column, name: str) -> str:
         """A column's argument as code, the loop's variable and temporaries replaced by their
         values; one that reads names of the function building the Estimator is a constructor
         argument, kept as an attribute (``self.occupation_dimension``)."""
         node = respelled(self.ctx, column.value(name), self.tf)
-        code = _emit.code(substituted(node, column.env) if column.env else node)
+        code = _emit.code(self.attributes(substituted(node, column.env) if column.env else node))
         if name not in column.given:
             return code
         param = f"{column.var}_{'vocabulary' if name == 'vocabulary_list' else name}"

@@ -160,6 +160,11 @@ class ColumnReader:
         self._outer: dict[int, dict] = {}
         #: The scope the Estimator is built in: code reading its names is evaluated there.
         self.site_scope = None
+        #: A model_fn's: the names of its factory's (or partial's) parameters, which its Keras
+        #: model takes as constructor arguments; the columns' code reads them as ``self.<name>``.
+        self.arguments: dict[str, cst.Param] = {}
+        #: Those the columns read.
+        self.arguments_read: set[str] = set()
 
     # -- lists of columns -----------------------------------------------------------------------
     def read_list(self, expr: cst.BaseExpression, env: dict | None = None) -> list[Column]:
@@ -527,6 +532,9 @@ class ColumnReader:
                 continue
             if isinstance(parent, cst.Param):
                 continue
+            if self.argument(node):  # `dimension=embedding_size`, the factory's: the model takes it
+                self.arguments_read.add(node.value)
+                continue
             scope = self.ctx.scope(node)
             assignments = list(scope[node.value]) if scope is not None else []
             if assignments and all(isinstance(a.scope, (BuiltinScope, ComprehensionScope)) for a in assignments):
@@ -576,6 +584,19 @@ class ColumnReader:
                 env = self._env_of(bound.target, env)
         return self.literal_sequence(expr, env=env), env
 
+    def argument(self, node: cst.CSTNode) -> bool:
+        """``node`` names a parameter the Keras model takes (``self.arguments``): its value is
+        known only when the model is built. The same name bound otherwise, where the columns
+        are read, is refused: the columns' code writes that name as the model's attribute."""
+        if not (isinstance(node, cst.Name) and node.value in self.arguments):
+            return False
+        scope = self.ctx.scope(node)
+        assignments = list(scope[node.value]) if scope is not None else []
+        if len(assignments) == 1 and getattr(assignments[0], "node", None) is self.arguments[node.value]:
+            return True
+        raise Unsupported(f"the columns read `{node.value}`, bound here otherwise than as the parameter of that name "
+                          "the model is built with", node, CODE)
+
     def literal_sequence(self, expr: cst.BaseExpression, _depth: int = 0,
                          env: dict | None = None) -> list[cst.BaseExpression] | None:
         """The values a loop over ``expr`` takes, when the source spells them: a list or tuple
@@ -587,6 +608,8 @@ class ColumnReader:
             expr, env = self._deref(expr, env)
         again = lambda e: self.literal_sequence(e, _depth + 1, env)  # noqa: E731
         if isinstance(expr, cst.Name):
+            if self.argument(expr):
+                return None  # given when the model is built
             if changed_in_place(self.ctx, expr):
                 return None  # `KEYS = ["a"]` then `KEYS.append("b")`: not the literal's values
             value = value_of(self.ctx, expr)
@@ -837,6 +860,8 @@ class ColumnReader:
             return default
         if isinstance(expr, cst.Name) and env:
             expr, _ = self._deref(expr, env)
+        if self.argument(expr):
+            return None  # given when the model is built
         if isinstance(expr, cst.Name):
             expr = value_of(self.ctx, expr) or expr  # a binding, or a parameter given at its one call
         if isinstance(expr, cst.Integer):

@@ -534,7 +534,11 @@ class _KerasWriter:
         if columns is None and base is None and self.label_table is not None:
             columns = self.label_methods()
         if columns is not None:
+            # The columns' arguments the factory's parameters give (``dimension=embedding_size``).
+            read, kept = (self.column_input.reader.arguments_read, columns[2]) if self.column_input else ((), ())
+            init += [_emit.statement(f"self.{n} = {n}") for n in self.arguments if n in kept and n not in call_arguments]
             init += columns[0]
+            class_arguments = [n for n in self.arguments if n in class_arguments or n in read]
         for d in init_defs:
             role = self.role(d.value) if isinstance(d.value, cst.Call) and isinstance(d.small, cst.Assign) else None
             if role in ("initializer", "regularizer"):  # `weights_init = tf.truncated_normal_initializer(...)`
@@ -625,7 +629,7 @@ class _KerasWriter:
         return _function("serve", "self, features", [_emit.statement(doc), _emit.statement(f"return {served}")],
                          blank_before=True)
 
-    def column_methods(self, features: str) -> tuple[list[cst.BaseStatement], list[cst.FunctionDef]]:
+    def column_methods(self, features: str) -> tuple[list[cst.BaseStatement], list[cst.FunctionDef], set[str]]:
         """An input_layer of categorical columns (``read_column_input``): the lines of
         ``__init__`` making the preprocessing and embedding layers, and the methods
         ``preprocess`` (raw features -> the columns' inputs, and the features the model_fn
@@ -640,7 +644,9 @@ class _KerasWriter:
         taken = self.attrs_taken | set(self.call_arguments) | KERAS_MODEL_ATTRIBUTES | set(column_input.keys) | {
             "preprocess", "input_layer"}
         assign_names(writer.columns, taken | writer.taken())
+        writer.in_init = True
         init = writer.layer_lines() + writer.embedding_lines(column_input.columns)
+        writer.in_init = False
         if self.label_table is not None:
             init += self.label_init_lines()
         made = {line.split(" = ", 1)[0][len("self."):] for line in init if line.startswith("self.")}
@@ -677,7 +683,8 @@ class _KerasWriter:
         klass = cst.parse_statement(_reindent(text + "\n", self.ctx.module.default_indent))
         methods = [m.with_changes(leading_lines=[_emit.blank_line()]) for m in klass.body.body]
         module = cst.parse_module("\n".join(init) + "\n")
-        return [self.fit(line, 2) if isinstance(line, cst.SimpleStatementLine) else line for line in module.body], methods
+        init = [self.fit(line, 2) if isinstance(line, cst.SimpleStatementLine) else line for line in module.body]
+        return init, methods, writer.attributes_read
 
     def label_methods(self) -> tuple[list[cst.BaseStatement], list[cst.FunctionDef]]:
         """Labels a table numbered in the model_fn, with no input_layer of categorical columns:

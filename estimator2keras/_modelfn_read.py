@@ -726,13 +726,12 @@ class _ModelReader(BlockReading):
             # the feature columns' own reader, as the canned Estimators read theirs.
             from estimator2keras._feature_columns import ColumnReader
 
-            reader = ColumnReader(ctx)
-            reader.site_scope = ctx.scope(self.plan.unit.call)
+            reader = self.column_reader(ctx)
             try:
                 columns = reader.read_list(expr)
-            except Unsupported:
-                self.refuse(expr, "e2k cannot read the columns of this input_layer (a list of feature columns, names "
-                                  "bound once, appends and extends of such a list)")
+            except Unsupported as exc:
+                self.refuse(exc.node or expr, "e2k cannot read the columns of this input_layer (a list of feature "
+                                              f"columns, names bound once, appends and extends of such a list): {exc.reason}")
             kinds = {"numeric_column" if c.kind == "numeric" else f"{c.kind} column" for c in columns}
         if kinds != {"numeric_column"}:
             self.read_column_input(call, ctx, expr, features.value.value, reader, columns)
@@ -777,8 +776,7 @@ class _ModelReader(BlockReading):
         if ctx is not self.ctx:
             self.refuse(call, f"{what} of categorical columns made in another module is not converted")
         if columns is None:
-            reader = ColumnReader(ctx)
-            reader.site_scope = ctx.scope(self.plan.unit.call)
+            reader = self.column_reader(ctx)
             try:
                 columns = reader.read_list(expr)
             except Unsupported as exc:
@@ -801,6 +799,21 @@ class _ModelReader(BlockReading):
         self.plan.dataset_map = f"{self.plan.model_var}.preprocess"
         self.plan.fixed(call, "E2K302", f"{what} of categorical columns -> the model's `preprocess` (in tf.data) and "
                                         "`input_layer` (TensorFlow 2 has no input_layer)")
+
+    def column_reader(self, ctx):
+        """The reader of an input_layer's columns: names of the Estimator's site are evaluated
+        there; the model_fn's parameters and its factory's (``embedding_size``) the model takes."""
+        from estimator2keras._feature_columns import ColumnReader
+
+        reader = ColumnReader(ctx)
+        reader.site_scope = ctx.scope(self.plan.unit.call)
+        node = self.fn
+        while node is not None:
+            if isinstance(node, cst.FunctionDef):
+                reader.arguments.update({p.name.value: p for p in node.params.params if p.name.value in self.arguments
+                                         and p.name.value not in reader.arguments})
+            node = self.ctx.parent(node)
+        return reader
 
     def without_column_building(self, forward: list[_Def], output: cst.BaseExpression) -> list[_Def]:
         """The forward pass less what only built the columns of the input_layer of categorical

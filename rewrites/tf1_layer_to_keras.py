@@ -384,8 +384,14 @@ class Tf1LayerFunctionToKeras(ExpressionRule):
     features by key (`features["weight"]`) `preprocess` passes on as it came. The columns are
     read where the program makes them (`params['feature_columns']` in the Estimator's
     `params` dict, a list, a loop over the data's keys, a function of the program returning
-    them). Refused, naming them: a categorical column no indicator or embedding wraps (TF1
-    refused it too), columns e2k cannot read, the features read otherwise besides such an
+    them). A column's argument read from the model_fn's factory or partial (`dimension=
+    embedding_size` of `generate_model_fn(embedding_size=...)`, a hash bucket count, bucket
+    boundaries) is the model's constructor argument, as the layers' units are: written as it
+    is in `__init__`, as `self.<name>` in `preprocess` and `input_layer` (fixture
+    `custom_estimator_factory_columns`). Refused, naming them: a categorical column no
+    indicator or embedding wraps (TF1 refused it too), columns e2k cannot read (a factory's
+    parameter the model_fn binds again, arguments computed where the Estimator is built, a
+    vocabulary of a type known only at run time), the features read otherwise besides such an
     input_layer (handed whole to a function), a second one in the model_fn, and the other
     `tf.feature_column` functions in a model_fn (`linear_model`). Exported, the model serves
     through its `serve(features)` method: the raw features a serving function gets (parsed

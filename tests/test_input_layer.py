@@ -203,3 +203,106 @@ def test_input_layer_of_categorical_columns_e2k_cannot_write_is_refused(rules, c
     result = convert_categorical(rules, change)
     assert result.status == "partial", flat(result.new.decode())
     assert any(reason in m for m in manual(result)), manual(result)
+
+
+FACTORY = '''\
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+x = {"age": np.array([20.0, 35.0, 50.0, 70.0], np.float32), "job": np.array(["a", "b", "c", ""]),
+     "city": np.array(["paris", "rome", "oslo", "rome"])}
+y = np.array([0, 1, 0, 1], np.int32)
+CITIES = ["paris", "rome"]
+INPUT_COLUMNS = [
+    tf.feature_column.categorical_column_with_vocabulary_list("city", CITIES),
+    tf.feature_column.categorical_column_with_hash_bucket("job", hash_bucket_size=20),
+    tf.feature_column.numeric_column("age"),
+]
+
+
+def input_fn():
+    return tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(2)
+
+
+def hashed(size):
+    return tf.feature_column.categorical_column_with_hash_bucket("job", hash_bucket_size=size)
+
+
+def make_model_fn(buckets, boundaries, embedding_size=8, hidden_units=(4,)):
+    def _model_fn(mode, features, labels):
+        (city, job, age) = INPUT_COLUMNS
+        columns = [
+            tf.feature_column.indicator_column(city),
+            tf.feature_column.embedding_column(job, dimension=embedding_size),
+            tf.feature_column.indicator_column(hashed(buckets)),
+            tf.feature_column.bucketized_column(age, boundaries=boundaries),
+        ]
+        net = tf.feature_column.input_layer(features, columns)
+        for units in hidden_units:
+            net = tf.layers.dense(net, units)
+        logits = tf.layers.dense(net, 2)
+        loss = tf.losses.sparse_softmax_cross_entropy(labels, logits)
+        train_op = tf.train.AdamOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+    return _model_fn
+
+
+def main(argv):
+    est = tf.estimator.Estimator(make_model_fn(int(argv[1]), [30.0, 60.0], embedding_size=int(argv[2])))
+    est.train(input_fn, steps=1)
+'''
+
+
+def convert_factory(rules, change=None):
+    source = FACTORY if change is None else change(FACTORY)
+    return rewrite_source(source.encode(), "program.py", rules)
+
+
+def test_columns_arguments_from_a_model_fn_factory_are_the_models_arguments(rules):
+    # The factory's parameters (an embedding's dimension, a hash bucket count through a helper,
+    # bucket boundaries) were refused, or written as names the model never defined: the model
+    # takes them as the layers' units are taken, in __init__ as they are, elsewhere `self.<name>`.
+    result = convert_factory(rules)
+    assert result.status == "converted", manual(result)
+    new = flat(result.new.decode())
+    assert "def __init__(self, buckets, boundaries, embedding_size, hidden_units):" in new
+    assert "self.buckets = buckets" in new and "self.embedding_size" not in new
+    assert "tf.keras.layers.Dense(embedding_size, use_bias=False, kernel_initializer=" \
+           "tf.keras.initializers.TruncatedNormal(stddev=embedding_size ** -0.5))" in new
+    assert "tf.keras.layers.Hashing(num_bins=buckets)" in new
+    assert "tf.keras.layers.Discretization(bin_boundaries=boundaries)" in new
+    assert "tf.one_hot(job_2, self.buckets)" in new
+    assert "tf.one_hot(age_bucketized, self.age_bucketized_size)" in new
+    # The model_fn's parameters are bound by name, as the Estimator did: `(mode, features, labels)`.
+    assert "net = self.input_layer(features)" in new
+    assert "(buckets=int(argv[1]), boundaries=[30.0, 60.0], embedding_size=int(argv[2]), hidden_units=(4,))" in new
+
+
+def test_a_factorys_arguments_size_the_converted_columns(rules):
+    import numpy as np
+
+    new = convert_factory(rules).new.decode()
+    model_class = "class Model" + new.split("class Model", 1)[1].split("\ndef build_")[0]
+    namespace: dict = {}
+    exec(compile("import tensorflow as tf\nCITIES = ['paris', 'rome']\n" + model_class, "converted.py", "exec"),
+         namespace)
+    features = {"age": np.array([20.0, 35.0, 70.0], np.float32), "job": np.array(["a", "b", ""]),
+                "city": np.array(["paris", "oslo", "rome"])}
+    for buckets, boundaries, dimension in ((5, [30.0], 3), (7, [30.0, 60.0], 2)):
+        model = namespace["Model"](buckets, boundaries, dimension, (4,))
+        dense = model.input_layer(model.preprocess(features)).numpy()
+        # age buckets, city one-hot, job embedded, job one-hot of `buckets` ids.
+        assert dense.shape == (3, len(boundaries) + 1 + 2 + dimension + buckets)
+        assert model.job_embedding.kernel.shape == (20, dimension)
+
+
+@pytest.mark.parametrize("change, reason", [
+    # The parameter rebound in the model_fn: the columns would read another value than the model's.
+    (lambda s: s.replace("        (city, job, age) = INPUT_COLUMNS\n",
+                         "        (city, job, age) = INPUT_COLUMNS\n        embedding_size = 2 * embedding_size\n"),
+     "embedding_size"),
+])
+def test_a_factorys_parameter_rebound_for_the_columns_is_refused(rules, change, reason):
+    result = convert_factory(rules, change)
+    assert result.status == "partial", flat(result.new.decode())
+    assert any(reason in m for m in manual(result)), manual(result)
