@@ -28,6 +28,10 @@ TABLES = frozenset({INDEX_TABLE, HASH_TABLE, VOCABULARY_TABLE})
 INITIALIZER = "lookup.KeyValueTensorInitializer"
 #: What keeps the ids' values (and the loss and metrics read through, as they do for labels).
 ID_SHAPES = ("squeeze", "reshape", "expand_dims", "cast", "to_int32", "to_int64")
+#: Functions of the ids whose first argument the lookup is followed through besides: the one-hot
+#: code of the ids (a metric's `tf.one_hot(label_ids, n, True, False)`) is that of the labels
+#: the model's preprocess numbered alike.
+ID_FUNCTIONS = ID_SHAPES + ("one_hot",)
 
 
 @dataclass
@@ -116,7 +120,7 @@ class LabelTableReading:
                     found = True
                     return follow(node.args[0].value, before, depth + 1)
                 return node
-            if api(self.ctx, node) in ID_SHAPES:
+            if api(self.ctx, node) in ID_FUNCTIONS:
                 inner = follow(node.args[0].value, before, depth + 1)
                 if found:
                     return node.with_changes(args=[node.args[0].with_changes(value=inner), *node.args[1:]])

@@ -145,3 +145,18 @@ def test_the_preprocessed_labels_are_the_ids_tf1s_table_gave(rules, buckets):
     assert ours.shape == (6, 1)
     if buckets == 0:  # known labels their positions, any other -1
         np.testing.assert_array_equal(expected[:, 0], [1, 0, -1, -1, -1, -1])
+
+
+def test_the_auc_of_the_ids_one_hot_code_is_the_auc_of_the_numbered_labels(rules):
+    """The census custom Estimator's `auroc`: tf.metrics.auc of `tf.one_hot(label_indices_vector,
+    depth, True, False, tf.bool)` and the classes' probabilities, the one-hot code of the ids the
+    table gave, which preprocess gives as the labels."""
+    source = PROGRAM.format(table=CONTRIB).replace(
+        '        metrics = {"accuracy": tf.metrics.accuracy(label_indices, predicted_indices)}',
+        "        labels_one_hot = tf.one_hot(\n"
+        "            label_indices_vector, depth=label_values.shape[0], on_value=True, off_value=False, dtype=tf.bool)\n"
+        '        metrics = {"auroc": tf.metrics.auc(labels_one_hot, tf.nn.softmax(logits))}')
+    assert "labels_one_hot" in source
+    result = rewrite_source(source.encode(), "program.py", rules)
+    assert result.status == "converted", [f.format() for f in result.findings if f.kind == "manual"]
+    assert 'AUCOfOneHotSoftmax(name="auroc")' in flat(result.new.decode())
