@@ -126,8 +126,39 @@ def rewrite_source(source: bytes, path: str, rules: RuleSet, keywords: tuple[byt
     """Rewrite one file's bytes with ``rules``. Never raises for a bad file or a failing rule.
 
     ``program`` (``analysis.program.Program``): the other files it converts together with,
-    for a model_fn one defines and another gives an Estimator."""
+    for a model_fn one defines and another gives an Estimator.
+
+    A model_fn that is a method of a class of the file is converted as the function of the
+    module it amounts to (``_method_model_fn``): the file so written is kept where it converts."""
+    from estimator2keras import _method_model_fn
+
+    result = _rewrite_source(source, path, rules, keywords, program)
+    # Only a file the conversion met a method model_fn in is lifted (parsed again): every other
+    # file is converted once, and the prefilter's limits (size, nesting) stay in force.
+    if not any(f.code == "E2K001" and ("the model_fn is a method" in f.message
+                                       or "the model_fn is not a function defined in this file" in f.message)
+               for f in result.manual):
+        return result
+    lifted = _method_model_fn.lift(source)
+    why = lifted if isinstance(lifted, str) else None
+    if isinstance(lifted, _method_model_fn.Lift):
+        # Laid out for the file's own line length, not the lifted copy's (its partial is long).
+        converted = _rewrite_source(lifted.source, path, rules, keywords, program, layout=source)
+        if converted.status != "error" and not _method_model_fn.defines(converted.new, lifted.name):
+            return dataclasses.replace(converted, original=source)
+        why = next((f"{f.message} ({f.code})" for f in converted.manual
+                    if lifted.first_line <= f.line <= lifted.last_line), "its conversion was refused")
+    token = _method_model_fn.WHY.set(why)
+    try:  # the refusal, now saying why
+        return _rewrite_source(source, path, rules, keywords, program)
+    finally:
+        _method_model_fn.WHY.reset(token)
+
+
+def _rewrite_source(source: bytes, path: str, rules: RuleSet, keywords: tuple[bytes, ...] | None = None,
+                    program=None, layout: bytes | None = None) -> FileResult:
     job = Job(source, path, rules, keywords, program)
+    job.layout = layout if layout is not None else source
     if job.result is not None:
         return job.result
     for step in job.passes:
@@ -149,6 +180,7 @@ class Job:
         """``force``: parse the file and take it into the unit pass whatever the pre-filter
         says (a module of a program: its functions may be another module's input_fns)."""
         self.source, self.path, self.rules, self.program = source, path, rules, program
+        self.layout = source  # the text whose line length what e2k writes fits
         self.result: FileResult | None = None
         self.passes: list[tuple] = []
         if is_library_file(path):
@@ -244,7 +276,7 @@ class Job:
     @functools.cached_property
     def line_limit(self) -> int:
         """The file's line length (``_wrap.line_limit``), which what e2k writes is laid out for."""
-        return _wrap.line_limit(self.path, self.source.decode("utf-8", errors="replace"))
+        return _wrap.line_limit(self.path, self.layout.decode("utf-8", errors="replace"))
 
     def run_shared(self, tree: cst.Module, code: str, ctx: RewriteContext | None = None) -> None:
         """The module rules sharing the unit pass, on ``tree``, before the units: their plans
@@ -274,7 +306,7 @@ class Job:
                 new = module.bytes
                 if not path.endswith(".ipynb"):
                     # A notebook's notes stay in the cells they explain (its first cell may be IPython's).
-                    limit = _wrap.line_limit(path, source.decode(module.encoding, errors="replace"))
+                    limit = _wrap.line_limit(path, self.layout.decode(module.encoding, errors="replace"))
                     module = notes_to_header(module, source, self.rules.notes(), limit)
                     new = module.bytes
                 noted = drop_repeated_notes(module, new, source)
@@ -289,7 +321,7 @@ class Job:
                 if self.rules.target != "tensorflow":
                     module, helpers = self.retarget(module, helpers, limit)
                     new = module.bytes
-                new, limit = _wrapped(new, source, path, module.encoding)
+                new, limit = _wrapped(new, source, path, module.encoding, self.layout)
                 cst.parse_module(new)  # every output parses, or the file is left alone
                 if self.rules.target != "tensorflow":
                     ctx.findings.extend(_target_findings(path, new.decode(module.encoding, errors="replace")))
@@ -358,14 +390,14 @@ def _target_findings(path: str, text: str) -> list[Finding]:
     return findings
 
 
-def _wrapped(new: bytes, source: bytes, path: str, encoding: str) -> tuple[bytes, int]:
-    """``new`` with the statements e2k wrote over the file's line length wrapped (``_wrap``),
-    and that length."""
+def _wrapped(new: bytes, source: bytes, path: str, encoding: str, layout: bytes | None = None) -> tuple[bytes, int]:
+    """``new`` with the statements e2k wrote over the file's line length (that of ``layout``,
+    by default ``source``) wrapped (``_wrap``), and that length."""
     try:
         text, original = new.decode(encoding), source.decode(encoding)
+        limit = _wrap.line_limit(path, (layout or source).decode(encoding))
     except (UnicodeDecodeError, LookupError):
         return new, _wrap.PEP8
-    limit = _wrap.line_limit(path, original)
     wrapped = _wrap.wrap(text, original, limit)
     return (new if wrapped == text else wrapped.encode(encoding)), limit
 

@@ -46,7 +46,17 @@ class EstimatorToKerasModel(UnitRule):
     `layer_loop_with_switches`). A
     model_fn given as `functools.partial(model_fn, k=v)`, or returned by a factory
     (`make_model_fn(units)` defining and returning it), becomes a builder taking those
-    names as arguments (`build_model(k=v)`); a model_fn reached through an alias
+    names as arguments (`build_model(k=v)`). A model_fn that is a method of a class of the
+    file (`Estimator(self.model_fn)` in a method of the class, `Estimator(trainer.model_fn)`
+    on an instance made once) is converted as that partial of a function of the module: the
+    `self` attributes it reads become the model's and builder's arguments, given where the
+    Estimator was built (`build_model(hidden=self.hidden, lr=self.lr)`; a name the model_fn
+    uses already takes the class's: `trainer_lr`), the Keras code placed before the class,
+    which keeps its other members (fixture `method_model_fn_trainer`). It is refused, naming
+    why, where lifting it could change what it computes: an attribute set other than once at
+    the top of `__init__` (or in the class body), set by the model_fn, a method of `self` it
+    calls, `self` used otherwise, a base class or subclass, `setattr`, the method used
+    elsewhere too. A model_fn reached through an alias
     (`model_function = model_fn`) loses the alias with it. An Estimator a function returns
     (`def build_estimator(model_dir, model_type): return tf.estimator.Estimator(...)`, or bound
     to a name it returns) is built there as the model, returned, and followed into the
@@ -546,9 +556,11 @@ def _model_fn_source(ctx, node: cst.BaseExpression) -> _ModelFnSource:
                 return _ModelFnSource(inner, factory, node.func, _in_order(values, factory))
     method = _method_of_a_class(ctx, node)
     if method is not None:
-        raise Unsupported(f"the model_fn is a method (`{_emit.code(node)}`) of the class `{method}`: e2k converts "
-                          "a model_fn that is a function of the module (or a partial / factory of one); move it out "
-                          "of the class and give it the values it reads from `self` through `params`", node)
+        from estimator2keras._method_model_fn import WHY
+
+        raise Unsupported(f"the model_fn is a method (`{_emit.code(node)}`) of the class `{method}`, which e2k "
+                          "converts as a function of the module given the values it reads from `self`, but not this "
+                          f"one: {WHY.get() or 'e2k does not resolve its instance'}", node)
     raise Unsupported("the model_fn is not a function defined in this file (or a partial / factory of one)", node)
 
 

@@ -269,17 +269,13 @@ import emitted_lines  # noqa: E402  (benchmarks/emitted_lines.py: the same figur
 
 TREES = emitted_lines.trees(FIXTURES)
 #: The total after/before line ratio of the converted files over every fixture may not grow
-#: past this (1.3633 at the last change (10,584 lines for 7,764): fixture
-#: custom_estimator_factory_columns, a census model_fn factory's columns, whose preprocess and
-#: input_layer methods spell out what input_layer did (148 lines for 85); 1.3590 (10,436 lines
-#: for 7,679): fixture warm_start_fine_tune,
-#: two models of one model_fn, the second warm-started (88 lines for 61); 1.3586 (10,264
-#: lines for 7,555): fixture
-#: custom_estimator_census_label_table, a census custom Estimator whose preprocessing is its
-#: feature columns' and its labels' lookup (144 lines for 94); 1.356 when the three most
-#: frequent header notes came to fit one line; 1.56 before canned models and their head's metrics had base classes and
-#: a helper; issue 15 aims at 1.1).
-RATIO_CEILING = 1.3633
+#: past this. 1.3634 at the last change (10,652 lines for 7,813): method_model_fn_trainer (68
+#: for 49). Before it, fixtures each writing more than the average: custom_estimator_factory_columns
+#: (148 for 85), warm_start_fine_tune (88 for 61), custom_estimator_census_label_table (144 for
+#: 94), whose preprocess and input_layer methods spell out what the feature columns did; 1.356
+#: when the three most frequent header notes came to fit one line; 1.56 before canned models and
+#: their head's metrics had base classes and a helper. Issue 15 aims at 1.1.
+RATIO_CEILING = 1.3635
 
 
 @pytest.mark.parametrize("tree", TREES, ids=[t.name for t in TREES])
