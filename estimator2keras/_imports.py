@@ -142,10 +142,9 @@ CONTRIB_CALLS = {
 }
 
 
-def rewrite_contrib_calls(ctx: RewriteContext, tf: str, replaced: set) -> list:
+def rewrite_contrib_calls(ctx: RewriteContext, tf: str, replaced: set) -> None:
     """The CONTRIB_CALLS of a converted file (outside what was already rewritten) get their TF2
     value; the references inside them are then left alone."""
-    done = []
     for node in _walk(ctx.module):
         if not isinstance(node, cst.Call) or _inside(ctx, node, replaced) or ctx.edits.covers(node, ctx.parent):
             continue
@@ -155,8 +154,6 @@ def rewrite_contrib_calls(ctx: RewriteContext, tf: str, replaced: set) -> list:
             ctx.edits.replace(node, new)
             ctx.report(node, f"`{_emit.code(node.func)}(...)` -> `{_emit.code(new.func)}(...)`, the table it built "
                              "(TensorFlow 2 has no tf.contrib)", code=CODE)
-            done.append(node)
-    return done
 
 
 def respell_contrib(ctx: RewriteContext, tf: str, replaced: set) -> None:

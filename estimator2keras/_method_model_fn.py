@@ -22,6 +22,7 @@ import libcst as cst
 
 from estimator2keras import _emit
 from estimator2keras._modelfn_read import MODEL_FN_PARAMS
+from estimator2keras._nodes import walk_in_order as _walk
 
 #: Why the method model_fn of the file being converted was not converted (read by E2K001's finding).
 WHY: contextvars.ContextVar[str | None] = contextvars.ContextVar("e2k_method_model_fn_why", default=None)
@@ -33,14 +34,6 @@ class Lift:
     name: str  # that function's name
     first_line: int  # its lines in ``source``
     last_line: int
-
-
-def _walk(node: cst.CSTNode):
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(reversed(current.children))
 
 
 def _body(node) -> list:

@@ -180,9 +180,7 @@ class _KerasWriter:
 
     def _per_example_loss(self, keras_loss: cst.Call) -> str:
         """The module-level function computing ``keras_loss`` per example on a rank-1 output."""
-        taken = {n.value for n in _walk(self.ctx.module) if isinstance(n, cst.Name)}
-        taken |= {stmt.name.value for stmt in self.definitions if isinstance(stmt, (cst.ClassDef, cst.FunctionDef))}
-        name = _emit.unique_name("per_example_loss", taken)
+        name = self.definition_name("per_example_loss")
         per_example = keras_loss.with_changes(
             args=_emit.call_args([*keras_loss.args, _emit.keyword_arg("reduction", cst.SimpleString('"none"'))]))
         indent = self.ctx.module.default_indent
@@ -606,7 +604,8 @@ class _KerasWriter:
             methods.append(_function("serving_outputs", "self, features", self.from_outputs(*export), blank_before=True))
             if self.plan is not None:
                 self.plan.export_method = "serving_outputs"
-        if columns is not None and self.plan is not None and self.exported() and (export or prediction) is not None:
+        served = export is not None or prediction is not None
+        if columns is not None and self.plan is not None and served and self.exported():
             methods.append(self.serve_method(export is not None, prediction))
         klass = _emit.statement(f"class {class_name}({base or self.tf + '.keras.Model'}):\n    pass")
         return klass.with_changes(body=cst.IndentedBlock(body=methods)), class_arguments

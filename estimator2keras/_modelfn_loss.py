@@ -897,9 +897,14 @@ class _LossReader:
     def _loss_class_name(self) -> str:
         from estimator2keras._modelfn import class_name_for
 
+        return self.definition_name(f"{class_name_for(self.fn.name.value)}Loss")
+
+    def definition_name(self, preferred: str) -> str:
+        """A name for a module-level definition the conversion writes (a loss class, a loss
+        function): one neither the module nor the definitions written before it use."""
         taken = {n.value for n in _walk(self.ctx.module) if isinstance(n, cst.Name)}
-        taken |= {stmt.name.value for stmt in self.definitions if isinstance(stmt, cst.ClassDef)}
-        return _emit.unique_name(f"{class_name_for(self.fn.name.value)}Loss", taken)
+        taken |= {stmt.name.value for stmt in self.definitions if isinstance(stmt, (cst.ClassDef, cst.FunctionDef))}
+        return _emit.unique_name(preferred, taken)
 
     def _loss_statements(self, steps: list[_Def], expr: cst.BaseExpression, arguments: list[str] = (),
                          own: bool = False) -> tuple[list[cst.BaseStatement], cst.BaseExpression]:
